@@ -1,0 +1,1 @@
+"""The asyncio broker: server, connections, request handlers, coordinators, CLI."""

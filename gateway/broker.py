@@ -1,0 +1,153 @@
+"""The broker's state: metadata, storage, and the partitions it serves.
+
+Handlers reach everything through this object; it owns topic lifecycle (create,
+delete, open on start) and the periodic retention sweep.
+"""
+import asyncio
+import logging
+import os
+import uuid
+
+from metadata.cluster import ClusterState, Topic, TopicExists, UnknownTopic, ledger_list_path
+from metadata.store import MetadataStore, NodeExists
+from storage import entry_formats
+from storage.entry_formats import EntryFormat
+from storage.ledger import LedgerStore
+from storage.managed_ledger import ManagedLedger, RetentionPolicy, RolloverPolicy
+
+from .config import TOPIC_CONFIG_DEFAULTS, Settings
+from .partition import Partition
+
+log = logging.getLogger(__name__)
+
+PRODUCER_ID_BLOCK = 1000
+
+
+class Broker:
+    def __init__(self, settings: Settings, metadata: MetadataStore, ledgers: LedgerStore):
+        self.settings = settings
+        self.node_id = settings["broker.id"]
+        self.metadata = metadata
+        self.ledgers = ledgers
+        self.cluster = ClusterState(metadata)
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.connections: set = set()
+        self.cluster_id = ""
+        self._producer_ids = iter(())
+        self._retention_task: asyncio.Task | None = None
+        self._topic_lock = asyncio.Lock()
+
+    async def start(self) -> None:
+        self.cluster_id = await self._cluster_id()
+        await self.cluster.load()
+        for topic in list(self.cluster.topics.values()):
+            await self._open_partitions(topic)
+        self._retention_task = asyncio.create_task(self._retention_loop())
+        log.info("broker %d serving %d topics, %d partitions", self.node_id,
+                 len(self.cluster.topics), len(self.partitions))
+
+    async def _cluster_id(self) -> str:
+        node = await self.metadata.get("/cluster/id")
+        if node is None:
+            try:
+                await self.metadata.create("/cluster/id", str(uuid.uuid4()).encode())
+            except NodeExists:
+                pass
+            node = await self.metadata.get("/cluster/id")
+        return node.data.decode()
+
+    async def close(self) -> None:
+        if self._retention_task is not None:
+            self._retention_task.cancel()
+        for partition in self.partitions.values():
+            await partition.ledger.close()
+        self.ledgers.close()
+        await self.metadata.close()
+
+    # -- topics -------------------------------------------------------------------------
+
+    def topic_config(self, topic: Topic, name: str) -> str:
+        return topic.configs.get(name) or self.topic_config_default(name)
+
+    def topic_config_default(self, name: str) -> str:
+        broker_key = TOPIC_CONFIG_DEFAULTS[name]
+        return str(self.settings[broker_key]) if broker_key else "delete"
+
+    @staticmethod
+    def topic_config_names():
+        return TOPIC_CONFIG_DEFAULTS.keys()
+
+    def entry_format(self, topic: Topic) -> EntryFormat:
+        return entry_formats.by_name(self.topic_config(topic, "kgate.entry.format"))
+
+    async def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> Topic:
+        async with self._topic_lock:
+            if name in self.cluster.topics:
+                raise TopicExists(name)
+            topic = await self.cluster.create_topic(name, partitions, configs)
+            await self._open_partitions(topic)
+            log.info("created topic %s with %d partitions", name, partitions)
+            return topic
+
+    async def delete_topic(self, name: str) -> Topic:
+        async with self._topic_lock:
+            topic = self.cluster.topics.get(name)
+            if topic is None:
+                raise UnknownTopic(name)
+            await self.cluster.delete_topic(name)
+            for index in range(topic.partitions):
+                partition = self.partitions.pop((name, index), None)
+                if partition is not None:
+                    await partition.ledger.delete()
+            log.info("deleted topic %s", name)
+            return topic
+
+    async def _open_partitions(self, topic: Topic) -> None:
+        for index in range(topic.partitions):
+            ledger = ManagedLedger(
+                f"{topic.name}-{index}", self.ledgers, self.metadata, ledger_list_path(topic.name, index),
+                lambda: self.cluster.allocate("ledger-id"),
+                rollover=RolloverPolicy(int(self.topic_config(topic, "segment.bytes")),
+                                        int(self.topic_config(topic, "segment.ms"))),
+                retention=RetentionPolicy(int(self.topic_config(topic, "retention.ms")),
+                                          int(self.topic_config(topic, "retention.bytes"))))
+            partition = Partition(topic.name, index, ledger)
+            await partition.open()
+            self.partitions[(topic.name, index)] = partition
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> Topic | None:
+        for topic in self.cluster.topics.values():
+            if topic.topic_id == topic_id:
+                return topic
+        return None
+
+    # -- producer ids and retention ------------------------------------------------------
+
+    async def next_producer_id(self) -> int:
+        producer_id = next(self._producer_ids, None)
+        if producer_id is None:
+            start = await self.cluster.allocate("producer-id", PRODUCER_ID_BLOCK)
+            self._producer_ids = iter(range(start, start + PRODUCER_ID_BLOCK))
+            producer_id = next(self._producer_ids)
+        return producer_id
+
+    async def _retention_loop(self) -> None:
+        interval = self.settings["log.retention.check.interval.ms"] / 1000
+        while True:
+            await asyncio.sleep(interval)
+            for partition in list(self.partitions.values()):
+                try:
+                    await partition.ledger.enforce_retention()
+                except Exception:
+                    log.exception("retention of %s failed", partition.ledger.name)
+
+
+def open_embedded(settings: Settings) -> Broker:
+    """The single-node default: SQLite metadata and the file ledger store under data_dir."""
+    from metadata.stores.embedded import EmbeddedMetadataStore
+    from storage.stores.file_store import FileLedgerStore
+
+    os.makedirs(settings.data_dir, exist_ok=True)
+    metadata = EmbeddedMetadataStore(os.path.join(settings.data_dir, "metadata.sqlite"))
+    ledgers = FileLedgerStore(os.path.join(settings.data_dir, "ledgers"))
+    return Broker(settings, metadata, ledgers)

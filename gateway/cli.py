@@ -1,0 +1,44 @@
+"""The ``kgate`` command line."""
+import argparse
+import asyncio
+import sys
+
+from . import logs
+from .broker import open_embedded
+from .config import ConfigError, Settings
+from .server import serve
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kgate", description="A Kafka-protocol gateway over a shared log.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("serve", help="run a broker",
+                              description="Run a broker (single node, embedded metadata, file ledgers by default).")
+    run.add_argument("--listen", action="append", metavar="HOST:PORT",
+                     help="address to listen on (repeatable; port 0 picks a free port; default 127.0.0.1:9092)")
+    run.add_argument("--data-dir", metavar="DIR", help="where metadata and ledgers live (default ./kgate-data)")
+    run.add_argument("--config", metavar="FILE", help="TOML file of settings")
+    run.add_argument("--set", action="append", metavar="KEY=VALUE", dest="overrides", default=[],
+                     help="override one setting (repeatable)")
+    return parser
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "serve":
+        try:
+            settings = Settings.load(args.listen, args.data_dir, args.config, args.overrides)
+        except ConfigError as exc:
+            print(f"kgate: {exc}", file=sys.stderr)
+            return 2
+        logs.configure(settings["log.level"])
+        try:
+            asyncio.run(serve(open_embedded(settings)))
+        except OSError as exc:
+            print(f"kgate: {exc}", file=sys.stderr)
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,171 @@
+"""Broker settings: Kafka's own key names where they mean the same thing.
+
+Settings come from defaults, then a TOML file (nested tables join with dots, so
+``[log] retention.ms = 1`` is ``log.retention.ms``), then ``--set key=value``. Every
+value is checked at start-up, and an error names the setting.
+"""
+import tomllib
+from dataclasses import dataclass, field
+
+from storage import entry_formats
+
+
+class ConfigError(ValueError):
+    pass
+
+
+# name -> (default, check, description). The default's type is the setting's type.
+_POSITIVE = ("must be > 0", lambda v: v > 0)
+_NON_NEGATIVE = ("must be >= 0", lambda v: v >= 0)
+_RETENTION = ("must be -1 (unlimited) or >= 0", lambda v: v >= -1)
+_ANY = ("", lambda v: True)
+
+BROKER_SETTINGS: dict[str, tuple[object, tuple]] = {
+    "broker.id": (0, _NON_NEGATIVE),
+    "socket.request.max.bytes": (100 * 1024 * 1024, _POSITIVE),
+    "connections.max.idle.ms": (600_000, _POSITIVE),
+    # Requests one connection may have in flight before the broker stops reading it.
+    "kgate.max.inflight.requests.per.connection": (100, _POSITIVE),
+    "auto.create.topics.enable": (True, _ANY),
+    "num.partitions": (1, _POSITIVE),
+    "default.replication.factor": (1, _POSITIVE),
+    "message.max.bytes": (1024 * 1024 + 12, _POSITIVE),
+    "log.retention.ms": (7 * 24 * 3600 * 1000, _RETENTION),
+    "log.retention.bytes": (-1, _RETENTION),
+    "log.segment.bytes": (1024 * 1024 * 1024, _POSITIVE),
+    "log.roll.ms": (7 * 24 * 3600 * 1000, _POSITIVE),
+    "log.retention.check.interval.ms": (300_000, _POSITIVE),
+    "entry.format": ("kafka", ("must be one of the registered entry formats",
+                               lambda v: v in entry_formats.names())),
+    "log.level": ("INFO", ("must be DEBUG, INFO, WARNING or ERROR",
+                           lambda v: v in ("DEBUG", "INFO", "WARNING", "ERROR"))),
+}
+
+# Topic-level configs kgate honours, and the broker setting each defaults to.
+TOPIC_CONFIG_DEFAULTS = {
+    "retention.ms": "log.retention.ms",
+    "retention.bytes": "log.retention.bytes",
+    "segment.bytes": "log.segment.bytes",
+    "segment.ms": "log.roll.ms",
+    "max.message.bytes": "message.max.bytes",
+    "kgate.entry.format": "entry.format",
+    "cleanup.policy": None,
+}
+CLEANUP_POLICIES = ("delete", "compact", "compact,delete", "delete,compact")
+
+
+def _coerce(name: str, raw, default):
+    try:
+        if isinstance(default, bool):
+            if isinstance(raw, bool):
+                return raw
+            lowered = str(raw).strip().lower()
+            if lowered in ("true", "false"):
+                return lowered == "true"
+            raise ValueError
+        if isinstance(default, int):
+            if isinstance(raw, bool):
+                raise ValueError
+            return int(raw)
+        return str(raw)
+    except (TypeError, ValueError):
+        raise ConfigError(f"setting {name}: {raw!r} is not a valid {type(default).__name__}") from None
+
+
+def check_setting(name: str, raw):
+    if name not in BROKER_SETTINGS:
+        raise ConfigError(f"unknown setting {name!r}")
+    default, (rule, ok) = BROKER_SETTINGS[name]
+    value = _coerce(name, raw, default)
+    if not ok(value):
+        raise ConfigError(f"setting {name}: {value!r} {rule}")
+    return value
+
+
+def check_topic_config(name: str, value: str | None, broker: "Settings") -> str:
+    """Validate one topic config; return its normalised value or raise ConfigError."""
+    if name not in TOPIC_CONFIG_DEFAULTS:
+        raise ConfigError(f"unknown topic config {name!r}")
+    if value is None:
+        raise ConfigError(f"topic config {name} needs a value")
+    if name == "cleanup.policy":
+        if value not in CLEANUP_POLICIES:
+            raise ConfigError(f"topic config cleanup.policy: {value!r} must be one of {', '.join(CLEANUP_POLICIES)}")
+        return value
+    return str(check_setting(TOPIC_CONFIG_DEFAULTS[name], value))
+
+
+def _flatten(table: dict, prefix: str = "") -> dict:
+    flat = {}
+    for key, value in table.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(_flatten(value, name + "."))
+        else:
+            flat[name] = value
+    return flat
+
+
+@dataclass
+class Listener:
+    host: str
+    port: int
+
+    @classmethod
+    def parse(cls, text: str) -> "Listener":
+        host, sep, port = text.rpartition(":")
+        if not sep or not host:
+            raise ConfigError(f"listener {text!r} must be HOST:PORT")
+        try:
+            number = int(port)
+        except ValueError:
+            raise ConfigError(f"listener {text!r}: port {port!r} is not a number") from None
+        if not 0 <= number <= 65535:
+            raise ConfigError(f"listener {text!r}: port must be 0-65535")
+        return cls(host.strip("[]"), number)
+
+
+@dataclass
+class Settings:
+    listeners: list[Listener] = field(default_factory=lambda: [Listener("127.0.0.1", 9092)])
+    data_dir: str = "kgate-data"
+    values: dict = field(default_factory=lambda: {name: d for name, (d, _) in BROKER_SETTINGS.items()})
+
+    def __getitem__(self, name: str):
+        return self.values[name]
+
+    @classmethod
+    def load(cls, listen: list[str] | None = None, data_dir: str | None = None,
+             config_file: str | None = None, overrides: list[str] | None = None) -> "Settings":
+        settings = cls()
+        raw: dict = {}
+        if config_file:
+            try:
+                with open(config_file, "rb") as fh:
+                    raw.update(_flatten(tomllib.load(fh)))
+            except OSError as exc:
+                raise ConfigError(f"--config {config_file}: {exc.strerror}") from None
+            except tomllib.TOMLDecodeError as exc:
+                raise ConfigError(f"--config {config_file}: {exc}") from None
+        for item in overrides or []:
+            name, sep, value = item.partition("=")
+            if not sep:
+                raise ConfigError(f"--set {item!r} must be key=value")
+            raw[name.strip()] = value.strip()
+        listen = listen or ([raw.pop("listeners")] if "listeners" in raw else None)
+        if "data.dir" in raw:
+            settings.data_dir = str(raw.pop("data.dir"))
+        for name, value in raw.items():
+            settings.values[name] = check_setting(name, value)
+        if listen:
+            settings.listeners = [Listener.parse(item) for item in _listener_items(listen)]
+        if data_dir:
+            settings.data_dir = data_dir
+        return settings
+
+
+def _listener_items(listen) -> list[str]:
+    items = []
+    for entry in listen:
+        items.extend(part for part in (entry if isinstance(entry, list) else str(entry).split(",")) if part)
+    return items

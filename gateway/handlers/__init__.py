@@ -1,0 +1,41 @@
+"""Request handlers: plain async functions grouped by API family.
+
+A handler takes the request context and the decoded request and returns the
+response object (or None when the client expects no answer, as for acks=0). No
+handler touches a socket.
+"""
+from dataclasses import dataclass
+from typing import Awaitable, Callable
+
+from protocol.headers import RequestHeader
+
+_HANDLERS: dict[int, Callable[..., Awaitable]] = {}
+
+
+@dataclass(slots=True)
+class Context:
+    broker: object
+    connection: object
+    header: RequestHeader
+
+    @property
+    def version(self) -> int:
+        return self.header.api_version
+
+
+def handles(api_key: int):
+    def register(fn):
+        _HANDLERS[api_key] = fn
+        return fn
+    return register
+
+
+async def dispatch(broker, connection, header: RequestHeader, request):
+    return await _HANDLERS[header.api_key](Context(broker, connection, header), request)
+
+
+def implemented() -> set[int]:
+    return set(_HANDLERS)
+
+
+from . import api_versions, fetch, list_offsets, metadata, produce, producer_ids, topics  # noqa: E402,F401

@@ -1,0 +1,108 @@
+"""Fetch: stored batches returned as they are, with a delayed-fetch wait.
+
+A fetch that finds fewer than ``min_bytes`` waits until any of its partitions'
+high watermark moves or ``max_wait_ms`` passes, then reads again.
+
+Fetch sessions (KIP-227): kgate keeps none. A request that asks to open one gets
+session id 0 back, which tells the client no session was created, so every client
+keeps sending full fetch requests; a request naming a session id gets
+FETCH_SESSION_ID_NOT_FOUND, after which clients start over with a full fetch.
+"""
+import asyncio
+import time
+
+from kafka.protocol.api_key import ApiKey
+from kafka.protocol.consumer import FetchResponse
+
+from protocol.error_codes import ErrorCode
+from storage.entry_formats import UnknownEntryFormat, by_code
+
+from . import handles
+
+R = FetchResponse
+PD = R.FetchableTopicResponse.PartitionData
+# Magic-2 readers: every version this handler serves (v4+).
+MAX_MAGIC = 2
+
+
+@handles(ApiKey.Fetch)
+async def fetch(ctx, request):
+    version = ctx.version
+    if version >= 7 and (request.session_id != 0 or request.session_epoch > 0):
+        return R(throttle_time_ms=0, error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0, responses=[])
+    broker = ctx.broker
+    targets = []  # (topic response key, topic, partition request, Partition | None)
+    for topic_request in request.topics:
+        topic = (broker.cluster.topics.get(topic_request.topic) if version < 13
+                 else broker.topic_by_id(topic_request.topic_id))
+        for part in topic_request.partitions:
+            partition = broker.partitions.get((topic.name, part.partition)) if topic else None
+            targets.append((topic_request, part, partition))
+    deadline = time.monotonic() + request.max_wait_ms / 1000
+    while True:
+        waits = [p.ledger.appended() for _, _, p in targets if p is not None]
+        responses, total = _read(targets, request.max_bytes if version >= 3 else 2**31 - 1, version)
+        remaining = deadline - time.monotonic()
+        if total >= request.min_bytes or remaining <= 0 or not waits or _has_errors(responses):
+            break
+        await _any_set(waits, remaining)
+    return R(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=_group(responses))
+
+
+def _read(targets, max_bytes, version):
+    responses = []
+    total = 0
+    for topic_request, part, partition in targets:
+        if partition is None:
+            error = ErrorCode.UNKNOWN_TOPIC_ID if version >= 13 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            responses.append((topic_request, PD(partition_index=part.partition, error_code=error,
+                                                high_watermark=-1, last_stable_offset=-1,
+                                                log_start_offset=-1, records=None)))
+            continue
+        ledger = partition.ledger
+        hw = ledger.high_watermark
+        start = ledger.log_start_offset
+        error = ErrorCode.NONE
+        records = b""
+        if not start <= part.fetch_offset <= hw:
+            error = ErrorCode.OFFSET_OUT_OF_RANGE
+        elif max_bytes > 0 or total == 0:
+            # The first partition with data always gets at least one whole batch.
+            budget = min(part.partition_max_bytes, max_bytes) if total else part.partition_max_bytes
+            try:
+                chunks = [by_code(e.header.format_code).decode(e.payload, MAX_MAGIC)
+                          for e in ledger.read(part.fetch_offset, max(budget, 1))]
+            except UnknownEntryFormat:
+                chunks, error = [], ErrorCode.KAFKA_STORAGE_ERROR
+            records = b"".join(chunks)
+            total += len(records)
+            max_bytes -= len(records)
+        responses.append((topic_request, PD(
+            partition_index=part.partition, error_code=error, high_watermark=hw, last_stable_offset=hw,
+            log_start_offset=start, aborted_transactions=None, preferred_read_replica=-1, records=records)))
+    return responses, total
+
+
+def _has_errors(responses) -> bool:
+    return any(pd.error_code != ErrorCode.NONE for _, pd in responses)
+
+
+def _group(responses):
+    topics = []
+    last = None
+    for topic_request, pd in responses:
+        if topic_request is not last:
+            topics.append(R.FetchableTopicResponse(topic=topic_request.topic, topic_id=topic_request.topic_id,
+                                                   partitions=[]))
+            last = topic_request
+        topics[-1].partitions.append(pd)
+    return topics
+
+
+async def _any_set(events, timeout):
+    waiters = [asyncio.ensure_future(event.wait()) for event in events]
+    try:
+        await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()

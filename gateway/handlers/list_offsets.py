@@ -1,0 +1,73 @@
+"""ListOffsets: earliest, latest, by timestamp, and max timestamp.
+
+v0 (Kafka 0.10 and older clients) answers a list of offsets: the log end and then
+the start of every ledger, newest first, up to ``max_num_offsets`` for latest, and
+the log start for earliest.
+"""
+from kafka.protocol.api_key import ApiKey
+from kafka.protocol.consumer import ListOffsetsResponse
+
+from protocol.error_codes import ErrorCode
+from protocol.record_batch import record_offset_and_timestamp
+
+from . import handles
+
+R = ListOffsetsResponse
+P = R.ListOffsetsTopicResponse.ListOffsetsPartitionResponse
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+LATEST_TIERED = -5
+
+
+@handles(ApiKey.ListOffsets)
+async def list_offsets(ctx, request):
+    broker = ctx.broker
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for part in topic.partitions:
+            partition = broker.partitions.get((topic.name, part.partition_index))
+            if partition is None:
+                partitions.append(P(partition_index=part.partition_index,
+                                    error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, old_style_offsets=[]))
+            elif ctx.version == 0:
+                partitions.append(_old_style(partition, part))
+            else:
+                offset, timestamp = _lookup(partition.ledger, part.timestamp)
+                partitions.append(P(partition_index=part.partition_index, error_code=ErrorCode.NONE,
+                                    timestamp=timestamp, offset=offset, leader_epoch=partition.leader_epoch))
+        topics.append(R.ListOffsetsTopicResponse(name=topic.name, partitions=partitions))
+    return R(throttle_time_ms=0, topics=topics)
+
+
+def _lookup(ledger, timestamp) -> tuple[int, int]:
+    if timestamp == LATEST:
+        return ledger.high_watermark, -1
+    if timestamp in (EARLIEST, EARLIEST_LOCAL):
+        return ledger.log_start_offset, -1
+    if timestamp == LATEST_TIERED:
+        return -1, -1
+    if timestamp == MAX_TIMESTAMP:
+        entries = ledger.entries_with_max_timestamp()
+        if not entries:
+            return -1, -1
+        best = entries[0].header.max_timestamp
+        found = record_offset_and_timestamp(entries[0].payload, lambda ts: ts == best)
+    else:
+        entries = ledger.entries_from_timestamp(timestamp)
+        found = entries and record_offset_and_timestamp(entries[0].payload, lambda ts: ts >= timestamp)
+    return found if found else (-1, -1)
+
+
+def _old_style(partition, part):
+    ledger = partition.ledger
+    if part.timestamp == EARLIEST:
+        offsets = [ledger.log_start_offset]
+    else:
+        offsets = [ledger.high_watermark] + sorted(ledger.ledger_first_offsets(), reverse=True)
+        offsets = list(dict.fromkeys(o for o in offsets if o >= ledger.log_start_offset))
+    return P(partition_index=part.partition_index, error_code=ErrorCode.NONE,
+             old_style_offsets=offsets[:max(part.max_num_offsets, 0)])

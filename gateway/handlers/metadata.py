@@ -1,0 +1,76 @@
+"""Metadata: brokers, topics and partition leaders, with auto topic creation."""
+import logging
+
+from kafka.protocol.api_key import ApiKey
+from kafka.protocol.metadata import MetadataResponse
+
+from metadata.cluster import TopicExists, invalid_topic_name
+from protocol.error_codes import ErrorCode
+
+from . import handles
+
+log = logging.getLogger(__name__)
+
+R = MetadataResponse
+# None encodes Kafka's "authorized operations not requested" marker (only bit 31 set).
+OPERATIONS_OMITTED = None
+
+
+@handles(ApiKey.Metadata)
+async def metadata(ctx, request):
+    broker = ctx.broker
+    version = ctx.version
+    requested = request.topics
+    if requested is None or (version == 0 and not requested):
+        names = sorted(broker.cluster.topics)
+        auto_create = False
+    else:
+        names = []
+        for topic in requested:
+            name = topic.name
+            if name is None and version >= 10:
+                found = broker.topic_by_id(topic.topic_id)
+                name = found.name if found else None
+            names.append(name)
+        auto_create = (request.allow_auto_topic_creation if version >= 4 else True) and \
+            broker.settings["auto.create.topics.enable"]
+    topics = [await _describe(broker, name, auto_create) for name in names]
+    return R(
+        throttle_time_ms=0,
+        brokers=[R.MetadataResponseBroker(node_id=broker.node_id, host=ctx.connection.listener_host,
+                                          port=ctx.connection.listener_port, rack=None)],
+        cluster_id=broker.cluster_id,
+        controller_id=broker.node_id,
+        topics=topics,
+        authorized_operations=OPERATIONS_OMITTED,
+    )
+
+
+async def _describe(broker, name, auto_create):
+    if name is None:
+        return R.MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, partitions=[],
+                                       authorized_operations=OPERATIONS_OMITTED)
+    topic = broker.cluster.topics.get(name)
+    if topic is None:
+        problem = invalid_topic_name(name)
+        if problem or not auto_create:
+            return R.MetadataResponseTopic(
+                error_code=ErrorCode.INVALID_TOPIC if problem else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                name=name, partitions=[], authorized_operations=OPERATIONS_OMITTED)
+        try:
+            topic = await broker.create_topic(name, broker.settings["num.partitions"], {})
+        except TopicExists:
+            topic = broker.cluster.topics[name]
+    node = broker.node_id
+    partitions = [broker.partitions.get((topic.name, index)) for index in range(topic.partitions)]
+    if None in partitions:
+        # Still being opened (created a moment ago by another request): clients retry.
+        return R.MetadataResponseTopic(error_code=ErrorCode.LEADER_NOT_AVAILABLE, name=topic.name,
+                                       partitions=[], authorized_operations=OPERATIONS_OMITTED)
+    return R.MetadataResponseTopic(
+        error_code=ErrorCode.NONE, name=topic.name, topic_id=topic.topic_id, is_internal=False,
+        partitions=[R.MetadataResponseTopic.MetadataResponsePartition(
+            error_code=ErrorCode.NONE, partition_index=partition.index, leader_id=node,
+            leader_epoch=partition.leader_epoch, replica_nodes=[node], isr_nodes=[node], offline_replicas=[])
+            for partition in partitions],
+        authorized_operations=OPERATIONS_OMITTED)

@@ -1,0 +1,113 @@
+"""Produce: validate each batch's header and CRC, assign offsets, store, answer when durable.
+
+Magic-2 batches are never parsed record by record (DESIGN rule 2). A request is
+answered only once every entry it appended is durable (acks=1 and acks=all alike,
+since the ledger store is the replication); acks=0 gets no answer at all.
+"""
+import asyncio
+import logging
+
+from kafka.protocol.api_key import ApiKey
+from kafka.protocol.producer import ProduceResponse
+
+from protocol import record_batch
+from protocol.error_codes import ErrorCode
+from storage.entry_formats import ProducedBatch
+
+from ..producer_state import SequenceError
+from . import handles
+
+log = logging.getLogger(__name__)
+
+R = ProduceResponse
+# Produce v7 is the first version whose clients may send zstd (KIP-110).
+MIN_VERSION_FOR_ZSTD = 7
+
+
+class _Refused(Exception):
+    def __init__(self, error: ErrorCode, message: str = ""):
+        super().__init__(message)
+        self.error = error
+
+
+@handles(ApiKey.Produce)
+async def produce(ctx, request):
+    results = {}  # (topic, partition) -> [error, base_offset, durable, partition]
+    for topic_data in request.topic_data:
+        for data in topic_data.partition_data:
+            key = (topic_data.name, data.index)
+            try:
+                partition, base, durable = await _append(ctx, request, topic_data.name, data)
+                results[key] = [ErrorCode.NONE, base, durable, partition]
+            except _Refused as refused:
+                if str(refused):
+                    log.warning("produce to %s-%d from %s refused (%s): %s", key[0], key[1],
+                                ctx.connection.peer, refused.error.name, refused)
+                results[key] = [refused.error, -1, None, None]
+    if request.acks == 0:
+        return None
+    durables = [r[2] for r in results.values() if r[2] is not None]
+    if durables:
+        await asyncio.wait(durables, timeout=max(request.timeout_ms, 1) / 1000)
+    for result in results.values():
+        durable = result[2]
+        if durable is None:
+            continue
+        if not durable.done():
+            result[0], result[1] = ErrorCode.REQUEST_TIMED_OUT, -1
+        elif durable.cancelled() or durable.exception() is not None:
+            log.error("entry for %s was not made durable: %r", result[3].ledger.name,
+                      None if durable.cancelled() else durable.exception())
+            result[0], result[1] = ErrorCode.KAFKA_STORAGE_ERROR, -1
+    return _response(results)
+
+
+async def _append(ctx, request, topic_name, data):
+    broker = ctx.broker
+    version = ctx.version
+    if request.acks not in (-1, 0, 1):
+        raise _Refused(ErrorCode.INVALID_REQUIRED_ACKS)
+    if request.transactional_id is not None:
+        raise _Refused(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported")
+    topic = broker.cluster.topics.get(topic_name)
+    partition = broker.partitions.get((topic_name, data.index))
+    if topic is None or partition is None:
+        raise _Refused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    records = data.records
+    if not records:
+        raise _Refused(ErrorCode.INVALID_RECORD, "empty record set")
+    if len(records) > int(broker.topic_config(topic, "max.message.bytes")):
+        raise _Refused(ErrorCode.MESSAGE_SIZE_TOO_LARGE, f"{len(records)} bytes exceed max.message.bytes")
+    view = memoryview(records)
+    magic = view[record_batch.MAGIC_OFFSET] if len(view) > record_batch.MAGIC_OFFSET else -1
+    if version < 3:
+        if magic == 2:
+            raise _Refused(ErrorCode.INVALID_RECORD, f"magic 2 in Produce v{version}")
+        raise _Refused(ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, f"magic {magic} message sets are not supported yet")
+    try:
+        header = record_batch.validate(view)
+    except record_batch.InvalidBatch as exc:
+        raise _Refused(ErrorCode[exc.error], str(exc)) from None
+    if header.size != len(view):
+        raise _Refused(ErrorCode.INVALID_RECORD, f"Produce v{version} must carry exactly one record batch")
+    if header.compression == record_batch.ZSTD and version < MIN_VERSION_FOR_ZSTD:
+        raise _Refused(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, f"zstd in Produce v{version}")
+    if header.is_control:
+        raise _Refused(ErrorCode.INVALID_RECORD, "clients may not produce control batches")
+    if header.is_transactional:
+        raise _Refused(ErrorCode.INVALID_TXN_STATE, "transactions are not supported")
+    try:
+        base, durable = await partition.append(ProducedBatch(view, header), broker.entry_format(topic))
+    except SequenceError as exc:
+        raise _Refused(ErrorCode[exc.error], str(exc)) from None
+    return partition, base, durable
+
+
+def _response(results) -> ProduceResponse:
+    by_topic: dict[str, list] = {}
+    for (topic, index), (error, base, _durable, partition) in results.items():
+        log_start = partition.ledger.log_start_offset if partition is not None else -1
+        by_topic.setdefault(topic, []).append(R.TopicProduceResponse.PartitionProduceResponse(
+            index=index, error_code=error, base_offset=base, log_append_time_ms=-1, log_start_offset=log_start))
+    return R(responses=[R.TopicProduceResponse(name=topic, partition_responses=parts)
+                        for topic, parts in by_topic.items()], throttle_time_ms=0)

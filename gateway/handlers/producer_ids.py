@@ -1,0 +1,28 @@
+"""InitProducerId for idempotent producers.
+
+Transactions are not implemented: a request carrying a transactional id is refused
+with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which clients treat as fatal rather than
+retrying forever. A producer re-initialising with its id and epoch (KIP-360, v3+)
+keeps its id and gets the next epoch.
+"""
+from kafka.protocol.api_key import ApiKey
+from kafka.protocol.producer import InitProducerIdResponse
+
+from protocol.error_codes import ErrorCode
+
+from . import handles
+
+MAX_EPOCH = 32767
+
+
+@handles(ApiKey.InitProducerId)
+async def init_producer_id(ctx, request):
+    if request.transactional_id is not None:
+        return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                      producer_id=-1, producer_epoch=-1)
+    if ctx.version >= 3 and request.producer_id >= 0 and 0 <= request.producer_epoch < MAX_EPOCH - 1:
+        return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.NONE,
+                                      producer_id=request.producer_id, producer_epoch=request.producer_epoch + 1)
+    producer_id = await ctx.broker.next_producer_id()
+    return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.NONE,
+                                  producer_id=producer_id, producer_epoch=0)

@@ -1,0 +1,102 @@
+"""CreateTopics and DeleteTopics.
+
+Replication factors are accepted and recorded as 1: durability comes from the ledger
+store, not from broker replicas, so any positive factor is honoured by construction.
+"""
+from kafka.protocol.admin import CreateTopicsResponse, DeleteTopicsResponse
+from kafka.protocol.api_key import ApiKey
+
+from metadata.cluster import TopicExists, UnknownTopic, invalid_topic_name
+from protocol.error_codes import ErrorCode
+
+from ..config import ConfigError, check_topic_config
+from . import handles
+
+C = CreateTopicsResponse
+D = DeleteTopicsResponse
+# Kafka's ConfigSource values for DescribeConfigs-style config listings.
+DYNAMIC_TOPIC_CONFIG = 1
+DEFAULT_CONFIG = 5
+
+
+@handles(ApiKey.CreateTopics)
+async def create_topics(ctx, request):
+    results = []
+    seen = set()
+    for creatable in request.topics:
+        name = creatable.name
+        if name in seen:
+            results.append(C.CreatableTopicResult(name=name, error_code=ErrorCode.INVALID_REQUEST,
+                                                  error_message="topic named twice in one request"))
+            continue
+        seen.add(name)
+        results.append(await _create(ctx, creatable, request.validate_only))
+    return C(throttle_time_ms=0, topics=results)
+
+
+async def _create(ctx, creatable, validate_only):
+    broker = ctx.broker
+    name = creatable.name
+
+    def failed(error, message):
+        return C.CreatableTopicResult(name=name, error_code=error, error_message=message,
+                                      num_partitions=-1, replication_factor=-1, configs=None)
+
+    problem = invalid_topic_name(name)
+    if problem:
+        return failed(ErrorCode.INVALID_TOPIC, problem)
+    partitions = creatable.num_partitions
+    if creatable.assignments:
+        if partitions != -1:
+            return failed(ErrorCode.INVALID_REQUEST, "give either num_partitions or assignments, not both")
+        partitions = len(creatable.assignments)
+    elif partitions == -1:
+        partitions = broker.settings["num.partitions"]
+    if partitions <= 0:
+        return failed(ErrorCode.INVALID_PARTITIONS, f"number of partitions must be positive, not {partitions}")
+    if creatable.replication_factor == 0 or creatable.replication_factor < -1:
+        return failed(ErrorCode.INVALID_REPLICATION_FACTOR, "replication factor must be positive or -1")
+    configs = {}
+    try:
+        for config in creatable.configs:
+            configs[config.name] = check_topic_config(config.name, config.value, broker.settings)
+    except ConfigError as exc:
+        return failed(ErrorCode.INVALID_CONFIG, str(exc))
+    if name in broker.cluster.topics:
+        return failed(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+    topic_id = None
+    if not validate_only:
+        try:
+            topic_id = (await broker.create_topic(name, partitions, configs)).topic_id
+        except TopicExists:
+            return failed(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+    topic_configs = [C.CreatableTopicResult.CreatableTopicConfigs(
+        name=key, value=configs.get(key, broker.topic_config_default(key)), read_only=False,
+        config_source=DYNAMIC_TOPIC_CONFIG if key in configs else DEFAULT_CONFIG, is_sensitive=False)
+        for key in sorted(broker.topic_config_names())]
+    return C.CreatableTopicResult(name=name, topic_id=topic_id, error_code=ErrorCode.NONE, error_message=None,
+                                  num_partitions=partitions, replication_factor=1, configs=topic_configs)
+
+
+@handles(ApiKey.DeleteTopics)
+async def delete_topics(ctx, request):
+    broker = ctx.broker
+    if ctx.version >= 6:
+        wanted = [(t.name, t.topic_id) for t in request.topics]
+    else:
+        wanted = [(name, None) for name in request.topic_names]
+    results = []
+    for name, topic_id in wanted:
+        if name is None and topic_id is not None:
+            topic = broker.topic_by_id(topic_id)
+            name = topic.name if topic else None
+        try:
+            if name is None:
+                raise UnknownTopic(str(topic_id))
+            topic = await broker.delete_topic(name)
+            results.append(D.DeletableTopicResult(name=name, topic_id=topic.topic_id, error_code=ErrorCode.NONE))
+        except UnknownTopic:
+            error = ErrorCode.UNKNOWN_TOPIC_ID if name is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            results.append(D.DeletableTopicResult(name=name, topic_id=topic_id, error_code=error,
+                                                  error_message=f"no topic {name or topic_id}"))
+    return D(throttle_time_ms=0, responses=results)

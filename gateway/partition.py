@@ -1,0 +1,60 @@
+"""One partition as the broker serves it: its managed ledger and its producer state."""
+import asyncio
+
+from protocol.record_batch import HEADER_SIZE, read_header
+from storage import entry_formats
+from storage.entry import EntryHeader
+from storage.entry_formats import EntryFormat, ProducedBatch
+from storage.managed_ledger import ManagedLedger
+
+from .producer_state import ProducerStateTable
+
+# Single-node brokers never change leader; cluster mode raises it on every handover.
+LEADER_EPOCH = 0
+
+
+class Partition:
+    def __init__(self, topic: str, index: int, ledger: ManagedLedger):
+        self.topic = topic
+        self.index = index
+        self.ledger = ledger
+        self.producers = ProducerStateTable()
+        self.leader_epoch = LEADER_EPOCH
+
+    async def open(self) -> None:
+        await self.ledger.open(observe=self._observe, payload_head=HEADER_SIZE)
+
+    def _observe(self, header: EntryHeader, payload_head: bytes) -> None:
+        """Rebuild producer state from stored magic-2 ``kafka``/``mixed_kafka`` entries."""
+        if header.magic != 2 or len(payload_head) < HEADER_SIZE:
+            return
+        if entry_formats.by_code(header.format_code).stores_batches:
+            batch = read_header(payload_head)
+            if batch.producer_id >= 0 and batch.base_sequence >= 0:
+                self.producers.record(batch, header.base_offset, None)
+
+    async def append(self, batch: ProducedBatch, entry_format: EntryFormat) -> tuple[int, asyncio.Future]:
+        """Store ``batch`` once: a retry of an idempotent batch gets its first offset back.
+
+        Raises SequenceError (with Kafka's error code) for batches to refuse.
+        """
+        header = batch.header
+        idempotent = header.producer_id >= 0 and header.base_sequence >= 0
+        await self.ledger.prepare_append()
+        # From here to the end, no await: the sequence check and the append are atomic.
+        if idempotent:
+            cached = self.producers.check(header)
+            if cached is not None:
+                return cached.base_offset, cached.durable or _done()
+        base, durable = self.ledger.append(
+            header.record_count, header.max_timestamp, header.magic, entry_format.code,
+            lambda base_offset: entry_format.encode(batch, base_offset, self.leader_epoch))
+        if idempotent:
+            self.producers.record(header, base, durable)
+        return base, durable
+
+
+def _done() -> asyncio.Future:
+    future = asyncio.get_running_loop().create_future()
+    future.set_result(None)
+    return future

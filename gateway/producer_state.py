@@ -1,0 +1,75 @@
+"""Idempotent-producer state per partition: Kafka's sequence checks (KIP-98).
+
+For each producer id the table keeps its epoch and its last five batches (the most
+a producer may have in flight), so a retried batch is recognised and answered with
+the offset it was first stored at instead of being stored twice.
+"""
+import asyncio
+from collections import deque
+from dataclasses import dataclass, field
+
+from protocol.record_batch import BatchHeader
+
+MAX_CACHED_BATCHES = 5
+
+
+@dataclass(slots=True)
+class CachedBatch:
+    first_sequence: int
+    last_sequence: int
+    base_offset: int
+    durable: asyncio.Future | None
+
+
+@dataclass(slots=True)
+class _Producer:
+    epoch: int
+    batches: deque = field(default_factory=lambda: deque(maxlen=MAX_CACHED_BATCHES))
+
+
+class SequenceError(Exception):
+    def __init__(self, error: str, message: str):
+        super().__init__(message)
+        self.error = error
+
+
+class ProducerStateTable:
+    def __init__(self):
+        self._producers: dict[int, _Producer] = {}
+
+    def check(self, header: BatchHeader) -> CachedBatch | None:
+        """The cached batch when ``header`` is a retry of one; None when it is new.
+
+        Raises SequenceError with Kafka's error code when it must be refused.
+        """
+        producer = self._producers.get(header.producer_id)
+        if producer is None:
+            if header.base_sequence != 0:
+                raise SequenceError("UNKNOWN_PRODUCER_ID",
+                                    f"producer {header.producer_id} is unknown and starts at sequence {header.base_sequence}")
+            return None
+        if header.producer_epoch < producer.epoch:
+            raise SequenceError("INVALID_PRODUCER_EPOCH",
+                                f"producer {header.producer_id} epoch {header.producer_epoch} < current {producer.epoch}")
+        if header.producer_epoch > producer.epoch:
+            if header.base_sequence != 0:
+                raise SequenceError("OUT_OF_ORDER_SEQUENCE_NUMBER",
+                                    f"new epoch {header.producer_epoch} must start at sequence 0, not {header.base_sequence}")
+            return None
+        for cached in producer.batches:
+            if cached.first_sequence == header.base_sequence and cached.last_sequence == header.last_sequence:
+                return cached
+        expected = (producer.batches[-1].last_sequence + 1) & 0x7FFFFFFF if producer.batches else 0
+        if header.base_sequence != expected:
+            raise SequenceError("OUT_OF_ORDER_SEQUENCE_NUMBER",
+                                f"producer {header.producer_id} sent sequence {header.base_sequence}, expected {expected}")
+        return None
+
+    def record(self, header: BatchHeader, base_offset: int, durable: asyncio.Future | None) -> None:
+        producer = self._producers.get(header.producer_id)
+        if producer is None or header.producer_epoch > producer.epoch:
+            producer = self._producers[header.producer_id] = _Producer(header.producer_epoch)
+        producer.batches.append(CachedBatch(header.base_sequence, header.last_sequence, base_offset, durable))
+
+    def __len__(self) -> int:
+        return len(self._producers)

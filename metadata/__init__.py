@@ -1,0 +1,1 @@
+"""Cluster metadata: the store interface, its implementations, and cluster state on top."""

@@ -1,0 +1,111 @@
+"""Cluster state kept in the metadata store: topics, their configs, and id counters.
+
+Node layout (the same under ZooKeeper, below the chroot):
+
+    /topics/<name>                       {"id": uuid, "partitions": n, "configs": {...}}
+    /managed-ledgers/<topic>/<partition> the partition's ledger chain (storage.managed_ledger)
+    /counters/ledger-id                  next ledger id
+    /counters/producer-id                next producer id block
+"""
+import json
+import uuid
+from dataclasses import dataclass, field
+
+from .store import BadVersion, MetadataStore, NodeExists, NoNode
+
+TOPICS = "/topics"
+
+
+@dataclass
+class Topic:
+    name: str
+    topic_id: uuid.UUID
+    partitions: int
+    configs: dict[str, str] = field(default_factory=dict)
+
+    def encode(self) -> bytes:
+        return json.dumps({"id": str(self.topic_id), "partitions": self.partitions,
+                           "configs": self.configs}).encode()
+
+    @classmethod
+    def decode(cls, name: str, data: bytes) -> "Topic":
+        state = json.loads(data)
+        return cls(name, uuid.UUID(state["id"]), state["partitions"], state.get("configs", {}))
+
+
+class TopicExists(Exception):
+    pass
+
+
+class UnknownTopic(Exception):
+    pass
+
+
+def ledger_list_path(topic: str, partition: int) -> str:
+    return f"/managed-ledgers/{topic}/{partition}"
+
+
+class ClusterState:
+    def __init__(self, store: MetadataStore):
+        self.store = store
+        self.topics: dict[str, Topic] = {}
+
+    async def load(self) -> None:
+        self.topics = {}
+        for name in await self.store.children(TOPICS):
+            node = await self.store.get(f"{TOPICS}/{name}")
+            if node is not None:
+                self.topics[name] = Topic.decode(name, node.data)
+
+    async def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> Topic:
+        topic = Topic(name, uuid.uuid4(), partitions, dict(configs))
+        try:
+            await self.store.create(f"{TOPICS}/{name}", topic.encode())
+        except NodeExists:
+            raise TopicExists(name) from None
+        self.topics[name] = topic
+        return topic
+
+    async def delete_topic(self, name: str) -> Topic:
+        topic = self.topics.pop(name, None)
+        try:
+            await self.store.delete(f"{TOPICS}/{name}")
+        except NoNode:
+            if topic is None:
+                raise UnknownTopic(name) from None
+        return topic
+
+    async def allocate(self, counter: str, count: int = 1) -> int:
+        """Reserve ``count`` consecutive ids from a cluster-wide counter; return the first."""
+        path = f"/counters/{counter}"
+        while True:
+            node = await self.store.get(path)
+            if node is None:
+                try:
+                    await self.store.create(path, str(count).encode())
+                    return 0
+                except NodeExists:
+                    continue
+            start = int(node.data)
+            try:
+                await self.store.set(path, str(start + count).encode(), node.version)
+                return start
+            except BadVersion:
+                continue
+
+
+_LEGAL = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+MAX_TOPIC_NAME = 249
+
+
+def invalid_topic_name(name: str | None) -> str | None:
+    """Why Kafka would refuse ``name`` as a topic name, or None if it is legal."""
+    if not name:
+        return "topic name is empty"
+    if name in (".", ".."):
+        return f"topic name cannot be {name!r}"
+    if len(name) > MAX_TOPIC_NAME:
+        return f"topic name is longer than {MAX_TOPIC_NAME} characters"
+    if not set(name) <= _LEGAL:
+        return f"topic name {name!r} has characters other than ASCII alphanumerics, '.', '_' and '-'"
+    return None

@@ -1,0 +1,86 @@
+"""The embedded single-node metadata store: the node tree in one SQLite file.
+
+SQLite commits are durable (fsync) and atomic, which is what topic creation, ledger
+lists and id counters need; metadata writes are rare next to data writes, so doing
+them on the event loop thread costs little. Ephemeral nodes belong to the running
+process and are removed when the store is opened again.
+"""
+import posixpath
+import sqlite3
+
+from ..store import BadVersion, MetadataStore, Node, NodeExists, NoNode
+
+
+def _parent(path: str) -> str:
+    return posixpath.dirname(path.rstrip("/")) or "/"
+
+
+class EmbeddedMetadataStore(MetadataStore):
+    def __init__(self, db_path: str):
+        self._db = sqlite3.connect(db_path, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS nodes (path TEXT PRIMARY KEY, parent TEXT NOT NULL,"
+            " data BLOB NOT NULL, version INTEGER NOT NULL, ephemeral INTEGER NOT NULL)")
+        self._db.execute("CREATE INDEX IF NOT EXISTS nodes_parent ON nodes(parent)")
+        self._db.execute("DELETE FROM nodes WHERE ephemeral = 1")
+
+    async def get(self, path: str) -> Node | None:
+        row = self._db.execute("SELECT data, version FROM nodes WHERE path = ?", (path,)).fetchone()
+        return Node(bytes(row[0]), row[1]) if row else None
+
+    async def create(self, path: str, data: bytes, ephemeral: bool = False, make_parents: bool = True) -> None:
+        with self._db:
+            self._db.execute("BEGIN IMMEDIATE")
+            parent = _parent(path)
+            missing = []
+            while parent != "/" and not self._exists(parent):
+                missing.append(parent)
+                parent = _parent(parent)
+            if missing and not make_parents:
+                raise NoNode(missing[-1])
+            for ancestor in reversed(missing):
+                self._insert(ancestor, b"", False)
+            if self._exists(path):
+                raise NodeExists(path)
+            self._insert(path, data, ephemeral)
+
+    def _exists(self, path: str) -> bool:
+        return self._db.execute("SELECT 1 FROM nodes WHERE path = ?", (path,)).fetchone() is not None
+
+    def _insert(self, path: str, data: bytes, ephemeral: bool) -> None:
+        self._db.execute("INSERT INTO nodes VALUES (?, ?, ?, 0, ?)", (path, _parent(path), data, int(ephemeral)))
+
+    async def set(self, path: str, data: bytes, version: int) -> int:
+        with self._db:
+            self._db.execute("BEGIN IMMEDIATE")
+            row = self._db.execute("SELECT version FROM nodes WHERE path = ?", (path,)).fetchone()
+            if row is None:
+                raise NoNode(path)
+            if version != -1 and row[0] != version:
+                raise BadVersion(f"{path} is at version {row[0]}, not {version}")
+            self._db.execute("UPDATE nodes SET data = ?, version = ? WHERE path = ?", (data, row[0] + 1, path))
+            return row[0] + 1
+
+    async def delete(self, path: str, version: int = -1, recursive: bool = False) -> None:
+        with self._db:
+            self._db.execute("BEGIN IMMEDIATE")
+            row = self._db.execute("SELECT version FROM nodes WHERE path = ?", (path,)).fetchone()
+            if row is None:
+                raise NoNode(path)
+            if version != -1 and row[0] != version:
+                raise BadVersion(f"{path} is at version {row[0]}, not {version}")
+            if recursive:
+                prefix = path.rstrip("/") + "/"
+                self._db.execute("DELETE FROM nodes WHERE substr(path, 1, ?) = ?", (len(prefix), prefix))
+            elif self._db.execute("SELECT 1 FROM nodes WHERE parent = ? LIMIT 1", (path,)).fetchone():
+                raise NodeExists(f"{path} has children")
+            self._db.execute("DELETE FROM nodes WHERE path = ?", (path,))
+
+    async def children(self, path: str) -> list[str]:
+        rows = self._db.execute("SELECT path FROM nodes WHERE parent = ? ORDER BY path", (path,)).fetchall()
+        return [posixpath.basename(row[0]) for row in rows]
+
+    async def close(self) -> None:
+        self._db.close()

@@ -1,0 +1,24 @@
+"""The one table of API versions kgate implements.
+
+ApiVersions advertises exactly this table and the decoder refuses anything outside
+it, so what we claim and what we serve cannot drift apart. Produce and ListOffsets
+keep min version 0: librdkafka refuses to compress unless Produce is advertised
+down to v0 (Kafka 4.0 kept advertising it for the same reason, KAFKA-18659).
+"""
+from kafka.protocol.api_key import ApiKey
+
+SUPPORTED: dict[ApiKey, tuple[int, int]] = {
+    ApiKey.Produce: (0, 11),
+    ApiKey.Fetch: (4, 16),
+    ApiKey.ListOffsets: (0, 10),
+    ApiKey.Metadata: (0, 12),
+    ApiKey.ApiVersions: (0, 4),
+    ApiKey.CreateTopics: (0, 7),
+    ApiKey.DeleteTopics: (0, 6),
+    ApiKey.InitProducerId: (0, 5),
+}
+
+
+def is_supported(api_key: int, version: int) -> bool:
+    bounds = SUPPORTED.get(api_key)
+    return bounds is not None and bounds[0] <= version <= bounds[1]

@@ -1,0 +1,87 @@
+"""The ledger interface, shaped like BookKeeper's so any shared-log store fits under it.
+
+A ledger is an append-only sequence of entries with dense ids from 0, written by one
+writer. Adding an entry and making it durable are separate steps so that a store can
+group-commit: many ``add_entry`` calls, one ``sync`` (fsync) for all of them. The
+*last add confirmed* (LAC) is the highest entry id known durable; readers never see
+past it. Closing seals a ledger at its LAC; opening an unclosed ledger for recovery
+fences it (no further writes by its old writer) and truncates whatever is torn.
+"""
+from abc import ABC, abstractmethod
+
+
+class LedgerFenced(Exception):
+    """The ledger was closed or fenced; the writer must stop and give up the partition."""
+
+
+class CorruptLedger(Exception):
+    """A ledger's stored bytes failed their checksum below the confirmed point."""
+
+
+class Ledger(ABC):
+    ledger_id: int
+
+    @abstractmethod
+    def add_entry(self, chunks) -> int:
+        """Append one entry made of ``chunks`` (buffers concatenated); return its id."""
+
+    @abstractmethod
+    async def sync(self, entry_id: int) -> None:
+        """Return once every entry up to ``entry_id`` is durable (group-committed)."""
+
+    @property
+    @abstractmethod
+    def last_add_confirmed(self) -> int:
+        """The highest durable entry id, -1 when none is."""
+
+    @property
+    @abstractmethod
+    def last_add_pushed(self) -> int:
+        """The highest entry id added, durable or not."""
+
+    @property
+    @abstractmethod
+    def length(self) -> int:
+        """Bytes of entry payload stored."""
+
+    @abstractmethod
+    def read_range(self, first: int, last: int) -> list:
+        """Entries ``first..last`` inclusive (at most LAC), as buffers."""
+
+    def read_heads(self, first: int, last: int, size: int) -> list[tuple[int, bytes]]:
+        """``(entry length, first size bytes)`` of entries ``first..last``.
+
+        Index rebuilds need only entry headers and lengths; stores that can read a
+        prefix without the payload override this.
+        """
+        return [(len(entry), bytes(entry[:size])) for entry in self.read_range(first, last)]
+
+    @abstractmethod
+    async def close(self) -> None:
+        """Make everything added durable and seal the ledger."""
+
+    def release(self) -> None:
+        """Free what this process holds for the ledger (file handles); it stays stored."""
+
+
+class LedgerStore(ABC):
+    @abstractmethod
+    def create_ledger(self, ledger_id: int) -> Ledger: ...
+
+    @abstractmethod
+    def open_ledger(self, ledger_id: int, last_entry: int | None) -> Ledger:
+        """Open a ledger read-only.
+
+        ``last_entry`` is the sealed last entry id from metadata, or None for a ledger
+        whose writer never closed it: the store then recovers it, keeping every entry
+        that checks out and truncating a torn or corrupt tail.
+        """
+
+    @abstractmethod
+    def delete_ledger(self, ledger_id: int) -> None: ...
+
+    @abstractmethod
+    def ledger_bytes(self, ledger_id: int) -> int: ...
+
+    def close(self) -> None:
+        """Release store-wide resources."""

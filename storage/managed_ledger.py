@@ -1,0 +1,367 @@
+"""A managed ledger: one partition's log as a chain of ledgers.
+
+It assigns offsets, appends entries to the open ledger, maps offsets (and
+timestamps) to entries from entry headers alone, rolls ledgers over by size and age,
+trims whole ledgers by retention, and recovers after a crash. The ledger list lives
+in the metadata store and is written *before* a new ledger receives data, so an
+acknowledged entry is always reachable from metadata.
+
+Readers see entries up to the high watermark: the end of the last durable entry. An
+entry that was written but never made durable may vanish in a crash; because no
+reader saw it and no producer was answered, reusing its offsets is safe.
+"""
+import asyncio
+import json
+import logging
+import time
+from array import array
+from bisect import bisect_left, bisect_right
+from dataclasses import asdict, dataclass, field
+from typing import Awaitable, Callable
+
+from metadata.store import MetadataStore
+
+from . import entry
+from .entry import EntryHeader
+from .ledger import Ledger, LedgerFenced, LedgerStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RolloverPolicy:
+    max_bytes: int = 1 << 30
+    max_age_ms: int = 7 * 24 * 3600 * 1000
+
+
+@dataclass
+class RetentionPolicy:
+    """Kafka's retention.ms / retention.bytes; -1 means unlimited."""
+
+    ms: int = 7 * 24 * 3600 * 1000
+    bytes: int = -1
+
+
+@dataclass
+class LedgerInfo:
+    """What the metadata store keeps of each ledger in the chain."""
+
+    ledger_id: int
+    first_offset: int
+    created_ms: int
+    closed: bool = False
+    last_entry: int = -1
+    last_offset: int = -1
+    max_timestamp: int = -1
+    size: int = 0
+
+
+@dataclass
+class _Segment:
+    """An open or sealed ledger with its in-memory entry index."""
+
+    info: LedgerInfo
+    ledger: Ledger
+    last_offsets: array = field(default_factory=lambda: array("q"))
+    max_timestamps: array = field(default_factory=lambda: array("q"))
+    # Cumulative payload bytes through each entry, to size reads without touching them.
+    ends: array = field(default_factory=lambda: array("q"))
+
+    def add(self, header: EntryHeader, length: int) -> None:
+        self.last_offsets.append(header.last_offset)
+        self.max_timestamps.append(header.max_timestamp)
+        self.ends.append((self.ends[-1] if self.ends else 0) + length)
+
+    @property
+    def next_offset(self) -> int:
+        return self.last_offsets[-1] + 1 if self.last_offsets else self.info.first_offset
+
+    def confirmed_end(self) -> int:
+        lac = self.ledger.last_add_confirmed
+        return self.last_offsets[lac] + 1 if lac >= 0 else self.info.first_offset
+
+    def entry_for(self, offset: int) -> int:
+        return bisect_left(self.last_offsets, offset)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEntry:
+    header: EntryHeader
+    payload: memoryview
+
+
+class ManagedLedger:
+    def __init__(self, name: str, store: LedgerStore, metadata: MetadataStore, path: str,
+                 allocate_ledger_id: Callable[[], Awaitable[int]],
+                 rollover: RolloverPolicy | None = None, retention: RetentionPolicy | None = None):
+        self.name = name
+        self._store = store
+        self._metadata = metadata
+        self._path = path
+        self._allocate_ledger_id = allocate_ledger_id
+        self.rollover = rollover or RolloverPolicy()
+        self.retention = retention or RetentionPolicy()
+        self._segments: list[_Segment] = []
+        self._firsts: list[int] = []  # first offset of each segment, for bisect
+        self._version = -1
+        self._log_start = 0
+        self._high_watermark = 0
+        self._roll_lock = asyncio.Lock()
+        self._appended = asyncio.Event()
+        self._closed = False
+
+    # -- opening and recovery ---------------------------------------------------
+
+    async def open(self, observe: Callable[[EntryHeader, bytes], None] | None = None,
+                   payload_head: int = 0) -> None:
+        """Load the ledger chain, recover an unclosed tail ledger, and start a new ledger.
+
+        ``observe`` sees every retained entry's header and the first ``payload_head``
+        bytes of its payload, in offset order (producer state is rebuilt from them).
+        """
+        node = await self._metadata.get(self._path)
+        infos = []
+        if node is not None:
+            state = json.loads(node.data)
+            self._version = node.version
+            self._log_start = state["log_start"]
+            infos = [LedgerInfo(**info) for info in state["ledgers"]]
+        for info in infos:
+            if info.closed:
+                ledger = self._store.open_ledger(info.ledger_id, info.last_entry)
+            else:
+                ledger = self._store.open_ledger(info.ledger_id, None)
+            segment = _Segment(info, ledger)
+            for length, head in ledger.read_heads(0, ledger.last_add_confirmed, entry.SIZE + payload_head):
+                header = EntryHeader.unpack(head)
+                segment.add(header, length - entry.SIZE)
+                if observe is not None and header.last_offset >= self._log_start:
+                    observe(header, head[entry.SIZE:])
+            if not info.closed:
+                self._seal_info(segment)
+                log.info("%s: recovered ledger %d with %d entries", self.name, info.ledger_id, len(segment.ends))
+            if not segment.ends:
+                ledger.release()
+                self._store.delete_ledger(info.ledger_id)
+                continue
+            self._push_segment(segment)
+        await self._start_ledger(self._segments[-1].next_offset if self._segments else self._log_start)
+        self._high_watermark = self._segments[-1].info.first_offset
+
+    def _seal_info(self, segment: _Segment) -> None:
+        info = segment.info
+        info.closed = True
+        info.last_entry = len(segment.last_offsets) - 1
+        info.last_offset = segment.next_offset - 1
+        info.max_timestamp = max(segment.max_timestamps, default=-1)
+        info.size = segment.ends[-1] if segment.ends else 0
+
+    def _push_segment(self, segment: _Segment) -> None:
+        self._segments.append(segment)
+        self._firsts.append(segment.info.first_offset)
+
+    async def _start_ledger(self, first_offset: int) -> None:
+        ledger_id = await self._allocate_ledger_id()
+        ledger = self._store.create_ledger(ledger_id)
+        self._push_segment(_Segment(LedgerInfo(ledger_id, first_offset, _now_ms()), ledger))
+        await self._persist()
+
+    async def _persist(self) -> None:
+        state = {"log_start": self._log_start, "ledgers": [asdict(s.info) for s in self._segments]}
+        data = json.dumps(state, separators=(",", ":")).encode()
+        if self._version < 0:
+            await self._metadata.create(self._path, data)
+            self._version = 0
+        else:
+            self._version = await self._metadata.set(self._path, data, self._version)
+
+    # -- offsets ------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @property
+    def next_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    def ledger_first_offsets(self) -> list[int]:
+        return list(self._firsts)
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.ends[-1] for s in self._segments if s.ends)
+
+    # -- appending ------------------------------------------------------------------
+
+    async def prepare_append(self) -> None:
+        """Roll the ledger over first if it is due; call right before :meth:`append`.
+
+        Split from :meth:`append` so a caller can check state (producer sequences)
+        and append with no await in between.
+        """
+        if self._needs_rollover():
+            async with self._roll_lock:
+                if self._needs_rollover():
+                    await self._roll()
+        if self._closed:
+            raise LedgerFenced(f"{self.name} is closed")
+
+    def append(self, record_count: int, max_timestamp: int, magic: int, format_code: int,
+               encode: Callable[[int], list]) -> tuple[int, asyncio.Future]:
+        """Append one entry; ``encode(base_offset)`` gives the payload buffers.
+
+        Returns the base offset at once and a future that resolves when the entry is
+        durable. Entries land in the order appends are called.
+        """
+        if self._closed:
+            raise LedgerFenced(f"{self.name} is closed")
+        segment = self._segments[-1]
+        base = segment.next_offset
+        header = EntryHeader(base, record_count, max_timestamp, magic, format_code)
+        payload = encode(base)
+        entry_id = segment.ledger.add_entry([header.pack(), *payload])
+        segment.add(header, sum(len(chunk) for chunk in payload))
+        return base, asyncio.ensure_future(self._confirm(segment, entry_id))
+
+    async def _confirm(self, segment: _Segment, entry_id: int) -> None:
+        await segment.ledger.sync(entry_id)
+        end = segment.confirmed_end()
+        if end > self._high_watermark:
+            self._high_watermark = end
+            self._appended.set()
+            self._appended = asyncio.Event()
+
+    def _needs_rollover(self) -> bool:
+        segment = self._segments[-1]
+        if not segment.ends:
+            return False
+        return (segment.ends[-1] >= self.rollover.max_bytes
+                or _now_ms() - segment.info.created_ms >= self.rollover.max_age_ms)
+
+    async def _roll(self) -> None:
+        segment = self._segments[-1]
+        await segment.ledger.close()
+        await self._confirm(segment, segment.ledger.last_add_pushed)
+        self._seal_info(segment)
+        await self._start_ledger(segment.next_offset)
+        log.info("%s: rolled over from ledger %d at offset %d", self.name, segment.info.ledger_id, segment.next_offset)
+
+    def appended(self) -> asyncio.Event:
+        """An event set the next time the high watermark moves (for delayed fetches)."""
+        return self._appended
+
+    # -- reading --------------------------------------------------------------------
+
+    def read(self, offset: int, max_bytes: int) -> list[StoredEntry]:
+        """Entries from the one holding ``offset`` up to the high watermark.
+
+        Stops once ``max_bytes`` of payload are gathered, but always returns at least
+        one entry so a batch larger than the limit still makes progress (as Kafka does).
+        """
+        hw = self._high_watermark
+        if offset >= hw or offset < self._log_start:
+            return []
+        out: list[StoredEntry] = []
+        budget = max_bytes
+        index = bisect_right(self._firsts, offset) - 1
+        while index < len(self._segments) and budget > 0:
+            segment = self._segments[index]
+            first = segment.entry_for(offset)
+            last_allowed = bisect_left(segment.last_offsets, hw) - 1
+            if first > last_allowed:
+                break
+            start_bytes = segment.ends[first - 1] if first else 0
+            # Entries whose cumulative end stays within budget, and at least the first.
+            last = max(first, min(last_allowed, bisect_right(segment.ends, start_bytes + budget) - 1))
+            for raw in segment.ledger.read_range(first, last):
+                header = EntryHeader.unpack(raw)
+                out.append(StoredEntry(header, raw[entry.SIZE:]))
+            budget -= segment.ends[last] - start_bytes
+            offset = segment.last_offsets[last] + 1
+            index += 1
+        return out
+
+    def entries_from_timestamp(self, timestamp: int) -> list[StoredEntry]:
+        """The first entry (up to the high watermark) whose max timestamp is >= ``timestamp``."""
+        for segment in self._segments:
+            if segment.info.closed and segment.info.max_timestamp < timestamp:
+                continue
+            for i, ts in enumerate(segment.max_timestamps):
+                if ts >= timestamp and segment.last_offsets[i] < self._high_watermark:
+                    if segment.last_offsets[i] < self._log_start:
+                        continue
+                    return self._entry_at(segment, i)
+        return []
+
+    def entries_with_max_timestamp(self) -> list[StoredEntry]:
+        """The first entry holding the largest timestamp in the log (ListOffsets -3)."""
+        best = None
+        for segment in self._segments:
+            for i, ts in enumerate(segment.max_timestamps):
+                if segment.last_offsets[i] >= self._high_watermark:
+                    break
+                if segment.last_offsets[i] >= self._log_start and (best is None or ts > best[0]):
+                    best = (ts, segment, i)
+        return self._entry_at(best[1], best[2]) if best else []
+
+    @staticmethod
+    def _entry_at(segment: _Segment, index: int) -> list[StoredEntry]:
+        raw = segment.ledger.read_range(index, index)[0]
+        return [StoredEntry(EntryHeader.unpack(raw), raw[entry.SIZE:])]
+
+    # -- retention and lifecycle ------------------------------------------------------
+
+    async def enforce_retention(self, now_ms: int | None = None) -> int:
+        """Trim whole sealed ledgers past retention; return how many were dropped."""
+        now_ms = _now_ms() if now_ms is None else now_ms
+        total = self.size_bytes
+        dropped = 0
+        while len(self._segments) > 1 and self._segments[0].info.closed:
+            info = self._segments[0].info
+            too_old = self.retention.ms >= 0 and info.max_timestamp >= 0 and now_ms - info.max_timestamp > self.retention.ms
+            too_big = self.retention.bytes >= 0 and total - info.size >= self.retention.bytes
+            if not (too_old or too_big):
+                break
+            segment = self._segments.pop(0)
+            self._firsts.pop(0)
+            total -= info.size
+            self._log_start = max(self._log_start, info.last_offset + 1, self._segments[0].info.first_offset)
+            dropped += 1
+            await self._persist()
+            segment.ledger.release()
+            self._store.delete_ledger(info.ledger_id)
+        return dropped
+
+    async def close(self) -> None:
+        """Make everything durable and seal the open ledger (clean shutdown)."""
+        if self._closed:
+            return
+        async with self._roll_lock:
+            self._closed = True
+            segment = self._segments[-1]
+            await segment.ledger.close()
+            await self._confirm(segment, segment.ledger.last_add_pushed)
+            self._seal_info(segment)
+            await self._persist()
+            for s in self._segments:
+                s.ledger.release()
+
+    async def delete(self) -> None:
+        """Drop every ledger and the ledger list (topic deletion)."""
+        self._closed = True
+        for segment in self._segments:
+            segment.ledger.release()
+            self._store.delete_ledger(segment.info.ledger_id)
+        self._segments.clear()
+        self._firsts.clear()
+        if self._version >= 0:
+            await self._metadata.delete(self._path)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)

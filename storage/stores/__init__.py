@@ -1,0 +1,1 @@
+"""Ledger stores: where entries physically live."""
