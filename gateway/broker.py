@@ -64,6 +64,14 @@ class Broker:
         self.ledgers.close()
         await self.metadata.close()
 
+    def advertised_address(self, connection) -> tuple[str, int]:
+        """Where clients should connect: ``advertised.listeners``, else the listener they used."""
+        advertised = self.settings["advertised.listeners"]
+        if advertised:
+            host, _, port = advertised.rpartition(":")
+            return host, int(port)
+        return connection.listener_host, connection.listener_port
+
     # -- topics -------------------------------------------------------------------------
 
     def topic_config(self, topic: Topic, name: str) -> str:

@@ -6,6 +6,7 @@ value is checked at start-up, and an error names the setting.
 """
 import tomllib
 from dataclasses import dataclass, field
+from enum import IntEnum
 
 from storage import entry_formats
 
@@ -14,7 +15,30 @@ class ConfigError(ValueError):
     pass
 
 
-# name -> (default, check, description). The default's type is the setting's type.
+class ConfigSource(IntEnum):
+    """Where a config value comes from, as DescribeConfigs and CreateTopics report it."""
+
+    DYNAMIC_TOPIC_CONFIG = 1
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+
+
+class ConfigType(IntEnum):
+    BOOLEAN = 1
+    STRING = 2
+    LONG = 5
+
+
+def config_type(name: str) -> ConfigType:
+    """The DescribeConfigs type of a broker setting or topic config."""
+    setting = TOPIC_CONFIG_DEFAULTS.get(name) or name
+    default = BROKER_SETTINGS.get(setting, ("",))[0]
+    if isinstance(default, bool):
+        return ConfigType.BOOLEAN
+    return ConfigType.LONG if isinstance(default, int) else ConfigType.STRING
+
+
+# name -> (default, (rule, check)). The default's type is the setting's type.
 _POSITIVE = ("must be > 0", lambda v: v > 0)
 _NON_NEGATIVE = ("must be >= 0", lambda v: v >= 0)
 _RETENTION = ("must be -1 (unlimited) or >= 0", lambda v: v >= -1)
@@ -37,6 +61,8 @@ BROKER_SETTINGS: dict[str, tuple[object, tuple]] = {
     "log.retention.check.interval.ms": (300_000, _POSITIVE),
     "entry.format": ("kafka", ("must be one of the registered entry formats",
                                lambda v: v in entry_formats.names())),
+    # What Metadata tells clients to connect to, HOST:PORT; empty: the listener itself.
+    "advertised.listeners": ("", ("must be HOST:PORT or empty", lambda v: v == "" or _is_host_port(v))),
     "log.level": ("INFO", ("must be DEBUG, INFO, WARNING or ERROR",
                            lambda v: v in ("DEBUG", "INFO", "WARNING", "ERROR"))),
 }
@@ -52,6 +78,11 @@ TOPIC_CONFIG_DEFAULTS = {
     "cleanup.policy": None,
 }
 CLEANUP_POLICIES = ("delete", "compact", "compact,delete", "delete,compact")
+
+
+def _is_host_port(text: str) -> bool:
+    host, sep, port = text.rpartition(":")
+    return bool(sep and host and port.isdigit() and 0 < int(port) < 65536)
 
 
 def _coerce(name: str, raw, default):

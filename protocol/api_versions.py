@@ -16,6 +16,7 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.CreateTopics: (0, 7),
     ApiKey.DeleteTopics: (0, 6),
     ApiKey.InitProducerId: (0, 5),
+    ApiKey.DescribeConfigs: (0, 4),
 }
 
 

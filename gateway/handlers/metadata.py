@@ -35,10 +35,10 @@ async def metadata(ctx, request):
         auto_create = (request.allow_auto_topic_creation if version >= 4 else True) and \
             broker.settings["auto.create.topics.enable"]
     topics = [await _describe(broker, name, auto_create) for name in names]
+    host, port = broker.advertised_address(ctx.connection)
     return R(
         throttle_time_ms=0,
-        brokers=[R.MetadataResponseBroker(node_id=broker.node_id, host=ctx.connection.listener_host,
-                                          port=ctx.connection.listener_port, rack=None)],
+        brokers=[R.MetadataResponseBroker(node_id=broker.node_id, host=host, port=port, rack=None)],
         cluster_id=broker.cluster_id,
         controller_id=broker.node_id,
         topics=topics,

@@ -9,14 +9,11 @@ from kafka.protocol.api_key import ApiKey
 from metadata.cluster import TopicExists, UnknownTopic, invalid_topic_name
 from protocol.error_codes import ErrorCode
 
-from ..config import ConfigError, check_topic_config
+from ..config import ConfigError, ConfigSource, check_topic_config
 from . import handles
 
 C = CreateTopicsResponse
 D = DeleteTopicsResponse
-# Kafka's ConfigSource values for DescribeConfigs-style config listings.
-DYNAMIC_TOPIC_CONFIG = 1
-DEFAULT_CONFIG = 5
 
 
 @handles(ApiKey.CreateTopics)
@@ -72,7 +69,7 @@ async def _create(ctx, creatable, validate_only):
             return failed(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
     topic_configs = [C.CreatableTopicResult.CreatableTopicConfigs(
         name=key, value=configs.get(key, broker.topic_config_default(key)), read_only=False,
-        config_source=DYNAMIC_TOPIC_CONFIG if key in configs else DEFAULT_CONFIG, is_sensitive=False)
+        config_source=ConfigSource.DYNAMIC_TOPIC_CONFIG if key in configs else ConfigSource.DEFAULT_CONFIG, is_sensitive=False)
         for key in sorted(broker.topic_config_names())]
     return C.CreatableTopicResult(name=name, topic_id=topic_id, error_code=ErrorCode.NONE, error_message=None,
                                   num_partitions=partitions, replication_factor=1, configs=topic_configs)

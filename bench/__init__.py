@@ -1,0 +1,1 @@
+"""Benchmarks: they print figures, they never assert them (see bench/README.md)."""

@@ -1,0 +1,23 @@
+import pytest
+
+from tests.support.broker_process import BrokerProcess
+
+
+@pytest.fixture
+def broker_factory(tmp_path):
+    """Start brokers on free ports in the test's temporary directory; stop them by PID after."""
+    started = []
+
+    def start(name="broker", **settings):
+        broker = BrokerProcess(str(tmp_path / name), settings).start()
+        started.append(broker)
+        return broker
+
+    yield start
+    for broker in started:
+        broker.stop()
+
+
+@pytest.fixture
+def broker(broker_factory):
+    return broker_factory()

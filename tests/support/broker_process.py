@@ -1,0 +1,90 @@
+"""A kgate broker as a child process, for tests and benchmarks.
+
+It listens on 127.0.0.1 with a free port (read back from the ``kgate listening on``
+line), keeps its data in a directory the caller owns, and is stopped by PID.
+"""
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+
+READY_PREFIX = "kgate listening on "
+
+
+class BrokerProcess:
+    def __init__(self, data_dir: str, settings: dict | None = None, port: int = 0, log_path: str | None = None):
+        self.data_dir = data_dir
+        self.settings = dict(settings or {})
+        self.port = port
+        self.log_path = log_path or os.path.join(data_dir, "broker.log")
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 30.0) -> "BrokerProcess":
+        os.makedirs(self.data_dir, exist_ok=True)
+        command = [sys.executable, "-m", "gateway.cli", "serve", "--listen", f"127.0.0.1:{self.port}",
+                   "--data-dir", self.data_dir]
+        for key, value in self.settings.items():
+            command += ["--set", f"{key}={value}"]
+        log = open(self.log_path, "ab")
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True,
+                                        cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+        log.close()
+        line = self._read_line(timeout)
+        if not line.startswith(READY_PREFIX):
+            self.kill()
+            raise RuntimeError(f"broker did not start: {line!r}; see {self.log_path}")
+        self.port = int(line[len(READY_PREFIX):].rsplit(":", 1)[1])
+        return self
+
+    def _read_line(self, timeout: float) -> str:
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.process.stdout, selectors.EVENT_READ)
+            if not selector.select(timeout):
+                return f"no ready line within {timeout} s"
+        return self.process.stdout.readline().strip() or f"exited with {self.process.wait()}"
+
+    def stop(self, timeout: float = 20.0) -> int:
+        """SIGTERM, then SIGKILL if it has not exited within ``timeout``."""
+        if self.process is None:
+            return 0
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        return self._reap()
+
+    def kill(self) -> None:
+        """kill -9: no shutdown path runs."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self._reap()
+
+    def _reap(self) -> int:
+        code = self.process.returncode
+        self.process.stdout.close()
+        self.process = None
+        return code
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def restart(self, timeout: float = 30.0) -> "BrokerProcess":
+        """Start again on the same port and data directory (clients reconnect as to a restarted Kafka)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return self.start(timeout)
+            except RuntimeError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)

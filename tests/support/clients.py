@@ -1,0 +1,104 @@
+"""Produce and consume with the real client libraries, bounded in count and time.
+
+Each client family gets the same two operations so acceptance tests can be
+parametrized over clients instead of copied per client.
+"""
+import time
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from . import records as R
+
+
+def create_topic(bootstrap: str, name: str, partitions: int, config: dict | None = None) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(name, partitions, 1, config=config or {})]).values():
+        future.result(timeout=30)
+
+
+class ConfluentClient:
+    name = "confluent-kafka"
+
+    @staticmethod
+    def produce(bootstrap, topic, count, codec="none", value_size=100, timeout=120, **config):
+        producer = Producer({"bootstrap.servers": bootstrap, "compression.type": codec, "linger.ms": 5,
+                             "acks": "all", **config})
+        failures = []
+
+        def delivered(err, _msg):
+            if err is not None:
+                failures.append(err)
+
+        for i in range(count):
+            while True:
+                try:
+                    producer.produce(topic, key=R.key(i), value=R.value(i, value_size), headers=R.headers(i),
+                                     timestamp=R.timestamp(i), on_delivery=delivered)
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+            if i % 1000 == 0:
+                producer.poll(0)
+        remaining = producer.flush(timeout)
+        assert remaining == 0, f"{remaining} records undelivered after {timeout} s"
+        assert not failures, f"{len(failures)} delivery failures, first: {failures[0]}"
+
+    @staticmethod
+    def consume(bootstrap, topic, partitions, count, timeout=120) -> list[R.Consumed]:
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False})
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        out = []
+        deadline = time.monotonic() + timeout
+        try:
+            while len(out) < count and time.monotonic() < deadline:
+                for message in consumer.consume(10_000, timeout=0.5):
+                    if message.error():
+                        raise KafkaException(message.error())
+                    out.append(R.Consumed(message.partition(), message.offset(), message.key(), message.value(),
+                                          tuple(message.headers() or ()), message.timestamp()[1]))
+        finally:
+            consumer.close()
+        return out
+
+
+class KafkaPythonClient:
+    name = "kafka-python"
+
+    @staticmethod
+    def produce(bootstrap, topic, count, codec="none", value_size=100, timeout=120, **config):
+        from kafka import KafkaProducer
+
+        producer = KafkaProducer(bootstrap_servers=bootstrap, compression_type=None if codec == "none" else codec,
+                                 linger_ms=5, acks="all", **config)
+        try:
+            futures = [producer.send(topic, key=R.key(i), value=R.value(i, value_size), headers=R.headers(i),
+                                     timestamp_ms=R.timestamp(i)) for i in range(count)]
+            producer.flush(timeout)
+            for future in futures:
+                future.get(timeout=1)  # raises the delivery error, if any
+        finally:
+            producer.close(timeout=10)
+
+    @staticmethod
+    def consume(bootstrap, topic, partitions, count, timeout=120) -> list[R.Consumed]:
+        from kafka import KafkaConsumer
+        from kafka.structs import TopicPartition as KTopicPartition
+
+        consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None)
+        assigned = [KTopicPartition(topic, p) for p in range(partitions)]
+        consumer.assign(assigned)
+        consumer.seek_to_beginning(*assigned)
+        out = []
+        deadline = time.monotonic() + timeout
+        try:
+            while len(out) < count and time.monotonic() < deadline:
+                for messages in consumer.poll(timeout_ms=500, max_records=10_000).values():
+                    out.extend(R.Consumed(m.partition, m.offset, m.key, m.value, tuple(m.headers or ()), m.timestamp)
+                               for m in messages)
+        finally:
+            consumer.close()
+        return out
+
+
+CLIENTS = [ConfluentClient, KafkaPythonClient]

@@ -1,0 +1,61 @@
+"""Test records that carry their own identity, and the checks every read-back makes.
+
+Record ``i`` has key ``k<i>``, a value that embeds ``i``, a header with ``i`` and a
+create timestamp derived from ``i``, so a consumed record can be checked against
+what was produced without keeping the produced list in memory order.
+"""
+from dataclasses import dataclass
+
+BASE_TIMESTAMP_MS = 1_700_000_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class Consumed:
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple
+    timestamp: int
+
+
+def key(i: int) -> bytes:
+    return b"k%d" % i
+
+
+def value(i: int, size: int = 100) -> bytes:
+    return (b"v%d-" % i).ljust(size, b"x")
+
+
+def headers(i: int) -> list[tuple[str, bytes]]:
+    return [("idx", b"%d" % i), ("kind", b"test")]
+
+
+def timestamp(i: int) -> int:
+    return BASE_TIMESTAMP_MS + i
+
+
+def index_of(record: Consumed) -> int:
+    return int(record.key[1:])
+
+
+def check_read_back(records: list[Consumed], count: int, value_size: int = 100) -> None:
+    """Every record 0..count-1 exactly once, intact, with contiguous offsets per partition."""
+    seen = {}
+    for record in records:
+        i = index_of(record)
+        assert i not in seen, f"record {i} read twice: at {seen[i]} and {(record.partition, record.offset)}"
+        seen[i] = (record.partition, record.offset)
+        assert record.value == value(i, value_size), f"record {i} value differs"
+        assert list(record.headers) == headers(i), f"record {i} headers differ: {record.headers}"
+        assert record.timestamp == timestamp(i), f"record {i} timestamp {record.timestamp}"
+    missing = set(range(count)) - set(seen)
+    assert not missing, f"{len(missing)} records missing, e.g. {sorted(missing)[:5]}"
+    by_partition: dict[int, list[int]] = {}
+    for partition, offset in seen.values():
+        by_partition.setdefault(partition, []).append(offset)
+    for partition, offsets in by_partition.items():
+        offsets.sort()
+        assert offsets == list(range(offsets[0], offsets[0] + len(offsets))), \
+            f"partition {partition} offsets are not contiguous"
+        assert offsets[0] == 0, f"partition {partition} starts at offset {offsets[0]}"

@@ -1,0 +1,153 @@
+"""The file ledger store: append, group-commit, read, seal, and recovery of torn tails."""
+import asyncio
+import os
+import struct
+import tempfile
+
+import pytest
+from crc32c import crc32c
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from storage.ledger import CorruptLedger, LedgerFenced
+from storage.stores.file_store import FRAME_SIZE, FileLedgerStore
+
+ENTRIES = [b"first entry", b"", b"third" * 100, bytes(range(256))]
+
+
+def _path(store_dir, ledger_id: int) -> str:
+    return os.path.join(store_dir, f"{ledger_id:019d}.ledger")
+
+
+async def _written(store: FileLedgerStore, ledger_id: int, entries=ENTRIES, sealed: bool = False):
+    ledger = store.create_ledger(ledger_id)
+    for entry in entries:
+        ledger.add_entry([entry])
+    await ledger.sync(ledger.last_add_pushed)
+    if sealed:
+        await ledger.close()
+    return ledger
+
+
+def _contents(ledger) -> list[bytes]:
+    return [bytes(e) for e in ledger.read_range(0, ledger.last_add_confirmed)]
+
+
+async def test_add_sync_read_range(tmp_path):
+    store = FileLedgerStore(str(tmp_path))
+    ledger = store.create_ledger(7)
+    assert ledger.add_entry([b"he", b"llo"]) == 0  # chunks make one entry
+    assert ledger.add_entry([b"world"]) == 1
+    assert ledger.last_add_pushed == 1 and ledger.last_add_confirmed == -1
+    assert ledger.read_range(0, 1) == []  # nothing durable yet, nothing readable
+    await ledger.sync(1)
+    assert ledger.last_add_confirmed == 1
+    assert [bytes(e) for e in ledger.read_range(0, 5)] == [b"hello", b"world"]  # clamped at the LAC
+    assert [bytes(e) for e in ledger.read_range(1, 1)] == [b"world"]
+    assert ledger.read_range(2, 1) == []
+    assert ledger.length == 10
+    assert store.ledger_bytes(7) == 10 + 2 * FRAME_SIZE
+    assert ledger.read_heads(0, 1, 3) == [(5, b"hel"), (5, b"wor")]
+
+
+async def test_concurrent_syncs_all_complete(tmp_path):
+    ledger = FileLedgerStore(str(tmp_path)).create_ledger(1)
+    ids = [ledger.add_entry([b"%d" % i]) for i in range(20)]
+    await asyncio.gather(*(ledger.sync(i) for i in ids))
+    assert ledger.last_add_confirmed == 19
+    assert _contents(ledger) == [b"%d" % i for i in range(20)]
+
+
+async def test_closed_ledger_refuses_writes_and_reopens_sealed(tmp_path):
+    store = FileLedgerStore(str(tmp_path))
+    ledger = await _written(store, 3, sealed=True)
+    with pytest.raises(LedgerFenced):
+        ledger.add_entry([b"late"])
+    ledger.release()
+    reopened = store.open_ledger(3, last_entry=len(ENTRIES) - 1)
+    assert _contents(reopened) == ENTRIES
+    with pytest.raises(LedgerFenced):
+        reopened.add_entry([b"x"])
+
+
+async def test_sealed_open_drops_entries_past_the_recorded_last_entry(tmp_path):
+    store = FileLedgerStore(str(tmp_path))
+    (await _written(store, 3)).release()
+    assert _contents(store.open_ledger(3, last_entry=1)) == ENTRIES[:2]
+    assert _contents(store.open_ledger(3, last_entry=1)) == ENTRIES[:2]
+
+
+async def test_sealed_open_with_missing_entries_is_corrupt(tmp_path):
+    store = FileLedgerStore(str(tmp_path))
+    (await _written(store, 3)).release()
+    with pytest.raises(CorruptLedger):
+        store.open_ledger(3, last_entry=len(ENTRIES))
+
+
+def _half_frame(payload: bytes = b"torn payload") -> bytes:
+    whole = struct.pack(">II", len(payload), crc32c(payload)) + payload
+    return whole[:len(whole) // 2]
+
+
+TORN_TAILS = {
+    "three bytes": b"\x00\x00\x01",
+    "frame prefix only": struct.pack(">II", 10, 0),
+    "half frame": _half_frame(),
+    "length past the end": struct.pack(">II", 1 << 30, 0) + b"xyz",
+    "whole frame with a wrong crc": struct.pack(">II", 4, 12345) + b"abcd",
+    # What a filesystem may show after a crash when the size got out before the data.
+    "zero-filled block": bytes(4096),
+}
+
+
+@pytest.mark.parametrize("tail", TORN_TAILS.values(), ids=TORN_TAILS.keys())
+async def test_recovery_truncates_a_torn_tail_and_keeps_every_synced_entry(tmp_path, tail):
+    store = FileLedgerStore(str(tmp_path))
+    (await _written(store, 9)).release()
+    good_size = store.ledger_bytes(9)
+    with open(_path(tmp_path, 9), "ab") as fh:
+        fh.write(tail)
+    recovered = store.open_ledger(9, last_entry=None)
+    assert _contents(recovered) == ENTRIES
+    assert recovered.last_add_confirmed == len(ENTRIES) - 1
+    assert store.ledger_bytes(9) == good_size  # the tail is gone from the file, not just skipped
+    recovered.release()
+    assert _contents(store.open_ledger(9, last_entry=None)) == ENTRIES
+
+
+@pytest.mark.parametrize("offset_from_end", [1, 5, len(ENTRIES[-1])])
+async def test_recovery_drops_a_corrupt_final_entry(tmp_path, offset_from_end):
+    store = FileLedgerStore(str(tmp_path))
+    (await _written(store, 4)).release()
+    with open(_path(tmp_path, 4), "r+b") as fh:
+        fh.seek(-offset_from_end, os.SEEK_END)
+        byte = fh.read(1)
+        fh.seek(-offset_from_end, os.SEEK_END)
+        fh.write(bytes([byte[0] ^ 0x40]))
+    assert _contents(store.open_ledger(4, last_entry=None)) == ENTRIES[:-1]
+
+
+@settings(max_examples=40, deadline=None)
+@example(entries=[b"x"], garbage=bytes(8))  # an all-zero frame: length 0 and crc32c(b"") == 0
+@given(entries=st.lists(st.binary(max_size=64), max_size=6), garbage=st.binary(min_size=1, max_size=64))
+def test_recovery_after_any_garbage_tail(entries, garbage):
+    with tempfile.TemporaryDirectory() as directory:
+        store = FileLedgerStore(directory)
+        asyncio.run(_written(store, 1, entries)).release()
+        with open(_path(directory, 1), "ab") as fh:
+            fh.write(garbage)
+        recovered = store.open_ledger(1, last_entry=None)
+        try:
+            assert _contents(recovered)[:len(entries)] == entries
+            # Garbage can only survive by being whole frames with valid CRCs.
+            assert len(_contents(recovered)) == len(entries)
+        finally:
+            recovered.release()
+
+
+async def test_delete_ledger(tmp_path):
+    store = FileLedgerStore(str(tmp_path))
+    (await _written(store, 5)).release()
+    store.delete_ledger(5)
+    assert store.ledger_bytes(5) == 0 and not os.path.exists(_path(tmp_path, 5))
+    store.delete_ledger(5)  # deleting twice is harmless

@@ -1,0 +1,210 @@
+"""ManagedLedger over the file store and the embedded metadata store: offsets, reads, recovery, retention."""
+import os
+
+import pytest
+
+from metadata.cluster import ClusterState, ledger_list_path
+from metadata.stores.embedded import EmbeddedMetadataStore
+from storage.entry import EntryHeader
+from storage.managed_ledger import ManagedLedger, RetentionPolicy, RolloverPolicy
+from storage.stores.file_store import FileLedgerStore
+
+PAYLOAD = 100
+# Entries carry PAYLOAD bytes; a ledger rolls over once it holds >= 250, so each holds 3 entries.
+SMALL_LEDGERS = RolloverPolicy(max_bytes=250)
+KEEP_ALL = RetentionPolicy(ms=-1, bytes=-1)
+
+
+class Partition:
+    """One partition's managed ledger, reopenable as a restarted broker would."""
+
+    def __init__(self, directory):
+        self.directory = str(directory)
+        self.ledgers_dir = os.path.join(self.directory, "ledgers")
+        self.metadata = None
+        self.ledger = None
+
+    async def open(self, rollover=SMALL_LEDGERS, retention=KEEP_ALL) -> ManagedLedger:
+        self.metadata = EmbeddedMetadataStore(os.path.join(self.directory, "metadata.sqlite"))
+        cluster = ClusterState(self.metadata)
+        self.ledger = ManagedLedger("t-0", FileLedgerStore(self.ledgers_dir), self.metadata,
+                                    ledger_list_path("t", 0), lambda: cluster.allocate("ledger-id"),
+                                    rollover=rollover, retention=retention)
+        await self.ledger.open()
+        return self.ledger
+
+    async def stop(self, clean: bool) -> None:
+        """A clean shutdown seals the open ledger; an unclean one just walks away."""
+        if clean:
+            await self.ledger.close()
+        await self.metadata.close()
+
+    def ledger_files(self) -> list[str]:
+        return sorted(os.listdir(self.ledgers_dir))
+
+
+@pytest.fixture
+def partition(tmp_path):
+    return Partition(tmp_path)
+
+
+async def append(ledger: ManagedLedger, records: int = 1, timestamp: int = 1000, fill: bytes = b"x") -> int:
+    await ledger.prepare_append()
+    base, durable = ledger.append(records, timestamp, 2, 0, lambda base: [base.to_bytes(8, "big") + fill * (PAYLOAD - 8)])
+    await durable
+    return base
+
+
+def offsets(entries) -> list[tuple[int, int]]:
+    """(base offset, record count) of each entry, checking each payload names its own base offset."""
+    for e in entries:
+        assert int.from_bytes(e.payload[:8], "big") == e.header.base_offset
+        assert len(e.payload) == PAYLOAD
+    return [(e.header.base_offset, e.header.record_count) for e in entries]
+
+
+def contiguous(counts, start: int = 0) -> list[tuple[int, int]]:
+    out = []
+    for count in counts:
+        out.append((start, count))
+        start += count
+    return out
+
+
+COUNTS = [1, 3, 1, 5, 2, 1, 1, 4, 1, 2]
+
+
+async def test_offsets_are_contiguous_across_rollover(partition):
+    ledger = await partition.open()
+    bases = [await append(ledger, n) for n in COUNTS]
+    assert list(zip(bases, COUNTS)) == contiguous(COUNTS)
+    assert ledger.high_watermark == ledger.next_offset == sum(COUNTS)
+    assert ledger.ledger_first_offsets() == [0, 5, 13, 19]  # 3 entries per ledger
+    assert offsets(ledger.read(0, 1 << 20)) == contiguous(COUNTS)
+
+
+async def test_read_starts_at_the_entry_holding_the_offset(partition):
+    ledger = await partition.open()
+    for n in COUNTS:
+        await append(ledger, n)
+    assert offsets(ledger.read(7, 1)) == [(5, 5)]  # offset 7 lies inside the entry 5..9
+    assert offsets(ledger.read(13, 1)) == [(13, 1)]  # the first entry of a ledger
+    assert offsets(ledger.read(17, 1)) == [(14, 4)]  # the last offset of an entry
+    assert ledger.read(sum(COUNTS), 1 << 20) == []  # at the high watermark
+
+
+async def test_read_always_returns_at_least_one_entry(partition):
+    ledger = await partition.open()
+    await append(ledger)
+    assert offsets(ledger.read(0, 1)) == [(0, 1)]
+
+
+@pytest.mark.parametrize("max_bytes", [PAYLOAD, 2 * PAYLOAD + 50, 3 * PAYLOAD, 4 * PAYLOAD + 50, 7 * PAYLOAD + 1])
+async def test_read_honours_max_bytes_across_ledgers(partition, max_bytes):
+    ledger = await partition.open()
+    for _ in range(10):
+        await append(ledger)
+    assert offsets(ledger.read(0, max_bytes)) == contiguous([1] * (max_bytes // PAYLOAD))
+
+
+async def test_reopen_after_close_keeps_everything_and_continues(partition):
+    ledger = await partition.open()
+    for n in COUNTS:
+        await append(ledger, n)
+    await partition.stop(clean=True)
+
+    ledger = await partition.open()
+    assert offsets(ledger.read(0, 1 << 20)) == contiguous(COUNTS)
+    assert ledger.high_watermark == sum(COUNTS)
+    assert await append(ledger, 2) == sum(COUNTS)
+    assert offsets(ledger.read(0, 1 << 20)) == contiguous(COUNTS + [2])
+
+
+async def test_unclean_stops_lose_no_durable_entry_and_reuse_no_offset(partition):
+    ledger = await partition.open()
+    for n in COUNTS[:4]:
+        await append(ledger, n)
+    await partition.stop(clean=False)
+
+    ledger = await partition.open()
+    assert offsets(ledger.read(0, 1 << 20)) == contiguous(COUNTS[:4])
+    for n in COUNTS[4:]:
+        await append(ledger, n)
+    await partition.stop(clean=False)  # and crash again, with the recovered ledger's successor open
+
+    ledger = await partition.open()
+    assert offsets(ledger.read(0, 1 << 20)) == contiguous(COUNTS)
+    assert await append(ledger) == sum(COUNTS)
+
+
+@pytest.mark.parametrize("tail", [b"\x00\x00\x00\x50\x12\x34", bytes(4096)], ids=["half frame", "zero-filled block"])
+async def test_unclean_stop_with_a_torn_tail_recovers(partition, tail):
+    ledger = await partition.open()
+    for n in COUNTS[:5]:
+        await append(ledger, n)
+    await partition.stop(clean=False)
+    with open(os.path.join(partition.ledgers_dir, partition.ledger_files()[-1]), "ab") as fh:
+        fh.write(tail)
+
+    ledger = await partition.open()
+    assert offsets(ledger.read(0, 1 << 20)) == contiguous(COUNTS[:5])
+    assert await append(ledger) == sum(COUNTS[:5])
+
+
+async def test_entries_written_but_never_synced_are_not_readable(partition):
+    ledger = await partition.open()
+    await append(ledger)
+    await ledger.prepare_append()
+    base, durable = ledger.append(1, 1000, 2, 0, lambda base: [bytes(PAYLOAD)])
+    assert base == 1
+    assert ledger.high_watermark == 1 and offsets(ledger.read(0, 1 << 20)) == [(0, 1)]
+    await durable
+    assert ledger.high_watermark == 2
+
+
+async def test_retention_by_bytes_trims_whole_sealed_ledgers(partition):
+    ledger = await partition.open(retention=RetentionPolicy(ms=-1, bytes=4 * PAYLOAD))
+    for _ in range(10):
+        await append(ledger)  # ledgers: 0-2, 3-5, 6-8 sealed; 9 open
+    files_before = len(partition.ledger_files())
+    assert await ledger.enforce_retention(now_ms=0) == 2
+    assert ledger.log_start_offset == 6 and ledger.ledger_first_offsets() == [6, 9]
+    assert len(partition.ledger_files()) == files_before - 2
+    assert ledger.read(0, 1 << 20) == []
+    assert offsets(ledger.read(6, 1 << 20)) == contiguous([1] * 4, start=6)
+    await partition.stop(clean=True)
+
+    ledger = await partition.open()
+    assert ledger.log_start_offset == 6
+    assert offsets(ledger.read(6, 1 << 20)) == contiguous([1] * 4, start=6)
+
+
+async def test_retention_never_drops_the_open_ledger(partition):
+    ledger = await partition.open(retention=RetentionPolicy(ms=1, bytes=0))
+    for _ in range(5):
+        await append(ledger)  # ledgers: 0-2 sealed; 3-4 open
+    assert await ledger.enforce_retention(now_ms=10**12) == 1
+    assert ledger.log_start_offset == 3 and ledger.ledger_first_offsets() == [3]
+    assert offsets(ledger.read(3, 1 << 20)) == [(3, 1), (4, 1)]
+    assert await ledger.enforce_retention(now_ms=10**12) == 0
+    assert await append(ledger) == 5
+
+
+async def test_retention_by_time_uses_each_ledgers_newest_timestamp(partition):
+    ledger = await partition.open(retention=RetentionPolicy(ms=1000, bytes=-1))
+    timestamps = [100, 900, 200, 1500, 1600, 2600, 3000, 3100, 3200, 5000]
+    for ts in timestamps:
+        await append(ledger, timestamp=ts)  # ledgers newest: 900, 2600, 3200; 5000 open
+    assert await ledger.enforce_retention(now_ms=1900) == 0  # 1900 - 900 is not past 1000
+    assert await ledger.enforce_retention(now_ms=1901) == 1
+    assert ledger.log_start_offset == 3
+    assert await ledger.enforce_retention(now_ms=4000) == 1  # 2600 is old, 3200 is not
+    assert ledger.log_start_offset == 6 and ledger.ledger_first_offsets() == [6, 9]
+    assert [e.header.max_timestamp for e in ledger.read(6, 1 << 20)] == timestamps[6:]
+
+
+async def test_entry_headers_carry_what_was_appended(partition):
+    ledger = await partition.open()
+    await append(ledger, records=4, timestamp=12345)
+    (entry,) = ledger.read(0, 1 << 20)
+    assert entry.header == EntryHeader(base_offset=0, record_count=4, max_timestamp=12345, magic=2, format_code=0)
