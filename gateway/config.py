@@ -95,7 +95,7 @@ def _coerce(name: str, raw, default):
                 return lowered == "true"
             raise ValueError
         if isinstance(default, int):
-            if isinstance(raw, bool):
+            if isinstance(raw, (bool, float)):
                 raise ValueError
             return int(raw)
         return str(raw)
@@ -183,7 +183,8 @@ class Settings:
             if not sep:
                 raise ConfigError(f"--set {item!r} must be key=value")
             raw[name.strip()] = value.strip()
-        listen = listen or ([raw.pop("listeners")] if "listeners" in raw else None)
+        configured_listeners = raw.pop("listeners", None)
+        listen = listen or ([configured_listeners] if configured_listeners is not None else None)
         if "data.dir" in raw:
             settings.data_dir = str(raw.pop("data.dir"))
         for name, value in raw.items():

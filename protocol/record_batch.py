@@ -93,13 +93,13 @@ def validate(data, pos: int = 0) -> BatchHeader:
     end = pos + header.size
     if header.batch_length < HEADER_SIZE - LOG_OVERHEAD or end > len(data):
         raise InvalidBatch("CORRUPT_MESSAGE", f"batch length {header.batch_length} does not fit the {len(data) - pos} bytes sent")
+    actual = crc32c(memoryview(data)[pos + CRC_START:end])
+    if actual != header.crc:
+        raise InvalidBatch("CORRUPT_MESSAGE", f"batch CRC {header.crc:#010x} does not match computed {actual:#010x}")
     if header.compression not in CODEC_NAMES:
         raise InvalidBatch("CORRUPT_MESSAGE", f"unknown compression codec id {header.compression}")
     if header.record_count <= 0 or header.last_offset_delta != header.record_count - 1:
         raise InvalidBatch("INVALID_RECORD", f"batch claims {header.record_count} records with last offset delta {header.last_offset_delta}")
-    actual = crc32c(memoryview(data)[pos + CRC_START:end])
-    if actual != header.crc:
-        raise InvalidBatch("CORRUPT_MESSAGE", f"batch CRC {header.crc:#010x} does not match computed {actual:#010x}")
     return header
 
 

@@ -269,20 +269,27 @@ class ManagedLedger:
         out: list[StoredEntry] = []
         budget = max_bytes
         index = bisect_right(self._firsts, offset) - 1
-        while index < len(self._segments) and budget > 0:
+        while index < len(self._segments):
             segment = self._segments[index]
             first = segment.entry_for(offset)
             last_allowed = bisect_left(segment.last_offsets, hw) - 1
             if first > last_allowed:
                 break
             start_bytes = segment.ends[first - 1] if first else 0
-            # Entries whose cumulative end stays within budget, and at least the first.
-            last = max(first, min(last_allowed, bisect_right(segment.ends, start_bytes + budget) - 1))
+            # Entries whose cumulative end stays within budget; the first one regardless
+            # only when nothing has been gathered yet.
+            last = min(last_allowed, bisect_right(segment.ends, start_bytes + budget) - 1)
+            if last < first:
+                if out:
+                    break
+                last = first
             for raw in segment.ledger.read_range(first, last):
                 header = EntryHeader.unpack(raw)
                 out.append(StoredEntry(header, raw[entry.SIZE:]))
             budget -= segment.ends[last] - start_bytes
             offset = segment.last_offsets[last] + 1
+            if last < len(segment.last_offsets) - 1:
+                break
             index += 1
         return out
 

@@ -1,7 +1,9 @@
 """The file ledger store: one append-only file per ledger in a directory.
 
-Each entry is framed as ``[u32 payload length][u32 CRC32C of payload][payload]`` so a
-torn or corrupt tail is found on recovery. Entry positions are kept in memory
+Each entry is framed as ``[u32 payload length][u32 CRC32C of length and payload][payload]``
+so a torn or corrupt tail is found on recovery. The CRC covers the length too, because
+a zero-filled tail (a file extended but never written) would otherwise pass as an empty
+entry: the CRC32C of nothing is zero. Entry positions are kept in memory
 (8 bytes per entry) and rebuilt on open by hopping from frame to frame, reading only
 the 8-byte frame prefixes. The directory may be shared by several brokers (a shared
 filesystem): ownership in the metadata store decides who writes which ledger.
@@ -19,6 +21,7 @@ from ..ledger import CorruptLedger, Ledger, LedgerFenced, LedgerStore
 log = logging.getLogger(__name__)
 
 _FRAME = struct.Struct(">II")
+_LENGTH = struct.Struct(">I")
 FRAME_SIZE = _FRAME.size
 
 
@@ -52,10 +55,9 @@ class FileLedger(Ledger):
     def add_entry(self, chunks) -> int:
         if not self._writable:
             raise LedgerFenced(f"ledger {self.ledger_id} is closed")
-        size = 0
-        crc = 0
+        size = sum(len(chunk) for chunk in chunks)
+        crc = crc32c(_LENGTH.pack(size))
         for chunk in chunks:
-            size += len(chunk)
             crc = crc32c(chunk, crc)
         buffers = [_FRAME.pack(size, crc), *chunks]
         total = FRAME_SIZE + size
@@ -177,7 +179,7 @@ def _scan(fd: int, ledger_id: int, verify: bool, last_entry: int | None) -> tupl
         length, crc = _FRAME.unpack(os.pread(fd, FRAME_SIZE, pos))
         if pos + FRAME_SIZE + length > size:
             break
-        if verify and crc32c(os.pread(fd, length, pos + FRAME_SIZE)) != crc:
+        if verify and crc32c(os.pread(fd, length, pos + FRAME_SIZE), crc32c(_LENGTH.pack(length))) != crc:
             break
         positions.append(pos)
         pos += FRAME_SIZE + length
