@@ -36,7 +36,11 @@ def timestamp(i: int) -> int:
 
 
 def index_of(record: Consumed) -> int:
-    return int(record.key[1:])
+    return index_of_key(record.key)
+
+
+def index_of_key(record_key: bytes) -> int:
+    return int(record_key[1:])
 
 
 def check_read_back(records: list[Consumed], count: int, value_size: int = 100) -> None:
