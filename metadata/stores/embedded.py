@@ -52,25 +52,25 @@ class EmbeddedMetadataStore(MetadataStore):
     def _insert(self, path: str, data: bytes, ephemeral: bool) -> None:
         self._db.execute("INSERT INTO nodes VALUES (?, ?, ?, 0, ?)", (path, _parent(path), data, int(ephemeral)))
 
+    def _locked_version(self, path: str, expected: int) -> int:
+        """Start a write transaction and check ``path`` is at ``expected`` (-1: any)."""
+        self._db.execute("BEGIN IMMEDIATE")
+        row = self._db.execute("SELECT version FROM nodes WHERE path = ?", (path,)).fetchone()
+        if row is None:
+            raise NoNode(path)
+        if expected != -1 and row[0] != expected:
+            raise BadVersion(f"{path} is at version {row[0]}, not {expected}")
+        return row[0]
+
     async def set(self, path: str, data: bytes, version: int) -> int:
         with self._db:
-            self._db.execute("BEGIN IMMEDIATE")
-            row = self._db.execute("SELECT version FROM nodes WHERE path = ?", (path,)).fetchone()
-            if row is None:
-                raise NoNode(path)
-            if version != -1 and row[0] != version:
-                raise BadVersion(f"{path} is at version {row[0]}, not {version}")
-            self._db.execute("UPDATE nodes SET data = ?, version = ? WHERE path = ?", (data, row[0] + 1, path))
-            return row[0] + 1
+            current = self._locked_version(path, version)
+            self._db.execute("UPDATE nodes SET data = ?, version = ? WHERE path = ?", (data, current + 1, path))
+            return current + 1
 
     async def delete(self, path: str, version: int = -1, recursive: bool = False) -> None:
         with self._db:
-            self._db.execute("BEGIN IMMEDIATE")
-            row = self._db.execute("SELECT version FROM nodes WHERE path = ?", (path,)).fetchone()
-            if row is None:
-                raise NoNode(path)
-            if version != -1 and row[0] != version:
-                raise BadVersion(f"{path} is at version {row[0]}, not {version}")
+            self._locked_version(path, version)
             if recursive:
                 prefix = path.rstrip("/") + "/"
                 self._db.execute("DELETE FROM nodes WHERE substr(path, 1, ?) = ?", (len(prefix), prefix))
