@@ -16,11 +16,16 @@ from storage.ledger import LedgerStore
 from storage.managed_ledger import ManagedLedger, RetentionPolicy, RolloverPolicy
 
 from .config import TOPIC_CONFIG_DEFAULTS, Settings
+from .groups import OFFSETS_TOPIC, GroupCoordinator
 from .partition import Partition
 
 log = logging.getLogger(__name__)
 
 PRODUCER_ID_BLOCK = 1000
+
+
+class InternalTopic(Exception):
+    """Kafka's internal topics cannot be deleted by clients."""
 
 
 class Broker:
@@ -36,12 +41,14 @@ class Broker:
         self._producer_ids = iter(())
         self._retention_task: asyncio.Task | None = None
         self._topic_lock = asyncio.Lock()
+        self.groups = GroupCoordinator(self)
 
     async def start(self) -> None:
         self.cluster_id = await self._cluster_id()
         await self.cluster.load()
         for topic in list(self.cluster.topics.values()):
             await self._open_partitions(topic)
+        await self.groups.start()
         self._retention_task = asyncio.create_task(self._retention_loop())
         log.info("broker %d serving %d topics, %d partitions", self.node_id,
                  len(self.cluster.topics), len(self.partitions))
@@ -59,6 +66,7 @@ class Broker:
     async def close(self) -> None:
         if self._retention_task is not None:
             self._retention_task.cancel()
+        await self.groups.close()
         for partition in self.partitions.values():
             await partition.ledger.close()
         self.ledgers.close()
@@ -102,13 +110,17 @@ class Broker:
             topic = self.cluster.topics.get(name)
             if topic is None:
                 raise UnknownTopic(name)
+            if self.is_internal(name):
+                raise InternalTopic(name)
             await self.cluster.delete_topic(name)
             for index in range(topic.partitions):
                 partition = self.partitions.pop((name, index), None)
                 if partition is not None:
                     await partition.ledger.delete()
             log.info("deleted topic %s", name)
-            return topic
+        # Outside the topic lock: the offsets topic's own appends need no topic changes.
+        await self.groups.forget_topic(name)
+        return topic
 
     async def _open_partitions(self, topic: Topic) -> None:
         for index in range(topic.partitions):
@@ -122,6 +134,10 @@ class Broker:
             partition = Partition(topic.name, index, ledger)
             await partition.open()
             self.partitions[(topic.name, index)] = partition
+
+    @staticmethod
+    def is_internal(name: str) -> bool:
+        return name == OFFSETS_TOPIC
 
     def topic_by_id(self, topic_id: uuid.UUID) -> Topic | None:
         for topic in self.cluster.topics.values():

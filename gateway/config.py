@@ -63,6 +63,17 @@ BROKER_SETTINGS: dict[str, tuple[object, tuple]] = {
                                lambda v: v in entry_formats.names())),
     # What Metadata tells clients to connect to, HOST:PORT; empty: the listener itself.
     "advertised.listeners": ("", ("must be HOST:PORT or empty", lambda v: v == "" or _is_host_port(v))),
+    # Consumer groups, with Kafka's names and defaults.
+    "offsets.topic.num.partitions": (50, _POSITIVE),
+    "offsets.retention.minutes": (7 * 24 * 60, _POSITIVE),
+    "offsets.retention.check.interval.ms": (600_000, _POSITIVE),
+    "offset.metadata.max.bytes": (4096, _POSITIVE),
+    "group.min.session.timeout.ms": (6000, _POSITIVE),
+    "group.max.session.timeout.ms": (1_800_000, _POSITIVE),
+    "group.initial.rebalance.delay.ms": (3000, _NON_NEGATIVE),
+    "group.max.size": (2**31 - 1, _POSITIVE),
+    # Compact an offsets partition once it holds this many records more than live keys.
+    "kgate.offsets.compaction.min.records": (10_000, _POSITIVE),
     "log.level": ("INFO", ("must be DEBUG, INFO, WARNING or ERROR",
                            lambda v: v in ("DEBUG", "INFO", "WARNING", "ERROR"))),
 }

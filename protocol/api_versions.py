@@ -17,6 +17,17 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DeleteTopics: (0, 6),
     ApiKey.InitProducerId: (0, 5),
     ApiKey.DescribeConfigs: (0, 4),
+    ApiKey.OffsetCommit: (0, 9),
+    ApiKey.OffsetFetch: (0, 9),
+    ApiKey.FindCoordinator: (0, 6),
+    ApiKey.JoinGroup: (0, 9),
+    ApiKey.Heartbeat: (0, 4),
+    ApiKey.LeaveGroup: (0, 5),
+    ApiKey.SyncGroup: (0, 5),
+    ApiKey.DescribeGroups: (0, 5),
+    ApiKey.ListGroups: (0, 5),
+    ApiKey.DeleteGroups: (0, 2),
+    ApiKey.OffsetDelete: (0, 0),
 }
 
 

@@ -334,15 +334,37 @@ class ManagedLedger:
             too_big = self.retention.bytes >= 0 and total - info.size >= self.retention.bytes
             if not (too_old or too_big):
                 break
-            segment = self._segments.pop(0)
-            self._firsts.pop(0)
             total -= info.size
-            self._log_start = max(self._log_start, info.last_offset + 1, self._segments[0].info.first_offset)
+            self._log_start = max(self._log_start, info.last_offset + 1, self._segments[1].info.first_offset)
+            await self._drop_first_segment()
             dropped += 1
-            await self._persist()
-            segment.ledger.release()
-            self._store.delete_ledger(info.ledger_id)
         return dropped
+
+    async def trim_before(self, offset: int) -> None:
+        """Make ``offset`` (at most the high watermark) the log start; drop ledgers wholly below it.
+
+        Entries of a kept ledger below the new start stay on disk but are no longer
+        served, as Kafka's DeleteRecords leaves a segment's head until the segment goes.
+        """
+        if not self._log_start <= offset <= self._high_watermark:
+            raise ValueError(f"{self.name}: log start {offset} outside [{self._log_start}, {self._high_watermark}]")
+        self._log_start = offset
+        while len(self._segments) > 1 and self._segments[0].info.closed and self._segments[0].info.last_offset < offset:
+            await self._drop_first_segment()
+        await self._persist()
+
+    async def roll_over(self) -> None:
+        """Seal the current ledger now (if it holds anything) and start the next one."""
+        async with self._roll_lock:
+            if self._segments[-1].ends:
+                await self._roll()
+
+    async def _drop_first_segment(self) -> None:
+        segment = self._segments.pop(0)
+        self._firsts.pop(0)
+        await self._persist()
+        segment.ledger.release()
+        self._store.delete_ledger(segment.info.ledger_id)
 
     async def close(self) -> None:
         """Make everything durable and seal the open ledger (clean shutdown)."""

@@ -38,4 +38,5 @@ def implemented() -> set[int]:
     return set(_HANDLERS)
 
 
-from . import api_versions, configs, fetch, list_offsets, metadata, produce, producer_ids, topics  # noqa: E402,F401
+from . import (api_versions, configs, fetch, groups, list_offsets, metadata, offsets, produce,  # noqa: E402,F401
+               producer_ids, topics)

@@ -68,7 +68,7 @@ async def _describe(broker, name, auto_create):
         return R.MetadataResponseTopic(error_code=ErrorCode.LEADER_NOT_AVAILABLE, name=topic.name,
                                        partitions=[], authorized_operations=OPERATIONS_OMITTED)
     return R.MetadataResponseTopic(
-        error_code=ErrorCode.NONE, name=topic.name, topic_id=topic.topic_id, is_internal=False,
+        error_code=ErrorCode.NONE, name=topic.name, topic_id=topic.topic_id, is_internal=broker.is_internal(topic.name),
         partitions=[R.MetadataResponseTopic.MetadataResponsePartition(
             error_code=ErrorCode.NONE, partition_index=partition.index, leader_id=node,
             leader_epoch=partition.leader_epoch, replica_nodes=[node], isr_nodes=[node], offline_replicas=[])

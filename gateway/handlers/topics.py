@@ -9,6 +9,7 @@ from kafka.protocol.api_key import ApiKey
 from metadata.cluster import TopicExists, UnknownTopic, invalid_topic_name
 from protocol.error_codes import ErrorCode
 
+from ..broker import InternalTopic
 from ..config import ConfigError, ConfigSource, check_topic_config
 from . import handles
 
@@ -92,6 +93,9 @@ async def delete_topics(ctx, request):
                 raise UnknownTopic(str(topic_id))
             topic = await broker.delete_topic(name)
             results.append(D.DeletableTopicResult(name=name, topic_id=topic.topic_id, error_code=ErrorCode.NONE))
+        except InternalTopic:
+            results.append(D.DeletableTopicResult(name=name, topic_id=None, error_code=ErrorCode.INVALID_TOPIC_EXCEPTION,
+                                                  error_message=f"{name} is an internal topic"))
         except UnknownTopic:
             error = ErrorCode.UNKNOWN_TOPIC_ID if name is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             results.append(D.DeletableTopicResult(name=name, topic_id=topic_id, error_code=error,

@@ -1,0 +1,105 @@
+"""The records the coordinator keeps in ``__consumer_offsets``, as Kafka lays them out.
+
+A key's int16 version says what it is: 0 or 1 a committed offset (group, topic,
+partition), 2 a group's membership. A null value is a tombstone: the key is gone.
+Records are written as magic-2 batches like any produce, so the partition is an
+ordinary managed ledger that replays with the ordinary read path.
+"""
+import struct
+import time
+from dataclasses import dataclass
+
+from kafka.protocol.api_data import ApiData
+from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+
+from protocol import record_batch
+
+from . import schemas
+
+
+class OffsetCommitKey(ApiData, load_json=schemas): pass
+class OffsetCommitValue(ApiData, load_json=schemas): pass
+class GroupMetadataKey(ApiData, load_json=schemas): pass
+class GroupMetadataValue(ApiData, load_json=schemas): pass
+
+
+MemberMetadata = GroupMetadataValue.MemberMetadata
+_VERSION = struct.Struct(">h")
+OFFSET_KEY_VERSION = 1
+GROUP_KEY_VERSION = 2
+OFFSET_VALUE_VERSION = 3
+GROUP_VALUE_VERSION = 3
+
+
+class CorruptRecord(ValueError):
+    """A record in ``__consumer_offsets`` that no version of the schemas explains."""
+
+
+@dataclass(frozen=True, slots=True)
+class CommittedOffset:
+    offset: int
+    leader_epoch: int
+    metadata: str
+    commit_timestamp: int
+    expire_timestamp: int = -1
+
+
+def offset_key(group: str, topic: str, partition: int) -> bytes:
+    return OffsetCommitKey(group=group, topic=topic, partition=partition).encode(version=OFFSET_KEY_VERSION)
+
+
+def group_key(group: str) -> bytes:
+    return GroupMetadataKey(group=group).encode(version=GROUP_KEY_VERSION)
+
+
+def offset_value(committed: CommittedOffset) -> bytes:
+    # Version 1 is the only one with an expire timestamp (OffsetCommit v2-v4's retention).
+    version = 1 if committed.expire_timestamp >= 0 else OFFSET_VALUE_VERSION
+    return OffsetCommitValue(offset=committed.offset, leader_epoch=committed.leader_epoch,
+                             metadata=committed.metadata, commit_timestamp=committed.commit_timestamp,
+                             expire_timestamp=committed.expire_timestamp).encode(version=version)
+
+
+def group_value(value: GroupMetadataValue) -> bytes:
+    return value.encode(version=GROUP_VALUE_VERSION)
+
+
+def decode(key: bytes, value: bytes | None):
+    """``(("offset", group, topic, partition) | ("group", group), decoded value or None)``."""
+    try:
+        version = _VERSION.unpack_from(key)[0]
+        if version in (0, 1):
+            k = OffsetCommitKey.decode(key[2:], version=version, header=False)
+            parsed = None
+            if value is not None:
+                v = OffsetCommitValue.decode(value)
+                parsed = CommittedOffset(v.offset, getattr(v, "leader_epoch", -1), v.metadata or "",
+                                         v.commit_timestamp, getattr(v, "expire_timestamp", -1))
+            return ("offset", k.group, k.topic, k.partition), parsed
+        if version == GROUP_KEY_VERSION:
+            k = GroupMetadataKey.decode(key[2:], version=version, header=False)
+            return ("group", k.group), None if value is None else GroupMetadataValue.decode(value)
+    except (struct.error, ValueError, EOFError) as exc:
+        raise CorruptRecord(f"undecodable record: {exc}") from None
+    raise CorruptRecord(f"unknown key version {version}")
+
+
+def build_batch(records: list[tuple[bytes, bytes | None]]) -> bytes:
+    """One uncompressed magic-2 batch holding ``records`` (offsets assigned on append)."""
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+                                        producer_epoch=-1, base_sequence=-1, batch_size=2**31 - 1)
+    now = now_ms()
+    for i, (key, value) in enumerate(records):
+        builder.append(i, timestamp=now, key=key, value=value, headers=[])
+    return bytes(builder.build())
+
+
+def iter_records(payload):
+    """``(offset, key, value)`` of every record in stored magic-2 batches."""
+    for pos, header in record_batch.iter_headers(payload):
+        for record in DefaultRecordBatch(bytes(payload[pos:pos + header.size])):
+            yield record.offset, record.key, record.value
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)

@@ -1,0 +1,182 @@
+"""Group membership and group admin: FindCoordinator, JoinGroup, SyncGroup, Heartbeat,
+LeaveGroup, DescribeGroups, ListGroups, DeleteGroups.
+
+The handlers translate between wire versions and the coordinator; the group protocol
+itself lives in ``gateway.groups``.
+"""
+from kafka.protocol.api_key import ApiKey
+
+from protocol.error_codes import ErrorCode
+from protocol.messages import RESPONSES
+
+from ..groups import GroupError, JoinRequest
+from ..groups.group import GroupState
+from . import handles
+
+GROUP_KEY, TRANSACTION_KEY = 0, 1
+
+FindCoordinatorResponse = RESPONSES[ApiKey.FindCoordinator]
+JoinGroupResponse = RESPONSES[ApiKey.JoinGroup]
+SyncGroupResponse = RESPONSES[ApiKey.SyncGroup]
+HeartbeatResponse = RESPONSES[ApiKey.Heartbeat]
+LeaveGroupResponse = RESPONSES[ApiKey.LeaveGroup]
+DescribeGroupsResponse = RESPONSES[ApiKey.DescribeGroups]
+ListGroupsResponse = RESPONSES[ApiKey.ListGroups]
+DeleteGroupsResponse = RESPONSES[ApiKey.DeleteGroups]
+
+
+@handles(ApiKey.FindCoordinator)
+async def find_coordinator(ctx, request):
+    broker = ctx.broker
+    host, port = broker.advertised_address(ctx.connection)
+    if ctx.version < 4:
+        error, message = _coordinator_error(request.key_type if ctx.version >= 1 else GROUP_KEY)
+        ok = error == ErrorCode.NONE
+        return FindCoordinatorResponse(throttle_time_ms=0, error_code=error, error_message=message,
+                                       node_id=broker.node_id if ok else -1, host=host if ok else "",
+                                       port=port if ok else -1)
+    error, message = _coordinator_error(request.key_type)
+    ok = error == ErrorCode.NONE
+    coordinators = [FindCoordinatorResponse.Coordinator(
+        key=key, node_id=broker.node_id if ok else -1, host=host if ok else "", port=port if ok else -1,
+        error_code=error, error_message=message) for key in request.coordinator_keys]
+    return FindCoordinatorResponse(throttle_time_ms=0, coordinators=coordinators)
+
+
+def _coordinator_error(key_type: int) -> tuple[ErrorCode, str | None]:
+    # Single node: this broker owns every __consumer_offsets partition.
+    if key_type == GROUP_KEY:
+        return ErrorCode.NONE, None
+    if key_type == TRANSACTION_KEY:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not offered"
+    return ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}"
+
+
+@handles(ApiKey.JoinGroup)
+async def join_group(ctx, request):
+    version = ctx.version
+    join = JoinRequest(
+        group_id=request.group_id, member_id=request.member_id,
+        group_instance_id=request.group_instance_id if version >= 5 else None,
+        client_id=ctx.header.client_id or "", client_host="/" + ctx.connection.peer.rsplit(":", 1)[0],
+        session_timeout_ms=request.session_timeout_ms,
+        rebalance_timeout_ms=request.rebalance_timeout_ms if version >= 1 else request.session_timeout_ms,
+        protocol_type=request.protocol_type, protocols=[(p.name, p.metadata) for p in request.protocols],
+        require_known_member_id=version >= 4, skip_assignment_supported=version >= 9)
+    try:
+        result = await ctx.broker.groups.join(join)
+    except GroupError as exc:
+        return JoinGroupResponse(throttle_time_ms=0, error_code=exc.error, generation_id=-1, protocol_type=None,
+                                 protocol_name=None if version >= 7 else "", leader="", skip_assignment=False,
+                                 member_id=request.member_id, members=[])
+    return JoinGroupResponse(
+        throttle_time_ms=0, error_code=result.error, generation_id=result.generation,
+        # Before v7 the protocol name is not nullable: errors carry an empty one.
+        protocol_type=result.protocol_type, protocol_name=result.protocol if version >= 7 else (result.protocol or ""),
+        leader=result.leader_id, skip_assignment=result.skip_assignment, member_id=result.member_id,
+        members=[JoinGroupResponse.JoinGroupResponseMember(member_id=m, group_instance_id=i, metadata=md)
+                 for m, i, md in result.members])
+
+
+@handles(ApiKey.SyncGroup)
+async def sync_group(ctx, request):
+    version = ctx.version
+    try:
+        error, assignment = await ctx.broker.groups.sync(
+            request.group_id, request.generation_id, request.member_id,
+            request.group_instance_id if version >= 3 else None,
+            request.protocol_type if version >= 5 else None, request.protocol_name if version >= 5 else None,
+            {a.member_id: a.assignment for a in request.assignments})
+    except GroupError as exc:
+        error, assignment = exc.error, b""
+    group = ctx.broker.groups.groups.get(request.group_id)
+    ok = error == ErrorCode.NONE and group is not None
+    return SyncGroupResponse(throttle_time_ms=0, error_code=error,
+                             protocol_type=group.protocol_type if ok else None,
+                             protocol_name=group.protocol if ok else None, assignment=assignment)
+
+
+@handles(ApiKey.Heartbeat)
+async def heartbeat(ctx, request):
+    try:
+        error = ctx.broker.groups.heartbeat(request.group_id, request.generation_id, request.member_id,
+                                            request.group_instance_id if ctx.version >= 3 else None)
+    except GroupError as exc:
+        error = exc.error
+    return HeartbeatResponse(throttle_time_ms=0, error_code=error)
+
+
+@handles(ApiKey.LeaveGroup)
+async def leave_group(ctx, request):
+    batch = ctx.version >= 3
+    leaving = ([(m.member_id, m.group_instance_id) for m in request.members] if batch
+               else [(request.member_id, None)])
+    try:
+        errors = ctx.broker.groups.leave(request.group_id, leaving)
+    except GroupError as exc:
+        return LeaveGroupResponse(throttle_time_ms=0, error_code=exc.error, members=[])
+    if not batch:
+        return LeaveGroupResponse(throttle_time_ms=0, error_code=errors[0], members=[])
+    # v3+: the top-level error is for the request; members carry their own.
+    return LeaveGroupResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, members=[
+        LeaveGroupResponse.MemberResponse(member_id=m, group_instance_id=i, error_code=e)
+        for (m, i), e in zip(leaving, errors)])
+
+
+@handles(ApiKey.DescribeGroups)
+async def describe_groups(ctx, request):
+    coordinator = ctx.broker.groups
+    described = []
+    for group_id in request.groups:
+        try:
+            group = coordinator.describe(group_id)
+        except GroupError as exc:
+            described.append(_described(group_id, exc.error, GroupState.DEAD.value))
+            continue
+        if group is None:
+            # Kafka describes an unknown group as Dead, without an error.
+            described.append(_described(group_id, ErrorCode.NONE, GroupState.DEAD.value))
+            continue
+        stable = group.is_(GroupState.STABLE)
+        members = [DescribeGroupsResponse.DescribedGroup.DescribedGroupMember(
+            member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
+            client_host=m.client_host, member_metadata=m.metadata(group.protocol) if stable else b"",
+            member_assignment=m.assignment if stable else b"") for m in group.members.values()]
+        described.append(_described(group_id, ErrorCode.NONE, group.state.value, group.protocol_type or "",
+                                    group.protocol or "" if stable else "", members))
+    return DescribeGroupsResponse(throttle_time_ms=0, groups=described)
+
+
+def _described(group_id, error, state, protocol_type="", protocol="", members=()):
+    return DescribeGroupsResponse.DescribedGroup(
+        error_code=error, error_message=None, group_id=group_id, group_state=state, protocol_type=protocol_type,
+        protocol_data=protocol, members=list(members),
+        # kafka-python encodes None as Kafka's "not requested" (INT32_MIN).
+        authorized_operations=None)
+
+
+@handles(ApiKey.ListGroups)
+async def list_groups(ctx, request):
+    try:
+        groups = ctx.broker.groups.list_groups()
+    except GroupError as exc:
+        return ListGroupsResponse(throttle_time_ms=0, error_code=exc.error, groups=[])
+    states = {s.lower() for s in request.states_filter} if ctx.version >= 4 and request.states_filter else None
+    types = {t.lower() for t in request.types_filter} if ctx.version >= 5 and request.types_filter else None
+    listed = [ListGroupsResponse.ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type or "",
+                                             group_state=g.state.value, group_type="classic")
+              for g in groups
+              if (states is None or g.state.value.lower() in states) and (types is None or "classic" in types)]
+    return ListGroupsResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, groups=listed)
+
+
+@handles(ApiKey.DeleteGroups)
+async def delete_groups(ctx, request):
+    results = []
+    for group_id in request.groups_names:
+        try:
+            error = await ctx.broker.groups.delete_group(group_id)
+        except GroupError as exc:
+            error = exc.error
+        results.append(DeleteGroupsResponse.DeletableGroupResult(group_id=group_id, error_code=error))
+    return DeleteGroupsResponse(throttle_time_ms=0, results=results)

@@ -1,0 +1,120 @@
+"""Committed offsets: OffsetCommit, OffsetFetch and OffsetDelete.
+
+Offsets carry their metadata string and leader epoch exactly as committed. Commits
+for partitions that do not exist get UNKNOWN_TOPIC_OR_PARTITION and the rest of the
+request still commits, as in Kafka.
+"""
+from kafka.protocol.api_key import ApiKey
+
+from protocol.error_codes import ErrorCode
+from protocol.messages import RESPONSES
+from storage.ledger import LedgerFenced
+
+from ..groups import GroupError
+from ..groups.records import CommittedOffset, now_ms
+from . import handles
+
+OffsetCommitResponse = RESPONSES[ApiKey.OffsetCommit]
+OffsetFetchResponse = RESPONSES[ApiKey.OffsetFetch]
+OffsetDeleteResponse = RESPONSES[ApiKey.OffsetDelete]
+OCTopic = OffsetCommitResponse.OffsetCommitResponseTopic
+OCPartition = OCTopic.OffsetCommitResponsePartition
+
+
+@handles(ApiKey.OffsetCommit)
+async def offset_commit(ctx, request):
+    version = ctx.version
+    broker = ctx.broker
+    coordinator = broker.groups
+    generation = request.generation_id_or_member_epoch if version >= 1 else -1
+    member_id = request.member_id if version >= 1 else ""
+    try:
+        error = coordinator.check_commit(request.group_id, generation, member_id,
+                                         request.group_instance_id if version >= 7 else None)
+    except GroupError as exc:
+        error = exc.error
+    now = now_ms()
+    # v2-v4 carry a retention time; v1 a per-partition commit timestamp.
+    retention = request.retention_time_ms if 2 <= version <= 4 else -1
+    accepted: dict[tuple[str, int], CommittedOffset] = {}
+    results = {}
+    for topic in request.topics:
+        known = broker.cluster.topics.get(topic.name)
+        for p in topic.partitions:
+            tp = (topic.name, p.partition_index)
+            metadata = p.committed_metadata or ""
+            if error != ErrorCode.NONE:
+                results[tp] = error
+            elif known is None or not 0 <= p.partition_index < known.partitions:
+                results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif len(metadata.encode()) > coordinator.max_metadata_bytes:
+                results[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            else:
+                stamp = p.commit_timestamp if version == 1 and p.commit_timestamp >= 0 else now
+                accepted[tp] = CommittedOffset(
+                    p.committed_offset, p.committed_leader_epoch if version >= 6 else -1, metadata, stamp,
+                    stamp + retention if retention >= 0 else -1)
+                results[tp] = ErrorCode.NONE
+    if accepted:
+        try:
+            await coordinator.commit(request.group_id, accepted)
+        except (OSError, LedgerFenced):
+            # The append failed (the ledger was fenced or the disk refused): nothing is stored.
+            for tp in accepted:
+                results[tp] = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    return OffsetCommitResponse(throttle_time_ms=0, topics=[
+        OCTopic(name=topic.name, partitions=[
+            OCPartition(partition_index=p.partition_index, error_code=results[(topic.name, p.partition_index)])
+            for p in topic.partitions])
+        for topic in request.topics])
+
+
+@handles(ApiKey.OffsetFetch)
+async def offset_fetch(ctx, request):
+    version = ctx.version
+    if version >= 8:
+        groups = [_fetch_group(ctx, g.group_id, g.topics, version) for g in request.groups]
+        return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
+    # v0-v1 always name their partitions; null ("all") exists from v2.
+    group = _fetch_group(ctx, request.group_id, request.topics, version)
+    return OffsetFetchResponse(throttle_time_ms=0, topics=group.topics, error_code=group.error_code)
+
+
+def _fetch_group(ctx, group_id, topics, version):
+    """One group's answer, in the v8+ shape (the older shape reuses its topics and error)."""
+    G = OffsetFetchResponse.OffsetFetchResponseGroup
+    T = G.OffsetFetchResponseTopics if version >= 8 else OffsetFetchResponse.OffsetFetchResponseTopic
+    P = T.OffsetFetchResponsePartitions if version >= 8 else T.OffsetFetchResponsePartition
+    wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
+    try:
+        found = ctx.broker.groups.fetch_offsets(group_id, wanted)
+    except GroupError as exc:
+        found, error = {tp: None for tp in wanted or ()}, exc.error
+    else:
+        error = ErrorCode.NONE
+    by_topic: dict[str, list] = {}
+    for (topic, partition), committed in sorted(found.items(), key=lambda item: item[0]):
+        by_topic.setdefault(topic, []).append(P(
+            partition_index=partition, committed_offset=committed.offset if committed else -1,
+            committed_leader_epoch=committed.leader_epoch if committed else -1,
+            metadata=committed.metadata if committed else "",
+            # Before v2 there is no top-level error: each partition carries it.
+            error_code=error if version < 2 else ErrorCode.NONE))
+    return G(group_id=group_id, topics=[T(name=name, partitions=parts) for name, parts in by_topic.items()],
+             error_code=error)
+
+
+@handles(ApiKey.OffsetDelete)
+async def offset_delete(ctx, request):
+    R = OffsetDeleteResponse
+    wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+    try:
+        results = await ctx.broker.groups.delete_offsets(request.group_id, wanted)
+    except GroupError as exc:
+        return R(error_code=exc.error, throttle_time_ms=0, topics=[])
+    topics: dict[str, list] = {}
+    for (topic, partition), error in results.items():
+        topics.setdefault(topic, []).append(R.OffsetDeleteResponseTopic.OffsetDeleteResponsePartition(
+            partition_index=partition, error_code=error))
+    return R(error_code=ErrorCode.NONE, throttle_time_ms=0, topics=[
+        R.OffsetDeleteResponseTopic(name=name, partitions=parts) for name, parts in topics.items()])
