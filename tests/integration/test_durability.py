@@ -29,7 +29,8 @@ def test_restart_keeps_data_and_topic_configs(broker):
     broker.restart()
     assert _topic_configs(broker.bootstrap, "kept") == configs
     metadata = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=30)
-    assert {name: len(t.partitions) for name, t in metadata.topics.items()} == {"kept": PARTITIONS, "empty": 2}
+    assert {name: len(t.partitions) for name, t in metadata.topics.items()} == \
+        {"kept": PARTITIONS, "empty": 2, "__consumer_offsets": 50}
     consumed = ConfluentClient.consume(broker.bootstrap, "kept", PARTITIONS, 30_000)
     records.check_read_back(consumed, 30_000, value_size=400)
     assert len(consumed) == 30_000
