@@ -14,6 +14,7 @@ rebalance (JoinGroup, SyncGroup) wait on futures the state machine resolves.
 """
 import asyncio
 import logging
+import time
 import uuid
 from dataclasses import dataclass, field
 
@@ -96,6 +97,7 @@ class GroupCoordinator:
                 "kgate.entry.format": "kafka"})
         self.num_partitions = broker.cluster.topics[OFFSETS_TOPIC].partitions
         self._appended_since_compaction = [0] * self.num_partitions
+        started = time.monotonic()
         loaded = 0
         for index in range(self.num_partitions):
             loaded += self._replay(index)
@@ -104,24 +106,29 @@ class GroupCoordinator:
             self._restore(group, now)
         self._loaded = True
         self._expiry_task = asyncio.create_task(self._expiry_loop())
-        log.info("group coordinator loaded %d groups from %d records", len(self.groups), loaded)
+        log.info("group coordinator loaded %d groups from %d records in %.3f s", len(self.groups), loaded,
+                 time.monotonic() - started)
 
     def _replay(self, index: int) -> int:
+        """Load one partition. Keys are independent and the last record per key wins, so
+        only each key's final value is decoded: replay costs a dict store per record."""
         ledger = self._partition(index).ledger
         offset, count = ledger.log_start_offset, 0
+        latest: dict[bytes, bytes | None] = {}
         while offset < ledger.high_watermark:
             entries = ledger.read(offset, 1 << 20)
             for stored in entries:
                 payload = entry_formats.by_code(stored.header.format_code).decode(stored.payload, 2)
                 for record_offset, key, value in records.iter_records(payload):
-                    if record_offset < ledger.log_start_offset:
-                        continue
-                    try:
-                        self._apply(*records.decode(key, value))
-                    except records.CorruptRecord as exc:
-                        log.error("%s-%d offset %d skipped: %s", OFFSETS_TOPIC, index, record_offset, exc)
-                    count += 1
+                    if record_offset >= ledger.log_start_offset:
+                        latest[key] = value
+                        count += 1
             offset = entries[-1].header.last_offset + 1
+        for key, value in latest.items():
+            try:
+                self._apply(*records.decode(key, value))
+            except records.CorruptRecord as exc:
+                log.error("%s-%d: skipped a record: %s", OFFSETS_TOPIC, index, exc)
         self._appended_since_compaction[index] = count
         return count
 

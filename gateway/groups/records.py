@@ -79,7 +79,7 @@ def decode(key: bytes, value: bytes | None):
         if version == GROUP_KEY_VERSION:
             k = GroupMetadataKey.decode(key[2:], version=version, header=False)
             return ("group", k.group), None if value is None else GroupMetadataValue.decode(value)
-    except (struct.error, ValueError, EOFError) as exc:
+    except (struct.error, ValueError, EOFError, TypeError) as exc:
         raise CorruptRecord(f"undecodable record: {exc}") from None
     raise CorruptRecord(f"unknown key version {version}")
 

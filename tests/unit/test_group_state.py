@@ -101,7 +101,7 @@ def test_group_record_and_tombstone_decode():
     assert key == ("group", "g") and value is None
 
 
-@pytest.mark.parametrize("key", [b"", b"\x00", b"\x00\x07abc", b"\x00\x01\x00\x05ab"])
+@pytest.mark.parametrize("key", [None, b"", b"\x00", b"\x00\x07abc", b"\x00\x01\x00\x05ab"])
 def test_corrupt_keys_raise_corrupt_record(key):
     with pytest.raises(records.CorruptRecord):
         records.decode(key, None)
