@@ -21,52 +21,19 @@ from kafka.protocol.metadata import ApiVersionsRequest
 
 from protocol.api_versions import SUPPORTED, is_supported
 from protocol.error_codes import ErrorCode
-from protocol.messages import REQUESTS, RESPONSES
+from protocol.messages import REQUESTS
 from protocol.record_batch import CRC_START, HEADER_SIZE
+from tests.support.wire import TIMEOUT, Wire, connect, encode_request, read_response
 from tests.unit.record_batches import CODECS, build_batch
-from tests.unit.request_frames import encode_request, frame, metadata_request, produce_request, request_header
+from tests.unit.request_frames import frame, metadata_request, produce_request, request_header
 
 LIVE = "fuzz-live"        # the real client's topic
 CORRUPT = "fuzz-corrupt"  # only ever sent corrupt batches: must stay empty
 MAX_FRAME = 100 * 1024 * 1024  # the broker's default socket.request.max.bytes
-TIMEOUT = 20  # seconds; a bound on waiting for the broker, never an assertion about speed
 
 
-def _recv_exactly(sock: socket.socket, size: int) -> bytes:
-    data = bytearray()
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        if not chunk:
-            raise ConnectionError(f"connection closed after {len(data)} of {size} bytes")
-        data += chunk
-    return bytes(data)
-
-
-def _read_response(sock: socket.socket, api_key: int, version: int, correlation_id: int):
-    (size,) = struct.unpack(">i", _recv_exactly(sock, 4))
-    payload = _recv_exactly(sock, size)
-    assert struct.unpack_from(">i", payload)[0] == correlation_id
-    cls = RESPONSES[api_key]
-    header_size = 5 if cls.flexible_version_q(version) and api_key != ApiKey.ApiVersions else 4
-    return cls.decode(payload[header_size:], version=version)
-
-
-def _connect(bootstrap: str) -> socket.socket:
-    host, port = bootstrap.rsplit(":", 1)
-    return socket.create_connection((host, int(port)), timeout=TIMEOUT)
-
-
-class Wire:
-    """A long-lived raw connection: one request, one response."""
-
-    def __init__(self, bootstrap: str):
-        self.sock = _connect(bootstrap)
-        self.correlation_id = 0
-
-    def call(self, request, version: int):
-        self.correlation_id += 1
-        self.sock.sendall(encode_request(request, version, self.correlation_id, "fuzz-watcher"))
-        return _read_response(self.sock, request.API_KEY, version, self.correlation_id)
+class Watcher(Wire):
+    """The long-lived raw connection that checks the broker still answers."""
 
     def latest_offset(self, topic: str) -> int:
         part = ListOffsetsRequest.ListOffsetsTopic
@@ -82,19 +49,15 @@ class Wire:
             topic(name=name, num_partitions=1, replication_factor=1, assignments=[], configs=[])]), 5)
         assert response.topics[0].error_code == ErrorCode.NONE
 
-    def close(self) -> None:
-        self.sock.close()
-
-
 def _produce_frame(topic: str, batch: bytes, version: int, acks: int, correlation_id: int = 1) -> bytes:
     return encode_request(produce_request(topic, 0, batch, version, acks), version, correlation_id, "fuzz")
 
 
 def _send_corrupt_batch(bootstrap: str, batch: bytes, version: int, acks: int) -> int:
     """Produce ``batch`` on a fresh connection; return the partition's error code."""
-    with _connect(bootstrap) as sock:
+    with connect(bootstrap) as sock:
         sock.sendall(_produce_frame(CORRUPT, batch, version, acks))
-        response = _read_response(sock, ApiKey.Produce, version, 1)
+        response = read_response(sock, ApiKey.Produce, version, 1)
     (part,) = response.responses[0].partition_responses
     assert part.base_offset == -1
     return part.error_code
@@ -164,7 +127,7 @@ def _attack(bootstrap: str, kind: str, payload) -> None:
     if kind == "corrupt":
         assert _send_corrupt_batch(bootstrap, *payload) == ErrorCode.CORRUPT_MESSAGE
         return
-    with _connect(bootstrap) as sock:
+    with connect(bootstrap) as sock:
         try:
             sock.sendall(payload)
         except (BrokenPipeError, ConnectionResetError):
@@ -179,7 +142,7 @@ def _attack(bootstrap: str, kind: str, payload) -> None:
 
 @pytest.fixture
 def wire(broker):
-    wire = Wire(broker.bootstrap)
+    wire = Watcher(broker.bootstrap, "fuzz-watcher")
     wire.create_topic(LIVE)
     wire.create_topic(CORRUPT)
     yield wire
@@ -221,9 +184,9 @@ def test_malformed_input_never_takes_the_broker_down(broker, wire, producer):
 
 def test_corrupt_batch_gets_corrupt_message_and_stores_nothing(broker, wire):
     good = build_batch([b"a", b"b", b"c"], "lz4")
-    with _connect(broker.bootstrap) as sock:
+    with connect(broker.bootstrap) as sock:
         sock.sendall(_produce_frame(CORRUPT, good, 9, -1))
-        first = _read_response(sock, ApiKey.Produce, 9, 1).responses[0].partition_responses[0]
+        first = read_response(sock, ApiKey.Produce, 9, 1).responses[0].partition_responses[0]
     assert (first.error_code, first.base_offset) == (ErrorCode.NONE, 0)
     assert wire.latest_offset(CORRUPT) == 3
 
@@ -232,7 +195,7 @@ def test_corrupt_batch_gets_corrupt_message_and_stores_nothing(broker, wire):
     assert _send_corrupt_batch(broker.bootstrap, bytes(corrupt), 9, -1) == ErrorCode.CORRUPT_MESSAGE
     assert wire.latest_offset(CORRUPT) == 3
 
-    with _connect(broker.bootstrap) as sock:  # the refused batch took no offsets
+    with connect(broker.bootstrap) as sock:  # the refused batch took no offsets
         sock.sendall(_produce_frame(CORRUPT, good, 9, -1))
-        again = _read_response(sock, ApiKey.Produce, 9, 1).responses[0].partition_responses[0]
+        again = read_response(sock, ApiKey.Produce, 9, 1).responses[0].partition_responses[0]
     assert (again.error_code, again.base_offset) == (ErrorCode.NONE, 3)

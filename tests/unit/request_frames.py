@@ -5,10 +5,6 @@ from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.producer import ProduceRequest
 
 
-def encode_request(request, version: int, correlation_id: int = 1, client_id: str | None = "kgate-tests") -> bytes:
-    """``request`` framed with its request header, by kafka-python."""
-    request.with_header(correlation_id=correlation_id, client_id=client_id)
-    return bytes(request.encode(version=version, header=True, framed=True))
 
 
 def uvarint(value: int) -> bytes:

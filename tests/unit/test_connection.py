@@ -19,7 +19,8 @@ from protocol.headers import RequestHeader
 from protocol.messages import REQUESTS
 from tests.unit.message_strategies import message
 from tests.unit.record_batches import build_batch
-from tests.unit.request_frames import encode_request, frame, metadata_request, produce_request, request_header
+from tests.support.wire import encode_request
+from tests.unit.request_frames import frame, metadata_request, produce_request, request_header
 
 MAX_FRAME = 1 << 20
 BATCH = build_batch([b"a", b"b"])
