@@ -4,25 +4,18 @@ LeaveGroup, DescribeGroups, ListGroups, DeleteGroups.
 The handlers translate between wire versions and the coordinator; the group protocol
 itself lives in ``gateway.groups``.
 """
+from kafka.protocol.admin import DeleteGroupsResponse, DescribeGroupsResponse, ListGroupsResponse
 from kafka.protocol.api_key import ApiKey
+from kafka.protocol.consumer import HeartbeatResponse, JoinGroupResponse, LeaveGroupResponse, SyncGroupResponse
+from kafka.protocol.metadata import FindCoordinatorResponse
 
 from protocol.error_codes import ErrorCode
-from protocol.messages import RESPONSES
 
 from ..groups import GroupError, JoinRequest
 from ..groups.group import GroupState
 from . import handles
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1
-
-FindCoordinatorResponse = RESPONSES[ApiKey.FindCoordinator]
-JoinGroupResponse = RESPONSES[ApiKey.JoinGroup]
-SyncGroupResponse = RESPONSES[ApiKey.SyncGroup]
-HeartbeatResponse = RESPONSES[ApiKey.Heartbeat]
-LeaveGroupResponse = RESPONSES[ApiKey.LeaveGroup]
-DescribeGroupsResponse = RESPONSES[ApiKey.DescribeGroups]
-ListGroupsResponse = RESPONSES[ApiKey.ListGroups]
-DeleteGroupsResponse = RESPONSES[ApiKey.DeleteGroups]
 
 
 @handles(ApiKey.FindCoordinator)

@@ -5,18 +5,15 @@ for partitions that do not exist get UNKNOWN_TOPIC_OR_PARTITION and the rest of 
 request still commits, as in Kafka.
 """
 from kafka.protocol.api_key import ApiKey
+from kafka.protocol.consumer import OffsetCommitResponse, OffsetDeleteResponse, OffsetFetchResponse
 
 from protocol.error_codes import ErrorCode
-from protocol.messages import RESPONSES
 from storage.ledger import LedgerFenced
 
 from ..groups import GroupError
 from ..groups.records import CommittedOffset, now_ms
 from . import handles
 
-OffsetCommitResponse = RESPONSES[ApiKey.OffsetCommit]
-OffsetFetchResponse = RESPONSES[ApiKey.OffsetFetch]
-OffsetDeleteResponse = RESPONSES[ApiKey.OffsetDelete]
 OCTopic = OffsetCommitResponse.OffsetCommitResponseTopic
 OCPartition = OCTopic.OffsetCommitResponsePartition
 

@@ -3,21 +3,19 @@
 Real clients never send most of this, so the requests go over a raw connection.
 """
 import pytest
-from kafka.protocol.api_key import ApiKey
+from kafka.protocol.admin import DescribeGroupsRequest as DescribeGroups
+from kafka.protocol.consumer import HeartbeatRequest as Heartbeat
+from kafka.protocol.consumer import JoinGroupRequest as JoinGroup
+from kafka.protocol.consumer import OffsetCommitRequest as OffsetCommit
+from kafka.protocol.consumer import OffsetFetchRequest as OffsetFetch
+from kafka.protocol.consumer import SyncGroupRequest as SyncGroup
+from kafka.protocol.metadata import FindCoordinatorRequest as FindCoordinator
 
 from protocol.error_codes import ErrorCode
-from protocol.messages import REQUESTS
 from tests.support.clients import create_topic
 from tests.support.member_process import wait_for
 from tests.support.wire import Wire, encode_request
 
-JoinGroup = REQUESTS[ApiKey.JoinGroup]
-SyncGroup = REQUESTS[ApiKey.SyncGroup]
-Heartbeat = REQUESTS[ApiKey.Heartbeat]
-OffsetCommit = REQUESTS[ApiKey.OffsetCommit]
-OffsetFetch = REQUESTS[ApiKey.OffsetFetch]
-FindCoordinator = REQUESTS[ApiKey.FindCoordinator]
-DescribeGroups = REQUESTS[ApiKey.DescribeGroups]
 SESSION_MS = 6000  # the broker's minimum, so expiry tests stay short
 
 

@@ -13,6 +13,17 @@ import time
 READY_PREFIX = "kgate listening on "
 
 
+def terminate(process: subprocess.Popen, timeout: float) -> None:
+    """SIGTERM ``process`` (by its PID), then SIGKILL if it has not exited within ``timeout``."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 class BrokerProcess:
     def __init__(self, data_dir: str, settings: dict | None = None, port: int = 0, log_path: str | None = None):
         self.data_dir = data_dir
@@ -53,13 +64,7 @@ class BrokerProcess:
         """SIGTERM, then SIGKILL if it has not exited within ``timeout``."""
         if self.process is None:
             return 0
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        terminate(self.process, timeout)
         return self._reap()
 
     def kill(self) -> None:

@@ -1,9 +1,10 @@
 """Drive ``tests.support.group_member`` processes and read what they consumed."""
 import os
-import signal
 import subprocess
 import sys
 import time
+
+from .broker_process import terminate
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -27,13 +28,8 @@ class MemberProcess:
         return self
 
     def stop(self, timeout: float = 30) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        if self.process is not None:
+            terminate(self.process, timeout)
 
     def kill(self) -> None:
         if self.process is not None and self.process.poll() is None:
