@@ -38,6 +38,9 @@ def config_type(name: str) -> ConfigType:
     return ConfigType.LONG if isinstance(default, int) else ConfigType.STRING
 
 
+# compression.type values -> codec id; None keeps the producer's codec.
+COMPRESSION_TYPES = {"producer": None, "uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
 # name -> (default, (rule, check)). The default's type is the setting's type.
 _POSITIVE = ("must be > 0", lambda v: v > 0)
 _NON_NEGATIVE = ("must be >= 0", lambda v: v >= 0)
@@ -61,6 +64,10 @@ BROKER_SETTINGS: dict[str, tuple[object, tuple]] = {
     "log.retention.check.interval.ms": (300_000, _POSITIVE),
     "entry.format": ("kafka", ("must be one of the registered entry formats",
                                lambda v: v in entry_formats.names())),
+    # Recompression on produce, Kafka's values; honoured by entry formats that rebuild
+    # batches (mixed_kafka, pulsar), while kafka stores what the producer sent.
+    "compression.type": ("producer", ("must be one of " + ", ".join(COMPRESSION_TYPES),
+                                      lambda v: v in COMPRESSION_TYPES)),
     # What Metadata tells clients to connect to, HOST:PORT; empty: the listener itself.
     "advertised.listeners": ("", ("must be HOST:PORT or empty", lambda v: v == "" or _is_host_port(v))),
     # Consumer groups, with Kafka's names and defaults.
@@ -86,6 +93,7 @@ TOPIC_CONFIG_DEFAULTS = {
     "segment.ms": "log.roll.ms",
     "max.message.bytes": "message.max.bytes",
     "kgate.entry.format": "entry.format",
+    "compression.type": "compression.type",
     "cleanup.policy": None,
 }
 CLEANUP_POLICIES = ("delete", "compact", "compact,delete", "delete,compact")

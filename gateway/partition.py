@@ -4,7 +4,7 @@ import asyncio
 from protocol.record_batch import HEADER_SIZE, read_header
 from storage import entry_formats
 from storage.entry import EntryHeader
-from storage.entry_formats import EntryFormat, ProducedBatch
+from storage.entry_formats import EntryFormat, ProducedRecords
 from storage.managed_ledger import ManagedLedger
 
 from .producer_state import ProducerStateTable
@@ -28,18 +28,20 @@ class Partition:
         """Rebuild producer state from stored magic-2 ``kafka``/``mixed_kafka`` entries."""
         if header.magic != 2 or len(payload_head) < HEADER_SIZE:
             return
-        if entry_formats.by_code(header.format_code).stores_batches:
+        if entry_formats.stores_batches(header.format_code):
             batch = read_header(payload_head)
             if batch.producer_id >= 0 and batch.base_sequence >= 0:
                 self.producers.record(batch, header.base_offset, None)
 
-    async def append(self, batch: ProducedBatch, entry_format: EntryFormat) -> tuple[int, asyncio.Future]:
-        """Store ``batch`` once: a retry of an idempotent batch gets its first offset back.
+    async def append(self, produced: ProducedRecords, entry_format: EntryFormat,
+                     codec: int | None = None) -> tuple[int, asyncio.Future]:
+        """Store ``produced`` once: a retry of an idempotent batch gets its first offset back.
 
-        Raises SequenceError (with Kafka's error code) for batches to refuse.
+        Raises SequenceError (with Kafka's error code) for batches to refuse, and
+        InvalidBatch when the entry format finds records it cannot store.
         """
-        header = batch.header
-        idempotent = header.producer_id >= 0 and header.base_sequence >= 0
+        header = produced.batch
+        idempotent = header is not None and header.producer_id >= 0 and header.base_sequence >= 0
         await self.ledger.prepare_append()
         # From here to the end, no await: the sequence check and the append are atomic.
         if idempotent:
@@ -47,8 +49,8 @@ class Partition:
             if cached is not None:
                 return cached.base_offset, cached.durable or _done()
         base, durable = self.ledger.append(
-            header.record_count, header.max_timestamp, header.magic, entry_format.code,
-            lambda base_offset: entry_format.encode(batch, base_offset, self.leader_epoch))
+            produced.record_count, produced.max_timestamp, entry_format.stored_magic(produced), entry_format.code,
+            lambda base_offset: entry_format.encode(produced, base_offset, self.leader_epoch, codec))
         if idempotent:
             self.producers.record(header, base, durable)
         return base, durable

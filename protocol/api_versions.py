@@ -9,7 +9,7 @@ from kafka.protocol.api_key import ApiKey
 
 SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.Produce: (0, 11),
-    ApiKey.Fetch: (4, 16),
+    ApiKey.Fetch: (0, 16),
     ApiKey.ListOffsets: (0, 10),
     ApiKey.Metadata: (0, 12),
     ApiKey.ApiVersions: (0, 4),

@@ -122,18 +122,3 @@ def iter_headers(data):
             return
         yield pos, header
         pos += header.size
-
-
-def record_offset_and_timestamp(data, wanted) -> tuple[int, int] | None:
-    """The first record in ``data`` (magic-2 batches) for which ``wanted(timestamp)`` holds.
-
-    Per-record work, for ListOffsets by timestamp only: it decompresses the batch.
-    """
-    from kafka.record import MemoryRecords
-
-    records = MemoryRecords(bytes(data))
-    while (batch := records.next_batch()) is not None:
-        for record in batch:
-            if wanted(record.timestamp):
-                return record.offset, record.timestamp
-    return None

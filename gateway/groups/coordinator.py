@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from protocol import record_batch
 from protocol.error_codes import ErrorCode
 from storage import entry_formats
-from storage.entry_formats import ProducedBatch
+from storage.entry_formats import ProducedRecords
 
 from . import records
 from .group import Group, GroupState, Member
@@ -118,7 +118,7 @@ class GroupCoordinator:
         while offset < ledger.high_watermark:
             entries = ledger.read(offset, 1 << 20)
             for stored in entries:
-                payload = entry_formats.by_code(stored.header.format_code).decode(stored.payload, 2)
+                payload = entry_formats.decode_entry(stored)
                 for record_offset, key, value in records.iter_records(payload):
                     if record_offset >= ledger.log_start_offset:
                         latest[key] = value
@@ -238,10 +238,10 @@ class GroupCoordinator:
         for start in range(0, len(pairs), RECORDS_PER_BATCH):
             data = records.build_batch(pairs[start:start + RECORDS_PER_BATCH])
             header = record_batch.validate(data)
-            batch = ProducedBatch(memoryview(data), header)
+            produced = ProducedRecords.of_batch(memoryview(data), header)
             _, done = partition.ledger.append(
                 header.record_count, header.max_timestamp, 2, kafka_format.code,
-                lambda base, b=batch: kafka_format.encode(b, base, partition.leader_epoch))
+                lambda base, p=produced: kafka_format.encode(p, base, partition.leader_epoch, None))
             durable.append(done)
         return durable
 

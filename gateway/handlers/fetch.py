@@ -1,5 +1,10 @@
 """Fetch: stored batches returned as they are, with a delayed-fetch wait.
 
+Each entry is handed to its entry format with what the request version can read:
+Fetch v0-1 reads magic 0, v2-3 magic 1 (down-converted, as Kafka does, keeping each
+batch's codec), v4+ anything, and only v10+ zstd (older ones get
+UNSUPPORTED_COMPRESSION_TYPE for a partition holding zstd data).
+
 A fetch that finds fewer than ``min_bytes`` waits until any of its partitions'
 high watermark moves or ``max_wait_ms`` passes, then reads again.
 
@@ -15,14 +20,18 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import FetchResponse
 
 from protocol.error_codes import ErrorCode
-from storage.entry_formats import UnknownEntryFormat, by_code
+from storage.entry_formats import EntryUnreadable, decode_entry
 
 from . import handles
 
 R = FetchResponse
 PD = R.FetchableTopicResponse.PartitionData
-# Magic-2 readers: every version this handler serves (v4+).
-MAX_MAGIC = 2
+MIN_VERSION_FOR_ZSTD = 10
+
+
+def readable_magic(version: int) -> int:
+    """The highest message format a Fetch of ``version`` may return (KIP-32, KIP-98)."""
+    return 0 if version <= 1 else 1 if version <= 3 else 2
 
 
 @handles(ApiKey.Fetch)
@@ -69,11 +78,7 @@ def _read(targets, max_bytes, version):
         elif max_bytes > 0 or total == 0:
             # The first partition with data always gets at least one whole batch.
             budget = min(part.partition_max_bytes, max_bytes) if total else part.partition_max_bytes
-            try:
-                chunks = [by_code(e.header.format_code).decode(e.payload, MAX_MAGIC)
-                          for e in ledger.read(part.fetch_offset, max(budget, 1))]
-            except UnknownEntryFormat:
-                chunks, error = [], ErrorCode.KAFKA_STORAGE_ERROR
+            chunks, error = _decode(ledger.read(part.fetch_offset, max(budget, 1)), version)
             records = b"".join(chunks)
             total += len(records)
             max_bytes -= len(records)
@@ -81,6 +86,22 @@ def _read(targets, max_bytes, version):
             partition_index=part.partition, error_code=error, high_watermark=hw, last_stable_offset=hw,
             log_start_offset=start, aborted_transactions=None, preferred_read_replica=-1, records=records)))
     return responses, total
+
+
+def _decode(entries, version) -> tuple[list, ErrorCode]:
+    """Entries as the fetch version can read them, up to the first one that cannot be served.
+
+    Entries before it are returned so the client progresses; the error comes back
+    when its fetch reaches the unreadable entry itself.
+    """
+    max_magic, zstd = readable_magic(version), version >= MIN_VERSION_FOR_ZSTD
+    chunks = []
+    for stored in entries:
+        try:
+            chunks.append(decode_entry(stored, max_magic, zstd))
+        except EntryUnreadable as exc:
+            return chunks, ErrorCode.NONE if chunks else ErrorCode[exc.error]
+    return chunks, ErrorCode.NONE
 
 
 def _has_errors(responses) -> bool:

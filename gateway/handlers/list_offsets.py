@@ -8,7 +8,8 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import ListOffsetsResponse
 
 from protocol.error_codes import ErrorCode
-from protocol.record_batch import record_offset_and_timestamp
+from protocol import conversion
+from storage.entry_formats import EntryUnreadable, decode_entry
 
 from . import handles
 
@@ -36,7 +37,12 @@ async def list_offsets(ctx, request):
             elif ctx.version == 0:
                 partitions.append(_old_style(partition, part))
             else:
-                offset, timestamp = _lookup(partition.ledger, part.timestamp)
+                try:
+                    offset, timestamp = _lookup(partition.ledger, part.timestamp)
+                except EntryUnreadable as exc:
+                    partitions.append(P(partition_index=part.partition_index, error_code=ErrorCode[exc.error],
+                                        timestamp=-1, offset=-1))
+                    continue
                 partitions.append(P(partition_index=part.partition_index, error_code=ErrorCode.NONE,
                                     timestamp=timestamp, offset=offset, leader_epoch=partition.leader_epoch))
         topics.append(R.ListOffsetsTopicResponse(name=topic.name, partitions=partitions))
@@ -55,11 +61,22 @@ def _lookup(ledger, timestamp) -> tuple[int, int]:
         if not entries:
             return -1, -1
         best = entries[0].header.max_timestamp
-        found = record_offset_and_timestamp(entries[0].payload, lambda ts: ts == best)
+        found = _first_record(entries[0], lambda ts: ts == best)
     else:
         entries = ledger.entries_from_timestamp(timestamp)
-        found = entries and record_offset_and_timestamp(entries[0].payload, lambda ts: ts >= timestamp)
+        found = entries and _first_record(entries[0], lambda ts: ts >= timestamp)
     return found if found else (-1, -1)
+
+
+def _first_record(stored, wanted) -> tuple[int, int] | None:
+    """Offset and timestamp of the first record in ``stored`` for which ``wanted(timestamp)`` holds.
+
+    Per-record work (it decompresses the entry), for lookups by timestamp only.
+    """
+    for record in conversion.read(decode_entry(stored)):
+        if wanted(record.timestamp):
+            return record.offset, record.timestamp
+    return None
 
 
 def _old_style(partition, part):

@@ -1,6 +1,8 @@
 """Produce: validate each batch's header and CRC, assign offsets, store, answer when durable.
 
-Magic-2 batches are never parsed record by record (DESIGN rule 2). A request is
+Magic-2 batches are never parsed record by record (DESIGN rule 2); legacy message
+sets from v0-2 requests are parsed whole (every CRC, every wrapper), and the topic's
+entry format decides how either is stored. A request is
 answered only once every entry it appended is durable (acks=1 and acks=all alike,
 since the ledger store is the replication); acks=0 gets no answer at all.
 """
@@ -10,10 +12,11 @@ import logging
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.producer import ProduceResponse
 
-from protocol import record_batch
+from protocol import message_set, record_batch
 from protocol.error_codes import ErrorCode
-from storage.entry_formats import ProducedBatch
+from storage.entry_formats import ProducedRecords
 
+from ..config import COMPRESSION_TYPES
 from ..producer_state import SequenceError
 from . import handles
 
@@ -22,6 +25,8 @@ log = logging.getLogger(__name__)
 R = ProduceResponse
 # Produce v7 is the first version whose clients may send zstd (KIP-110).
 MIN_VERSION_FOR_ZSTD = 7
+# Produce v3 is the first to carry magic-2 batches (KIP-98); v0-2 carry magic 0/1 sets.
+MIN_VERSION_FOR_BATCHES = 3
 
 
 class _Refused(Exception):
@@ -79,28 +84,34 @@ async def _append(ctx, request, topic_name, data):
     if len(records) > int(broker.topic_config(topic, "max.message.bytes")):
         raise _Refused(ErrorCode.MESSAGE_SIZE_TOO_LARGE, f"{len(records)} bytes exceed max.message.bytes")
     view = memoryview(records)
-    magic = view[record_batch.MAGIC_OFFSET] if len(view) > record_batch.MAGIC_OFFSET else -1
-    if version < 3:
-        if magic == 2:
-            raise _Refused(ErrorCode.INVALID_RECORD, f"magic 2 in Produce v{version}")
-        raise _Refused(ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT, f"magic {magic} message sets are not supported yet")
     try:
-        header = record_batch.validate(view)
-    except record_batch.InvalidBatch as exc:
-        raise _Refused(ErrorCode[exc.error], str(exc)) from None
-    if header.size != len(view):
-        raise _Refused(ErrorCode.INVALID_RECORD, f"Produce v{version} must carry exactly one record batch")
-    if header.compression == record_batch.ZSTD and version < MIN_VERSION_FOR_ZSTD:
-        raise _Refused(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, f"zstd in Produce v{version}")
-    if header.is_control:
-        raise _Refused(ErrorCode.INVALID_RECORD, "clients may not produce control batches")
-    if header.is_transactional:
-        raise _Refused(ErrorCode.INVALID_TXN_STATE, "transactions are not supported")
-    try:
-        base, durable = await partition.append(ProducedBatch(view, header), broker.entry_format(topic))
-    except SequenceError as exc:
+        produced = _validate(view, version)
+        codec = COMPRESSION_TYPES[broker.topic_config(topic, "compression.type")]
+        base, durable = await partition.append(produced, broker.entry_format(topic), codec)
+    except (record_batch.InvalidBatch, SequenceError) as exc:
         raise _Refused(ErrorCode[exc.error], str(exc)) from None
     return partition, base, durable
+
+
+def _validate(view: memoryview, version: int) -> ProducedRecords:
+    """Kafka's produce rules by request version: v0-2 carry message sets, v3+ one magic-2 batch."""
+    magic = view[record_batch.MAGIC_OFFSET] if len(view) > record_batch.MAGIC_OFFSET else -1
+    if version < MIN_VERSION_FOR_BATCHES:
+        if magic == 2:
+            raise record_batch.InvalidBatch("INVALID_RECORD", f"magic 2 in Produce v{version}")
+        return ProducedRecords.of_message_set(view, message_set.parse(view))
+    if magic != 2:
+        raise record_batch.InvalidBatch("INVALID_RECORD", f"Produce v{version} must carry magic 2, not {magic}")
+    header = record_batch.validate(view)
+    if header.size != len(view):
+        raise record_batch.InvalidBatch("INVALID_RECORD", f"Produce v{version} must carry exactly one record batch")
+    if header.compression == record_batch.ZSTD and version < MIN_VERSION_FOR_ZSTD:
+        raise record_batch.InvalidBatch("UNSUPPORTED_COMPRESSION_TYPE", f"zstd in Produce v{version}")
+    if header.is_control:
+        raise record_batch.InvalidBatch("INVALID_RECORD", "clients may not produce control batches")
+    if header.is_transactional:
+        raise record_batch.InvalidBatch("INVALID_TXN_STATE", "transactions are not supported")
+    return ProducedRecords.of_batch(view, header)
 
 
 def _response(results) -> ProduceResponse:

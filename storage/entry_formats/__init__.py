@@ -1,37 +1,101 @@
-"""Entry formats: how a produced batch becomes a stored entry, and back.
+"""Entry formats: how produced records become a stored entry, and back.
 
 Each format is one module registering one :class:`EntryFormat`; the format's code is
 written into every entry header, so reads pick the right decoder per entry even when
-a partition holds several formats.
+a partition holds several formats after a topic's ``kgate.entry.format`` changed.
+A fourth format is one new module imported at the bottom of this file.
+
+Reads that cannot be served raise :class:`EntryUnreadable` with the Kafka error the
+fetch answers for that partition: ``KAFKA_STORAGE_ERROR`` for an entry that is
+corrupt or of an unknown format (logged; the partition's other entries and every
+other partition are unaffected), ``UNSUPPORTED_COMPRESSION_TYPE`` for zstd data asked
+for by a fetch older than v10.
 """
+import logging
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
+from protocol import conversion
+from protocol.message_set import MessageSet
+from protocol.record import Record
 from protocol.record_batch import BatchHeader
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
-class ProducedBatch:
-    """A validated batch from a produce request, still in the request's buffer."""
+class ProducedRecords:
+    """A validated record set from a produce request, still in the request's buffer.
+
+    Exactly one of ``batch`` (magic 2: one batch, header validated, records untouched)
+    and ``message_set`` (magic 0/1: parsed, every CRC checked) is set.
+    """
 
     data: memoryview
-    header: BatchHeader
+    magic: int
+    record_count: int
+    max_timestamp: int
+    codec: int
+    batch: BatchHeader | None = None
+    message_set: MessageSet | None = None
+
+    @classmethod
+    def of_batch(cls, data: memoryview, header: BatchHeader) -> "ProducedRecords":
+        return cls(data, 2, header.record_count, header.max_timestamp, header.compression, batch=header)
+
+    @classmethod
+    def of_message_set(cls, data: memoryview, parsed: MessageSet) -> "ProducedRecords":
+        codecs = {entry.message.codec for entry in parsed.shallow} - {0}
+        return cls(data, parsed.magic, parsed.record_count, parsed.max_timestamp, max(codecs, default=0),
+                   message_set=parsed)
+
+    @property
+    def producer(self) -> tuple[int, int, int]:
+        """``(producer_id, producer_epoch, base_sequence)``; -1s for non-idempotent producers."""
+        if self.batch is None:
+            return -1, -1, -1
+        return self.batch.producer_id, self.batch.producer_epoch, self.batch.base_sequence
+
+    def records(self) -> list[Record]:
+        """Every record, offsets relative to the first (0..n-1). Per-record work."""
+        if self.message_set is not None:
+            return [Record(i, m.timestamp, m.key, m.value, ())
+                    for i, (_, m) in enumerate(self.message_set.messages())]
+        base = self.batch.base_offset
+        return [record._replace(offset=record.offset - base) for record in conversion.read(self.data)]
+
+
+class EntryUnreadable(Exception):
+    """An entry a fetch cannot return; ``error`` names the Kafka error code to answer."""
+
+    def __init__(self, error: str, message: str):
+        super().__init__(message)
+        self.error = error
 
 
 class EntryFormat(ABC):
     name: str
     code: int
-    # True when the payload starts with the magic-2 batch header as produced, so
+    # True when the payload is the magic-2 batch as produced (offsets assigned), so
     # producer state can be rebuilt from stored entries without decoding them.
     stores_batches: bool = True
 
-    @abstractmethod
-    def encode(self, batch: ProducedBatch, base_offset: int, leader_epoch: int) -> list:
-        """The entry payload for ``batch`` with offsets from ``base_offset``, as buffers."""
+    def stored_magic(self, produced: ProducedRecords) -> int:
+        """The magic recorded in the entry header: what a reader gets without conversion."""
+        return 2
 
     @abstractmethod
-    def decode(self, payload: memoryview, max_magic: int):
-        """Record-set bytes a fetch at ``max_magic`` may return for this entry."""
+    def encode(self, produced: ProducedRecords, base_offset: int, leader_epoch: int, codec: int | None) -> list:
+        """The entry payload, as buffers, with offsets from ``base_offset``.
+
+        ``codec`` is the topic's ``compression.type`` as a codec id, or None for
+        ``producer`` (keep what the client sent); formats that store bytes as produced
+        ignore it.
+        """
+
+    @abstractmethod
+    def decode(self, payload: memoryview, max_magic: int, zstd: bool):
+        """Record-set bytes for a fetch that reads at most ``max_magic`` (and zstd if ``zstd``)."""
 
 
 class UnknownEntryFormat(LookupError):
@@ -55,15 +119,33 @@ def by_name(name: str) -> EntryFormat:
         raise UnknownEntryFormat(f"unknown entry format {name!r}; known: {', '.join(sorted(_BY_NAME))}") from None
 
 
-def by_code(code: int) -> EntryFormat:
-    try:
-        return _BY_CODE[code]
-    except KeyError:
-        raise UnknownEntryFormat(f"unknown entry format code {code}") from None
-
-
 def names() -> list[str]:
     return sorted(_BY_NAME)
 
 
-from . import kafka  # noqa: E402,F401  (registers itself)
+def decode_entry(stored, max_magic: int = 2, zstd: bool = True):
+    """The record-set bytes of a stored entry for a reader, or EntryUnreadable.
+
+    Any failure inside a decoder (a corrupt payload can make codec and parsing
+    libraries raise anything) becomes KAFKA_STORAGE_ERROR for that read alone.
+    """
+    entry_format = _BY_CODE.get(stored.header.format_code)
+    if entry_format is None:
+        log.error("entry at offset %d has unknown format code %d", stored.header.base_offset,
+                  stored.header.format_code)
+        raise EntryUnreadable("KAFKA_STORAGE_ERROR", f"unknown entry format code {stored.header.format_code}")
+    try:
+        return entry_format.decode(stored.payload, max_magic, zstd)
+    except EntryUnreadable:
+        raise
+    except Exception as exc:
+        log.error("%s entry at offset %d is unreadable: %r", entry_format.name, stored.header.base_offset, exc)
+        raise EntryUnreadable("KAFKA_STORAGE_ERROR", f"corrupt {entry_format.name} entry: {exc}") from None
+
+
+def stores_batches(format_code: int) -> bool:
+    entry_format = _BY_CODE.get(format_code)
+    return entry_format is not None and entry_format.stores_batches
+
+
+from . import kafka, mixed_kafka  # noqa: E402,F401  (each registers itself)

@@ -151,7 +151,7 @@ def test_flexible_response_gets_header_v1():
     (9999, 0),                     # no such API
     (ApiKey.DescribeCluster, 0),   # a real API kgate does not implement
     (ApiKey.Metadata, 13),         # above our maximum
-    (ApiKey.Fetch, 3),             # below our minimum
+    (ApiKey.Fetch, 17),            # above our maximum
     (ApiKey.Produce, -1),
 ])
 def test_unsupported_api_or_version_is_a_violation_and_closes(api_key, version):
