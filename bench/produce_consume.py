@@ -132,11 +132,12 @@ def fsync_throughput(directory: str, total: int = 256 * MIB, max_seconds: float 
 
 # --- the broker, driven by confluent-kafka ---------------------------------------------
 
-def create_topic(bootstrap: str, partitions: int) -> str:
+def create_topic(bootstrap: str, partitions: int, config: dict | None = None) -> str:
     """A fresh topic per run, so each consume reads exactly what its produce wrote."""
     name = f"bench-{uuid.uuid4().hex[:12]}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(name, partitions, 1)], operation_timeout=10, request_timeout=20)
+    futures = admin.create_topics([NewTopic(name, partitions, 1, config=config or {})], operation_timeout=10,
+                                  request_timeout=20)
     futures[name].result(timeout=30)
     return name
 

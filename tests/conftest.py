@@ -19,5 +19,12 @@ def broker_factory(tmp_path):
 
 
 @pytest.fixture
-def broker(broker_factory):
-    return broker_factory()
+def entry_format(request):
+    """The broker's default entry format. Suites that must hold for every format
+    parametrize this fixture indirectly with ``storage.entry_formats.names()``."""
+    return getattr(request, "param", "kafka")
+
+
+@pytest.fixture
+def broker(broker_factory, entry_format):
+    return broker_factory(**{"entry.format": entry_format})

@@ -148,4 +148,4 @@ def stores_batches(format_code: int) -> bool:
     return entry_format is not None and entry_format.stores_batches
 
 
-from . import kafka, mixed_kafka  # noqa: E402,F401  (each registers itself)
+from . import kafka, mixed_kafka, pulsar  # noqa: E402,F401  (each registers itself)

@@ -1,12 +1,15 @@
-"""Today's clients produce and read back 100,000 keyed records with headers, per codec."""
+"""Today's clients produce and read back 100,000 keyed records with headers, per codec,
+with the topic in every entry format."""
 import pytest
 
+from storage import entry_formats
 from tests.support import records
 from tests.support.clients import CLIENTS, create_topic
 
 COUNT = 100_000
 PARTITIONS = 6
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+pytestmark = pytest.mark.parametrize("entry_format", entry_formats.names(), indirect=True)
 
 
 @pytest.mark.parametrize("codec", CODECS)

@@ -5,7 +5,7 @@ parametrized over clients instead of copied per client.
 """
 import time
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from . import records as R
@@ -55,24 +55,35 @@ class ConfluentClient:
                 for message in consumer.consume(10_000, timeout=0.5):
                     if message.error():
                         raise KafkaException(message.error())
+                    kind, timestamp = message.timestamp()
                     out.append(R.Consumed(message.partition(), message.offset(), message.key(), message.value(),
-                                          tuple(message.headers() or ()), message.timestamp()[1]))
+                                          tuple(message.headers() or ()),
+                                          R.NO_TIMESTAMP if kind == TIMESTAMP_NOT_AVAILABLE else timestamp))
         finally:
             consumer.close()
         return out
+
+
+def consumed(message) -> R.Consumed:
+    """A kafka-python ConsumerRecord as a checked record (magic 0 has no timestamp: None)."""
+    timestamp = R.NO_TIMESTAMP if message.timestamp is None else message.timestamp
+    return R.Consumed(message.partition, message.offset, message.key, message.value,
+                      tuple(message.headers or ()), timestamp)
 
 
 class KafkaPythonClient:
     name = "kafka-python"
 
     @staticmethod
-    def produce(bootstrap, topic, count, codec="none", value_size=100, timeout=120, **config):
+    def produce(bootstrap, topic, count, codec="none", value_size=100, timeout=120, with_headers=True, **config):
+        """``with_headers=False`` for generations without them (``api_version`` below 0.11)."""
         from kafka import KafkaProducer
 
         producer = KafkaProducer(bootstrap_servers=bootstrap, compression_type=None if codec == "none" else codec,
                                  linger_ms=5, acks="all", **config)
         try:
-            futures = [producer.send(topic, key=R.key(i), value=R.value(i, value_size), headers=R.headers(i),
+            futures = [producer.send(topic, key=R.key(i), value=R.value(i, value_size),
+                                     headers=R.headers(i) if with_headers else None,
                                      timestamp_ms=R.timestamp(i)) for i in range(count)]
             producer.flush(timeout)
             for future in futures:
@@ -81,11 +92,11 @@ class KafkaPythonClient:
             producer.close(timeout=10)
 
     @staticmethod
-    def consume(bootstrap, topic, partitions, count, timeout=120) -> list[R.Consumed]:
+    def consume(bootstrap, topic, partitions, count, timeout=120, **config) -> list[R.Consumed]:
         from kafka import KafkaConsumer
         from kafka.structs import TopicPartition as KTopicPartition
 
-        consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None)
+        consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None, **config)
         assigned = [KTopicPartition(topic, p) for p in range(partitions)]
         consumer.assign(assigned)
         consumer.seek_to_beginning(*assigned)
@@ -94,8 +105,7 @@ class KafkaPythonClient:
         try:
             while len(out) < count and time.monotonic() < deadline:
                 for messages in consumer.poll(timeout_ms=500, max_records=10_000).values():
-                    out.extend(R.Consumed(m.partition, m.offset, m.key, m.value, tuple(m.headers or ()), m.timestamp)
-                               for m in messages)
+                    out.extend(consumed(m) for m in messages)
         finally:
             consumer.close()
         return out

@@ -1,0 +1,111 @@
+"""Kafka's rules on message formats, on the wire: what each Produce and Fetch version may carry.
+
+Real clients obey these rules, so the requests are sent raw. Every refusal is checked
+to have stored nothing (the log end does not move).
+"""
+import pytest
+from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
+from kafka.protocol.producer import ProduceRequest
+from kafka.record.legacy_records import LegacyRecordBatchBuilder
+
+from protocol.error_codes import ErrorCode
+from storage import entry_formats
+from tests.support.clients import create_topic
+from tests.support.wire import Wire
+from tests.unit.record_batches import build_batch, compressible_values
+
+TOPIC = "rules"
+VALUES = compressible_values(4)
+
+PD = ProduceRequest.TopicProduceData.PartitionProduceData
+FT = FetchRequest.FetchTopic
+LT = ListOffsetsRequest.ListOffsetsTopic
+
+
+def legacy(magic: int, codec: int = 0) -> bytes:
+    builder = LegacyRecordBatchBuilder(magic=magic, compression_type=codec, batch_size=1 << 20)
+    for i, value in enumerate(VALUES):
+        builder.append(i, timestamp=1_700_000_000_000 + i, key=b"k%d" % i, value=value)
+    return bytes(builder.build())
+
+
+@pytest.fixture
+def wire(broker):
+    create_topic(broker.bootstrap, TOPIC, 1)
+    with Wire(broker.bootstrap) as connection:
+        yield connection
+
+
+def produce(wire, records: bytes, version: int):
+    request = ProduceRequest(transactional_id=None, acks=-1, timeout_ms=10_000, topic_data=[
+        ProduceRequest.TopicProduceData(name=TOPIC, partition_data=[PD(index=0, records=records)])])
+    part = wire.call(request, version).responses[0].partition_responses[0]
+    return part.error_code, part.base_offset
+
+
+def log_end(wire) -> int:
+    request = ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[
+        LT(name=TOPIC, partitions=[LT.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1,
+                                                           timestamp=-1, max_num_offsets=1)])])
+    return wire.call(request, 1).topics[0].partitions[0].offset
+
+
+def fetch(wire, version: int, offset: int = 0):
+    request = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0,
+                           session_id=0, session_epoch=-1, topics=[
+                               FT(topic=TOPIC, partitions=[FT.FetchPartition(
+                                   partition=0, current_leader_epoch=-1, fetch_offset=offset, log_start_offset=-1,
+                                   partition_max_bytes=1 << 20)])],
+                           forgotten_topics_data=[], rack_id="")
+    return wire.call(request, version).responses[0].partitions[0]
+
+
+@pytest.mark.parametrize("records, version, error", [
+    (build_batch(VALUES), 2, ErrorCode.INVALID_RECORD),                           # magic 2 in Produce v2
+    (build_batch(VALUES), 0, ErrorCode.INVALID_RECORD),
+    (legacy(1), 3, ErrorCode.INVALID_RECORD),                                     # magic 1 in Produce v3
+    (legacy(0) + legacy(1), 2, ErrorCode.INVALID_RECORD),                         # mixed magic
+    (legacy(1) + build_batch(VALUES), 2, ErrorCode.INVALID_RECORD),
+    (build_batch(VALUES, "zstd"), 3, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE),     # zstd below Produce v7
+    (build_batch(VALUES, "zstd"), 6, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE),
+    (legacy(1)[:-1] + b"\x00", 2, ErrorCode.CORRUPT_MESSAGE),                     # message CRC mismatch
+    (legacy(0)[:40], 1, ErrorCode.CORRUPT_MESSAGE),                               # truncated
+])
+def test_refused_produce_stores_nothing(wire, records, version, error):
+    assert produce(wire, records, version) == (error, -1)
+    assert log_end(wire) == 0
+    assert produce(wire, legacy(1), 2) == (ErrorCode.NONE, 0), "the connection still serves produces"
+
+
+@pytest.mark.parametrize("version, magic", [(0, 0), (1, 0), (2, 1)])
+def test_each_produce_generation_appends_at_the_next_offsets(wire, version, magic):
+    for round_ in range(3):
+        assert produce(wire, legacy(magic, codec=round_), version) == (ErrorCode.NONE, round_ * len(VALUES))
+    assert log_end(wire) == 3 * len(VALUES)
+
+
+@pytest.mark.parametrize("entry_format", entry_formats.names(), indirect=True)
+@pytest.mark.parametrize("version, magic", [(0, 0), (1, 0), (2, 1), (3, 1), (4, 2), (10, 2), (12, 2)])
+def test_fetch_returns_the_magic_its_version_reads(wire, entry_format, version, magic):
+    assert produce(wire, build_batch(VALUES, "gzip"), 7)[0] == ErrorCode.NONE
+    part = fetch(wire, version)
+    assert part.error_code == ErrorCode.NONE and part.high_watermark == len(VALUES)
+    assert part.records[16] == magic
+
+
+def test_fetch_v4_and_up_returns_legacy_sets_as_stored(wire):
+    stored = legacy(1, codec=1)
+    assert produce(wire, stored, 2)[0] == ErrorCode.NONE
+    records = fetch(wire, 4).records
+    assert records[16] == 1
+    assert int.from_bytes(records[:8], "big") == len(VALUES) - 1, "a magic-1 wrapper carries its last offset"
+    assert records[26:] == stored[26:], "the compressed bytes are served as produced"
+
+
+@pytest.mark.parametrize("entry_format", ["kafka", "mixed_kafka"], indirect=True)
+def test_zstd_data_is_never_served_below_fetch_v10(wire, entry_format):
+    assert produce(wire, build_batch(VALUES, "zstd"), 7)[0] == ErrorCode.NONE
+    for version in (0, 2, 4, 9):
+        assert fetch(wire, version).error_code == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, f"Fetch v{version}"
+    part = fetch(wire, 10)
+    assert part.error_code == ErrorCode.NONE and part.records[16] == 2
