@@ -78,7 +78,7 @@ def _read(targets, max_bytes, version):
         elif max_bytes > 0 or total == 0:
             # The first partition with data always gets at least one whole batch.
             budget = min(part.partition_max_bytes, max_bytes) if total else part.partition_max_bytes
-            chunks, error = _decode(ledger.read(part.fetch_offset, max(budget, 1)), version)
+            chunks, error = decode_entries(ledger.read(part.fetch_offset, max(budget, 1)), version)
             records = b"".join(chunks)
             total += len(records)
             max_bytes -= len(records)
@@ -88,7 +88,7 @@ def _read(targets, max_bytes, version):
     return responses, total
 
 
-def _decode(entries, version) -> tuple[list, ErrorCode]:
+def decode_entries(entries, version) -> tuple[list, ErrorCode]:
     """Entries as the fetch version can read them, up to the first one that cannot be served.
 
     Entries before it are returned so the client progresses; the error comes back
