@@ -4,6 +4,7 @@ import asyncio
 import sys
 
 from . import logs
+from .commands import users
 from .broker import open_embedded
 from .config import ConfigError, Settings
 from .server import serve
@@ -14,17 +15,21 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("serve", help="run a broker",
                               description="Run a broker (single node, embedded metadata, file ledgers by default).")
-    run.add_argument("--listen", action="append", metavar="HOST:PORT",
-                     help="address to listen on (repeatable; port 0 picks a free port; default 127.0.0.1:9092)")
+    run.add_argument("--listen", action="append", metavar="[PROTOCOL://]HOST:PORT",
+                     help="address to listen on, PLAINTEXT unless PROTOCOL is SASL_PLAINTEXT, SSL or SASL_SSL "
+                          "(repeatable; port 0 picks a free port; default 127.0.0.1:9092)")
     run.add_argument("--data-dir", metavar="DIR", help="where metadata and ledgers live (default ./kgate-data)")
     run.add_argument("--config", metavar="FILE", help="TOML file of settings")
     run.add_argument("--set", action="append", metavar="KEY=VALUE", dest="overrides", default=[],
                      help="override one setting (repeatable)")
+    users.add_parser(commands)
     return parser
 
 
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "users":
+        return users.run(args)
     if args.command == "serve":
         try:
             settings = Settings.load(args.listen, args.data_dir, args.config, args.overrides)
@@ -34,6 +39,9 @@ def main(argv=None) -> int:
         logs.configure(settings["log.level"])
         try:
             asyncio.run(serve(open_embedded(settings)))
+        except ConfigError as exc:
+            print(f"kgate: {exc}", file=sys.stderr)
+            return 2
         except OSError as exc:
             print(f"kgate: {exc}", file=sys.stderr)
             return 1

@@ -10,6 +10,8 @@ from enum import IntEnum
 
 from storage import entry_formats
 
+from . import sasl
+
 
 class ConfigError(ValueError):
     pass
@@ -81,6 +83,18 @@ BROKER_SETTINGS: dict[str, tuple[object, tuple]] = {
     "group.max.size": (2**31 - 1, _POSITIVE),
     # Compact an offsets partition once it holds this many records more than live keys.
     "kgate.offsets.compaction.min.records": (10_000, _POSITIVE),
+    # SASL and TLS, with Kafka's names. kgate caps unauthenticated frames at 64 KiB
+    # (Kafka: 512 KiB): no SASL token of the mechanisms offered comes near it.
+    "sasl.enabled.mechanisms": ("PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+                                ("must be a comma-separated list of " + ", ".join(sasl.MECHANISMS),
+                                 lambda v: all(m.strip() in sasl.MECHANISMS for m in v.split(",")))),
+    "sasl.server.max.receive.size": (64 * 1024, _POSITIVE),
+    "connection.failed.authentication.delay.ms": (100, _NON_NEGATIVE),
+    # Failed logins one client address may make in a minute before its logins are refused.
+    "kgate.sasl.max.failed.logins.per.minute": (10, _POSITIVE),
+    # One PEM file holding the certificate chain and the private key, for SSL listeners.
+    "ssl.keystore.location": ("", _ANY),
+    "ssl.key.password": ("", _ANY),
     "log.level": ("INFO", ("must be DEBUG, INFO, WARNING or ERROR",
                            lambda v: v in ("DEBUG", "INFO", "WARNING", "ERROR"))),
 }
@@ -156,23 +170,42 @@ def _flatten(table: dict, prefix: str = "") -> dict:
     return flat
 
 
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT", "SSL", "SASL_SSL")
+
+
 @dataclass
 class Listener:
+    """``[PROTOCOL://]HOST:PORT``, Kafka's listener syntax; the protocol defaults to PLAINTEXT."""
+
     host: str
     port: int
+    security_protocol: str = "PLAINTEXT"
+
+    @property
+    def sasl(self) -> bool:
+        return self.security_protocol.startswith("SASL_")
+
+    @property
+    def tls(self) -> bool:
+        return self.security_protocol.endswith("SSL")
 
     @classmethod
     def parse(cls, text: str) -> "Listener":
-        host, sep, port = text.rpartition(":")
+        protocol, sep, address = text.partition("://")
+        if not sep:
+            protocol, address = "PLAINTEXT", text
+        if protocol not in SECURITY_PROTOCOLS:
+            raise ConfigError(f"listener {text!r}: security protocol must be one of {', '.join(SECURITY_PROTOCOLS)}")
+        host, sep, port = address.rpartition(":")
         if not sep or not host:
-            raise ConfigError(f"listener {text!r} must be HOST:PORT")
+            raise ConfigError(f"listener {text!r} must be [PROTOCOL://]HOST:PORT")
         try:
             number = int(port)
         except ValueError:
             raise ConfigError(f"listener {text!r}: port {port!r} is not a number") from None
         if not 0 <= number <= 65535:
             raise ConfigError(f"listener {text!r}: port must be 0-65535")
-        return cls(host.strip("[]"), number)
+        return cls(host.strip("[]"), number, protocol)
 
 
 @dataclass
@@ -212,6 +245,9 @@ class Settings:
             settings.listeners = [Listener.parse(item) for item in _listener_items(listen)]
         if data_dir:
             settings.data_dir = data_dir
+        tls = [f"{l.security_protocol}://{l.host}:{l.port}" for l in settings.listeners if l.tls]
+        if tls and not settings["ssl.keystore.location"]:
+            raise ConfigError(f"listener {tls[0]} needs ssl.keystore.location (a PEM file with certificate and key)")
         return settings
 
 

@@ -4,15 +4,22 @@ Bytes from the socket feed the sans-IO :class:`protocol.connection.ServerConnect
 each decoded request starts its handler at once (so requests pipeline), and one
 writer task sends the responses strictly in request order. When too many requests
 are in flight the connection stops reading until the writer catches up.
+
+On a SASL listener the writer also reports each handshake and token outcome back to
+the protocol machine, which decodes nothing more until it knows it.
 """
 import asyncio
 import logging
 import time
 from dataclasses import dataclass
 
-from protocol.connection import ProtocolViolation, RequestReceived, ServerConnection
+from kafka.protocol.api_key import ApiKey
+
+from protocol.connection import AuthState, ProtocolViolation, RequestReceived, SaslTokenReceived, ServerConnection
 
 from .handlers import dispatch
+from .handlers.sasl import authenticate
+from .sasl import AuthenticationFailed, Mechanism
 
 log = logging.getLogger(__name__)
 
@@ -24,17 +31,23 @@ class ConnectionInfo:
     peer: str
     listener_host: str
     listener_port: int
+    sasl_listener: bool = False
     client_software: tuple[str, str] | None = None
+    # The SASL exchange under way or done, and who the client proved to be.
+    mechanism: Mechanism | None = None
+    principal: str | None = None
 
 
 class KafkaConnection(asyncio.Protocol):
-    def __init__(self, broker, listener_host: str, listener_port: int):
+    def __init__(self, broker, listener):
         self._broker = broker
         settings = broker.settings
-        self._protocol = ServerConnection(settings["socket.request.max.bytes"])
+        self._sasl = listener.sasl
+        self._protocol = ServerConnection(settings["socket.request.max.bytes"],
+                                          settings["sasl.server.max.receive.size"] if listener.sasl else None)
         self._max_inflight = settings["kgate.max.inflight.requests.per.connection"]
         self._idle_seconds = settings["connections.max.idle.ms"] / 1000
-        self._listener = (listener_host, listener_port)
+        self._listener = listener
         self._transport: asyncio.Transport | None = None
         self._pending: asyncio.Queue = asyncio.Queue()
         self._inflight = 0
@@ -51,7 +64,8 @@ class KafkaConnection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.Transport) -> None:
         self._transport = transport
         peer = transport.get_extra_info("peername")
-        self.info = ConnectionInfo(f"{peer[0]}:{peer[1]}" if peer else "?", *self._listener)
+        self.info = ConnectionInfo(f"{peer[0]}:{peer[1]}" if peer else "?", self._listener.host, self._listener.port,
+                                   sasl_listener=self._sasl)
         self._writer = asyncio.create_task(self._write_responses())
         self._broker.connections.add(self)
         self._schedule_idle_check()
@@ -59,12 +73,18 @@ class KafkaConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self._last_activity = time.monotonic()
         self._protocol.receive_data(data)
+        self._process()
+
+    def _process(self) -> None:
         while (event := self._protocol.next_event()) is not None:
             if isinstance(event, ProtocolViolation):
                 log.warning("closing connection from %s: %s", self.info.peer, event.reason)
                 self._transport.close()
                 return
-            self._start(event)
+            if isinstance(event, SaslTokenReceived):
+                self._enqueue(None, authenticate(self._broker, self.info, event.token))
+            else:
+                self._enqueue(event.header, dispatch(self._broker, self.info, event.header, event.request))
         if self._inflight >= self._max_inflight and self._reading:
             self._reading = False
             self._transport.pause_reading()
@@ -85,10 +105,10 @@ class KafkaConnection(asyncio.Protocol):
 
     # -- requests and responses ------------------------------------------------------------
 
-    def _start(self, event: RequestReceived) -> None:
-        task = asyncio.ensure_future(dispatch(self._broker, self.info, event.header, event.request))
+    def _enqueue(self, header, work) -> None:
+        """Start ``work`` now; its answer is written after every earlier one (``header`` None: a raw token)."""
         self._inflight += 1
-        self._pending.put_nowait((event.header, task))
+        self._pending.put_nowait((header, asyncio.ensure_future(work)))
 
     async def _write_responses(self) -> None:
         transport = self._transport
@@ -96,10 +116,16 @@ class KafkaConnection(asyncio.Protocol):
             header, task = await self._pending.get()
             try:
                 response = await task
-                frame = ServerConnection.encode_response(header, response) if response is not None else None
+                if header is None:
+                    frame = ServerConnection.encode_token(response)
+                else:
+                    frame = ServerConnection.encode_response(header, response) if response is not None else None
+            except AuthenticationFailed:  # a raw token: no answer, the connection closes
+                self._failed_authentication()
+                return
             except Exception:
-                log.exception("request api key %d v%d failed; closing connection from %s",
-                              header.api_key, header.api_version, self.info.peer)
+                what = f"api key {header.api_key} v{header.api_version}" if header else "SASL token"
+                log.exception("request %s failed; closing connection from %s", what, self.info.peer)
                 transport.close()
                 return
             finally:
@@ -110,10 +136,33 @@ class KafkaConnection(asyncio.Protocol):
                 if transport.is_closing():
                     return
                 transport.writelines(frame)
+            if self._protocol.auth_state is AuthState.PAUSED and not self._authentication_step(header, response):
+                return
             self._last_activity = time.monotonic()
             if not self._reading and self._inflight < self._max_inflight:
                 self._reading = True
                 transport.resume_reading()
+
+    # -- SASL ----------------------------------------------------------------------------
+
+    def _authentication_step(self, header, response) -> bool:
+        """Tell the protocol machine how the handshake or token it paused on went."""
+        if header is not None and header.api_key in (ApiKey.SaslHandshake, ApiKey.SaslAuthenticate) \
+                and response.error_code != 0:
+            self._failed_authentication()
+            return False
+        if self.info.mechanism is not None and self.info.mechanism.complete:
+            self._protocol.authenticated()
+        else:
+            self._protocol.resume()
+        self._process()
+        return True
+
+    def _failed_authentication(self) -> None:
+        """Close as Kafka does after a failed login: after a delay that slows down guessing."""
+        self._transport.pause_reading()
+        delay = self._broker.settings["connection.failed.authentication.delay.ms"] / 1000
+        asyncio.get_running_loop().call_later(delay, self._transport.close)
 
     # -- idle connections ----------------------------------------------------------------
 

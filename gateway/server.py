@@ -6,27 +6,42 @@ answered once durable), then seals each partition's open ledger and closes the s
 import asyncio
 import logging
 import signal
+import ssl
 
 from .broker import Broker
+from .config import ConfigError
 from .connection import KafkaConnection
 
 log = logging.getLogger(__name__)
 DRAIN_SECONDS = 10
 
 
+def _tls_context(settings) -> ssl.SSLContext:
+    """The server side of TLS listeners: the certificate chain and key from one PEM file."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    path = settings["ssl.keystore.location"]
+    try:
+        context.load_cert_chain(path, password=settings["ssl.key.password"] or None)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"ssl.keystore.location {path}: cannot load certificate and key ({exc})") from None
+    return context
+
+
 async def serve(broker: Broker, ready=print) -> None:
     await broker.start()
     loop = asyncio.get_running_loop()
     servers = []
+    tls = _tls_context(broker.settings) if any(l.tls for l in broker.settings.listeners) else None
     try:
         for listener in broker.settings.listeners:
             server = await loop.create_server(
-                lambda l=listener: KafkaConnection(broker, l.host, l.port), listener.host, listener.port,
-                reuse_address=True)
+                lambda l=listener: KafkaConnection(broker, l), listener.host, listener.port,
+                reuse_address=True, ssl=tls if listener.tls else None)
             host, port = server.sockets[0].getsockname()[:2]
             listener.port = port
             servers.append(server)
-            ready(f"kgate listening on {host}:{port}", flush=True)
+            scheme = "" if listener.security_protocol == "PLAINTEXT" else f"{listener.security_protocol}://"
+            ready(f"kgate listening on {scheme}{host}:{port}", flush=True)
         stop = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)

@@ -17,6 +17,8 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DeleteTopics: (0, 6),
     ApiKey.InitProducerId: (0, 5),
     ApiKey.DescribeConfigs: (0, 4),
+    ApiKey.AlterConfigs: (0, 2),
+    ApiKey.IncrementalAlterConfigs: (0, 1),
     ApiKey.OffsetCommit: (0, 9),
     ApiKey.OffsetFetch: (0, 9),
     ApiKey.FindCoordinator: (0, 6),
@@ -28,6 +30,8 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ListGroups: (0, 5),
     ApiKey.DeleteGroups: (0, 2),
     ApiKey.OffsetDelete: (0, 0),
+    ApiKey.SaslHandshake: (0, 1),
+    ApiKey.SaslAuthenticate: (0, 2),
 }
 
 

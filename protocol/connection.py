@@ -1,11 +1,20 @@
 """The server side of one Kafka connection as a sans-IO state machine.
 
 Bytes go in through :meth:`ServerConnection.receive_data`; :meth:`next_event` hands
-out decoded requests or the reason the connection must close; :meth:`encode_response`
-turns a response object back into a frame. The I/O layer around it owns sockets,
-ordering and back-pressure.
+out decoded requests, raw SASL tokens, or the reason the connection must close;
+:meth:`encode_response` turns a response object back into a frame. The I/O layer
+around it owns sockets, ordering, back-pressure and the SASL mechanisms.
+
+On a SASL listener the connection starts unauthenticated, where Kafka allows only
+ApiVersions and SaslHandshake. SaslHandshake v1 leads to SaslAuthenticate requests;
+v0 (0.10-era clients) switches the connection to raw token frames, a 4-byte length
+and the token with no Kafka header, until authentication completes. After each
+handshake or token the machine pauses (decodes nothing more) until the I/O layer
+reports the outcome with :meth:`resume` or :meth:`authenticated`, or closes, since a
+client must not send its next token before it has the answer to the last.
 """
 from dataclasses import dataclass
+from enum import Enum
 
 from kafka.protocol.api_key import ApiKey
 
@@ -24,6 +33,25 @@ class RequestReceived:
 
 
 @dataclass(slots=True)
+class SaslTokenReceived:
+    """A raw SASL token frame (after SaslHandshake v0)."""
+
+    token: bytes
+
+
+class AuthState(Enum):
+    AUTHENTICATED = "authenticated"   # every supported request is served
+    HANDSHAKE = "handshake"           # only ApiVersions and SaslHandshake
+    AUTHENTICATE = "authenticate"     # after SaslHandshake v1: only SaslAuthenticate
+    RAW_TOKENS = "raw tokens"         # after SaslHandshake v0: frames are tokens
+    PAUSED = "paused"                 # waiting for the outcome of a handshake or token
+
+
+_BEFORE_AUTHENTICATION = {AuthState.HANDSHAKE: (ApiKey.ApiVersions, ApiKey.SaslHandshake),
+                          AuthState.AUTHENTICATE: (ApiKey.SaslAuthenticate,)}
+
+
+@dataclass(slots=True)
 class ProtocolViolation:
     """The peer broke the protocol; the connection must be closed after logging ``reason``."""
 
@@ -31,11 +59,34 @@ class ProtocolViolation:
 
 
 class ServerConnection:
-    __slots__ = ("_frames", "_closed")
+    __slots__ = ("_frames", "_closed", "_state", "_next_state", "_max_frame_bytes")
 
-    def __init__(self, max_frame_bytes: int):
-        self._frames = FrameSplitter(max_frame_bytes)
+    def __init__(self, max_frame_bytes: int, sasl_max_bytes: int | None = None):
+        """``sasl_max_bytes`` set: a SASL listener, whose unauthenticated frames are capped at it."""
+        self._max_frame_bytes = max_frame_bytes
         self._closed = False
+        if sasl_max_bytes is None:
+            self._state = AuthState.AUTHENTICATED
+            self._frames = FrameSplitter(max_frame_bytes)
+        else:
+            self._state = AuthState.HANDSHAKE
+            self._frames = FrameSplitter(min(sasl_max_bytes, max_frame_bytes), "sasl.server.max.receive.size")
+        self._next_state = None
+
+    @property
+    def auth_state(self) -> AuthState:
+        return self._state
+
+    def resume(self) -> None:
+        """The handshake or token was accepted and the exchange goes on."""
+        assert self._state is AuthState.PAUSED
+        self._state = self._next_state
+
+    def authenticated(self) -> None:
+        """The client is authenticated: from now on it may send any request."""
+        assert self._state is AuthState.PAUSED
+        self._state = AuthState.AUTHENTICATED
+        self._frames.max_frame_bytes, self._frames.limit_name = self._max_frame_bytes, "socket.request.max.bytes"
 
     def receive_data(self, data: bytes) -> None:
         self._frames.feed(data)
@@ -44,19 +95,29 @@ class ServerConnection:
     def buffered_bytes(self) -> int:
         return self._frames.buffered
 
-    def next_event(self) -> RequestReceived | ProtocolViolation | None:
-        if self._closed:
+    def next_event(self) -> RequestReceived | SaslTokenReceived | ProtocolViolation | None:
+        if self._closed or self._state is AuthState.PAUSED:
             return None
         try:
             payload = self._frames.next_frame()
             if payload is None:
                 return None
+            if self._state is AuthState.RAW_TOKENS:
+                self._pause(AuthState.RAW_TOKENS)
+                return SaslTokenReceived(payload)
             return self._decode(payload)
         except (FrameTooLarge, InvalidFrameSize, MalformedHeader) as exc:
             return self._violation(str(exc))
 
+    def _pause(self, then: AuthState) -> None:
+        self._state, self._next_state = AuthState.PAUSED, then
+
     def _decode(self, payload: bytes) -> RequestReceived | ProtocolViolation:
         api_key, version, correlation_id = peek_header(payload)
+        allowed = _BEFORE_AUTHENTICATION.get(self._state)
+        if allowed is not None and api_key not in allowed:
+            return self._violation(f"api key {api_key} v{version} (correlation id {correlation_id}) "
+                                   f"is not allowed before authentication ({self._state.value})")
         cls = REQUESTS.get(api_key)
         if not is_supported(api_key, version):
             if api_key == ApiKey.ApiVersions:
@@ -68,6 +129,10 @@ class ServerConnection:
             request = cls.decode(memoryview(payload)[body_start:], version=version)
         except Exception as exc:  # kafka-python raises whatever its codecs hit on garbage
             return self._violation(f"undecodable {cls.__name__} v{version} body: {exc!r}")
+        if allowed is not None and api_key == ApiKey.SaslHandshake:
+            self._pause(AuthState.RAW_TOKENS if version == 0 else AuthState.AUTHENTICATE)
+        elif allowed is not None and api_key == ApiKey.SaslAuthenticate:
+            self._pause(AuthState.AUTHENTICATE)
         return RequestReceived(header, request)
 
     def _violation(self, reason: str) -> ProtocolViolation:
@@ -92,3 +157,8 @@ class ServerConnection:
         body = response.encode(version=version)
         response_header = encode_response_header(header.correlation_id, flexible_header)
         return [frame_prefix(len(response_header) + len(body)) + response_header, body]
+
+    @staticmethod
+    def encode_token(token: bytes) -> list:
+        """A raw SASL token frame (the answer to a token after SaslHandshake v0)."""
+        return [frame_prefix(len(token)), token]

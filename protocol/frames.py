@@ -19,11 +19,13 @@ class InvalidFrameSize(Exception):
 class FrameSplitter:
     """Accumulates bytes and yields whole frames without their size prefix."""
 
-    __slots__ = ("_buffer", "_max_frame_bytes")
+    __slots__ = ("_buffer", "max_frame_bytes", "limit_name")
 
-    def __init__(self, max_frame_bytes: int):
+    def __init__(self, max_frame_bytes: int, limit_name: str = "socket.request.max.bytes"):
         self._buffer = bytearray()
-        self._max_frame_bytes = max_frame_bytes
+        # Lowered while a SASL connection is unauthenticated (sasl.server.max.receive.size).
+        self.max_frame_bytes = max_frame_bytes
+        self.limit_name = limit_name
 
     def feed(self, data: bytes) -> None:
         self._buffer += data
@@ -39,8 +41,8 @@ class FrameSplitter:
         (size,) = _SIZE.unpack_from(buf, 0)
         if size < 0:
             raise InvalidFrameSize(f"negative frame size {size}")
-        if size > self._max_frame_bytes:
-            raise FrameTooLarge(f"frame of {size} bytes exceeds socket.request.max.bytes={self._max_frame_bytes}")
+        if size > self.max_frame_bytes:
+            raise FrameTooLarge(f"frame of {size} bytes exceeds {self.limit_name}={self.max_frame_bytes}")
         end = 4 + size
         if len(buf) < end:
             return None

@@ -39,4 +39,4 @@ def implemented() -> set[int]:
 
 
 from . import (api_versions, configs, fetch, groups, list_offsets, metadata, offsets, produce,  # noqa: E402,F401
-               producer_ids, topics)
+               producer_ids, sasl, topics)

@@ -25,10 +25,14 @@ def terminate(process: subprocess.Popen, timeout: float) -> None:
 
 
 class BrokerProcess:
-    def __init__(self, data_dir: str, settings: dict | None = None, port: int = 0, log_path: str | None = None):
+    def __init__(self, data_dir: str, settings: dict | None = None, port: int = 0, log_path: str | None = None,
+                 listeners: tuple[str, ...] = ()):
+        """``listeners``: security protocols (``SASL_PLAINTEXT``, ...) served beside the
+        PLAINTEXT bootstrap listener, each on a free port of its own."""
         self.data_dir = data_dir
         self.settings = dict(settings or {})
         self.port = port
+        self.ports = {protocol: 0 for protocol in listeners}
         self.log_path = log_path or os.path.join(data_dir, "broker.log")
         self.process: subprocess.Popen | None = None
 
@@ -36,29 +40,51 @@ class BrokerProcess:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    def address(self, protocol: str) -> str:
+        return f"127.0.0.1:{self.ports[protocol]}"
+
     def start(self, timeout: float = 30.0) -> "BrokerProcess":
         os.makedirs(self.data_dir, exist_ok=True)
         command = [sys.executable, "-m", "gateway.cli", "serve", "--listen", f"127.0.0.1:{self.port}",
                    "--data-dir", self.data_dir]
+        for protocol, port in self.ports.items():
+            command += ["--listen", f"{protocol}://127.0.0.1:{port}"]
         for key, value in self.settings.items():
             command += ["--set", f"{key}={value}"]
         log = open(self.log_path, "ab")
-        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True,
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log,
                                         cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+        self._stdout = b""
         log.close()
-        line = self._read_line(timeout)
-        if not line.startswith(READY_PREFIX):
-            self.kill()
-            raise RuntimeError(f"broker did not start: {line!r}; see {self.log_path}")
-        self.port = int(line[len(READY_PREFIX):].rsplit(":", 1)[1])
+        for _ in range(1 + len(self.ports)):
+            line = self._read_line(timeout)
+            if not line.startswith(READY_PREFIX):
+                self.kill()
+                raise RuntimeError(f"broker did not start: {line!r}; see {self.log_path}")
+            protocol, _, address = line[len(READY_PREFIX):].rpartition("://")
+            port = int(address.rsplit(":", 1)[1])
+            if protocol:
+                self.ports[protocol] = port
+            else:
+                self.port = port
         return self
 
     def _read_line(self, timeout: float) -> str:
+        """One line of the broker's stdout, read unbuffered so no later line hides in a buffer."""
+        deadline = time.monotonic() + timeout
+        fd = self.process.stdout.fileno()
         with selectors.DefaultSelector() as selector:
-            selector.register(self.process.stdout, selectors.EVENT_READ)
-            if not selector.select(timeout):
-                return f"no ready line within {timeout} s"
-        return self.process.stdout.readline().strip() or f"exited with {self.process.wait()}"
+            selector.register(fd, selectors.EVENT_READ)
+            while b"\n" not in self._stdout:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or not selector.select(remaining):
+                    return f"no ready line within {timeout} s"
+                chunk = os.read(fd, 4096)
+                if not chunk:
+                    return f"exited with {self.process.wait()}"
+                self._stdout += chunk
+        line, _, self._stdout = self._stdout.partition(b"\n")
+        return line.decode().strip()
 
     def stop(self, timeout: float = 20.0) -> int:
         """SIGTERM, then SIGKILL if it has not exited within ``timeout``."""

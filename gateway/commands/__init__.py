@@ -1,0 +1,1 @@
+"""``kgate`` subcommands other than ``serve``, one module per family of commands."""
