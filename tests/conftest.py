@@ -8,8 +8,8 @@ def broker_factory(tmp_path):
     """Start brokers on free ports in the test's temporary directory; stop them by PID after."""
     started = []
 
-    def start(name="broker", **settings):
-        broker = BrokerProcess(str(tmp_path / name), settings).start()
+    def start(name="broker", listeners=(), **settings):
+        broker = BrokerProcess(str(tmp_path / name), settings, listeners=listeners).start()
         started.append(broker)
         return broker
 

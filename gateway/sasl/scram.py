@@ -72,12 +72,16 @@ class ScramMechanism(Mechanism):
         if self._credential is None:
             raise AuthenticationFailed(INVALID)
         self._gs2_header = f"{flag},{authzid},"
-        self._nonce = fields["r"] + base64.b64encode(os.urandom(18)).decode()
+        self._nonce = fields["r"] + self._server_nonce()
         server_first = (f"r={self._nonce},s={base64.b64encode(self._credential.salt).decode()},"
                         f"i={self._credential.iterations}")
         self._auth_message = f"{bare},{server_first}"
         self._state = "final"
         return server_first.encode()
+
+    @staticmethod
+    def _server_nonce() -> str:
+        return base64.b64encode(os.urandom(18)).decode()
 
     def _client_final(self, message: str) -> bytes:
         without_proof, sep, proof = message.rpartition(",p=")

@@ -1,0 +1,201 @@
+"""SASL mechanisms, credentials and the unauthenticated protocol states, each on its own.
+
+SCRAM is checked against RFC 7677's published exchange and against kafka-python's
+client (an implementation we did not write); the protocol machine against the frames
+0.10-era (raw tokens) and current (SaslAuthenticate) clients send.
+"""
+import asyncio
+import base64
+
+import pytest
+from kafka.net.sasl.scram import ScramClient
+from kafka.protocol.api_key import ApiKey
+from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
+
+from gateway.sasl import AuthenticationFailed, CredentialStore, start
+from gateway.sasl.credentials import ScramCredential
+from gateway.sasl.login_limiter import LoginLimiter
+from gateway.sasl.scram import ScramMechanism
+from metadata.stores.embedded import EmbeddedMetadataStore
+from protocol.connection import AuthState, ProtocolViolation, RequestReceived, SaslTokenReceived, ServerConnection
+from protocol.frames import frame_prefix
+from tests.support.wire import encode_request
+from tests.unit.request_frames import metadata_request
+
+
+@pytest.fixture
+def credentials(tmp_path):
+    store = EmbeddedMetadataStore(str(tmp_path / "metadata.sqlite"))
+    yield CredentialStore(store)
+    asyncio.run(store.close())
+
+
+def put(credentials, user, password, mechanisms=("SCRAM-SHA-256", "SCRAM-SHA-512"), salt=None):
+    asyncio.run(credentials.put(user, {m: ScramCredential.derive(m, password, 4096, salt) for m in mechanisms}))
+
+
+def evaluate(mechanism, token: bytes) -> bytes:
+    return asyncio.run(mechanism.evaluate(token))
+
+
+class _Rfc7677Server(ScramMechanism):
+    @staticmethod
+    def _server_nonce() -> str:
+        return "%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0"
+
+
+def test_scram_sha256_follows_rfc7677s_example(credentials):
+    put(credentials, "user", "pencil", ["SCRAM-SHA-256"], salt=base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ=="))
+    server = _Rfc7677Server("SCRAM-SHA-256", credentials)
+    nonce = "rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0"
+    assert evaluate(server, b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO") == \
+        f"r={nonce},s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096".encode()
+    final = evaluate(server, f"c=biws,r={nonce},p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=".encode())
+    assert final == b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="
+    assert server.complete and server.principal == "user"
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_kafka_pythons_scram_client_authenticates(credentials, mechanism):
+    put(credentials, "alice", "s3cret")
+    client = ScramClient("alice", "s3cret", mechanism)
+    server = start(mechanism, credentials)
+    client.process_server_first_message(evaluate(server, client.first_message()))
+    client.process_server_final_message(evaluate(server, client.final_message()))
+    assert server.principal == "alice"
+
+
+@pytest.mark.parametrize("user, password", [("alice", "wrong"), ("nobody", "s3cret")])
+def test_scram_refuses_a_wrong_password_or_unknown_user(credentials, user, password):
+    put(credentials, "alice", "s3cret")
+    client = ScramClient(user, password, "SCRAM-SHA-256")
+    server = start("SCRAM-SHA-256", credentials)
+    with pytest.raises(AuthenticationFailed, match="Invalid username or password"):
+        client.process_server_first_message(evaluate(server, client.first_message()))
+        evaluate(server, client.final_message())
+    assert not server.complete
+
+
+@pytest.mark.parametrize("token", [b"p=tls-unique,,n=a,r=x", b"n,,r=abc", b"n,,n=alice", b"garbage", b"\xff\xfe",
+                                   b"n,a=bob,n=alice,r=abc"])
+def test_scram_refuses_malformed_client_first_messages(credentials, token):
+    put(credentials, "alice", "s3cret")
+    with pytest.raises(AuthenticationFailed):
+        evaluate(start("SCRAM-SHA-256", credentials), token)
+
+
+def test_scram_refuses_a_tampered_nonce(credentials):
+    put(credentials, "alice", "s3cret")
+    server = start("SCRAM-SHA-256", credentials)
+    first = evaluate(server, b"n,,n=alice,r=abc").decode()
+    nonce = first.split(",")[0][2:]
+    with pytest.raises(AuthenticationFailed, match="nonce"):
+        evaluate(server, f"c=biws,r={nonce}x,p=AAAA".encode())
+
+
+def test_plain_checks_the_password_against_the_stored_scram_credential(credentials):
+    put(credentials, "alice", "s3cret", ["SCRAM-SHA-512"])
+    good = start("PLAIN", credentials)
+    assert evaluate(good, b"\x00alice\x00s3cret") == b"" and good.principal == "alice"
+    assert evaluate(start("PLAIN", credentials), b"alice\x00alice\x00s3cret") == b""
+    for token, reason in [(b"\x00alice\x00wrong", "Invalid username or password"),
+                          (b"\x00bob\x00s3cret", "Invalid username or password"),
+                          (b"bob\x00alice\x00s3cret", "authorization id"),
+                          (b"alice\x00s3cret", "expected 3 tokens"),
+                          (b"\x00\x00", "empty")]:
+        with pytest.raises(AuthenticationFailed, match=reason):
+            evaluate(start("PLAIN", credentials), token)
+
+
+def test_credentials_are_salted_and_never_hold_the_password(credentials):
+    put(credentials, "alice", "s3cret")
+    put(credentials, "bob", "s3cret")
+    node = asyncio.run(credentials.store.get("/config/users/alice"))
+    assert b"s3cret" not in node.data
+    alice, bob = asyncio.run(credentials.get("alice")), asyncio.run(credentials.get("bob"))
+    assert alice["SCRAM-SHA-256"].salt != bob["SCRAM-SHA-256"].salt
+    assert alice["SCRAM-SHA-256"].stored_key != bob["SCRAM-SHA-256"].stored_key
+    assert asyncio.run(credentials.users()) == {"alice": ["SCRAM-SHA-256", "SCRAM-SHA-512"],
+                                                 "bob": ["SCRAM-SHA-256", "SCRAM-SHA-512"]}
+    assert asyncio.run(credentials.delete("alice")) and not asyncio.run(credentials.delete("alice"))
+    assert asyncio.run(credentials.get("alice")) == {}
+
+
+def test_user_names_with_slashes_are_kept_apart(credentials):
+    put(credentials, "a/b,c=d", "one")
+    put(credentials, "a", "two")
+    assert set(asyncio.run(credentials.users())) == {"a/b,c=d", "a"}
+    assert evaluate(start("PLAIN", credentials), b"\x00a/b,c=d\x00one") == b""
+    with pytest.raises(AuthenticationFailed):
+        evaluate(start("PLAIN", credentials), b"\x00a\x00one")
+
+
+def test_the_login_limiter_blocks_an_address_for_the_window_only():
+    now = [0.0]
+    limiter = LoginLimiter(3, window=60, clock=lambda: now[0])
+    for _ in range(3):
+        assert not limiter.blocked("10.0.0.1")
+        limiter.failed("10.0.0.1")
+        now[0] += 1
+    assert limiter.blocked("10.0.0.1") and not limiter.blocked("10.0.0.2")
+    now[0] = 60.5  # the first failure has left the window
+    assert not limiter.blocked("10.0.0.1")
+
+
+# -- the unauthenticated states of the protocol machine ------------------------------------
+
+def sasl_connection() -> ServerConnection:
+    return ServerConnection(1 << 20, sasl_max_bytes=64 * 1024)
+
+
+def raw(token: bytes) -> bytes:
+    return frame_prefix(len(token)) + token
+
+
+def handshake(version: int) -> bytes:
+    return encode_request(SaslHandshakeRequest(mechanism="PLAIN"), version)
+
+
+def test_only_api_versions_and_handshake_before_authentication():
+    connection = sasl_connection()
+    connection.receive_data(encode_request(metadata_request(), 1))
+    event = connection.next_event()
+    assert isinstance(event, ProtocolViolation) and "before authentication" in event.reason
+
+
+def test_handshake_v0_switches_to_raw_tokens_and_pauses_between_them():
+    connection = sasl_connection()
+    connection.receive_data(handshake(0) + raw(b"\x00alice\x00pass") + raw(b"abc"))
+    assert isinstance(connection.next_event(), RequestReceived)
+    assert connection.next_event() is None and connection.auth_state is AuthState.PAUSED
+    connection.resume()
+    assert connection.next_event() == SaslTokenReceived(b"\x00alice\x00pass")
+    assert connection.next_event() is None, "nothing more is read until the token's outcome is known"
+    connection.resume()
+    assert connection.next_event() == SaslTokenReceived(b"abc")
+    connection.authenticated()
+    connection.receive_data(encode_request(metadata_request(), 1))
+    assert isinstance(connection.next_event(), RequestReceived)
+
+
+def test_handshake_v1_then_only_sasl_authenticate():
+    connection = sasl_connection()
+    connection.receive_data(handshake(1))
+    assert isinstance(connection.next_event(), RequestReceived)
+    connection.resume()
+    connection.receive_data(encode_request(SaslAuthenticateRequest(auth_bytes=b"\x00a\x00b"), 1))
+    event = connection.next_event()
+    assert isinstance(event, RequestReceived) and event.header.api_key == ApiKey.SaslAuthenticate
+    connection.resume()
+    connection.receive_data(raw(b"\x00a\x00b"))  # a raw token where a request belongs
+    assert isinstance(connection.next_event(), ProtocolViolation)
+
+
+def test_unauthenticated_frames_are_capped():
+    connection = sasl_connection()
+    connection.receive_data(handshake(0))
+    connection.next_event()
+    connection.resume()
+    connection.receive_data(frame_prefix(64 * 1024 + 1) + b"x" * 100)
+    event = connection.next_event()
+    assert isinstance(event, ProtocolViolation) and "sasl.server.max.receive.size" in event.reason
