@@ -71,7 +71,7 @@ def test_confluent_kafka_logs_in_with_each_mechanism(secured, mechanism):
 
 
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256"])
-@pytest.mark.parametrize("api_version", [(0, 10, 0), (0, 10, 2), (1, 0), None],
+@pytest.mark.parametrize("api_version", [(0, 10, 0), (0, 10, 1), (0, 10, 2), (0, 11), (1, 0), None],
                          ids=lambda v: "unpinned" if v is None else "_".join(map(str, v)))
 def test_kafka_python_generations_log_in_and_use_a_group(secured, api_version, mechanism):
     """(0,10,0) sends SaslHandshake v0 and raw tokens; later generations SaslAuthenticate."""
