@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from kafka.protocol.api_key import ApiKey
 
-from protocol.connection import AuthState, ProtocolViolation, RequestReceived, SaslTokenReceived, ServerConnection
+from protocol.connection import AuthState, ProtocolViolation, SaslTokenReceived, ServerConnection
 
 from .handlers import dispatch
 from .handlers.sasl import authenticate

@@ -19,7 +19,7 @@ from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 from protocol.error_codes import ErrorCode
 from protocol.frames import frame_prefix
 from tests.support.member_process import wait_for
-from tests.support.wire import TIMEOUT, Wire, encode_request, read_response, recv_exactly
+from tests.support.wire import TIMEOUT, encode_request, read_response, recv_exactly
 
 USER, PASSWORD = "alice", "alice-secret"
 SCRAM = ["SCRAM-SHA-256", "SCRAM-SHA-512"]

@@ -20,7 +20,6 @@ from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
-import storage.entry_formats.pulsar  # noqa: F401  (registers the format)
 from protocol import conversion, message_set, record_batch
 from protocol.record import Record
 from storage import entry_formats
