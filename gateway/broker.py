@@ -4,9 +4,11 @@ Handlers reach everything through this object; it owns topic lifecycle (create,
 delete, open on start) and the periodic retention sweep.
 """
 import asyncio
+import dataclasses
 import logging
 import os
 import uuid
+from typing import Callable
 
 from metadata.cluster import ClusterState, Topic, TopicExists, UnknownTopic, ledger_list_path
 from metadata.store import MetadataStore, NodeExists
@@ -25,7 +27,11 @@ PRODUCER_ID_BLOCK = 1000
 
 
 class InternalTopic(Exception):
-    """Kafka's internal topics cannot be deleted by clients."""
+    """Clients may neither delete nor reconfigure the internal offsets topic.
+
+    The group coordinator relies on the configs it created it with (no retention, the
+    ``kafka`` entry format it replays).
+    """
 
 
 class Broker:
@@ -122,15 +128,46 @@ class Broker:
         await self.groups.forget_topic(name)
         return topic
 
+    async def alter_topic_configs(self, name: str, change: Callable[[dict[str, str]], dict[str, str]],
+                                  validate_only: bool = False) -> Topic:
+        """Replace a topic's configs with ``change(its current configs)``; return the topic.
+
+        ``change`` runs under the topic lock on the configs as they are then, so two
+        incremental alterations racing each other both land; it raises ConfigError to
+        refuse. ``validate_only`` returns the topic as it would be and changes nothing.
+        The ledgers' rollover and retention change at once; the entry format,
+        compression and message size limit need nothing, as produce reads them from
+        ``cluster.topics`` on every request.
+        """
+        async with self._topic_lock:
+            topic = self.cluster.topics.get(name)
+            if topic is None:
+                raise UnknownTopic(name)
+            if self.is_internal(name):
+                raise InternalTopic(name)
+            configs = change(dict(topic.configs))
+            if validate_only:
+                return dataclasses.replace(topic, configs=configs)
+            topic = await self.cluster.alter_topic_configs(name, configs)
+            for index in range(topic.partitions):
+                partition = self.partitions.get((name, index))
+                if partition is not None:
+                    partition.ledger.rollover, partition.ledger.retention = self._ledger_policies(topic)
+            log.info("altered configs of topic %s: %s", name, configs)
+            return topic
+
+    def _ledger_policies(self, topic: Topic) -> tuple[RolloverPolicy, RetentionPolicy]:
+        def value(name):
+            return int(self.topic_config(topic, name))
+        return (RolloverPolicy(value("segment.bytes"), value("segment.ms")),
+                RetentionPolicy(value("retention.ms"), value("retention.bytes")))
+
     async def _open_partitions(self, topic: Topic) -> None:
         for index in range(topic.partitions):
+            rollover, retention = self._ledger_policies(topic)
             ledger = ManagedLedger(
                 f"{topic.name}-{index}", self.ledgers, self.metadata, ledger_list_path(topic.name, index),
-                lambda: self.cluster.allocate("ledger-id"),
-                rollover=RolloverPolicy(int(self.topic_config(topic, "segment.bytes")),
-                                        int(self.topic_config(topic, "segment.ms"))),
-                retention=RetentionPolicy(int(self.topic_config(topic, "retention.ms")),
-                                          int(self.topic_config(topic, "retention.bytes"))))
+                lambda: self.cluster.allocate("ledger-id"), rollover=rollover, retention=retention)
             partition = Partition(topic.name, index, ledger)
             await partition.open()
             self.partitions[(topic.name, index)] = partition

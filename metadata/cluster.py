@@ -75,6 +75,29 @@ class ClusterState:
                 raise UnknownTopic(name) from None
         return topic
 
+    async def alter_topic_configs(self, name: str, configs: dict[str, str]) -> Topic:
+        """Replace the topic's configs with ``configs``.
+
+        Compare-and-set on the topic node, re-read on every lost race, so a concurrent
+        writer's change to the rest of the node (its id, its partitions) is never
+        overwritten with a stale copy.
+        """
+        path = f"{TOPICS}/{name}"
+        while True:
+            node = await self.store.get(path)
+            if node is None:
+                raise UnknownTopic(name)
+            topic = Topic.decode(name, node.data)
+            topic.configs = dict(configs)
+            try:
+                await self.store.set(path, topic.encode(), node.version)
+            except BadVersion:
+                continue
+            except NoNode:
+                raise UnknownTopic(name) from None
+            self.topics[name] = topic
+            return topic
+
     async def allocate(self, counter: str, count: int = 1) -> int:
         """Reserve ``count`` consecutive ids from a cluster-wide counter; return the first."""
         path = f"/counters/{counter}"

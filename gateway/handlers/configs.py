@@ -1,10 +1,33 @@
-"""DescribeConfigs for topics and brokers (read side; altering configs comes with the admin API)."""
-from kafka.protocol.admin import DescribeConfigsResponse
+"""DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics and brokers.
+
+Both alter APIs turn each resource into a change, a function from a topic's current
+dynamic configs to its new ones (AlterConfigs: the named configs replace the whole
+set, so unnamed ones revert to their defaults; IncrementalAlterConfigs: SET, DELETE,
+APPEND, SUBTRACT on the named ones), and share one path that checks and applies it.
+The broker runs the change under its topic lock, on the configs current then.
+
+Errors follow Kafka's ConfigAdminManager where kgate has the same case: a resource
+or a config named twice, a missing value, an unknown operation, and any change to a
+broker's configs are INVALID_REQUEST; unknown configs, bad values, APPEND or SUBTRACT
+on a config that is not a list are INVALID_CONFIG. Broker settings are static (read
+at start-up), so kgate answers what Kafka answers for a broker config that cannot be
+updated dynamically: INVALID_REQUEST (Kafka notes, KAFKA-13609, that INVALID_CONFIG
+would fit better but kept it for compatibility). Where kgate differs: Kafka lets
+clients reconfigure ``__consumer_offsets``; kgate refuses with POLICY_VIOLATION,
+Kafka's answer when broker policy, not the request, forbids a change, because the
+group coordinator depends on the configs it created the topic with. INVALID_CONFIG
+would wrongly tell the client its values were bad.
+"""
+from collections import Counter
+
+from kafka.protocol.admin import AlterConfigsResponse, DescribeConfigsResponse, IncrementalAlterConfigsResponse
 from kafka.protocol.api_key import ApiKey
 
+from metadata.cluster import UnknownTopic
 from protocol.error_codes import ErrorCode
 
-from ..config import BROKER_SETTINGS, ConfigSource, config_type
+from ..broker import InternalTopic
+from ..config import BROKER_SETTINGS, TOPIC_CONFIG_DEFAULTS, ConfigError, ConfigSource, check_topic_config, config_type
 from . import handles
 
 R = DescribeConfigsResponse
@@ -50,3 +73,124 @@ def _describe(ctx, resource):
 def _error(resource, error, message):
     return Result(error_code=error, error_message=message, resource_type=resource.resource_type,
                   resource_name=resource.resource_name, configs=[])
+
+
+# IncrementalAlterConfigs operations.
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+# Configs whose value is a comma-separated list, the only ones APPEND and SUBTRACT apply to.
+LIST_CONFIGS = frozenset({"cleanup.policy"})
+
+
+class _Refused(Exception):
+    def __init__(self, error: ErrorCode, message: str):
+        super().__init__(message)
+        self.error = error
+        self.message = message
+
+
+@handles(ApiKey.AlterConfigs)
+async def alter_configs(ctx, request):
+    return await _alter_resources(ctx, request, AlterConfigsResponse, _replacement)
+
+
+@handles(ApiKey.IncrementalAlterConfigs)
+async def incremental_alter_configs(ctx, request):
+    return await _alter_resources(ctx, request, IncrementalAlterConfigsResponse, _increments)
+
+
+async def _alter_resources(ctx, request, response, change_for):
+    """Each resource on its own: one refused never holds back another."""
+    named = Counter((resource.resource_type, resource.resource_name) for resource in request.resources)
+    results = []
+    for resource in request.resources:
+        error, message = ErrorCode.NONE, None
+        try:
+            if named[(resource.resource_type, resource.resource_name)] > 1:
+                raise _Refused(ErrorCode.INVALID_REQUEST, "each resource must appear at most once")
+            await _alter(ctx.broker, resource, change_for(ctx.broker, resource), request.validate_only)
+        except _Refused as refused:
+            error, message = refused.error, refused.message
+        results.append(response.AlterConfigsResourceResponse(
+            error_code=error, error_message=message, resource_type=resource.resource_type,
+            resource_name=resource.resource_name))
+    return response(throttle_time_ms=0, responses=results)
+
+
+async def _alter(broker, resource, change, validate_only):
+    name = resource.resource_name
+    if resource.resource_type == BROKER:
+        _check_broker_unchanged(broker, resource)
+        return
+    if resource.resource_type != TOPIC:
+        raise _Refused(ErrorCode.INVALID_REQUEST, f"resource type {resource.resource_type} is not supported")
+    try:
+        await broker.alter_topic_configs(name, change, validate_only)
+    except UnknownTopic:
+        raise _Refused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {name!r}") from None
+    except InternalTopic:
+        raise _Refused(ErrorCode.POLICY_VIOLATION, f"{name} is an internal topic; kgate manages its configs") from None
+    except ConfigError as exc:
+        raise _Refused(ErrorCode.INVALID_CONFIG, str(exc)) from None
+
+
+def _check_broker_unchanged(broker, resource):
+    """Broker settings are read once at start-up; an empty change is the only one that succeeds."""
+    if resource.resource_name not in ("", str(broker.node_id)):
+        raise _Refused(ErrorCode.INVALID_REQUEST,
+                       f"unexpected broker id, expected {broker.node_id}, but received {resource.resource_name!r}")
+    if resource.configs:
+        names = ", ".join(sorted(config.name for config in resource.configs))
+        raise _Refused(ErrorCode.INVALID_REQUEST,
+                       f"cannot update these configs dynamically: {names} (kgate broker settings are static)")
+
+
+def _check_well_formed(resource, needs_value):
+    """What Kafka refuses as a malformed request before looking at any config."""
+    names = [config.name for config in resource.configs]
+    if len(set(names)) < len(names):
+        raise _Refused(ErrorCode.INVALID_REQUEST, "a config is named more than once")
+    missing = [config.name for config in resource.configs if config.value is None and needs_value(config)]
+    if missing:
+        raise _Refused(ErrorCode.INVALID_REQUEST, f"null value not supported for {', '.join(missing)}")
+
+
+def _replacement(broker, resource):
+    """AlterConfigs: the named configs become the topic's whole set of dynamic configs."""
+    _check_well_formed(resource, lambda config: True)
+    wanted = {config.name: config.value for config in resource.configs}
+    return lambda _current: {name: check_topic_config(name, value, broker.settings) for name, value in wanted.items()}
+
+
+def _increments(broker, resource):
+    """IncrementalAlterConfigs: each operation applied in turn to the current configs."""
+    _check_well_formed(resource, lambda config: config.config_operation != DELETE)
+    for config in resource.configs:
+        if config.config_operation not in (SET, DELETE, APPEND, SUBTRACT):
+            raise _Refused(ErrorCode.INVALID_REQUEST,
+                           f"unknown operation {config.config_operation} for {config.name}")
+
+    def change(configs):
+        for config in resource.configs:
+            name, op = config.name, config.config_operation
+            if name not in TOPIC_CONFIG_DEFAULTS:
+                raise ConfigError(f"unknown topic config {name!r}")
+            if op == DELETE:
+                configs.pop(name, None)
+                continue
+            value = config.value
+            if op in (APPEND, SUBTRACT):
+                value = _list_operation(name, op, configs.get(name) or broker.topic_config_default(name), value)
+            configs[name] = check_topic_config(name, value, broker.settings)
+        return configs
+    return change
+
+
+def _list_operation(name, op, current, operand):
+    """Kafka's APPEND adds the items not there yet; SUBTRACT removes every one named."""
+    if name not in LIST_CONFIGS:
+        raise ConfigError(f"{'APPEND' if op == APPEND else 'SUBTRACT'} is not allowed for {name}, which is not a list")
+    items = [item for item in current.split(",") if item]
+    given = [item for item in operand.split(",") if item]
+    if op == APPEND:
+        return ",".join(items + [item for item in dict.fromkeys(given) if item not in items])
+    return ",".join(item for item in items if item not in given)
