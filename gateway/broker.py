@@ -20,6 +20,8 @@ from storage.managed_ledger import ManagedLedger, RetentionPolicy, RolloverPolic
 from .config import TOPIC_CONFIG_DEFAULTS, Settings
 from .groups import OFFSETS_TOPIC, GroupCoordinator
 from .partition import Partition
+from .sasl import CredentialStore
+from .sasl.login_limiter import LoginLimiter
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +50,9 @@ class Broker:
         self._retention_task: asyncio.Task | None = None
         self._topic_lock = asyncio.Lock()
         self.groups = GroupCoordinator(self)
+        self.credentials = CredentialStore(metadata)
+        self.sasl_mechanisms = [m.strip() for m in settings["sasl.enabled.mechanisms"].split(",")]
+        self.login_limiter = LoginLimiter(settings["kgate.sasl.max.failed.logins.per.minute"])
 
     async def start(self) -> None:
         self.cluster_id = await self._cluster_id()
@@ -113,11 +118,7 @@ class Broker:
 
     async def delete_topic(self, name: str) -> Topic:
         async with self._topic_lock:
-            topic = self.cluster.topics.get(name)
-            if topic is None:
-                raise UnknownTopic(name)
-            if self.is_internal(name):
-                raise InternalTopic(name)
+            topic = self._client_topic(name)
             await self.cluster.delete_topic(name)
             for index in range(topic.partitions):
                 partition = self.partitions.pop((name, index), None)
@@ -140,11 +141,7 @@ class Broker:
         ``cluster.topics`` on every request.
         """
         async with self._topic_lock:
-            topic = self.cluster.topics.get(name)
-            if topic is None:
-                raise UnknownTopic(name)
-            if self.is_internal(name):
-                raise InternalTopic(name)
+            topic = self._client_topic(name)
             configs = change(dict(topic.configs))
             if validate_only:
                 return dataclasses.replace(topic, configs=configs)
@@ -155,6 +152,15 @@ class Broker:
                     partition.ledger.rollover, partition.ledger.retention = self._ledger_policies(topic)
             log.info("altered configs of topic %s: %s", name, configs)
             return topic
+
+    def _client_topic(self, name: str) -> Topic:
+        """The topic a client may delete or reconfigure: it exists and is not internal."""
+        topic = self.cluster.topics.get(name)
+        if topic is None:
+            raise UnknownTopic(name)
+        if self.is_internal(name):
+            raise InternalTopic(name)
+        return topic
 
     def _ledger_policies(self, topic: Topic) -> tuple[RolloverPolicy, RetentionPolicy]:
         def value(name):
