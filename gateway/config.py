@@ -29,10 +29,13 @@ class ConfigType(IntEnum):
     BOOLEAN = 1
     STRING = 2
     LONG = 5
+    LIST = 7
 
 
 def config_type(name: str) -> ConfigType:
     """The DescribeConfigs type of a broker setting or topic config."""
+    if name in LIST_CONFIGS:
+        return ConfigType.LIST
     setting = TOPIC_CONFIG_DEFAULTS.get(name) or name
     default = BROKER_SETTINGS.get(setting, ("",))[0]
     if isinstance(default, bool):
@@ -111,6 +114,7 @@ TOPIC_CONFIG_DEFAULTS = {
     "cleanup.policy": None,
 }
 CLEANUP_POLICIES = ("delete", "compact", "compact,delete", "delete,compact")
+LIST_CONFIGS = ("cleanup.policy", "sasl.enabled.mechanisms")
 
 
 def _is_host_port(text: str) -> bool:

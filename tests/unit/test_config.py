@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from gateway.config import ConfigError, Listener, Settings
+from gateway.config import ConfigError, ConfigType, Listener, Settings, config_type
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -123,3 +123,19 @@ def test_kgate_serve_refuses_bad_settings_at_start_up(tmp_path, override, settin
     assert result.returncode != 0
     assert setting in result.stderr
     assert "listening" not in result.stdout
+
+
+def test_describe_configs_reports_kafkas_types():
+    assert config_type("cleanup.policy") == ConfigType.LIST
+    assert config_type("sasl.enabled.mechanisms") == ConfigType.LIST
+    assert config_type("retention.ms") == ConfigType.LONG
+    assert config_type("auto.create.topics.enable") == ConfigType.BOOLEAN
+    assert config_type("kgate.entry.format") == ConfigType.STRING
+
+
+def test_listeners_take_kafkas_security_protocols():
+    assert Listener.parse("SASL_SSL://127.0.0.1:9094") == Listener("127.0.0.1", 9094, "SASL_SSL")
+    assert Listener.parse("127.0.0.1:9092").security_protocol == "PLAINTEXT"
+    assert Listener.parse("SASL_PLAINTEXT://[::1]:0") == Listener("::1", 0, "SASL_PLAINTEXT")
+    with pytest.raises(ConfigError, match="security protocol"):
+        Listener.parse("KERBEROS://127.0.0.1:1")
