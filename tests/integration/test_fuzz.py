@@ -3,7 +3,7 @@
 Every example opens a fresh raw socket and sends something broken: random bytes,
 truncated frames, size prefixes over ``socket.request.max.bytes`` or negative,
 unsupported API keys or versions, valid headers with garbage bodies, or a Produce
-whose batch has a wrong CRC. After each one the broker process must be alive, a
+whose batch (magic 2) or message set (magic 0/1) has a wrong CRC. After each one the broker process must be alive, a
 long-lived raw connection must still get Metadata and ListOffsets answers, and a
 confluent-kafka producer must still get a record acknowledged at the next offset.
 """
@@ -18,6 +18,7 @@ from kafka.protocol.admin import CreateTopicsRequest
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import ListOffsetsRequest
 from kafka.protocol.metadata import ApiVersionsRequest
+from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
 from protocol.api_versions import SUPPORTED, is_supported
 from protocol.error_codes import ErrorCode
@@ -110,8 +111,24 @@ def corrupt_produces(draw):
     return "corrupt", (bytes(batch), draw(st.integers(3, 11)), draw(st.sampled_from([-1, 1])))
 
 
+@st.composite
+def corrupt_legacy_produces(draw):
+    """A 0.9/0.10-era message set (Produce v0-2) with a byte under a message CRC changed."""
+    magic = draw(st.sampled_from([0, 1]))
+    builder = LegacyRecordBatchBuilder(magic=magic, compression_type=draw(st.sampled_from([0, 1, 2, 3])),
+                                       batch_size=1 << 20)
+    for i, value in enumerate(draw(st.lists(st.binary(max_size=50), min_size=1, max_size=5))):
+        builder.append(i, timestamp=1_700_000_000_000, key=None, value=value)
+    message_set = bytearray(builder.build())
+    first_end = 12 + struct.unpack_from(">i", message_set, 8)[0]
+    index = draw(st.integers(18, first_end - 1))  # in the first message, after its magic and attributes
+    message_set[index] ^= draw(st.integers(1, 255))
+    version = draw(st.sampled_from([0, 1]) if magic == 0 else st.just(2))
+    return "corrupt", (bytes(message_set), version, draw(st.sampled_from([-1, 1])))
+
+
 ATTACKS = st.one_of(random_bytes, truncated_frames, bad_sizes, unsupported_requests, garbage_bodies,
-                    corrupt_produces())
+                    corrupt_produces(), corrupt_legacy_produces())
 
 
 def _drain_until_closed(sock: socket.socket) -> None:

@@ -8,6 +8,8 @@ import asyncio
 import base64
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from kafka.net.sasl.scram import ScramClient
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
@@ -199,3 +201,22 @@ def test_unauthenticated_frames_are_capped():
     connection.receive_data(frame_prefix(64 * 1024 + 1) + b"x" * 100)
     event = connection.next_event()
     assert isinstance(event, ProtocolViolation) and "sasl.server.max.receive.size" in event.reason
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(mechanism=st.sampled_from(["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]),
+       tokens=st.lists(st.binary(max_size=200) | st.text(max_size=80).map(str.encode), min_size=1, max_size=3))
+def test_arbitrary_tokens_only_ever_fail_authentication(credentials, mechanism, tokens):
+    put_once(credentials)
+    server = start(mechanism, credentials)
+    for token in tokens:
+        try:
+            evaluate(server, token)
+        except AuthenticationFailed:
+            return
+    assert not server.complete
+
+
+def put_once(credentials):
+    if not asyncio.run(credentials.get("alice")):
+        put(credentials, "alice", "s3cret")
