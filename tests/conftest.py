@@ -4,11 +4,19 @@ from tests.support.broker_process import BrokerProcess
 
 
 @pytest.fixture
-def broker_factory(tmp_path):
+def entry_format(request):
+    """The broker's default entry format. Suites that must hold for every format
+    parametrize this fixture indirectly with ``storage.entry_formats.names()``."""
+    return getattr(request, "param", "kafka")
+
+
+@pytest.fixture
+def broker_factory(tmp_path, entry_format):
     """Start brokers on free ports in the test's temporary directory; stop them by PID after."""
     started = []
 
     def start(name="broker", listeners=(), **settings):
+        settings.setdefault("entry.format", entry_format)
         broker = BrokerProcess(str(tmp_path / name), settings, listeners=listeners).start()
         started.append(broker)
         return broker
@@ -19,12 +27,5 @@ def broker_factory(tmp_path):
 
 
 @pytest.fixture
-def entry_format(request):
-    """The broker's default entry format. Suites that must hold for every format
-    parametrize this fixture indirectly with ``storage.entry_formats.names()``."""
-    return getattr(request, "param", "kafka")
-
-
-@pytest.fixture
-def broker(broker_factory, entry_format):
-    return broker_factory(**{"entry.format": entry_format})
+def broker(broker_factory):
+    return broker_factory()

@@ -10,6 +10,7 @@ from kafka.admin import KafkaAdminClient
 from kafka.errors import InconsistentGroupProtocolError
 from kafka.structs import TopicPartition as KTopicPartition
 
+from storage import entry_formats
 from tests.support.clients import ConfluentClient, create_topic
 from tests.support.member_process import MemberProcess, wait_for
 
@@ -17,6 +18,7 @@ PARTITIONS = 12
 # Members must be in the first generation before records flow, so a run without failures
 # has no rebalance, hence no re-delivery: wait for them all, then produce.
 GROUP_SETTINGS = {"group.initial.rebalance.delay.ms": 1000}
+pytestmark = pytest.mark.parametrize("entry_format", entry_formats.names(), indirect=True)
 
 
 @pytest.fixture

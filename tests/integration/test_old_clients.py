@@ -27,9 +27,9 @@ pytestmark = pytest.mark.parametrize("entry_format", entry_formats.names(), indi
 
 
 @pytest.fixture
-def broker(broker_factory, entry_format):
+def broker(broker_factory):
     # Each group here has one member at a time: no reason to wait for others to join.
-    return broker_factory(**{"entry.format": entry_format, "group.initial.rebalance.delay.ms": 0})
+    return broker_factory(**{"group.initial.rebalance.delay.ms": 0})
 
 
 def _name(api_version) -> str:
