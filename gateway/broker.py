@@ -19,6 +19,7 @@ from storage.managed_ledger import ManagedLedger, RetentionPolicy, RolloverPolic
 
 from .config import TOPIC_CONFIG_DEFAULTS, Settings
 from .groups import OFFSETS_TOPIC, GroupCoordinator
+from .metrics import BrokerMetrics
 from .partition import Partition
 from .sasl import CredentialStore
 from .sasl.login_limiter import LoginLimiter
@@ -53,6 +54,7 @@ class Broker:
         self.credentials = CredentialStore(metadata)
         self.sasl_mechanisms = [m.strip() for m in settings["sasl.enabled.mechanisms"].split(",")]
         self.login_limiter = LoginLimiter(settings["kgate.sasl.max.failed.logins.per.minute"])
+        self.metrics = BrokerMetrics(self)
 
     async def start(self) -> None:
         self.cluster_id = await self._cluster_id()

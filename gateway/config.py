@@ -98,6 +98,8 @@ BROKER_SETTINGS: dict[str, tuple[object, tuple]] = {
     # One PEM file holding the certificate chain and the private key, for SSL listeners.
     "ssl.keystore.location": ("", _ANY),
     "ssl.key.password": ("", _ANY),
+    # HOST:PORT of the Prometheus endpoint (``kgate serve --metrics``); empty: none.
+    "kgate.metrics.listener": ("", ("must be HOST:PORT or empty", lambda v: v == "" or _is_host_port(v, 0))),
     "log.level": ("INFO", ("must be DEBUG, INFO, WARNING or ERROR",
                            lambda v: v in ("DEBUG", "INFO", "WARNING", "ERROR"))),
 }
@@ -117,9 +119,9 @@ CLEANUP_POLICIES = ("delete", "compact", "compact,delete", "delete,compact")
 LIST_CONFIGS = ("cleanup.policy", "sasl.enabled.mechanisms")
 
 
-def _is_host_port(text: str) -> bool:
+def _is_host_port(text: str, lowest_port: int = 1) -> bool:
     host, sep, port = text.rpartition(":")
-    return bool(sep and host and port.isdigit() and 0 < int(port) < 65536)
+    return bool(sep and host and port.isdigit() and lowest_port <= int(port) < 65536)
 
 
 def _coerce(name: str, raw, default):

@@ -76,15 +76,31 @@ class KafkaConnection(asyncio.Protocol):
         self._process()
 
     def _process(self) -> None:
-        while (event := self._protocol.next_event()) is not None:
+        metrics = self._broker.metrics
+        while True:
+            started = time.monotonic()
+            event = self._protocol.next_event()
+            if event is None:
+                return
+            received = time.monotonic()
             if isinstance(event, ProtocolViolation):
                 log.warning("closing connection from %s: %s", self.info.peer, event.reason)
                 self._transport.close()
                 return
             if isinstance(event, SaslTokenReceived):
-                self._enqueue(None, authenticate(self._broker, self.info, event.token))
+                self._enqueue(None, self._timed(authenticate(self._broker, self.info, event.token)), received)
             else:
-                self._enqueue(event.header, dispatch(self._broker, self.info, event.header, event.request))
+                metrics.decoded(event.header.api_key, received - started)
+                self._enqueue(event.header, self._handle(event.header, event.request, received), received)
+
+    async def _handle(self, header, request, received: float):
+        self._broker.metrics.started(header.api_key, time.monotonic() - received)
+        return await self._timed(dispatch(self._broker, self.info, header, request))
+
+    @staticmethod
+    async def _timed(work):
+        """``work``'s result and when it was ready (the respond stage starts there)."""
+        return await work, time.monotonic()
         if self._inflight >= self._max_inflight and self._reading:
             self._reading = False
             self._transport.pause_reading()
@@ -105,17 +121,18 @@ class KafkaConnection(asyncio.Protocol):
 
     # -- requests and responses ------------------------------------------------------------
 
-    def _enqueue(self, header, work) -> None:
+    def _enqueue(self, header, work, received: float) -> None:
         """Start ``work`` now; its answer is written after every earlier one (``header`` None: a raw token)."""
         self._inflight += 1
-        self._pending.put_nowait((header, asyncio.ensure_future(work)))
+        self._pending.put_nowait((header, asyncio.ensure_future(work), received))
 
     async def _write_responses(self) -> None:
         transport = self._transport
+        metrics = self._broker.metrics
         while True:
-            header, task = await self._pending.get()
+            header, task, received = await self._pending.get()
             try:
-                response = await task
+                response, handled = await task
                 if header is None:
                     frame = ServerConnection.encode_token(response)
                 else:
@@ -136,6 +153,8 @@ class KafkaConnection(asyncio.Protocol):
                 if transport.is_closing():
                     return
                 transport.writelines(frame)
+            if header is not None:
+                metrics.answered(header.api_key, header.api_version, received, handled)
             if self._protocol.auth_state is AuthState.PAUSED and not self._authentication_step(header, response):
                 return
             self._last_activity = time.monotonic()

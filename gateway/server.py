@@ -42,6 +42,11 @@ async def serve(broker: Broker, ready=print) -> None:
             servers.append(server)
             scheme = "" if listener.security_protocol == "PLAINTEXT" else f"{listener.security_protocol}://"
             ready(f"kgate listening on {scheme}{host}:{port}", flush=True)
+        metrics_at = broker.settings["kgate.metrics.listener"]
+        if metrics_at:
+            host, _, port = metrics_at.rpartition(":")
+            port = broker.metrics.serve(host, int(port))
+            ready(f"kgate metrics on http://{host}:{port}/metrics", flush=True)
         stop = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)

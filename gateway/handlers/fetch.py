@@ -47,20 +47,30 @@ async def fetch(ctx, request):
         for part in topic_request.partitions:
             partition = broker.partitions.get((topic.name, part.partition)) if topic else None
             targets.append((topic_request, part, partition))
+    stages = broker.metrics.fetch_stage
     deadline = time.monotonic() + request.max_wait_ms / 1000
     while True:
         waits = [p.ledger.appended() for _, _, p in targets if p is not None]
-        responses, total = _read(targets, request.max_bytes if version >= 3 else 2**31 - 1, version)
-        remaining = deadline - time.monotonic()
+        began = time.monotonic()
+        responses, total, served = _read(targets, request.max_bytes if version >= 3 else 2**31 - 1, version)
+        now = time.monotonic()
+        stages["read"].observe(now - began)
+        remaining = deadline - now
         if total >= request.min_bytes or remaining <= 0 or not waits or _has_errors(responses):
             break
         await _any_set(waits, remaining)
+        stages["wait"].observe(time.monotonic() - now)
+    for topic, (size, count) in served.items():
+        broker.metrics.bytes_out.labels(topic).inc(size)
+        broker.metrics.records_out.labels(topic).inc(count)
     return R(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=_group(responses))
 
 
 def _read(targets, max_bytes, version):
+    """Partition responses, their total bytes, and per topic the (bytes, records) served."""
     responses = []
     total = 0
+    served: dict[str, list[int]] = {}
     for topic_request, part, partition in targets:
         if partition is None:
             error = ErrorCode.UNKNOWN_TOPIC_ID if version >= 13 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -78,14 +88,18 @@ def _read(targets, max_bytes, version):
         elif max_bytes > 0 or total == 0:
             # The first partition with data always gets at least one whole batch.
             budget = min(part.partition_max_bytes, max_bytes) if total else part.partition_max_bytes
-            chunks, error = decode_entries(ledger.read(part.fetch_offset, max(budget, 1)), version)
+            entries = ledger.read(part.fetch_offset, max(budget, 1))
+            chunks, error = decode_entries(entries, version)
             records = b"".join(chunks)
             total += len(records)
             max_bytes -= len(records)
+            counts = served.setdefault(partition.topic, [0, 0])
+            counts[0] += len(records)
+            counts[1] += sum(stored.header.record_count for stored in entries[:len(chunks)])
         responses.append((topic_request, PD(
             partition_index=part.partition, error_code=error, high_watermark=hw, last_stable_offset=hw,
             log_start_offset=start, aborted_transactions=None, preferred_read_replica=-1, records=records)))
-    return responses, total
+    return responses, total, served
 
 
 def decode_entries(entries, version) -> tuple[list, ErrorCode]:

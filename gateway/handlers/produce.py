@@ -8,6 +8,7 @@ since the ledger store is the replication); acks=0 gets no answer at all.
 """
 import asyncio
 import logging
+import time
 
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.producer import ProduceResponse
@@ -37,6 +38,8 @@ class _Refused(Exception):
 
 @handles(ApiKey.Produce)
 async def produce(ctx, request):
+    metrics = ctx.broker.metrics
+    began = time.monotonic()
     results = {}  # (topic, partition) -> [error, base_offset, durable, partition]
     for topic_data in request.topic_data:
         for data in topic_data.partition_data:
@@ -49,11 +52,14 @@ async def produce(ctx, request):
                     log.warning("produce to %s-%d from %s refused (%s): %s", key[0], key[1],
                                 ctx.connection.peer, refused.error.name, refused)
                 results[key] = [refused.error, -1, None, None]
+    appended = time.monotonic()
+    metrics.produce_stage["append"].observe(appended - began)
     if request.acks == 0:
         return None
     durables = [r[2] for r in results.values() if r[2] is not None]
     if durables:
         await asyncio.wait(durables, timeout=max(request.timeout_ms, 1) / 1000)
+        metrics.produce_stage["fsync"].observe(time.monotonic() - appended)
     for result in results.values():
         durable = result[2]
         if durable is None:
@@ -90,6 +96,8 @@ async def _append(ctx, request, topic_name, data):
         base, durable = await partition.append(produced, broker.entry_format(topic), codec)
     except (record_batch.InvalidBatch, SequenceError) as exc:
         raise _Refused(ErrorCode[exc.error], str(exc)) from None
+    broker.metrics.bytes_in.labels(topic_name).inc(len(records))
+    broker.metrics.records_in.labels(topic_name).inc(produced.record_count)
     return partition, base, durable
 
 

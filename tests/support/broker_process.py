@@ -67,6 +67,9 @@ class BrokerProcess:
                 self.ports[protocol] = port
             else:
                 self.port = port
+        if self.settings.get("kgate.metrics.listener"):
+            line = self._read_line(timeout)
+            self.metrics_url = line.rpartition(" ")[2]
         return self
 
     def _read_line(self, timeout: float) -> str:
