@@ -155,8 +155,37 @@ class Broker:
             log.info("altered configs of topic %s: %s", name, configs)
             return topic
 
+    async def create_partitions(self, name: str, count: int, check: Callable[[Topic], None],
+                                validate_only: bool = False) -> Topic:
+        """Grow a topic to ``count`` partitions; return the topic as it is (or would be) then.
+
+        ``check(topic)`` runs under the topic lock on the topic as it is then and raises
+        to refuse. The new partitions' ledgers are opened before the count is stored and
+        published in the same step as it, so Metadata, produce and the group coordinator
+        never see a partition count without its partitions.
+        """
+        async with self._topic_lock:
+            topic = self._client_topic(name)
+            check(topic)
+            grown = dataclasses.replace(topic, partitions=count)
+            if validate_only:
+                return grown
+            opened = []
+            try:
+                for index in range(topic.partitions, count):
+                    opened.append(await self._open_partition(grown, index))
+                grown = await self.cluster.add_partitions(name, count)
+            except Exception:
+                for partition in opened:
+                    await partition.ledger.delete()
+                raise
+            for partition in opened:
+                self.partitions[(name, partition.index)] = partition
+            log.info("topic %s grown from %d to %d partitions", name, topic.partitions, count)
+            return grown
+
     def _client_topic(self, name: str) -> Topic:
-        """The topic a client may delete or reconfigure: it exists and is not internal."""
+        """The topic a client may delete, reconfigure or grow: it exists and is not internal."""
         topic = self.cluster.topics.get(name)
         if topic is None:
             raise UnknownTopic(name)
@@ -172,13 +201,16 @@ class Broker:
 
     async def _open_partitions(self, topic: Topic) -> None:
         for index in range(topic.partitions):
-            rollover, retention = self._ledger_policies(topic)
-            ledger = ManagedLedger(
-                f"{topic.name}-{index}", self.ledgers, self.metadata, ledger_list_path(topic.name, index),
-                lambda: self.cluster.allocate("ledger-id"), rollover=rollover, retention=retention)
-            partition = Partition(topic.name, index, ledger)
-            await partition.open()
-            self.partitions[(topic.name, index)] = partition
+            self.partitions[(topic.name, index)] = await self._open_partition(topic, index)
+
+    async def _open_partition(self, topic: Topic, index: int) -> Partition:
+        rollover, retention = self._ledger_policies(topic)
+        ledger = ManagedLedger(
+            f"{topic.name}-{index}", self.ledgers, self.metadata, ledger_list_path(topic.name, index),
+            lambda: self.cluster.allocate("ledger-id"), rollover=rollover, retention=retention)
+        partition = Partition(topic.name, index, ledger)
+        await partition.open()
+        return partition
 
     @staticmethod
     def is_internal(name: str) -> bool:

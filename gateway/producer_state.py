@@ -25,6 +25,17 @@ class CachedBatch:
 class _Producer:
     epoch: int
     batches: deque = field(default_factory=lambda: deque(maxlen=MAX_CACHED_BATCHES))
+    last_timestamp: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class ActiveProducer:
+    """What DescribeProducers reports of one producer: its last batch's sequence and max timestamp."""
+
+    producer_id: int
+    epoch: int
+    last_sequence: int
+    last_timestamp: int
 
 
 class SequenceError(Exception):
@@ -70,6 +81,12 @@ class ProducerStateTable:
         if producer is None or header.producer_epoch > producer.epoch:
             producer = self._producers[header.producer_id] = _Producer(header.producer_epoch)
         producer.batches.append(CachedBatch(header.base_sequence, header.last_sequence, base_offset, durable))
+        producer.last_timestamp = header.max_timestamp
+
+    def active(self) -> list[ActiveProducer]:
+        return [ActiveProducer(producer_id, producer.epoch, producer.batches[-1].last_sequence,
+                               producer.last_timestamp)
+                for producer_id, producer in self._producers.items()]
 
     def __len__(self) -> int:
         return len(self._producers)

@@ -41,6 +41,10 @@ class UnknownTopic(Exception):
     pass
 
 
+class NotAnIncrease(Exception):
+    """A partition count no larger than the topic's (``args[0]``: its current count)."""
+
+
 def ledger_list_path(topic: str, partition: int) -> str:
     return f"/managed-ledgers/{topic}/{partition}"
 
@@ -89,6 +93,30 @@ class ClusterState:
                 raise UnknownTopic(name)
             topic = Topic.decode(name, node.data)
             topic.configs = dict(configs)
+            try:
+                await self.store.set(path, topic.encode(), node.version)
+            except BadVersion:
+                continue
+            except NoNode:
+                raise UnknownTopic(name) from None
+            self.topics[name] = topic
+            return topic
+
+    async def add_partitions(self, name: str, count: int) -> Topic:
+        """Grow the topic to ``count`` partitions; raise NotAnIncrease if it has as many already.
+
+        Compare-and-set on the topic node like :meth:`alter_topic_configs`: the count is
+        checked against the node as it is when written, and its configs are kept.
+        """
+        path = f"{TOPICS}/{name}"
+        while True:
+            node = await self.store.get(path)
+            if node is None:
+                raise UnknownTopic(name)
+            topic = Topic.decode(name, node.data)
+            if count <= topic.partitions:
+                raise NotAnIncrease(topic.partitions)
+            topic.partitions = count
             try:
                 await self.store.set(path, topic.encode(), node.version)
             except BadVersion:

@@ -32,6 +32,12 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.OffsetDelete: (0, 0),
     ApiKey.SaslHandshake: (0, 1),
     ApiKey.SaslAuthenticate: (0, 2),
+    ApiKey.CreatePartitions: (0, 3),
+    ApiKey.DeleteRecords: (0, 2),
+    ApiKey.DescribeCluster: (0, 1),
+    ApiKey.OffsetForLeaderEpoch: (0, 4),
+    ApiKey.DescribeLogDirs: (0, 4),
+    ApiKey.DescribeProducers: (0, 0),
 }
 
 

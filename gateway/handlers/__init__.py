@@ -38,5 +38,5 @@ def implemented() -> set[int]:
     return set(_HANDLERS)
 
 
-from . import (api_versions, configs, fetch, groups, list_offsets, metadata, offsets, produce,  # noqa: E402,F401
-               producer_ids, sasl, topics)
+from . import (api_versions, cluster, configs, fetch, groups, leader_epochs, list_offsets, log_dirs,  # noqa: E402,F401
+               metadata, offsets, partitions, produce, producer_ids, producers, records, sasl, topics)

@@ -1,0 +1,67 @@
+"""OffsetForLeaderEpoch: where a leader epoch ends, for clients checking for truncation.
+
+A kgate partition's log knows one leader epoch, ``partition.leader_epoch`` (0 on a
+single node, the epoch every stored batch carries), starting at the log start
+offset, so Kafka's LeaderEpochFileCache.endOffsetFor answers:
+
+- requested epoch -1 (undefined): epoch -1, end offset -1;
+- the current epoch: it, and the high watermark (Kafka's leader says its log end
+  offset; kgate's end past the high watermark is not yet durable, and no client has
+  read there, so the high watermark is the end a client can have seen);
+- a larger epoch: epoch -1, end offset -1 (no such epoch);
+- a smaller one: the requested epoch and the start of the first epoch after it, the
+  log start offset.
+
+``current_leader_epoch`` (v2+) fences as Kafka's Partition.getLocalLog does: older
+than the partition's epoch is FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH, -1
+skips the check. An unknown partition is UNKNOWN_TOPIC_OR_PARTITION.
+"""
+from kafka.protocol.api_key import ApiKey
+from kafka.protocol.consumer import OffsetForLeaderEpochResponse
+
+from protocol.error_codes import ErrorCode
+
+from . import handles
+
+R = OffsetForLeaderEpochResponse
+TopicResult = R.OffsetForLeaderTopicResult
+EpochEndOffset = TopicResult.EpochEndOffset
+
+UNDEFINED_EPOCH = -1
+UNDEFINED_OFFSET = -1
+
+
+@handles(ApiKey.OffsetForLeaderEpoch)
+async def offset_for_leader_epoch(ctx, request):
+    broker = ctx.broker
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for part in topic.partitions:
+            partition = broker.partitions.get((topic.topic, part.partition))
+            current = part.current_leader_epoch if ctx.version >= 2 else -1
+            if partition is None:
+                error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif current != -1 and current < partition.leader_epoch:
+                error = ErrorCode.FENCED_LEADER_EPOCH
+            elif current > partition.leader_epoch:
+                error = ErrorCode.UNKNOWN_LEADER_EPOCH
+            else:
+                epoch, end = end_offset_for(part.leader_epoch, partition.leader_epoch,
+                                            partition.ledger.log_start_offset, partition.ledger.high_watermark)
+                partitions.append(EpochEndOffset(error_code=ErrorCode.NONE, partition=part.partition,
+                                                 leader_epoch=epoch, end_offset=end))
+                continue
+            partitions.append(EpochEndOffset(error_code=error, partition=part.partition,
+                                             leader_epoch=UNDEFINED_EPOCH, end_offset=UNDEFINED_OFFSET))
+        topics.append(TopicResult(topic=topic.topic, partitions=partitions))
+    return R(throttle_time_ms=0, topics=topics)
+
+
+def end_offset_for(requested: int, current: int, log_start: int, end: int) -> tuple[int, int]:
+    """(epoch, end offset) for ``requested`` in a log whose only epoch, ``current``, starts at ``log_start``."""
+    if requested == UNDEFINED_EPOCH or requested > current:
+        return UNDEFINED_EPOCH, UNDEFINED_OFFSET
+    if requested == current:
+        return current, end
+    return requested, log_start

@@ -1,0 +1,47 @@
+"""DescribeProducers: the idempotent producers a partition's producer state knows.
+
+Each gets its id, epoch, its last batch's last sequence and max timestamp, as
+Kafka's ProducerStateManager reports them. Transactions are not offered, so the
+coordinator epoch and current transaction start offset are always -1. The state is
+what the broker holds in memory, rebuilt on start from the retained ``kafka`` and
+``mixed_kafka`` entries: unlike Kafka, whose producer snapshots keep a producer until
+``producer.id.expiration.ms``, a restart forgets producers whose batches all lie below
+the log start or were stored in the ``pulsar`` format.
+"""
+from kafka.protocol.admin import DescribeProducersResponse
+from kafka.protocol.api_key import ApiKey
+
+from protocol.error_codes import ErrorCode
+
+from . import handles
+
+R = DescribeProducersResponse
+TopicResult = R.TopicResponse
+PartitionResult = TopicResult.PartitionResponse
+State = PartitionResult.ProducerState
+
+NO_COORDINATOR_EPOCH = -1
+NO_TRANSACTION = -1
+
+
+@handles(ApiKey.DescribeProducers)
+async def describe_producers(ctx, request):
+    broker = ctx.broker
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for index in topic.partition_indexes:
+            partition = broker.partitions.get((topic.name, index))
+            if partition is None:
+                partitions.append(PartitionResult(
+                    partition_index=index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    error_message=f"no partition {topic.name}-{index}", active_producers=[]))
+                continue
+            partitions.append(PartitionResult(
+                partition_index=index, error_code=ErrorCode.NONE, error_message=None,
+                active_producers=[State(producer_id=p.producer_id, producer_epoch=p.epoch,
+                                        last_sequence=p.last_sequence, last_timestamp=p.last_timestamp,
+                                        coordinator_epoch=NO_COORDINATOR_EPOCH, current_txn_start_offset=NO_TRANSACTION)
+                                  for p in partition.producers.active()]))
+        topics.append(TopicResult(name=topic.name, partitions=partitions))
+    return R(throttle_time_ms=0, topics=topics)

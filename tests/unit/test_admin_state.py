@@ -1,0 +1,92 @@
+"""State behind the admin APIs: a log start moved by DeleteRecords across reopens, a
+topic's partition count grown by compare-and-set, the producers DescribeProducers
+lists, and OffsetForLeaderEpoch's answers for a log with one leader epoch."""
+import pytest
+
+from gateway.handlers.leader_epochs import end_offset_for
+from gateway.producer_state import ActiveProducer, ProducerStateTable
+from metadata.cluster import ClusterState, NotAnIncrease, UnknownTopic
+from metadata.stores.embedded import EmbeddedMetadataStore
+from protocol.record_batch import read_header
+from tests.unit.record_batches import BASE_TIMESTAMP, build_batch
+from tests.unit.test_managed_ledger import Partition, append, offsets
+
+
+@pytest.fixture
+def partition(tmp_path):
+    return Partition(tmp_path)
+
+
+@pytest.mark.parametrize("clean", [True, False])
+async def test_trimmed_log_start_survives_a_reopen(partition, clean):
+    ledger = await partition.open()
+    for _ in range(10):
+        await append(ledger)                      # three entries per ledger: 0-2, 3-5, 6-8, 9
+    await ledger.trim_before(7)
+    assert ledger.log_start_offset == 7 and ledger.ledger_first_offsets() == [6, 9]
+    assert ledger.read(5, 1 << 20) == []
+    await partition.stop(clean)
+
+    ledger = await partition.open()
+    assert ledger.log_start_offset == 7
+    assert ledger.read(6, 1 << 20) == []
+    assert offsets(ledger.read(7, 1 << 20)) == [(7, 1), (8, 1), (9, 1)]
+    assert await append(ledger) == 10
+
+
+async def test_trim_to_the_high_watermark_keeps_only_the_open_ledger(partition):
+    ledger = await partition.open()
+    for _ in range(7):
+        await append(ledger)
+    size = ledger.size_bytes
+    await ledger.trim_before(ledger.high_watermark)
+    assert ledger.log_start_offset == 7 and ledger.ledger_first_offsets() == [6]
+    assert ledger.size_bytes < size and ledger.read(7, 1 << 20) == []
+    with pytest.raises(ValueError):
+        await ledger.trim_before(8)               # beyond the high watermark
+
+
+async def test_add_partitions_keeps_configs_and_refuses_no_increase(tmp_path):
+    store = EmbeddedMetadataStore(str(tmp_path / "metadata.sqlite"))
+    mine, theirs = ClusterState(store), ClusterState(store)
+    await mine.create_topic("t", 2, {"retention.ms": "1000"})
+    await theirs.load()
+    # Another writer changes the configs after our copy was read: the count lands with them.
+    await theirs.alter_topic_configs("t", {"retention.ms": "2000"})
+    grown = await mine.add_partitions("t", 5)
+    assert (grown.partitions, grown.configs) == (5, {"retention.ms": "2000"})
+    await theirs.load()
+    assert theirs.topics["t"].partitions == 5
+    with pytest.raises(NotAnIncrease) as refused:
+        await mine.add_partitions("t", 5)
+    assert refused.value.args == (5,)
+    with pytest.raises(UnknownTopic):
+        await mine.add_partitions("absent", 3)
+    await store.close()
+
+
+def batch(producer_id, epoch, base_sequence, count):
+    return read_header(build_batch([b"v"] * count, producer_id=producer_id, producer_epoch=epoch,
+                                   base_sequence=base_sequence))
+
+
+def test_active_producers_report_their_last_batch():
+    table = ProducerStateTable()
+    assert table.active() == []
+    table.record(batch(7, 0, 0, 3), 0, None)
+    table.record(batch(7, 0, 3, 2), 3, None)
+    table.record(batch(9, 2, 0, 1), 5, None)
+    assert sorted(table.active(), key=lambda p: p.producer_id) == [
+        ActiveProducer(7, 0, 4, BASE_TIMESTAMP + 1), ActiveProducer(9, 2, 0, BASE_TIMESTAMP)]
+    table.record(batch(7, 1, 0, 4), 6, None)      # a new epoch starts over
+    assert ActiveProducer(7, 1, 3, BASE_TIMESTAMP + 3) in table.active()
+
+
+@pytest.mark.parametrize("requested, answer", [
+    (0, (0, 50)),      # the current epoch ends at the high watermark
+    (-1, (-1, -1)),    # undefined
+    (1, (-1, -1)),     # newer than any epoch the log has
+    (-4, (-4, 10)),    # older than any: the start of the first epoch after it
+])
+def test_end_offset_for_a_log_with_one_epoch(requested, answer):
+    assert end_offset_for(requested, current=0, log_start=10, end=50) == answer
