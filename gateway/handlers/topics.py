@@ -94,7 +94,7 @@ async def delete_topics(ctx, request):
             topic = await broker.delete_topic(name)
             results.append(D.DeletableTopicResult(name=name, topic_id=topic.topic_id, error_code=ErrorCode.NONE))
         except InternalTopic:
-            results.append(D.DeletableTopicResult(name=name, topic_id=None, error_code=ErrorCode.INVALID_TOPIC_EXCEPTION,
+            results.append(D.DeletableTopicResult(name=name, topic_id=None, error_code=ErrorCode.INVALID_TOPIC,
                                                   error_message=f"{name} is an internal topic"))
         except UnknownTopic:
             error = ErrorCode.UNKNOWN_TOPIC_ID if name is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

@@ -3,6 +3,7 @@
 Real clients never send most of this, so the requests go over a raw connection.
 """
 import pytest
+from kafka.protocol.admin import DeleteTopicsRequest as DeleteTopics
 from kafka.protocol.admin import DescribeGroupsRequest as DescribeGroups
 from kafka.protocol.consumer import HeartbeatRequest as Heartbeat
 from kafka.protocol.consumer import JoinGroupRequest as JoinGroup
@@ -10,6 +11,7 @@ from kafka.protocol.consumer import OffsetCommitRequest as OffsetCommit
 from kafka.protocol.consumer import OffsetFetchRequest as OffsetFetch
 from kafka.protocol.consumer import SyncGroupRequest as SyncGroup
 from kafka.protocol.metadata import FindCoordinatorRequest as FindCoordinator
+from kafka.protocol.metadata import MetadataRequest as Metadata
 
 from protocol.error_codes import ErrorCode
 from tests.support.clients import create_topic
@@ -181,3 +183,11 @@ def test_join_storm_leaves_other_groups_intact(wire):
     assert fetch(wire, "calm") == {("t", 0): (42, "keep")}
     described = wire.call(DescribeGroups(groups=["calm"], include_authorized_operations=False), 4).groups[0]
     assert described.group_state == "Stable" and [m.member_id for m in described.members] == [member]
+
+
+def test_the_offsets_topic_cannot_be_deleted(wire):
+    request = DeleteTopics(timeout_ms=10_000, topic_names=["__consumer_offsets"])
+    (result,) = wire.call(request, 4).responses
+    assert result.error_code == ErrorCode.INVALID_TOPIC
+    metadata = wire.call(Metadata(topics=[Metadata.MetadataRequestTopic(name="__consumer_offsets")]), 1)
+    assert metadata.topics[0].error_code == ErrorCode.NONE and len(metadata.topics[0].partitions) == 50
