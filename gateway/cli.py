@@ -22,6 +22,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--config", metavar="FILE", help="TOML file of settings")
     run.add_argument("--set", action="append", metavar="KEY=VALUE", dest="overrides", default=[],
                      help="override one setting (repeatable)")
+    run.add_argument("--metrics", metavar="HOST:PORT",
+                     help="serve Prometheus metrics at http://HOST:PORT/metrics (kgate.metrics.listener)")
     users.add_parser(commands)
     return parser
 
@@ -32,7 +34,8 @@ def main(argv=None) -> int:
         return users.run(args)
     if args.command == "serve":
         try:
-            settings = Settings.load(args.listen, args.data_dir, args.config, args.overrides)
+            overrides = args.overrides + ([f"kgate.metrics.listener={args.metrics}"] if args.metrics else [])
+            settings = Settings.load(args.listen, args.data_dir, args.config, overrides)
         except ConfigError as exc:
             print(f"kgate: {exc}", file=sys.stderr)
             return 2
