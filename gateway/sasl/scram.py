@@ -88,7 +88,9 @@ class ScramMechanism(Mechanism):
         if not sep:
             raise AuthenticationFailed("Invalid SCRAM client-final message: proof missing")
         fields = _attributes(without_proof)
-        if fields.get("r") != self._nonce:
+        # Kafka accepts any nonce that ends with ours, and librdkafka up to 2.0 relies on
+        # it: it sends its own nonce again in front of the one it was given.
+        if not fields.get("r", "").endswith(self._nonce):
             raise AuthenticationFailed("Invalid SCRAM client-final message: nonce mismatch")
         if fields.get("c") != base64.b64encode(self._gs2_header.encode()).decode():
             raise AuthenticationFailed("Invalid SCRAM client-final message: channel binding mismatch")

@@ -21,7 +21,7 @@ class ConfluentClient:
     name = "confluent-kafka"
 
     @staticmethod
-    def produce(bootstrap, topic, count, codec="none", value_size=100, timeout=120, **config):
+    def produce(bootstrap, topic, count, codec="none", value_size=100, timeout=120, with_headers=True, **config):
         producer = Producer({"bootstrap.servers": bootstrap, "compression.type": codec, "linger.ms": 5,
                              "acks": "all", **config})
         failures = []
@@ -33,7 +33,8 @@ class ConfluentClient:
         for i in range(count):
             while True:
                 try:
-                    producer.produce(topic, key=R.key(i), value=R.value(i, value_size), headers=R.headers(i),
+                    producer.produce(topic, key=R.key(i), value=R.value(i, value_size),
+                                     headers=R.headers(i) if with_headers else None,
                                      timestamp=R.timestamp(i), on_delivery=delivered)
                     break
                 except BufferError:
@@ -45,8 +46,9 @@ class ConfluentClient:
         assert not failures, f"{len(failures)} delivery failures, first: {failures[0]}"
 
     @staticmethod
-    def consume(bootstrap, topic, partitions, count, timeout=120) -> list[R.Consumed]:
-        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False})
+    def consume(bootstrap, topic, partitions, count, timeout=120, **config) -> list[R.Consumed]:
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False,
+                             **config})
         consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         out = []
         deadline = time.monotonic() + timeout

@@ -220,3 +220,18 @@ def test_arbitrary_tokens_only_ever_fail_authentication(credentials, mechanism, 
 def put_once(credentials):
     if not asyncio.run(credentials.get("alice")):
         put(credentials, "alice", "s3cret")
+
+
+def test_a_client_nonce_repeated_before_ours_is_accepted_as_kafka_accepts_it(credentials):
+    """librdkafka 2.0 sends r=<its nonce><our whole nonce>; Kafka checks only the suffix."""
+    put(credentials, "alice", "s3cret")
+    client = ScramClient("alice", "s3cret", "SCRAM-SHA-256")
+    server = start("SCRAM-SHA-256", credentials)
+    client_nonce = client.nonce
+    client.process_server_first_message(evaluate(server, client.first_message()))
+    client.nonce = client_nonce + client.nonce
+    client.auth_message = client.auth_message.replace(b"c=biws,r=", b"c=biws,r=" + client_nonce)
+    client.client_signature = client.hmac(client.stored_key, client.auth_message)
+    client.client_proof = bytes(a ^ b for a, b in zip(client.client_key, client.client_signature))
+    evaluate(server, client.final_message())
+    assert server.principal == "alice"

@@ -1,0 +1,110 @@
+"""Client libraries of the 0.9/0.10 era against kgate: old kafka-python releases, Sarama
+1.22, kcat (librdkafka 2.0.2) and confluent-kafka forced to the 0.9 generation.
+
+None of them sends ApiVersions (in the modes pinned here), so every request version
+they choose must simply be served. Each produces with every codec it allows, reads
+back, and, where it has groups, consumes in a group that commits and resumes; what it
+wrote is read by today's confluent-kafka at the same offsets. SASL cells log in with
+PLAIN, and SCRAM where the client has it.
+"""
+import subprocess
+import sys
+
+import pytest
+
+from storage import entry_formats
+from tests.support import records
+from tests.support.client_generations import Kcat, OldKafkaPython, Sarama
+from tests.support.clients import ConfluentClient, create_topic
+
+COUNT = 1500
+PARTITIONS = 3
+LEGACY_CODECS = ["none", "gzip", "snappy", "lz4"]
+USER, PASSWORD = "alice", "alice-secret"
+
+# client, codecs it may send, (headers, timestamps) it writes (None: not settable), has groups
+CELLS = [
+    (OldKafkaPython("2.0.2", (0, 9)), LEGACY_CODECS, (False, False), True),
+    (OldKafkaPython("2.0.2", (0, 10, 0)), LEGACY_CODECS, (False, True), True),
+    (OldKafkaPython("1.4.7", (0, 9)), LEGACY_CODECS, (False, False), True),
+    (OldKafkaPython("1.4.7", (0, 10, 0)), LEGACY_CODECS, (False, True), True),
+    (Sarama("V0_9_0_0"), ["none", "gzip", "snappy"], (False, False), False),  # Sarama: lz4 needs 0.10
+    (Sarama("V0_10_0_0"), LEGACY_CODECS, (False, True), False),
+    (Sarama("V0_10_2_0"), LEGACY_CODECS, (False, True), True),
+    (Sarama("V2_1_0_0"), LEGACY_CODECS, (True, True), True),
+    (Kcat(legacy=True), LEGACY_CODECS, (False, False), False),
+    (Kcat(legacy=False), LEGACY_CODECS + ["zstd"], (False, None), False),
+]
+
+EVERY_FORMAT = pytest.mark.parametrize("entry_format", entry_formats.names(), indirect=True)
+
+
+@pytest.fixture
+def broker(broker_factory):
+    return broker_factory(**{"group.initial.rebalance.delay.ms": 0})
+
+
+@EVERY_FORMAT
+@pytest.mark.parametrize("client, codecs, writes, has_groups", CELLS, ids=[cell[0].name for cell in CELLS])
+def test_an_old_client_produces_reads_and_is_read_by_todays_clients(broker, client, codecs, writes, has_groups):
+    with_headers, with_timestamps = writes
+    for codec in codecs:
+        topic = f"{client.name}-{codec}"
+        create_topic(broker.bootstrap, topic, PARTITIONS)
+        client.produce(broker.bootstrap, topic, COUNT, codec=codec)
+        own = client.read(broker.bootstrap, topic, PARTITIONS, COUNT)
+        records.check_read_back(own, COUNT, with_headers=with_headers, with_timestamps=with_timestamps)
+        today = ConfluentClient.consume(broker.bootstrap, topic, PARTITIONS, COUNT)
+        records.check_read_back(today, COUNT, with_headers=with_headers, with_timestamps=with_timestamps)
+    if has_groups:
+        first = client.group(broker.bootstrap, topic, "resumes", COUNT // 3)
+        rest = client.group(broker.bootstrap, topic, "resumes", COUNT - len(first))
+        records.check_read_back(first + rest, COUNT, with_headers=with_headers, with_timestamps=with_timestamps)
+
+
+@EVERY_FORMAT
+@pytest.mark.parametrize("codec", LEGACY_CODECS)
+def test_confluent_kafka_forced_to_the_0_9_generation(broker, codec):
+    legacy = {"api.version.request": False, "broker.version.fallback": "0.9.0"}
+    topic = f"fallback-{codec}"
+    create_topic(broker.bootstrap, topic, PARTITIONS)
+    ConfluentClient.produce(broker.bootstrap, topic, COUNT, codec=codec, with_headers=False, **legacy)
+    read = ConfluentClient.consume(broker.bootstrap, topic, PARTITIONS, COUNT, **legacy)
+    records.check_read_back(read, COUNT, with_headers=False, with_timestamps=False)
+
+
+def test_sarama_zstd_in_produce_v3_is_refused_as_kafka_refuses_it(broker):
+    """Sarama 1.22 sends zstd in Produce v3; Kafka answers UNSUPPORTED_COMPRESSION_TYPE."""
+    create_topic(broker.bootstrap, "zstd-v3", 1)
+    with pytest.raises(RuntimeError, match="Failed to deliver"):
+        Sarama("V2_1_0_0").produce(broker.bootstrap, "zstd-v3", 10, codec="zstd")
+    assert ConfluentClient.consume(broker.bootstrap, "zstd-v3", 1, 1, timeout=3) == []
+
+
+# -- SASL ------------------------------------------------------------------------------------
+
+SASL_CELLS = [
+    (OldKafkaPython("2.0.2", (0, 10, 0)), {"sasl_mechanism": "PLAIN", "user": USER, "password": PASSWORD}),
+    (OldKafkaPython("2.0.2", (0, 10, 0)), {"sasl_mechanism": "SCRAM-SHA-256", "user": USER, "password": PASSWORD}),
+    (OldKafkaPython("1.4.7", (0, 10, 0)), {"sasl_mechanism": "PLAIN", "user": USER, "password": PASSWORD}),
+    (Sarama("V0_10_0_0"), {"user": USER, "password": PASSWORD}),
+    (Sarama("V2_1_0_0"), {"user": USER, "password": PASSWORD}),
+    (Kcat(legacy=False), {"mechanism": "PLAIN", "user": USER, "password": PASSWORD}),
+    (Kcat(legacy=False), {"mechanism": "SCRAM-SHA-512", "user": USER, "password": PASSWORD}),
+]
+
+
+@pytest.mark.parametrize("client, security", SASL_CELLS,
+                         ids=[f"{c.name}-{s.get('sasl_mechanism') or s.get('mechanism') or 'PLAIN'}"
+                              for c, s in SASL_CELLS])
+def test_old_clients_log_in(broker_factory, tmp_path, client, security):
+    data_dir = str(tmp_path / "sasl")
+    subprocess.run([sys.executable, "-m", "gateway.cli", "users", "--data-dir", data_dir, "add", USER,
+                    "--password", PASSWORD], check=True, capture_output=True, timeout=60)
+    broker = broker_factory("sasl", listeners=("SASL_PLAINTEXT",))
+    address = broker.address("SASL_PLAINTEXT")
+    create_topic(broker.bootstrap, "secured", PARTITIONS)
+    client.produce(address, "secured", 300, codec="gzip", **security)
+    assert len(client.read(address, "secured", PARTITIONS, 300, **security)) == 300
+    with pytest.raises(RuntimeError):
+        client.read(address, "secured", PARTITIONS, 1, timeout=5, **dict(security, password="wrong"))
