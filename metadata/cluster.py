@@ -86,21 +86,10 @@ class ClusterState:
         writer's change to the rest of the node (its id, its partitions) is never
         overwritten with a stale copy.
         """
-        path = f"{TOPICS}/{name}"
-        while True:
-            node = await self.store.get(path)
-            if node is None:
-                raise UnknownTopic(name)
-            topic = Topic.decode(name, node.data)
+        def change(topic: Topic) -> None:
             topic.configs = dict(configs)
-            try:
-                await self.store.set(path, topic.encode(), node.version)
-            except BadVersion:
-                continue
-            except NoNode:
-                raise UnknownTopic(name) from None
-            self.topics[name] = topic
-            return topic
+
+        return await self._update_topic(name, change)
 
     async def add_partitions(self, name: str, count: int) -> Topic:
         """Grow the topic to ``count`` partitions; raise NotAnIncrease if it has as many already.
@@ -108,15 +97,22 @@ class ClusterState:
         Compare-and-set on the topic node like :meth:`alter_topic_configs`: the count is
         checked against the node as it is when written, and its configs are kept.
         """
+        def change(topic: Topic) -> None:
+            if count <= topic.partitions:
+                raise NotAnIncrease(topic.partitions)
+            topic.partitions = count
+
+        return await self._update_topic(name, change)
+
+    async def _update_topic(self, name: str, change) -> Topic:
+        """Apply ``change`` to the stored topic with compare-and-set, re-reading on every lost race."""
         path = f"{TOPICS}/{name}"
         while True:
             node = await self.store.get(path)
             if node is None:
                 raise UnknownTopic(name)
             topic = Topic.decode(name, node.data)
-            if count <= topic.partitions:
-                raise NotAnIncrease(topic.partitions)
-            topic.partitions = count
+            change(topic)
             try:
                 await self.store.set(path, topic.encode(), node.version)
             except BadVersion:
