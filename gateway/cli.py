@@ -4,10 +4,16 @@ import asyncio
 import sys
 
 from . import logs
-from .commands import users
+from .commands import brokers, console, groups, topics, users
 from .broker import open_embedded
 from .config import ConfigError, Settings
 from .server import serve
+
+
+# Client commands: they talk the Kafka protocol to --bootstrap-server (any Kafka cluster).
+CLIENT_FAMILIES = (topics, groups, console, brokers)
+CLIENT_COMMANDS = {"topics": topics.run, "groups": groups.run, "produce": console.run, "consume": console.run,
+                   "brokers": brokers.run}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -25,6 +31,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--metrics", metavar="HOST:PORT",
                      help="serve Prometheus metrics at http://HOST:PORT/metrics (kgate.metrics.listener)")
     users.add_parser(commands)
+    for family in CLIENT_FAMILIES:
+        family.add_parser(commands)
     return parser
 
 
@@ -32,6 +40,8 @@ def main(argv=None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "users":
         return users.run(args)
+    if args.command in CLIENT_COMMANDS:
+        return CLIENT_COMMANDS[args.command](args)
     if args.command == "serve":
         try:
             overrides = args.overrides + ([f"kgate.metrics.listener={args.metrics}"] if args.metrics else [])
