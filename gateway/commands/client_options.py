@@ -17,14 +17,14 @@ import kafka.errors as Errors
 from kafka import KafkaAdminClient
 from kafka.net.compat import KafkaNetClient
 
+from ..config import SECURITY_PROTOCOLS
+from ..sasl import MECHANISMS
 from . import output
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CONNECT = 0, 1, 2, 3
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 DEFAULT_CONNECT_TIMEOUT_MS = 5000
-SECURITY_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT", "SSL", "SASL_SSL")
-SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 PASSWORD_VARIABLE = "KGATE_SASL_PASSWORD"
 
 # Failures of the connection itself rather than of an operation: exit 3.
@@ -67,7 +67,7 @@ def parser() -> argparse.ArgumentParser:
                             f"(default {DEFAULT_BOOTSTRAP})")
     group.add_argument("--security-protocol", choices=SECURITY_PROTOCOLS, default="PLAINTEXT",
                        help="how to talk to the brokers (default PLAINTEXT)")
-    group.add_argument("--sasl-mechanism", choices=SASL_MECHANISMS,
+    group.add_argument("--sasl-mechanism", choices=MECHANISMS,
                        help="SASL mechanism for SASL_PLAINTEXT and SASL_SSL (default PLAIN)")
     group.add_argument("--sasl-username", metavar="NAME")
     group.add_argument("--sasl-password", metavar="PASSWORD",
