@@ -1,7 +1,9 @@
 """The broker's state: metadata, storage, and the partitions it serves.
 
 Handlers reach everything through this object; it owns topic lifecycle (create,
-delete, open on start) and the periodic retention sweep.
+delete, alter, grow), follows the cluster through the metadata event manager, and
+runs the periodic retention sweep. Which partitions it serves is up to ownership
+(gateway.ownership); a single node with the embedded store is a cluster of one.
 """
 import asyncio
 import dataclasses
@@ -10,8 +12,10 @@ import os
 import uuid
 from typing import Callable
 
-from metadata.cluster import ClusterState, Topic, TopicExists, UnknownTopic, ledger_list_path
+from metadata.cluster import BrokerInfo, ClusterState, Topic, TopicExists, UnknownTopic, ledger_list_path
+from metadata.events import Event, EventManager
 from metadata.store import MetadataStore, NodeExists
+from protocol.error_codes import ErrorCode
 from storage import entry_formats
 from storage.entry_formats import EntryFormat
 from storage.ledger import LedgerStore
@@ -20,6 +24,7 @@ from storage.managed_ledger import ManagedLedger, RetentionPolicy, RolloverPolic
 from .config import TOPIC_CONFIG_DEFAULTS, Settings
 from .groups import OFFSETS_TOPIC, GroupCoordinator
 from .metrics import BrokerMetrics
+from .ownership import Ownership
 from .partition import Partition
 from .sasl import CredentialStore
 from .sasl.login_limiter import LoginLimiter
@@ -27,6 +32,8 @@ from .sasl.login_limiter import LoginLimiter
 log = logging.getLogger(__name__)
 
 PRODUCER_ID_BLOCK = 1000
+# Derived broker ids start here, clear of the small ids operators configure (as Kafka's 1000).
+DERIVED_BROKER_IDS = 1000
 
 
 class InternalTopic(Exception):
@@ -55,16 +62,54 @@ class Broker:
         self.sasl_mechanisms = [m.strip() for m in settings["sasl.enabled.mechanisms"].split(",")]
         self.login_limiter = LoginLimiter(settings["kgate.sasl.max.failed.logins.per.minute"])
         self.metrics = BrokerMetrics(self)
+        self.events = EventManager(observe=self.metrics.metadata_event)
+        self.ownership = Ownership(self)
+        # How long a restarted broker waits for its previous session's registration to go.
+        self.registration_wait = getattr(metadata, "session_timeout", 0) + 2
+        self._watched: set[str] = set()
+
+    def me(self) -> BrokerInfo:
+        """This broker as other brokers list it: its advertised address per security protocol."""
+        listeners = {}
+        for listener in self.settings.listeners:
+            listeners.setdefault(listener.security_protocol, f"{listener.host}:{listener.port}")
+        if self.settings["advertised.listeners"]:
+            listeners["PLAINTEXT"] = self.settings["advertised.listeners"]
+        return BrokerInfo(self.node_id, listeners, self.settings["broker.rack"] or None)
 
     async def start(self) -> None:
+        """Join the cluster: register, load its state, claim this broker's share, follow changes.
+
+        Listeners are bound (their ports known) but not yet accepting when this runs.
+        """
         self.cluster_id = await self._cluster_id()
+        events, store = self.events, self.metadata
+        for event, handler in ((Event.BROKERS, self._brokers_changed), (Event.TOPICS, self._topics_changed),
+                               (Event.TOPIC, self._topic_changed), (Event.OWNERS, self._owners_changed),
+                               (Event.SESSION, self.ownership.session_changed)):
+            events.on(event, handler)
+        store.on_session(lambda session: events.post(Event.SESSION, session))
+        await self.cluster.register(self.me(), self.registration_wait)
         await self.cluster.load()
-        for topic in list(self.cluster.topics.values()):
-            await self._open_partitions(topic)
+        store.watch("/brokers/ids", events.poster(Event.BROKERS), children=True)
+        store.watch("/topics", events.poster(Event.TOPICS), children=True)
+        for topic in self.cluster.topics.values():
+            self._watch_topic(topic.name)
         await self.groups.start()
+        async with self._topic_lock:
+            await self.ownership.reconcile_all()
+        await self._sweep()
+        events.start()
         self._retention_task = asyncio.create_task(self._retention_loop())
-        log.info("broker %d serving %d topics, %d partitions", self.node_id,
-                 len(self.cluster.topics), len(self.partitions))
+        log.info("broker %d of %d live: serving %d of %d topics' partitions", self.node_id,
+                 len(self.cluster.brokers), len(self.partitions),
+                 sum(t.partitions for t in self.cluster.topics.values()))
+
+    def _watch_topic(self, name: str) -> None:
+        if name not in self._watched:
+            self._watched.add(name)
+            self.metadata.watch(f"/topics/{name}", self.events.poster(Event.TOPIC, name))
+            self.metadata.watch(f"/owners/{name}", self.events.poster(Event.OWNERS, name), children=True)
 
     async def _cluster_id(self) -> str:
         node = await self.metadata.get("/cluster/id")
@@ -77,13 +122,100 @@ class Broker:
         return node.data.decode()
 
     async def close(self) -> None:
+        """Hand everything over cleanly: seal each ledger, give up its claim, leave the cluster."""
         if self._retention_task is not None:
             self._retention_task.cancel()
+        await self.events.close()
         await self.groups.close()
-        for partition in self.partitions.values():
-            await partition.ledger.close()
+        for name, index in list(self.partitions):
+            await self.ownership.lose(name, index, seal=True)
         self.ledgers.close()
         await self.metadata.close()
+
+    # -- following the cluster (metadata events) ---------------------------------------------
+
+    async def _brokers_changed(self, _key) -> None:
+        self.cluster.brokers = await self.cluster.read_brokers()
+        log.info("live brokers: %s", sorted(self.cluster.brokers))
+        async with self._topic_lock:
+            await self.ownership.reconcile_all()
+        await self._sweep()
+
+    async def _topics_changed(self, _key) -> None:
+        """Topics created or deleted by any broker or by hand in the store."""
+        current = await self.cluster.read_topics()
+        for name, known in list(self.cluster.topics.items()):
+            found = current.get(name)
+            if found is None or found.topic_id != known.topic_id:
+                await self._topic_deleted(known)
+        async with self._topic_lock:
+            for name, topic in current.items():
+                if name not in self.cluster.topics:
+                    await self._topic_added(topic)
+
+    async def _topic_changed(self, name: str) -> None:
+        """One topic's node changed: its partition count or configs (a deletion is TOPICS')."""
+        node = await self.metadata.get(f"/topics/{name}")
+        known = self.cluster.topics.get(name)
+        if node is None or known is None:
+            return
+        topic = Topic.decode(name, node.data)
+        if topic.topic_id != known.topic_id:
+            return
+        async with self._topic_lock:
+            self.cluster.topics[name] = topic
+            self._apply_policies(topic)
+            await self.ownership.reconcile(topic)
+
+    async def _owners_changed(self, name: str) -> None:
+        """A claim on one of the topic's partitions was released: take it if it is ours now."""
+        topic = self.cluster.topics.get(name)
+        if topic is not None:
+            async with self._topic_lock:
+                await self.ownership.reconcile(topic)
+
+    async def _topic_added(self, topic: Topic) -> None:
+        self.cluster.topics[topic.name] = topic
+        self._watch_topic(topic.name)
+        await self.ownership.reconcile(topic)
+
+    async def _topic_deleted(self, topic: Topic) -> None:
+        """Whatever path deleted it: stop serving it and forget it, here and in every group."""
+        async with self._topic_lock:
+            known = self.cluster.topics.get(topic.name)
+            if known is not None and known.topic_id == topic.topic_id:
+                del self.cluster.topics[topic.name]
+            for index in range(topic.partitions):
+                await self.ownership.lose(topic.name, index, seal=False)
+        # Outside the topic lock: the offsets topic's own appends need no topic changes.
+        await self.groups.forget_topic(topic.name)
+        await self._sweep()
+        log.info("topic %s deleted", topic.name)
+
+    async def _sweep(self) -> None:
+        """Delete deleted topics' ledgers; one broker does it, the live one with the lowest id."""
+        if self.cluster.brokers and min(self.cluster.brokers) != self.node_id:
+            return
+        for topic_id, paths in (await self.cluster.orphans()).items():
+            for path in paths:
+                await ManagedLedger.destroy(self.ledgers, self.metadata, path)
+            await self.cluster.forget_topic_id(topic_id)
+
+    def live_brokers(self, connection) -> dict[int, tuple[str, int, str | None]]:
+        """Every live broker, by id, with the (host, port, rack) clients of this connection's
+        listener use: this broker's is where the client reached it (or the advertised
+        address), the others' what they registered for the same security protocol."""
+        brokers = {self.node_id: (*self.advertised_address(connection), self.settings["broker.rack"] or None)}
+        for node_id, info in self.cluster.brokers.items():
+            address = info.address(connection.security_protocol)
+            if node_id != self.node_id and address is not None:
+                brokers[node_id] = (*address, info.rack)
+        return dict(sorted(brokers.items()))
+
+    @property
+    def controller_id(self) -> int:
+        """Kafka's controller id: the lowest live id, the broker that does cluster-wide chores."""
+        return min(self.cluster.brokers, default=self.node_id)
 
     def advertised_address(self, connection) -> tuple[str, int]:
         """Where clients should connect: ``advertised.listeners``, else the listener they used."""
@@ -114,21 +246,19 @@ class Broker:
             if name in self.cluster.topics:
                 raise TopicExists(name)
             topic = await self.cluster.create_topic(name, partitions, configs)
-            await self._open_partitions(topic)
+            await self._topic_added(topic)
             log.info("created topic %s with %d partitions", name, partitions)
             return topic
 
     async def delete_topic(self, name: str) -> Topic:
+        """Delete the topic's node; what follows is the same as for a deletion by any path.
+
+        This broker handles its share at once; the others through their event managers.
+        """
         async with self._topic_lock:
             topic = self._client_topic(name)
             await self.cluster.delete_topic(name)
-            for index in range(topic.partitions):
-                partition = self.partitions.pop((name, index), None)
-                if partition is not None:
-                    await partition.ledger.delete()
-            log.info("deleted topic %s", name)
-        # Outside the topic lock: the offsets topic's own appends need no topic changes.
-        await self.groups.forget_topic(name)
+        await self._topic_deleted(topic)
         return topic
 
     async def alter_topic_configs(self, name: str, change: Callable[[dict[str, str]], dict[str, str]],
@@ -148,39 +278,32 @@ class Broker:
             if validate_only:
                 return dataclasses.replace(topic, configs=configs)
             topic = await self.cluster.alter_topic_configs(name, configs)
-            for index in range(topic.partitions):
-                partition = self.partitions.get((name, index))
-                if partition is not None:
-                    partition.ledger.rollover, partition.ledger.retention = self._ledger_policies(topic)
+            self._apply_policies(topic)
             log.info("altered configs of topic %s: %s", name, configs)
             return topic
+
+    def _apply_policies(self, topic: Topic) -> None:
+        """Rollover and retention change at once on the partitions served here."""
+        for index in range(topic.partitions):
+            partition = self.partitions.get((topic.name, index))
+            if partition is not None:
+                partition.ledger.rollover, partition.ledger.retention = self._ledger_policies(topic)
 
     async def create_partitions(self, name: str, count: int, check: Callable[[Topic], None],
                                 validate_only: bool = False) -> Topic:
         """Grow a topic to ``count`` partitions; return the topic as it is (or would be) then.
 
         ``check(topic)`` runs under the topic lock on the topic as it is then and raises
-        to refuse. The new partitions' ledgers are opened before the count is stored and
-        published in the same step as it, so Metadata, produce and the group coordinator
-        never see a partition count without its partitions.
+        to refuse. The new partitions are served once their owners claim them; until
+        then Metadata gives them no leader and clients retry.
         """
         async with self._topic_lock:
             topic = self._client_topic(name)
             check(topic)
-            grown = dataclasses.replace(topic, partitions=count)
             if validate_only:
-                return grown
-            opened = []
-            try:
-                for index in range(topic.partitions, count):
-                    opened.append(await self._open_partition(grown, index))
-                grown = await self.cluster.add_partitions(name, count)
-            except Exception:
-                for partition in opened:
-                    await partition.ledger.delete()
-                raise
-            for partition in opened:
-                self.partitions[(name, partition.index)] = partition
+                return dataclasses.replace(topic, partitions=count)
+            grown = await self.cluster.add_partitions(name, count)
+            await self.ownership.reconcile(grown)
             log.info("topic %s grown from %d to %d partitions", name, topic.partitions, count)
             return grown
 
@@ -199,18 +322,28 @@ class Broker:
         return (RolloverPolicy(value("segment.bytes"), value("segment.ms")),
                 RetentionPolicy(value("retention.ms"), value("retention.bytes")))
 
-    async def _open_partitions(self, topic: Topic) -> None:
-        for index in range(topic.partitions):
-            self.partitions[(topic.name, index)] = await self._open_partition(topic, index)
-
-    async def _open_partition(self, topic: Topic, index: int) -> Partition:
+    async def open_partition(self, topic: Topic, index: int) -> Partition:
+        """Open a partition's log (recovering and fencing its last ledger) once it is claimed."""
         rollover, retention = self._ledger_policies(topic)
         ledger = ManagedLedger(
-            f"{topic.name}-{index}", self.ledgers, self.metadata, ledger_list_path(topic.name, index),
+            f"{topic.name}-{index}", self.ledgers, self.metadata, ledger_list_path(topic, index),
             lambda: self.cluster.allocate("ledger-id"), rollover=rollover, retention=retention)
         partition = Partition(topic.name, index, ledger)
         await partition.open()
         return partition
+
+    def missing_partition_error(self, name: str, index: int) -> ErrorCode:
+        """Why a partition this broker does not serve cannot be used here: it is another
+        broker's (clients refresh metadata and go there), or it does not exist."""
+        topic = self.cluster.topics.get(name)
+        if topic is not None and 0 <= index < topic.partitions:
+            return ErrorCode.NOT_LEADER_FOR_PARTITION
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+    def leader(self, topic: Topic, index: int) -> BrokerInfo | None:
+        """The live broker that owns a partition, as Metadata reports it."""
+        owners = self.ownership.owners(topic)
+        return self.cluster.brokers.get(owners[index]) if index < len(owners) else None
 
     @staticmethod
     def is_internal(name: str) -> bool:
@@ -243,12 +376,46 @@ class Broker:
                     log.exception("retention of %s failed", partition.ledger.name)
 
 
-def open_embedded(settings: Settings) -> Broker:
-    """The single-node default: SQLite metadata and the file ledger store under data_dir."""
-    from metadata.stores.embedded import EmbeddedMetadataStore
+async def open_broker(settings: Settings) -> Broker:
+    """The broker over the metadata and ledger stores its settings name.
+
+    The default is a single node: SQLite metadata and the file ledger store under the
+    data directory. With ZooKeeper, the broker id comes from ``broker.id`` or, when that
+    is -1, from a cluster-wide counter on first start, kept in the data directory so
+    that it is stable across restarts.
+    """
     from storage.stores.file_store import FileLedgerStore
 
     os.makedirs(settings.data_dir, exist_ok=True)
-    metadata = EmbeddedMetadataStore(os.path.join(settings.data_dir, "metadata.sqlite"))
-    ledgers = FileLedgerStore(os.path.join(settings.data_dir, "ledgers"))
-    return Broker(settings, metadata, ledgers)
+    metadata_at = settings["kgate.metadata"]
+    if metadata_at == "embedded":
+        from metadata.stores.embedded import EmbeddedMetadataStore
+        metadata = EmbeddedMetadataStore(os.path.join(settings.data_dir, "metadata.sqlite"))
+        node_id = max(settings["broker.id"], 0)
+    else:
+        from metadata.stores.zookeeper import ZooKeeperMetadataStore
+        metadata = ZooKeeperMetadataStore(metadata_at.removeprefix("zookeeper://"),
+                                          settings["zookeeper.session.timeout.ms"])
+        await metadata.connect()
+        node_id = settings["broker.id"]
+        if node_id < 0:
+            node_id = await _derived_broker_id(settings.data_dir, ClusterState(metadata))
+    storage_at = settings["kgate.storage"] or "file:" + os.path.join(settings.data_dir, "ledgers")
+    settings.values["broker.id"] = node_id
+    return Broker(settings, metadata, FileLedgerStore(storage_at.removeprefix("file:")))
+
+
+async def _derived_broker_id(data_dir: str, cluster: ClusterState) -> int:
+    path = os.path.join(data_dir, "broker.id")
+    try:
+        with open(path) as fh:
+            return int(fh.read())
+    except FileNotFoundError:
+        pass
+    node_id = await cluster.allocate("broker-id") + DERIVED_BROKER_IDS
+    with open(path + ".tmp", "w") as fh:
+        fh.write(f"{node_id}\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(path + ".tmp", path)
+    return node_id

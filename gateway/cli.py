@@ -5,7 +5,8 @@ import sys
 
 from . import logs
 from .commands import brokers, console, groups, topics, users
-from .broker import open_embedded
+from metadata.cluster import DuplicateBroker
+
 from .config import ConfigError, Settings
 from .server import serve
 
@@ -30,6 +31,14 @@ def _parser() -> argparse.ArgumentParser:
                      help="override one setting (repeatable)")
     run.add_argument("--metrics", metavar="HOST:PORT",
                      help="serve Prometheus metrics at http://HOST:PORT/metrics (kgate.metrics.listener)")
+    run.add_argument("--metadata", metavar="embedded|zookeeper://HOST:PORT[,...][/CHROOT]",
+                     help="the metadata store (kgate.metadata; default embedded, in the data directory)")
+    run.add_argument("--storage", metavar="file:DIR",
+                     help="the ledger store, shared by every broker of a cluster (kgate.storage; "
+                          "default file:<data-dir>/ledgers)")
+    run.add_argument("--broker-id", metavar="N", help="this broker's id (broker.id; default derived once, then kept)")
+    run.add_argument("--advertise", metavar="HOST:PORT",
+                     help="the address clients are told to use (advertised.listeners)")
     users.add_parser(commands)
     for family in CLIENT_FAMILIES:
         family.add_parser(commands)
@@ -44,15 +53,17 @@ def main(argv=None) -> int:
         return CLIENT_COMMANDS[args.command](args)
     if args.command == "serve":
         try:
-            overrides = args.overrides + ([f"kgate.metrics.listener={args.metrics}"] if args.metrics else [])
+            flags = {"kgate.metrics.listener": args.metrics, "kgate.metadata": args.metadata,
+                     "kgate.storage": args.storage, "broker.id": args.broker_id, "advertised.listeners": args.advertise}
+            overrides = args.overrides + [f"{key}={value}" for key, value in flags.items() if value is not None]
             settings = Settings.load(args.listen, args.data_dir, args.config, overrides)
         except ConfigError as exc:
             print(f"kgate: {exc}", file=sys.stderr)
             return 2
         logs.configure(settings["log.level"])
         try:
-            asyncio.run(serve(open_embedded(settings)))
-        except ConfigError as exc:
+            asyncio.run(serve(settings))
+        except (ConfigError, DuplicateBroker) as exc:
             print(f"kgate: {exc}", file=sys.stderr)
             return 2
         except OSError as exc:

@@ -53,7 +53,15 @@ _RETENTION = ("must be -1 (unlimited) or >= 0", lambda v: v >= -1)
 _ANY = ("", lambda v: True)
 
 BROKER_SETTINGS: dict[str, tuple[object, tuple]] = {
-    "broker.id": (0, _NON_NEGATIVE),
+    # -1: 0 on a single node; in a cluster, derived on first start and kept in the data dir.
+    "broker.id": (-1, ("must be -1 (derived) or >= 0", lambda v: v >= -1)),
+    "broker.rack": ("", _ANY),
+    # "embedded" (SQLite in the data dir) or zookeeper://HOST:PORT[,HOST:PORT...][/CHROOT]
+    "kgate.metadata": ("embedded", ("must be embedded or zookeeper://HOST:PORT[,HOST:PORT...][/CHROOT]",
+                                    lambda v: v == "embedded" or _is_zookeeper(v))),
+    # file:DIR, a directory every broker of the cluster reaches; empty: <data dir>/ledgers
+    "kgate.storage": ("", ("must be file:DIR or empty", lambda v: v == "" or (v.startswith("file:") and len(v) > 5))),
+    "zookeeper.session.timeout.ms": (18_000, ("must be >= 1000", lambda v: v >= 1000)),
     "socket.request.max.bytes": (100 * 1024 * 1024, _POSITIVE),
     "connections.max.idle.ms": (600_000, _POSITIVE),
     # Requests one connection may have in flight before the broker stops reading it.
@@ -255,6 +263,13 @@ class Settings:
         if tls and not settings["ssl.keystore.location"]:
             raise ConfigError(f"listener {tls[0]} needs ssl.keystore.location (a PEM file with certificate and key)")
         return settings
+
+
+def _is_zookeeper(value: str) -> bool:
+    if not value.startswith("zookeeper://"):
+        return False
+    hosts = value.removeprefix("zookeeper://").partition("/")[0]
+    return bool(hosts) and all(_is_host_port(host) for host in hosts.split(","))
 
 
 def _listener_items(listen) -> list[str]:

@@ -31,6 +31,7 @@ class ConnectionInfo:
     peer: str
     listener_host: str
     listener_port: int
+    security_protocol: str = "PLAINTEXT"
     sasl_listener: bool = False
     client_software: tuple[str, str] | None = None
     # The SASL exchange under way or done, and who the client proved to be.
@@ -65,7 +66,7 @@ class KafkaConnection(asyncio.Protocol):
         self._transport = transport
         peer = transport.get_extra_info("peername")
         self.info = ConnectionInfo(f"{peer[0]}:{peer[1]}" if peer else "?", self._listener.host, self._listener.port,
-                                   sasl_listener=self._sasl)
+                                   self._listener.security_protocol, sasl_listener=self._sasl)
         self._writer = asyncio.create_task(self._write_responses())
         self._broker.connections.add(self)
         self._schedule_idle_check()

@@ -3,15 +3,19 @@
 Request rate and latency per API and version; bytes and records per topic; produce
 and fetch latency split by stage, as KoP publishes them, so a slow request can be
 pinned on decoding, the ledger, fsync or the response path; and, computed at each
-scrape, group states, ledgers, and connections by client software (ApiVersions v3+),
-which shows which old clients still connect. Served over HTTP by
+scrape, group states, ledgers, partitions owned, and connections by client software
+(ApiVersions v3+), which shows which old clients still connect; and how long metadata
+events wait and take, by event, which shows a broker slow to follow the cluster. Served over HTTP by
 prometheus-client's own server when ``--metrics HOST:PORT`` is given.
 """
+import collections
 import time
 
 from kafka.protocol.api_key import ApiKey
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 from prometheus_client.core import GaugeMetricFamily
+
+from metadata.events import Event
 
 # 0.5 ms to 10 s: a request either rides the event loop (sub-ms) or waits for fsync.
 BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -50,7 +54,17 @@ class BrokerMetrics:
         self.fetch_stage = {stage: fetch.labels(stage) for stage in FETCH_STAGES}
         self._stages = {ApiKey.Produce: self.produce_stage, ApiKey.Fetch: self.fetch_stage}
         self._children: dict = {}
+        waited = Histogram("kgate_metadata_event_queue_seconds", "Time metadata events wait in the event "
+                           "manager's queue, by event", ["event"], buckets=BUCKETS, registry=self.registry)
+        handled = Histogram("kgate_metadata_event_processing_seconds", "Time handling metadata events takes, "
+                            "by event", ["event"], buckets=BUCKETS, registry=self.registry)
+        self._events = {event: (waited.labels(event.value), handled.labels(event.value)) for event in Event}
         self.registry.register(_StateCollector(broker))
+
+    def metadata_event(self, event: Event, queued_seconds: float, processing_seconds: float) -> None:
+        waited, handled = self._events[event]
+        waited.observe(queued_seconds)
+        handled.observe(processing_seconds)
 
     def serve(self, host: str, port: int) -> int:
         """Start the HTTP endpoint; returns the port it bound (0 picks a free one)."""
@@ -109,6 +123,11 @@ class _StateCollector:
             sizes.add_metric([topic], size)
         yield ledgers
         yield sizes
+        owned = GaugeMetricFamily("kgate_partitions_owned", "Partitions this broker owns and serves, by topic",
+                                  labels=["topic"])
+        for topic, count in sorted(collections.Counter(topic for topic, _ in list(broker.partitions)).items()):
+            owned.add_metric([topic], count)
+        yield owned
         clients = GaugeMetricFamily("kgate_connections", "Open connections by client software (ApiVersions v3+)",
                                     labels=["client_software_name", "client_software_version"])
         software: dict[tuple[str, str], int] = {}

@@ -9,17 +9,18 @@ from storage.managed_ledger import ManagedLedger
 
 from .producer_state import ProducerStateTable
 
-# Single-node brokers never change leader; cluster mode raises it on every handover.
-LEADER_EPOCH = 0
-
-
 class Partition:
     def __init__(self, topic: str, index: int, ledger: ManagedLedger):
         self.topic = topic
         self.index = index
         self.ledger = ledger
         self.producers = ProducerStateTable()
-        self.leader_epoch = LEADER_EPOCH
+        # [[epoch, start offset], ...]: a new epoch each time a broker takes the partition over.
+        self.epochs: list[list[int]] = [[0, 0]]
+
+    @property
+    def leader_epoch(self) -> int:
+        return self.epochs[-1][0]
 
     async def open(self) -> None:
         await self.ledger.open(observe=self._observe, payload_head=HEADER_SIZE)

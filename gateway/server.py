@@ -8,7 +8,7 @@ import logging
 import signal
 import ssl
 
-from .broker import Broker
+from .broker import open_broker
 from .config import ConfigError
 from .connection import KafkaConnection
 
@@ -27,19 +27,27 @@ def _tls_context(settings) -> ssl.SSLContext:
     return context
 
 
-async def serve(broker: Broker, ready=print) -> None:
-    await broker.start()
+async def serve(settings, ready=print) -> None:
+    """Bind the listeners, join the cluster, then accept clients; ``ready`` hears each listener.
+
+    Listeners are bound first so the broker registers the ports it really has (port 0
+    picks one), and accept only once the broker has claimed its partitions.
+    """
+    broker = await open_broker(settings)
     loop = asyncio.get_running_loop()
     servers = []
-    tls = _tls_context(broker.settings) if any(l.tls for l in broker.settings.listeners) else None
+    tls = _tls_context(settings) if any(l.tls for l in settings.listeners) else None
     try:
-        for listener in broker.settings.listeners:
+        for listener in settings.listeners:
             server = await loop.create_server(
                 lambda l=listener: KafkaConnection(broker, l), listener.host, listener.port,
-                reuse_address=True, ssl=tls if listener.tls else None)
-            host, port = server.sockets[0].getsockname()[:2]
-            listener.port = port
+                reuse_address=True, ssl=tls if listener.tls else None, start_serving=False)
+            listener.port = server.sockets[0].getsockname()[1]
             servers.append(server)
+        await broker.start()
+        for listener, server in zip(settings.listeners, servers):
+            await server.start_serving()
+            host, port = server.sockets[0].getsockname()[:2]
             scheme = "" if listener.security_protocol == "PLAINTEXT" else f"{listener.security_protocol}://"
             ready(f"kgate listening on {scheme}{host}:{port}", flush=True)
         metrics_at = broker.settings["kgate.metrics.listener"]

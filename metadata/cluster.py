@@ -1,12 +1,22 @@
-"""Cluster state kept in the metadata store: topics, their configs, and id counters.
+"""Cluster state kept in the metadata store: brokers, topics, ownership claims, counters.
 
 Node layout (the same under ZooKeeper, below the chroot):
 
-    /topics/<name>                       {"id": uuid, "partitions": n, "configs": {...}}
-    /managed-ledgers/<topic>/<partition> the partition's ledger chain (storage.managed_ledger)
-    /counters/ledger-id                  next ledger id
-    /counters/producer-id                next producer id block
+    /cluster/id                              the cluster id clients see
+    /brokers/ids/<id>                        ephemeral: {"listeners": {protocol: "host:port"}, "rack": r}
+    /topics/<name>                           {"id": uuid, "partitions": n, "configs": {...}}
+    /owners/<topic>/<partition>              ephemeral claim: {"broker": id, "epoch": e}
+    /leader-epochs/<topic id>/<partition>    [[epoch, start offset], ...] (Kafka's leader epoch cache)
+    /managed-ledgers/<topic id>/<partition>  the partition's ledger chain (storage.managed_ledger)
+    /counters/ledger-id                      next ledger id
+    /counters/producer-id                    next producer id block
+    /counters/broker-id                      next derived broker id
+
+Ledger chains and epochs are keyed by topic id, not name: a topic deleted and created
+again under the same name never meets its predecessor's ledgers, whichever broker
+cleans those up and whenever it does.
 """
+import asyncio
 import json
 import uuid
 from dataclasses import dataclass, field
@@ -45,21 +55,163 @@ class NotAnIncrease(Exception):
     """A partition count no larger than the topic's (``args[0]``: its current count)."""
 
 
-def ledger_list_path(topic: str, partition: int) -> str:
-    return f"/managed-ledgers/{topic}/{partition}"
+LEDGER_LISTS = "/managed-ledgers"
+LEADER_EPOCHS = "/leader-epochs"
+BROKERS = "/brokers/ids"
+OWNERS = "/owners"
+# Epochs kept per partition: enough for any client's truncation check, bounded across
+# years of hand-overs (Kafka's cache drops epochs below the log start instead).
+MAX_EPOCHS = 100
+
+
+def ledger_list_path(topic: Topic, partition: int) -> str:
+    return f"{LEDGER_LISTS}/{topic.topic_id.hex}/{partition}"
+
+
+def owner_path(topic: str, partition: int) -> str:
+    return f"{OWNERS}/{topic}/{partition}"
+
+
+@dataclass(frozen=True)
+class BrokerInfo:
+    node_id: int
+    listeners: dict[str, str]  # security protocol -> advertised "host:port"
+    rack: str | None = None
+
+    def encode(self) -> bytes:
+        return json.dumps({"listeners": self.listeners, "rack": self.rack}).encode()
+
+    @classmethod
+    def decode(cls, node_id: int, data: bytes) -> "BrokerInfo":
+        state = json.loads(data)
+        return cls(node_id, state["listeners"], state.get("rack"))
+
+    def address(self, protocol: str) -> tuple[str, int] | None:
+        """Where clients of ``protocol`` reach this broker, or None if it has no such listener."""
+        found = self.listeners.get(protocol)
+        if found is None:
+            return None
+        host, _, port = found.rpartition(":")
+        return host, int(port)
+
+
+class DuplicateBroker(Exception):
+    """Another live broker is registered under this broker's id."""
 
 
 class ClusterState:
+    """This broker's view of the cluster, refreshed from the store by the event manager."""
+
     def __init__(self, store: MetadataStore):
         self.store = store
         self.topics: dict[str, Topic] = {}
+        self.brokers: dict[int, BrokerInfo] = {}
 
     async def load(self) -> None:
-        self.topics = {}
+        self.topics = await self.read_topics()
+        self.brokers = await self.read_brokers()
+
+    async def read_topics(self) -> dict[str, Topic]:
+        topics = {}
         for name in await self.store.children(TOPICS):
             node = await self.store.get(f"{TOPICS}/{name}")
             if node is not None:
-                self.topics[name] = Topic.decode(name, node.data)
+                topics[name] = Topic.decode(name, node.data)
+        return topics
+
+    async def read_brokers(self) -> dict[int, BrokerInfo]:
+        brokers = {}
+        for name in await self.store.children(BROKERS):
+            node = await self.store.get(f"{BROKERS}/{name}")
+            if node is not None:
+                brokers[int(name)] = BrokerInfo.decode(int(name), node.data)
+        return brokers
+
+    # -- brokers ------------------------------------------------------------------------
+
+    async def register(self, me: BrokerInfo, wait_seconds: float) -> None:
+        """Create this broker's ephemeral node.
+
+        A node already there may be this broker's own from before a crash, which goes
+        when that session times out, so it is waited for up to ``wait_seconds``; a node
+        that outlives that wait belongs to another live broker with the same id.
+        """
+        path = f"{BROKERS}/{me.node_id}"
+        deadline = asyncio.get_running_loop().time() + wait_seconds
+        while True:
+            try:
+                await self.store.create(path, me.encode(), ephemeral=True)
+                return
+            except NodeExists:
+                if asyncio.get_running_loop().time() >= deadline:
+                    node = await self.store.get(path)
+                    holder = BrokerInfo.decode(me.node_id, node.data).listeners if node else {}
+                    raise DuplicateBroker(f"broker id {me.node_id} is already registered by a live broker "
+                                          f"({', '.join(holder.values()) or 'unknown address'})") from None
+                await asyncio.sleep(0.5)
+
+    # -- ownership ------------------------------------------------------------------------
+
+    async def claim(self, topic: Topic, partition: int, broker_id: int) -> bool:
+        """Take the ephemeral claim on a partition; False while another broker holds it."""
+        path = owner_path(topic.name, partition)
+        try:
+            await self.store.create(path, json.dumps({"broker": broker_id}).encode(), ephemeral=True)
+            return True
+        except NodeExists:
+            node = await self.store.get(path)
+            return node is not None and json.loads(node.data)["broker"] == broker_id
+
+    async def new_epoch(self, topic: Topic, partition: int, start_offset: int) -> list[list[int]]:
+        """Open the next leader epoch of a partition at ``start_offset``; return the epoch
+        history ``[[epoch, start offset], ...]`` with it last (Kafka's leader epoch cache)."""
+        path = f"{LEADER_EPOCHS}/{topic.topic_id.hex}/{partition}"
+        while True:
+            node = await self.store.get(path)
+            history = json.loads(node.data) if node else []
+            history.append([history[-1][0] + 1 if history else 0, start_offset])
+            history = history[-MAX_EPOCHS:]
+            data = json.dumps(history).encode()
+            try:
+                if node is None:
+                    await self.store.create(path, data)
+                else:
+                    await self.store.set(path, data, node.version)
+                return history
+            except (NodeExists, BadVersion):
+                continue
+
+    async def release(self, topic: str, partition: int, broker_id: int) -> None:
+        """Give up a claim this broker holds (a no-op if it holds none)."""
+        path = owner_path(topic, partition)
+        node = await self.store.get(path)
+        if node is not None and json.loads(node.data)["broker"] == broker_id:
+            try:
+                await self.store.delete(path, node.version)
+            except (NoNode, BadVersion):
+                pass
+
+    async def claimed(self, topic: str) -> set[int]:
+        """Partitions of ``topic`` some broker holds a claim on."""
+        return {int(name) for name in await self.store.children(f"{OWNERS}/{topic}")}
+
+    async def orphans(self) -> dict[str, list[str]]:
+        """Ledger-list paths of topic ids no topic has any more, by topic id.
+
+        What they name may be deleted from any broker at any time: ids are never
+        reused, so nothing a live topic uses is touched.
+        """
+        live = {topic.topic_id.hex for topic in (await self.read_topics()).values()}
+        return {topic_id: [f"{LEDGER_LISTS}/{topic_id}/{p}" for p in await self.store.children(f"{LEDGER_LISTS}/{topic_id}")]
+                for topic_id in await self.store.children(LEDGER_LISTS) if topic_id not in live}
+
+    async def forget_topic_id(self, topic_id: str) -> None:
+        """Remove what is left of a deleted topic's id (its emptied ledger lists, its epochs)."""
+        for root in (LEDGER_LISTS, LEADER_EPOCHS):
+            try:
+                await self.store.delete(f"{root}/{topic_id}", recursive=True)
+            except NoNode:
+                pass
 
     async def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> Topic:
         topic = Topic(name, uuid.uuid4(), partitions, dict(configs))

@@ -4,8 +4,10 @@ Everything above this layer (cluster state, ownership, the event manager) speaks
 only this interface, so the embedded single-node store and ZooKeeper are
 interchangeable. Writes are compare-and-set on a node's version.
 """
+import enum
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import Callable
 
 
 class NodeExists(Exception):
@@ -18,6 +20,23 @@ class NoNode(Exception):
 
 class BadVersion(Exception):
     """A compare-and-set lost: someone else wrote the node first."""
+
+
+class StoreUnavailable(Exception):
+    """The store cannot be reached now (connection lost); the caller may retry later."""
+
+
+class Session(enum.Enum):
+    """The state of this process's session with the store, which owns its ephemeral nodes.
+
+    SUSPENDED: the connection is lost but the session may live on, so ephemeral claims
+    may still stand or may be about to vanish: make no promise that depends on them.
+    EXPIRED: the session is gone with every ephemeral node it held; a new session has
+    none of them, so whatever they guarded must be claimed again.
+    """
+    CONNECTED = "connected"
+    SUSPENDED = "suspended"
+    EXPIRED = "expired"
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +63,21 @@ class MetadataStore(ABC):
     @abstractmethod
     async def children(self, path: str) -> list[str]:
         """Names of the direct children of ``path`` (empty when it has none or is absent)."""
+
+    @abstractmethod
+    def watch(self, path: str, callback: Callable[[], None], children: bool = False) -> None:
+        """Call ``callback`` on the event loop after the node at ``path`` changes (created,
+        set, deleted) or, with ``children``, after the set of its children changes.
+
+        Watches last as long as the store and only say "look again": several changes may
+        fire one call, so callers re-read the state rather than trust an event's content.
+        """
+
+    def on_session(self, callback: Callable[[Session], None]) -> None:
+        """Call ``callback`` on the event loop when the session changes state (see Session).
+
+        A store whose session cannot be lost (the embedded one) never calls it.
+        """
 
     async def close(self) -> None:
         pass

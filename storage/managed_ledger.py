@@ -19,7 +19,7 @@ from bisect import bisect_left, bisect_right
 from dataclasses import asdict, dataclass, field
 from typing import Awaitable, Callable
 
-from metadata.store import MetadataStore
+from metadata.store import BadVersion, MetadataStore, NoNode
 
 from . import entry
 from .entry import EntryHeader
@@ -379,6 +379,29 @@ class ManagedLedger:
             await self._persist()
             for s in self._segments:
                 s.ledger.release()
+
+    def abandon(self) -> None:
+        """Stop serving without writing anything: the partition is another broker's now.
+
+        Nothing is sealed or persisted, because the new owner's recovery fences the open
+        ledger and records where it ends; appends still waiting for durability fail.
+        """
+        self._closed = True
+        for segment in self._segments:
+            segment.ledger.release()
+
+    @staticmethod
+    async def destroy(store: LedgerStore, metadata: MetadataStore, path: str) -> None:
+        """Delete a ledger chain nobody serves (a deleted topic's), ledgers first."""
+        node = await metadata.get(path)
+        if node is None:
+            return
+        for info in json.loads(node.data)["ledgers"]:
+            store.delete_ledger(info["ledger_id"])
+        try:
+            await metadata.delete(path, node.version)
+        except (NoNode, BadVersion):
+            pass
 
     async def delete(self) -> None:
         """Drop every ledger and the ledger list (topic deletion)."""

@@ -16,11 +16,13 @@ import asyncio
 import logging
 import time
 import uuid
+from collections import defaultdict
 from dataclasses import dataclass, field
 
 from protocol import record_batch
 from protocol.error_codes import ErrorCode
 from storage import entry_formats
+from metadata.cluster import TopicExists
 from storage.entry_formats import ProducedRecords
 
 from . import records
@@ -82,32 +84,57 @@ class GroupCoordinator:
         self.retention_ms = settings["offsets.retention.minutes"] * 60_000
         self.compaction_min_records = settings["kgate.offsets.compaction.min.records"]
         self.groups: dict[str, Group] = {}
-        self._appended_since_compaction = [0] * self.num_partitions
+        self._appended_since_compaction: dict[int, int] = defaultdict(int)
         self._compactions: dict[int, asyncio.Task] = {}
         self._expiry_task: asyncio.Task | None = None
-        self._loaded = False
+        self._owned: set[int] = set()  # offsets partitions this broker owns and has replayed
 
     # -- start-up and replay -------------------------------------------------------------
 
     async def start(self) -> None:
+        """Create the offsets topic if the cluster has none; partitions load as they are gained."""
         broker = self.broker
         if OFFSETS_TOPIC not in broker.cluster.topics:
-            await broker.create_topic(OFFSETS_TOPIC, self.num_partitions, {
-                "cleanup.policy": "compact", "retention.ms": "-1", "retention.bytes": "-1",
-                "kgate.entry.format": "kafka"})
+            try:
+                await broker.create_topic(OFFSETS_TOPIC, self.num_partitions, {
+                    "cleanup.policy": "compact", "retention.ms": "-1", "retention.bytes": "-1",
+                    "kgate.entry.format": "kafka"})
+            except TopicExists:
+                pass  # another broker created it first
         self.num_partitions = broker.cluster.topics[OFFSETS_TOPIC].partitions
-        self._appended_since_compaction = [0] * self.num_partitions
-        started = time.monotonic()
-        loaded = 0
-        for index in range(self.num_partitions):
-            loaded += self._replay(index)
-        now = records.now_ms()
-        for group in self.groups.values():
-            self._restore(group, now)
-        self._loaded = True
         self._expiry_task = asyncio.create_task(self._expiry_loop())
-        log.info("group coordinator loaded %d groups from %d records in %.3f s", len(self.groups), loaded,
-                 time.monotonic() - started)
+
+    def gain(self, index: int) -> None:
+        """Serve the groups of offsets partition ``index``, which this broker now owns: replay it."""
+        started = time.monotonic()
+        before = set(self.groups)
+        loaded = self._replay(index)
+        now = records.now_ms()
+        gained = [g for g in self.groups.values() if g.group_id not in before]
+        for group in gained:
+            self._restore(group, now)
+        self._owned.add(index)
+        log.log(logging.INFO if gained else logging.DEBUG,
+                "group coordinator gained %s-%d: %d groups from %d records in %.3f s", OFFSETS_TOPIC, index,
+                 len(gained), loaded, time.monotonic() - started)
+
+    def lose(self, index: int) -> None:
+        """Stop serving the groups of offsets partition ``index``: its new owner replays them.
+
+        Members waiting in JoinGroup or SyncGroup are told NOT_COORDINATOR, which sends
+        them to FindCoordinator and on to the new owner.
+        """
+        self._owned.discard(index)
+        task = self._compactions.pop(index, None)
+        if task is not None:
+            task.cancel()
+        for group in [g for g in self.groups.values() if self.partition_of(g.group_id) == index]:
+            self._cancel_timers(group)
+            for member in group.members.values():
+                _resolve(member.join_waiter, JoinResult(ErrorCode.NOT_COORDINATOR, member.member_id))
+                _resolve(member.sync_waiter, ErrorCode.NOT_COORDINATOR)
+            del self.groups[group.group_id]
+        log.info("group coordinator lost %s-%d", OFFSETS_TOPIC, index)
 
     def _replay(self, index: int) -> int:
         """Load one partition. Keys are independent and the last record per key wins, so
@@ -202,14 +229,22 @@ class GroupCoordinator:
         return partition_for(group_id, self.num_partitions)
 
     def _partition(self, index: int):
-        return self.broker.partitions[(OFFSETS_TOPIC, index)]
+        partition = self.broker.partitions.get((OFFSETS_TOPIC, index))
+        if partition is None:
+            raise GroupError(ErrorCode.NOT_COORDINATOR, "this broker no longer owns the group's partition")
+        return partition
 
     def check_group_id(self, group_id: str | None, allow_empty: bool) -> None:
         """Kafka's rule: only the offset and admin APIs accept an empty group id."""
         if group_id is None or (not group_id and not allow_empty) or len(group_id.encode()) > MAX_GROUP_ID_BYTES:
             raise GroupError(ErrorCode.INVALID_GROUP_ID, "group id is empty or too long")
-        if not self._loaded:
-            raise GroupError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        index = self.partition_of(group_id)
+        if index not in self._owned:
+            offsets = self.broker.cluster.topics.get(OFFSETS_TOPIC)
+            owner = self.broker.leader(offsets, index) if offsets is not None else None
+            if owner is not None and owner.node_id == self.broker.node_id:
+                raise GroupError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+            raise GroupError(ErrorCode.NOT_COORDINATOR, "another broker coordinates this group")
 
     # -- persistence -----------------------------------------------------------------------
 
@@ -648,8 +683,7 @@ class GroupCoordinator:
         return self.groups.get(group_id)
 
     def list_groups(self) -> list[Group]:
-        if not self._loaded:
-            raise GroupError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+        """The groups this broker coordinates (ListGroups asks every broker, as with Kafka)."""
         return list(self.groups.values())
 
     async def delete_group(self, group_id: str) -> ErrorCode:

@@ -31,10 +31,10 @@ async def describe_cluster(ctx, request):
         return _refused(ErrorCode.MISMATCHED_ENDPOINT_TYPE,
                         "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type "
                         "CONTROLLER")
-    host, port = broker.advertised_address(ctx.connection)
     return R(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, endpoint_type=BROKERS,
-             cluster_id=broker.cluster_id, controller_id=broker.node_id,
-             brokers=[R.DescribeClusterBroker(broker_id=broker.node_id, host=host, port=port, rack=None)],
+             cluster_id=broker.cluster_id, controller_id=broker.controller_id,
+             brokers=[R.DescribeClusterBroker(broker_id=node_id, host=host, port=port, rack=rack)
+                      for node_id, (host, port, rack) in broker.live_brokers(ctx.connection).items()],
              authorized_operations=None)
 
 

@@ -40,17 +40,23 @@ async def fetch(ctx, request):
     if version >= 7 and (request.session_id != 0 or request.session_epoch > 0):
         return R(throttle_time_ms=0, error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0, responses=[])
     broker = ctx.broker
-    targets = []  # (topic response key, topic, partition request, Partition | None)
+    targets = []  # (topic request, partition request, Partition | None, error code when None)
     for topic_request in request.topics:
         topic = (broker.cluster.topics.get(topic_request.topic) if version < 13
                  else broker.topic_by_id(topic_request.topic_id))
         for part in topic_request.partitions:
             partition = broker.partitions.get((topic.name, part.partition)) if topic else None
-            targets.append((topic_request, part, partition))
+            if partition is not None:
+                missing = None
+            elif topic is None:
+                missing = ErrorCode.UNKNOWN_TOPIC_ID if version >= 13 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                missing = broker.missing_partition_error(topic.name, part.partition)
+            targets.append((topic_request, part, partition, missing))
     stages = broker.metrics.fetch_stage
     deadline = time.monotonic() + request.max_wait_ms / 1000
     while True:
-        waits = [p.ledger.appended() for _, _, p in targets if p is not None]
+        waits = [p.ledger.appended() for _, _, p, _ in targets if p is not None]
         began = time.monotonic()
         responses, total, served = _read(targets, request.max_bytes if version >= 3 else 2**31 - 1, version)
         now = time.monotonic()
@@ -71,10 +77,9 @@ def _read(targets, max_bytes, version):
     responses = []
     total = 0
     served: dict[str, list[int]] = {}
-    for topic_request, part, partition in targets:
+    for topic_request, part, partition, missing in targets:
         if partition is None:
-            error = ErrorCode.UNKNOWN_TOPIC_ID if version >= 13 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            responses.append((topic_request, PD(partition_index=part.partition, error_code=error,
+            responses.append((topic_request, PD(partition_index=part.partition, error_code=missing,
                                                 high_watermark=-1, last_stable_offset=-1,
                                                 log_start_offset=-1, records=None)))
             continue

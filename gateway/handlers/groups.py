@@ -11,7 +11,7 @@ from kafka.protocol.metadata import FindCoordinatorResponse
 
 from protocol.error_codes import ErrorCode
 
-from ..groups import GroupError, JoinRequest
+from ..groups import OFFSETS_TOPIC, GroupError, JoinRequest
 from ..groups.group import GroupState
 from . import handles
 
@@ -20,29 +20,33 @@ GROUP_KEY, TRANSACTION_KEY = 0, 1
 
 @handles(ApiKey.FindCoordinator)
 async def find_coordinator(ctx, request):
-    broker = ctx.broker
-    host, port = broker.advertised_address(ctx.connection)
     if ctx.version < 4:
-        error, message = _coordinator_error(request.key_type if ctx.version >= 1 else GROUP_KEY)
-        ok = error == ErrorCode.NONE
+        key_type = request.key_type if ctx.version >= 1 else GROUP_KEY
+        error, message, node_id, host, port = _coordinator(ctx, key_type, request.key)
         return FindCoordinatorResponse(throttle_time_ms=0, error_code=error, error_message=message,
-                                       node_id=broker.node_id if ok else -1, host=host if ok else "",
-                                       port=port if ok else -1)
-    error, message = _coordinator_error(request.key_type)
-    ok = error == ErrorCode.NONE
-    coordinators = [FindCoordinatorResponse.Coordinator(
-        key=key, node_id=broker.node_id if ok else -1, host=host if ok else "", port=port if ok else -1,
-        error_code=error, error_message=message) for key in request.coordinator_keys]
+                                       node_id=node_id, host=host, port=port)
+    coordinators = []
+    for key in request.coordinator_keys:
+        error, message, node_id, host, port = _coordinator(ctx, request.key_type, key)
+        coordinators.append(FindCoordinatorResponse.Coordinator(
+            key=key, node_id=node_id, host=host, port=port, error_code=error, error_message=message))
     return FindCoordinatorResponse(throttle_time_ms=0, coordinators=coordinators)
 
 
-def _coordinator_error(key_type: int) -> tuple[ErrorCode, str | None]:
-    # Single node: this broker owns every __consumer_offsets partition.
-    if key_type == GROUP_KEY:
-        return ErrorCode.NONE, None
+def _coordinator(ctx, key_type: int, key: str) -> tuple[ErrorCode, str | None, int, str, int]:
+    """(error, message, node id, host, port): a group's coordinator is the live owner of its
+    ``__consumer_offsets`` partition."""
     if key_type == TRANSACTION_KEY:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not offered"
-    return ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}"
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not offered", -1, "", -1
+    if key_type != GROUP_KEY:
+        return ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}", -1, "", -1
+    broker = ctx.broker
+    offsets = broker.cluster.topics.get(OFFSETS_TOPIC)
+    owner = broker.leader(offsets, broker.groups.partition_of(key or "")) if offsets is not None else None
+    address = broker.live_brokers(ctx.connection).get(owner.node_id) if owner is not None else None
+    if address is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "no live broker owns the group's partition", -1, "", -1
+    return ErrorCode.NONE, None, owner.node_id, address[0], address[1]
 
 
 @handles(ApiKey.JoinGroup)

@@ -1,20 +1,22 @@
 """OffsetForLeaderEpoch: where a leader epoch ends, for clients checking for truncation.
 
-A kgate partition's log knows one leader epoch, ``partition.leader_epoch`` (0 on a
-single node, the epoch every stored batch carries), starting at the log start
-offset, so Kafka's LeaderEpochFileCache.endOffsetFor answers:
+A partition's epoch history (``partition.epochs``, ``[[epoch, start offset], ...]``)
+grows by one epoch each time a broker takes the partition over; every batch stored
+carries the epoch it was written in. Kafka's LeaderEpochFileCache.endOffsetFor answers:
 
 - requested epoch -1 (undefined): epoch -1, end offset -1;
 - the current epoch: it, and the high watermark (Kafka's leader says its log end
   offset; kgate's end past the high watermark is not yet durable, and no client has
   read there, so the high watermark is the end a client can have seen);
 - a larger epoch: epoch -1, end offset -1 (no such epoch);
-- a smaller one: the requested epoch and the start of the first epoch after it, the
-  log start offset.
+- a smaller one: the largest epoch not above it (or the requested epoch itself when
+  it is older than every epoch) and the start of the first epoch after it, never
+  below the log start offset.
 
 ``current_leader_epoch`` (v2+) fences as Kafka's Partition.getLocalLog does: older
 than the partition's epoch is FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH, -1
-skips the check. An unknown partition is UNKNOWN_TOPIC_OR_PARTITION.
+skips the check. A partition of a known topic served by another broker is
+NOT_LEADER_OR_FOLLOWER; an unknown one UNKNOWN_TOPIC_OR_PARTITION.
 """
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import OffsetForLeaderEpochResponse
@@ -41,13 +43,13 @@ async def offset_for_leader_epoch(ctx, request):
             partition = broker.partitions.get((topic.topic, part.partition))
             current = part.current_leader_epoch if ctx.version >= 2 else -1
             if partition is None:
-                error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                error = broker.missing_partition_error(topic.topic, part.partition)
             elif current != -1 and current < partition.leader_epoch:
                 error = ErrorCode.FENCED_LEADER_EPOCH
             elif current > partition.leader_epoch:
                 error = ErrorCode.UNKNOWN_LEADER_EPOCH
             else:
-                epoch, end = end_offset_for(part.leader_epoch, partition.leader_epoch,
+                epoch, end = end_offset_for(part.leader_epoch, partition.epochs,
                                             partition.ledger.log_start_offset, partition.ledger.high_watermark)
                 partitions.append(EpochEndOffset(error_code=ErrorCode.NONE, partition=part.partition,
                                                  leader_epoch=epoch, end_offset=end))
@@ -58,10 +60,13 @@ async def offset_for_leader_epoch(ctx, request):
     return R(throttle_time_ms=0, topics=topics)
 
 
-def end_offset_for(requested: int, current: int, log_start: int, end: int) -> tuple[int, int]:
-    """(epoch, end offset) for ``requested`` in a log whose only epoch, ``current``, starts at ``log_start``."""
+def end_offset_for(requested: int, epochs: list[list[int]], log_start: int, end: int) -> tuple[int, int]:
+    """(epoch, end offset) for ``requested`` in a log with epoch history ``epochs``."""
+    current = epochs[-1][0]
     if requested == UNDEFINED_EPOCH or requested > current:
         return UNDEFINED_EPOCH, UNDEFINED_OFFSET
     if requested == current:
         return current, end
-    return requested, log_start
+    before = [epoch for epoch, _ in epochs if epoch <= requested]
+    following = next(start for epoch, start in epochs if epoch > requested)
+    return (before[-1] if before else requested), max(following, log_start)

@@ -33,7 +33,8 @@ async def list_offsets(ctx, request):
             partition = broker.partitions.get((topic.name, part.partition_index))
             if partition is None:
                 partitions.append(P(partition_index=part.partition_index,
-                                    error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, old_style_offsets=[]))
+                                    error_code=broker.missing_partition_error(topic.name, part.partition_index),
+                                    old_style_offsets=[]))
             elif ctx.version == 0:
                 partitions.append(_old_style(partition, part))
             else:

@@ -35,12 +35,12 @@ async def metadata(ctx, request):
         auto_create = (request.allow_auto_topic_creation if version >= 4 else True) and \
             broker.settings["auto.create.topics.enable"]
     topics = [await _describe(broker, name, auto_create) for name in names]
-    host, port = broker.advertised_address(ctx.connection)
     return R(
         throttle_time_ms=0,
-        brokers=[R.MetadataResponseBroker(node_id=broker.node_id, host=host, port=port, rack=None)],
+        brokers=[R.MetadataResponseBroker(node_id=node_id, host=host, port=port, rack=rack)
+                 for node_id, (host, port, rack) in broker.live_brokers(ctx.connection).items()],
         cluster_id=broker.cluster_id,
-        controller_id=broker.node_id,
+        controller_id=broker.controller_id,
         topics=topics,
         authorized_operations=OPERATIONS_OMITTED,
     )
@@ -61,16 +61,25 @@ async def _describe(broker, name, auto_create):
             topic = await broker.create_topic(name, broker.settings["num.partitions"], {})
         except TopicExists:
             topic = broker.cluster.topics[name]
-    node = broker.node_id
-    partitions = [broker.partitions.get((topic.name, index)) for index in range(topic.partitions)]
-    if None in partitions:
-        # Still being opened (created a moment ago by another request): clients retry.
-        return R.MetadataResponseTopic(error_code=ErrorCode.LEADER_NOT_AVAILABLE, name=topic.name,
-                                       partitions=[], authorized_operations=OPERATIONS_OMITTED)
     return R.MetadataResponseTopic(
         error_code=ErrorCode.NONE, name=topic.name, topic_id=topic.topic_id, is_internal=broker.is_internal(topic.name),
-        partitions=[R.MetadataResponseTopic.MetadataResponsePartition(
-            error_code=ErrorCode.NONE, partition_index=partition.index, leader_id=node,
-            leader_epoch=partition.leader_epoch, replica_nodes=[node], isr_nodes=[node], offline_replicas=[])
-            for partition in partitions],
+        partitions=[_partition(broker, topic, index) for index in range(topic.partitions)],
         authorized_operations=OPERATIONS_OMITTED)
+
+
+def _partition(broker, topic, index):
+    """The partition's leader is its owner. One this broker owns but has not opened yet
+    (claimed a moment ago) or one with no live owner has no leader: clients retry."""
+    leader = broker.leader(topic, index)
+    local = broker.partitions.get((topic.name, index))
+    if leader is None or (leader.node_id == broker.node_id and local is None):
+        return R.MetadataResponseTopic.MetadataResponsePartition(
+            error_code=ErrorCode.LEADER_NOT_AVAILABLE, partition_index=index, leader_id=-1, leader_epoch=-1,
+            replica_nodes=[], isr_nodes=[], offline_replicas=[])
+    node = leader.node_id
+    # Another broker's epoch is not known here; -1 tells clients not to compare epochs.
+    epoch = local.leader_epoch if local is not None else -1
+    return R.MetadataResponseTopic.MetadataResponsePartition(
+        error_code=ErrorCode.NONE, partition_index=index, leader_id=node, leader_epoch=epoch,
+        replica_nodes=[node], isr_nodes=[node], offline_replicas=[])
+

@@ -16,6 +16,7 @@ from kafka.protocol.producer import ProduceResponse
 from protocol import message_set, record_batch
 from protocol.error_codes import ErrorCode
 from storage.entry_formats import ProducedRecords
+from storage.ledger import LedgerFenced
 
 from ..config import COMPRESSION_TYPES
 from ..producer_state import SequenceError
@@ -66,6 +67,9 @@ async def produce(ctx, request):
             continue
         if not durable.done():
             result[0], result[1] = ErrorCode.REQUEST_TIMED_OUT, -1
+        elif not durable.cancelled() and isinstance(durable.exception(), LedgerFenced):
+            # Another broker took the partition over before this entry was confirmed.
+            result[0], result[1] = ErrorCode.NOT_LEADER_FOR_PARTITION, -1
         elif durable.cancelled() or durable.exception() is not None:
             log.error("entry for %s was not made durable: %r", result[3].ledger.name,
                       None if durable.cancelled() else durable.exception())
@@ -83,7 +87,10 @@ async def _append(ctx, request, topic_name, data):
     topic = broker.cluster.topics.get(topic_name)
     partition = broker.partitions.get((topic_name, data.index))
     if topic is None or partition is None:
-        raise _Refused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        raise _Refused(broker.missing_partition_error(topic_name, data.index))
+    if not broker.ownership.safe:
+        # The metadata session is suspended: this broker may be superseded any moment.
+        raise _Refused(ErrorCode.NOT_LEADER_FOR_PARTITION, "metadata session suspended")
     records = data.records
     if not records:
         raise _Refused(ErrorCode.INVALID_RECORD, "empty record set")
@@ -96,6 +103,8 @@ async def _append(ctx, request, topic_name, data):
         base, durable = await partition.append(produced, broker.entry_format(topic), codec)
     except (record_batch.InvalidBatch, SequenceError) as exc:
         raise _Refused(ErrorCode[exc.error], str(exc)) from None
+    except LedgerFenced as exc:
+        raise _Refused(ErrorCode.NOT_LEADER_FOR_PARTITION, str(exc)) from None
     broker.metrics.bytes_in.labels(topic_name).inc(len(records))
     broker.metrics.records_in.labels(topic_name).inc(produced.record_count)
     return partition, base, durable

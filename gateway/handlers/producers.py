@@ -34,7 +34,7 @@ async def describe_producers(ctx, request):
             partition = broker.partitions.get((topic.name, index))
             if partition is None:
                 partitions.append(PartitionResult(
-                    partition_index=index, error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    partition_index=index, error_code=broker.missing_partition_error(topic.name, index),
                     error_message=f"no partition {topic.name}-{index}", active_producers=[]))
                 continue
             partitions.append(PartitionResult(

@@ -46,7 +46,7 @@ async def _delete(broker, name, index, offset) -> tuple[ErrorCode, int]:
     topic = broker.cluster.topics.get(name)
     partition = broker.partitions.get((name, index))
     if topic is None or partition is None:
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1
+        return broker.missing_partition_error(name, index), -1
     if "delete" not in broker.topic_config(topic, "cleanup.policy").split(","):
         return ErrorCode.POLICY_VIOLATION, -1
     ledger = partition.ledger

@@ -3,10 +3,14 @@
 SQLite commits are durable (fsync) and atomic, which is what topic creation, ledger
 lists and id counters need; metadata writes are rare next to data writes, so doing
 them on the event loop thread costs little. Ephemeral nodes belong to the running
-process and are removed when the store is opened again.
+process and are removed when the store is opened again. Only this process writes
+the file while it runs, so watches fire from the writes themselves.
 """
+import asyncio
 import posixpath
 import sqlite3
+from collections import defaultdict
+from typing import Callable
 
 from ..store import BadVersion, MetadataStore, Node, NodeExists, NoNode
 
@@ -25,6 +29,20 @@ class EmbeddedMetadataStore(MetadataStore):
             " data BLOB NOT NULL, version INTEGER NOT NULL, ephemeral INTEGER NOT NULL)")
         self._db.execute("CREATE INDEX IF NOT EXISTS nodes_parent ON nodes(parent)")
         self._db.execute("DELETE FROM nodes WHERE ephemeral = 1")
+        self._watches: dict[tuple[str, bool], list[Callable[[], None]]] = defaultdict(list)
+
+    def watch(self, path: str, callback: Callable[[], None], children: bool = False) -> None:
+        self._watches[(path, children)].append(callback)
+
+    def _changed(self, paths) -> None:
+        """Schedule the watches of nodes created, set or deleted, and of their parents' children."""
+        fired = set()
+        for path in paths:
+            for key in ((path, False), (_parent(path), True)):
+                for callback in self._watches.get(key, ()):
+                    if callback not in fired:
+                        fired.add(callback)
+                        asyncio.get_running_loop().call_soon(callback)
 
     async def get(self, path: str) -> Node | None:
         row = self._db.execute("SELECT data, version FROM nodes WHERE path = ?", (path,)).fetchone()
@@ -45,6 +63,7 @@ class EmbeddedMetadataStore(MetadataStore):
             if self._exists(path):
                 raise NodeExists(path)
             self._insert(path, data, ephemeral)
+        self._changed([*missing, path])
 
     def _exists(self, path: str) -> bool:
         return self._db.execute("SELECT 1 FROM nodes WHERE path = ?", (path,)).fetchone() is not None
@@ -66,17 +85,20 @@ class EmbeddedMetadataStore(MetadataStore):
         with self._db:
             current = self._locked_version(path, version)
             self._db.execute("UPDATE nodes SET data = ?, version = ? WHERE path = ?", (data, current + 1, path))
-            return current + 1
+        self._changed([path])
+        return current + 1
 
     async def delete(self, path: str, version: int = -1, recursive: bool = False) -> None:
         with self._db:
             self._locked_version(path, version)
-            if recursive:
-                prefix = path.rstrip("/") + "/"
-                self._db.execute("DELETE FROM nodes WHERE substr(path, 1, ?) = ?", (len(prefix), prefix))
-            elif self._db.execute("SELECT 1 FROM nodes WHERE parent = ? LIMIT 1", (path,)).fetchone():
+            prefix = path.rstrip("/") + "/"
+            below = [row[0] for row in self._db.execute(
+                "SELECT path FROM nodes WHERE substr(path, 1, ?) = ?", (len(prefix), prefix))]
+            if below and not recursive:
                 raise NodeExists(f"{path} has children")
+            self._db.execute("DELETE FROM nodes WHERE substr(path, 1, ?) = ?", (len(prefix), prefix))
             self._db.execute("DELETE FROM nodes WHERE path = ?", (path,))
+        self._changed([*below, path])
 
     async def children(self, path: str) -> list[str]:
         rows = self._db.execute("SELECT path FROM nodes WHERE parent = ? ORDER BY path", (path,)).fetchall()

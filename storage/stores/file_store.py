@@ -7,6 +7,13 @@ entry: the CRC32C of nothing is zero. Entry positions are kept in memory
 (8 bytes per entry) and rebuilt on open by hopping from frame to frame, reading only
 the 8-byte frame prefixes. The directory may be shared by several brokers (a shared
 filesystem): ownership in the metadata store decides who writes which ledger.
+
+Fencing, as BookKeeper's recovery open does it: whoever opens an unclosed ledger to
+recover it first creates ``<ledger>.fenced``, and a writer checks for that marker after
+each fsync and before it confirms anything. A writer that confirmed an entry checked
+before the marker existed, so its write came before the recovery's scan, which
+therefore keeps it; everything a fenced writer adds later is never confirmed and lies
+past the last entry the recovery records.
 """
 import asyncio
 import logging
@@ -29,6 +36,7 @@ class FileLedger(Ledger):
     def __init__(self, ledger_id: int, path: str, fd: int, positions: array, end: int, writable: bool):
         self.ledger_id = ledger_id
         self._path = path
+        self._fence = _fence_path(path)
         self._fd = fd
         self._positions = positions  # file offset of each entry's frame
         self._end = end
@@ -85,7 +93,12 @@ class FileLedger(Ledger):
     async def _sync_pushed(self) -> None:
         target = self.last_add_pushed
         try:
+            if self._fd < 0:
+                raise LedgerFenced(f"ledger {self.ledger_id} was released")
             await asyncio.get_running_loop().run_in_executor(None, os.fdatasync, self._fd)
+            if os.path.exists(self._fence):
+                self._writable = False
+                raise LedgerFenced(f"ledger {self.ledger_id} was fenced by another writer's recovery")
             self._lac = max(self._lac, target)
         finally:
             self._syncing = None
@@ -142,6 +155,9 @@ class FileLedgerStore(LedgerStore):
 
     def open_ledger(self, ledger_id: int, last_entry: int | None) -> FileLedger:
         path = self._path(ledger_id)
+        if last_entry is None:
+            os.close(os.open(_fence_path(path), os.O_WRONLY | os.O_CREAT, 0o644))
+            _fsync_dir(self._dir)
         fd = os.open(path, os.O_RDWR)
         try:
             positions, end = _scan(fd, ledger_id, verify=last_entry is None, last_entry=last_entry)
@@ -156,10 +172,12 @@ class FileLedgerStore(LedgerStore):
         return FileLedger(ledger_id, path, fd, positions, end, writable=False)
 
     def delete_ledger(self, ledger_id: int) -> None:
-        try:
-            os.unlink(self._path(ledger_id))
-        except FileNotFoundError:
-            pass
+        path = self._path(ledger_id)
+        for name in (path, _fence_path(path)):
+            try:
+                os.unlink(name)
+            except FileNotFoundError:
+                pass
 
     def ledger_bytes(self, ledger_id: int) -> int:
         try:
@@ -186,6 +204,10 @@ def _scan(fd: int, ledger_id: int, verify: bool, last_entry: int | None) -> tupl
     if last_entry is not None and len(positions) <= last_entry:
         raise CorruptLedger(f"ledger {ledger_id} holds {len(positions)} entries, metadata says {last_entry + 1}")
     return positions, pos
+
+
+def _fence_path(ledger_path: str) -> str:
+    return ledger_path + ".fenced"
 
 
 def _fsync_dir(directory: str) -> None:

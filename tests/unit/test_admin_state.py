@@ -89,4 +89,16 @@ def test_active_producers_report_their_last_batch():
     (-4, (-4, 10)),    # older than any: the start of the first epoch after it
 ])
 def test_end_offset_for_a_log_with_one_epoch(requested, answer):
-    assert end_offset_for(requested, current=0, log_start=10, end=50) == answer
+    assert end_offset_for(requested, [[0, 0]], log_start=10, end=50) == answer
+
+
+@pytest.mark.parametrize("requested, answer", [
+    (5, (5, 80)),      # the current epoch
+    (3, (3, 60)),      # an earlier one ends where the next begins
+    (4, (3, 60)),      # a gap (a broker that took over and gave up at once): the epoch before it
+    (1, (1, 20)),      # the first epoch, its start clamped to the log start
+    (0, (0, 20)),      # older than every epoch
+    (6, (-1, -1)),
+])
+def test_end_offset_for_a_log_that_changed_owners(requested, answer):
+    assert end_offset_for(requested, [[1, 0], [3, 10], [5, 60]], log_start=20, end=80) == answer

@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from metadata.cluster import ClusterState, ledger_list_path
+from metadata.cluster import ClusterState
 from metadata.stores.embedded import EmbeddedMetadataStore
 from storage.entry import EntryHeader
 from storage.managed_ledger import ManagedLedger, RetentionPolicy, RolloverPolicy
@@ -28,7 +28,7 @@ class Partition:
         self.metadata = EmbeddedMetadataStore(os.path.join(self.directory, "metadata.sqlite"))
         cluster = ClusterState(self.metadata)
         self.ledger = ManagedLedger("t-0", FileLedgerStore(self.ledgers_dir), self.metadata,
-                                    ledger_list_path("t", 0), lambda: cluster.allocate("ledger-id"),
+                                    "/managed-ledgers/t/0", lambda: cluster.allocate("ledger-id"),
                                     rollover=rollover, retention=retention)
         await self.ledger.open()
         return self.ledger

@@ -1,0 +1,111 @@
+"""Partition ownership: the partitions this broker serves, kept true to the cluster.
+
+Every broker computes the same owners (metadata.assignment) from the live brokers and
+the topics. Owning is made safe by a claim, an ephemeral node only one broker can
+hold: a broker serves a partition only after taking its claim, and opening the
+partition's log then fences whatever ledger the previous owner left open, so a
+writer that was superseded without knowing it (paused, cut off) can no longer
+confirm anything. A broker that stops being the owner stops serving at once, seals
+its ledger and gives the claim up; the next owner, woken by the claim's removal,
+takes it. A broker whose metadata session expired has lost every claim with it: it
+drops all its partitions without writing anything and claims afresh.
+
+All of this runs from the metadata event manager's one task, or from a client's
+topic request, under the broker's topic lock, so ownership changes one at a time.
+"""
+import logging
+
+from metadata.assignment import assign
+from metadata.cluster import Topic
+from metadata.events import Event
+from metadata.store import BadVersion, Session
+from storage.ledger import LedgerFenced
+
+from .groups import OFFSETS_TOPIC
+
+log = logging.getLogger(__name__)
+
+
+class Ownership:
+    def __init__(self, broker):
+        self.broker = broker
+        self.safe = True  # False while the metadata session is suspended or lost
+        self._expired = False
+
+    def owners(self, topic: Topic) -> list[int]:
+        """The owner of each partition of ``topic``; [] when no broker is live."""
+        return assign(topic.name, topic.partitions, self.broker.cluster.brokers)
+
+    async def reconcile(self, topic: Topic) -> None:
+        """Gain the partitions of ``topic`` this broker should own and lose the others."""
+        broker = self.broker
+        for index, owner in enumerate(self.owners(topic)):
+            serving = (topic.name, index) in broker.partitions
+            if owner == broker.node_id and not serving and self.safe:
+                await self._gain(topic, index)
+            elif owner != broker.node_id and serving:
+                await self.lose(topic.name, index, seal=True)
+
+    async def reconcile_all(self) -> None:
+        for topic in list(self.broker.cluster.topics.values()):
+            await self.reconcile(topic)
+
+    async def _gain(self, topic: Topic, index: int) -> None:
+        broker = self.broker
+        if not await broker.cluster.claim(topic, index, broker.node_id):
+            return  # the previous owner still holds it; its release posts OWNERS_CHANGED
+        try:
+            partition = await broker.open_partition(topic, index)
+            partition.epochs = await broker.cluster.new_epoch(topic, index, partition.ledger.next_offset)
+        except Exception:
+            await broker.cluster.release(topic.name, index, broker.node_id)
+            raise
+        broker.partitions[(topic.name, index)] = partition
+        if topic.name == OFFSETS_TOPIC:
+            broker.groups.gain(index)
+        log.info("now serving %s-%d (leader epoch %d)", topic.name, index, partition.leader_epoch)
+
+    async def lose(self, name: str, index: int, seal: bool) -> None:
+        """Stop serving a partition at once; ``seal`` its ledger (a clean hand-over) or just
+        drop it (the topic is gone, or the claim was lost with the session)."""
+        broker = self.broker
+        partition = broker.partitions.pop((name, index), None)
+        if partition is None:
+            return
+        if name == OFFSETS_TOPIC:
+            broker.groups.lose(index)
+        if seal:
+            try:
+                await partition.ledger.close()
+            except (LedgerFenced, BadVersion) as exc:
+                # Its next owner got there first: that owner's recovery sealed it.
+                log.warning("%s-%d was already taken over: %s", name, index, exc)
+            except Exception:
+                log.exception("sealing %s-%d on hand-over failed; its next owner's recovery seals it", name, index)
+        else:
+            partition.ledger.abandon()
+        if not self._expired:
+            await broker.cluster.release(name, index, broker.node_id)
+        log.info("stopped serving %s-%d", name, index)
+
+    # -- the metadata session ------------------------------------------------------------
+
+    async def session_changed(self, session: Session) -> None:
+        broker = self.broker
+        if session is Session.SUSPENDED:
+            # The claims may be about to vanish: promise nothing until the session is back.
+            self.safe = False
+            log.warning("metadata session suspended: refusing writes until it is back")
+        elif session is Session.EXPIRED:
+            self.safe = False
+            self._expired = True
+            log.error("metadata session expired: dropping every partition")
+            for name, index in list(broker.partitions):
+                await self.lose(name, index, seal=False)
+        elif session is Session.CONNECTED:
+            if self._expired:
+                await broker.cluster.register(broker.me(), broker.registration_wait)
+                self._expired = False
+                log.info("registered again after the session expired")
+            self.safe = True
+            broker.events.post(Event.BROKERS)

@@ -1,0 +1,172 @@
+"""The metadata store over a ZooKeeper ensemble, through kazoo.
+
+kazoo runs its own I/O thread; every call here uses its asynchronous API and hands the
+result back to the event loop, so the broker's loop never blocks on ZooKeeper. Watch
+and session callbacks arrive on kazoo's thread and are re-scheduled onto the loop.
+
+The ensemble address is ``HOST:PORT[,HOST:PORT...][/CHROOT]``; the chroot node is
+created on first use, so one ensemble can hold several kgate clusters.
+"""
+import asyncio
+import logging
+from typing import Callable
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import (BadVersionError, ConnectionLoss, NodeExistsError, NoNodeError, NotEmptyError,
+                              OperationTimeoutError, SessionExpiredError)
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+
+from ..store import BadVersion, MetadataStore, Node, NodeExists, NoNode, Session, StoreUnavailable
+
+log = logging.getLogger(__name__)
+
+_UNAVAILABLE = (ConnectionLoss, SessionExpiredError, OperationTimeoutError, KazooTimeoutError)
+_SESSIONS = {KazooState.CONNECTED: Session.CONNECTED, KazooState.SUSPENDED: Session.SUSPENDED,
+             KazooState.LOST: Session.EXPIRED}
+FIRST_RETRY_SECONDS = 0.5
+MAX_RETRY_SECONDS = 10.0
+
+
+def split_address(address: str) -> tuple[str, str]:
+    """``HOST:PORT,...[/CHROOT]`` -> (hosts, chroot or "")."""
+    hosts, slash, chroot = address.partition("/")
+    return hosts, ("/" + chroot.strip("/")) if slash and chroot.strip("/") else ""
+
+
+class ZooKeeperMetadataStore(MetadataStore):
+    def __init__(self, address: str, session_timeout_ms: int):
+        self.address = address
+        self._hosts, self._chroot = split_address(address)
+        self._session_timeout = session_timeout_ms / 1000
+        self._client: KazooClient | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._session_callbacks: list[Callable[[Session], None]] = []
+        self._watchers: list = []
+
+    async def connect(self) -> None:
+        """Connect, retrying with backoff for as long as the ensemble cannot be reached.
+
+        A broker started before its ZooKeeper waits for it and says so on every attempt.
+        """
+        self._loop = asyncio.get_running_loop()
+        delay = FIRST_RETRY_SECONDS
+        while True:
+            client = KazooClient(hosts=self._hosts, timeout=self._session_timeout,
+                                 connection_retry={"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 1})
+            try:
+                await self._loop.run_in_executor(None, self._start, client)
+                break
+            except KazooTimeoutError:
+                await self._loop.run_in_executor(None, client.close)
+                log.error("cannot reach ZooKeeper at %s; retrying in %.1f s", self.address, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, MAX_RETRY_SECONDS)
+        self._client = client
+        client.add_listener(self._session_changed)
+        log.info("connected to ZooKeeper at %s (session timeout %.1f s)", self.address, self._session_timeout)
+
+    def _start(self, client: KazooClient) -> None:
+        client.start(timeout=max(2.0, self._session_timeout / 2))
+        if self._chroot:
+            client.ensure_path(self._chroot)
+            client.chroot = self._chroot
+
+    @property
+    def session_timeout(self) -> float:
+        return self._session_timeout
+
+    def _session_changed(self, state) -> None:
+        session = _SESSIONS[state]
+        for callback in self._session_callbacks:
+            self._loop.call_soon_threadsafe(callback, session)
+
+    def on_session(self, callback: Callable[[Session], None]) -> None:
+        self._session_callbacks.append(callback)
+
+    async def _call(self, async_result):
+        """Await a kazoo IAsyncResult on the event loop."""
+        future = self._loop.create_future()
+
+        def done(result):
+            self._loop.call_soon_threadsafe(_settle, future, result)
+
+        async_result.rawlink(done)
+        try:
+            return await future
+        except _UNAVAILABLE as exc:
+            raise StoreUnavailable(f"ZooKeeper at {self.address}: {type(exc).__name__}") from None
+
+    async def get(self, path: str) -> Node | None:
+        try:
+            data, stat = await self._call(self._client.get_async(path))
+        except NoNodeError:
+            return None
+        return Node(data, stat.version)
+
+    async def create(self, path: str, data: bytes, ephemeral: bool = False, make_parents: bool = True) -> None:
+        try:
+            await self._call(self._client.create_async(path, data, ephemeral=ephemeral, makepath=make_parents))
+        except NodeExistsError:
+            raise NodeExists(path) from None
+        except NoNodeError:
+            raise NoNode(path) from None
+
+    async def set(self, path: str, data: bytes, version: int) -> int:
+        try:
+            stat = await self._call(self._client.set_async(path, data, version))
+        except BadVersionError:
+            raise BadVersion(f"{path} is not at version {version}") from None
+        except NoNodeError:
+            raise NoNode(path) from None
+        return stat.version
+
+    async def delete(self, path: str, version: int = -1, recursive: bool = False) -> None:
+        if recursive:
+            for child in await self.children(path):
+                await self.delete(f"{path.rstrip('/')}/{child}", recursive=True)
+        try:
+            await self._call(self._client.delete_async(path, version))
+        except NoNodeError:
+            raise NoNode(path) from None
+        except BadVersionError:
+            raise BadVersion(f"{path} is not at version {version}") from None
+        except NotEmptyError:
+            raise NodeExists(f"{path} has children") from None
+
+    async def children(self, path: str) -> list[str]:
+        try:
+            return sorted(await self._call(self._client.get_children_async(path)))
+        except NoNodeError:
+            return []
+
+    def watch(self, path: str, callback: Callable[[], None], children: bool = False) -> None:
+        def fired(*_args):
+            self._loop.call_soon_threadsafe(callback)
+            return True  # keep watching
+
+        if children:
+            # A children watch needs its node; kazoo re-arms both kinds after a new session.
+            self._client.ensure_path(path)
+            self._watchers.append(ChildrenWatch(self._client, path, fired))
+        else:
+            self._watchers.append(DataWatch(self._client, path, fired))
+
+    async def close(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            await self._loop.run_in_executor(None, _stop, client)
+
+
+def _settle(future: asyncio.Future, result) -> None:
+    if future.done():
+        return
+    try:
+        future.set_result(result.get_nowait())
+    except Exception as exc:  # noqa: BLE001 - handed to the awaiting coroutine as it is
+        future.set_exception(exc)
+
+
+def _stop(client: KazooClient) -> None:
+    client.stop()
+    client.close()

@@ -1,0 +1,251 @@
+"""Cluster mode: three (then four) brokers over a real ZooKeeper ensemble and one shared
+ledger directory, driven by real clients, with brokers killed, paused and added.
+"""
+import json
+import os
+import signal
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from kafka.protocol.api_key import ApiKey
+from kafka.protocol.producer import ProduceRequest
+from confluent_kafka.admin import NewTopic
+from kazoo.client import KazooClient
+
+from protocol.error_codes import ErrorCode
+from tests.support import records as R
+from tests.support.cluster import AckedProducer, KgateCluster, check_delivery, read_all, wait_for, SESSION_TIMEOUT_MS
+from tests.support.wire import Wire, encode_request, read_response
+from tests.support.zookeeper import Ensemble
+from tests.unit.record_batches import build_batch
+
+pytestmark = pytest.mark.slow
+TOPIC_PARTITIONS = 12
+
+
+@pytest.fixture(scope="module")
+def ensemble(tmp_path_factory):
+    zookeeper = Ensemble(str(tmp_path_factory.mktemp("zookeeper"))).start()
+    yield zookeeper
+    zookeeper.stop()
+
+
+@pytest.fixture
+def cluster_factory(tmp_path, ensemble):
+    started = []
+
+    def start(size=3, **settings):
+        cluster = KgateCluster(str(tmp_path), ensemble.address, f"/kgate-{uuid.uuid4().hex[:8]}", size, **settings)
+        started.append(cluster)
+        return cluster.start()
+
+    yield start
+    for cluster in started:
+        cluster.stop()
+
+
+@pytest.fixture
+def cluster(cluster_factory):
+    return cluster_factory()
+
+
+def create(cluster, name, partitions=TOPIC_PARTITIONS):
+    admin = cluster.admin()
+    for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
+        future.result(timeout=30)
+    return cluster.wait_leaders(name, partitions, set(cluster.brokers))
+
+
+def test_every_broker_lists_every_broker_and_partitions_spread_evenly(cluster):
+    leaders = create(cluster, "spread")
+    for broker in cluster.brokers.values():
+        assert cluster.live_brokers(broker.bootstrap) == {0, 1, 2}
+    counts = sorted(list(leaders.values()).count(b) for b in (0, 1, 2))
+    assert counts == [4, 4, 4], leaders
+    # Any broker is a bootstrap: records produced through one are read through another.
+    producer = AckedProducer("confluent", cluster.brokers[0].bootstrap, "spread", 600, per_second=5000).start().join()
+    assert not producer.failed and len(producer.acked) == 600
+    check_delivery(read_all(cluster.brokers[2].bootstrap, "spread", TOPIC_PARTITIONS), producer.acked)
+
+
+def test_kill_9_of_an_owner_moves_its_partitions_and_loses_no_acknowledged_record(cluster):
+    leaders = create(cluster, "failover")
+    victim = 1
+    producers = [AckedProducer("confluent", cluster.bootstrap, "failover", 6000, per_second=600),
+                 AckedProducer("kafka-python", cluster.bootstrap, "failover", 6000, first=6000, per_second=600)]
+    for producer in producers:
+        producer.start()
+    wait_for(lambda: all(len(p.acked) > 1000 for p in producers), 60, "both producers to get acknowledgements")
+    cluster.brokers[victim].kill()
+    moved = cluster.wait_leaders("failover", TOPIC_PARTITIONS, {0, 2}, timeout=SESSION_TIMEOUT_MS / 1000 + 30)
+    assert all(moved[p] != victim for p in leaders)
+    for producer in producers:
+        producer.join()
+        assert not producer.failed, producer.failed[:3]
+        assert len(producer.acked) == 6000
+    stored = read_all(cluster.bootstrap, "failover", TOPIC_PARTITIONS)
+    check_delivery(stored, producers[0].acked + producers[1].acked)
+    assert len(stored) >= 12000
+
+
+def test_a_paused_broker_acknowledges_nothing_for_partitions_that_moved_away(cluster):
+    leaders = create(cluster, "paused")
+    victim = 2
+    producer = AckedProducer("confluent", cluster.bootstrap, "paused", 8000, per_second=800,
+                             **{"max.in.flight.requests.per.connection": 5}).start()
+    wait_for(lambda: len(producer.acked) > 1000, 60, "acknowledgements before the pause")
+    lost = next(p for p, leader in leaders.items() if leader == victim)
+    late = Wire(cluster.brokers[victim].bootstrap)
+    process = cluster.brokers[victim].process
+    process.send_signal(signal.SIGSTOP)
+    try:
+        # Beyond the session timeout: the others take its partitions over and fence its ledgers.
+        cluster.wait_leaders("paused", TOPIC_PARTITIONS, {0, 1}, timeout=SESSION_TIMEOUT_MS / 1000 + 30)
+        acked_while_paused = len(producer.acked)
+        wait_for(lambda: len(producer.acked) > acked_while_paused + 500, 60, "the survivors to acknowledge")
+        # A write that reaches it while paused: it handles it the moment it resumes, before
+        # it can learn that its session is gone. Only the fence stops it being acknowledged.
+        late.sock.sendall(encode_request(produce_request("paused", lost), 7, correlation_id=1))
+    finally:
+        process.send_signal(signal.SIGCONT)
+    answer = read_response(late.sock, ApiKey.Produce, 7, 1).responses[0].partition_responses[0]
+    late.close()
+    assert answer.error_code == ErrorCode.NOT_LEADER_FOR_PARTITION, answer
+    # Resumed, it finds its session expired, drops everything and joins again.
+    cluster.wait_live({0, 1, 2}, timeout=60)
+    producer.join()
+    assert not producer.failed, producer.failed[:3]
+    check_delivery(read_all(cluster.bootstrap, "paused", TOPIC_PARTITIONS), producer.acked)
+    assert "session expired" in open(cluster.brokers[victim].log_path).read()
+
+
+def produce_request(topic, partition):
+    return ProduceRequest(transactional_id=None, acks=-1, timeout_ms=10_000, topic_data=[
+        ProduceRequest.TopicProduceData(name=topic, partition_data=[
+            ProduceRequest.TopicProduceData.PartitionProduceData(index=partition, records=build_batch([b"late"]))])])
+
+
+def group_offsets(cluster, group):
+    from confluent_kafka import ConsumerGroupTopicPartitions
+    admin = cluster.admin()
+    result = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)],
+                                               request_timeout=10)[group].result(timeout=15)
+    return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions}
+
+
+def commit_offsets(cluster, group, topic, partitions):
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, p, 1) for p in range(partitions)], asynchronous=False)
+    finally:
+        consumer.close()
+
+
+@pytest.mark.parametrize("deleted_by", ["DeleteTopics", "removing its znode"])
+def test_a_deleted_topic_leaves_no_trace_in_groups_or_storage(cluster, deleted_by):
+    create(cluster, "doomed", 6)
+    create(cluster, "kept", 3)
+    for topic, partitions in (("doomed", 6), ("kept", 3)):
+        AckedProducer("confluent", cluster.bootstrap, topic, 300, per_second=5000).start().join()
+        commit_offsets(cluster, "watchers", topic, partitions)
+    assert {t for t, _ in group_offsets(cluster, "watchers")} == {"doomed", "kept"}
+    if deleted_by == "DeleteTopics":
+        admin = cluster.admin()
+        admin.delete_topics(["doomed"])["doomed"].result(timeout=30)
+    else:
+        zk = KazooClient(hosts=cluster.metadata.removeprefix("zookeeper://"))
+        zk.start(timeout=10)
+        try:
+            zk.delete("/topics/doomed")
+        finally:
+            zk.stop()
+            zk.close()
+    # Every answer comes at once (group_offsets times out otherwise); T goes from the group.
+    wait_for(lambda: {t for t, _ in group_offsets(cluster, "watchers")} == {"kept"}, 30,
+             "the group to forget the deleted topic's offsets")
+    wait_for(lambda: "doomed" not in cluster.admin().list_topics(timeout=10).topics, 30, "the topic to vanish")
+    # Its ledgers go from the shared store; the kept topic's stay.
+    zk = KazooClient(hosts=cluster.metadata.removeprefix("zookeeper://"))
+    zk.start(timeout=10)
+    try:
+        wait_for(lambda: len(zk.get_children("/managed-ledgers")) == 2, 30, "the deleted topic's ledger lists to go")
+    finally:
+        zk.stop()
+        zk.close()
+    # Created again, it starts empty.
+    create(cluster, "doomed", 6)
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "probe"})
+    try:
+        assert all(consumer.get_watermark_offsets(TopicPartition("doomed", p), timeout=10) == (0, 0) for p in range(6))
+    finally:
+        consumer.close()
+
+
+def ledger_ids(zk, topic_id: str) -> dict[int, list[int]]:
+    out = {}
+    for partition in zk.get_children(f"/managed-ledgers/{topic_id}"):
+        data, _ = zk.get(f"/managed-ledgers/{topic_id}/{partition}")
+        out[int(partition)] = [info["ledger_id"] for info in json.loads(data)["ledgers"]]
+    return out
+
+
+def test_a_fourth_broker_takes_a_quarter_of_the_partitions_without_copying_data(cluster):
+    before = create(cluster, "growing")
+    producer = AckedProducer("confluent", cluster.bootstrap, "growing", 6000, per_second=500).start()
+    wait_for(lambda: len(producer.acked) > 500, 60, "acknowledgements before the join")
+    zk = KazooClient(hosts=cluster.metadata.removeprefix("zookeeper://"))
+    zk.start(timeout=10)
+    try:
+        topic_id = json.loads(zk.get("/topics/growing")[0])["id"].replace("-", "")
+        chains_before = ledger_ids(zk, topic_id)
+        stored_before = sum(os.path.getsize(os.path.join(cluster.storage, f)) for f in os.listdir(cluster.storage))
+        cluster.start_broker(3)
+        cluster.wait_live({0, 1, 2, 3})
+        after = wait_for(lambda: (lambda leaders: leaders if list(leaders.values()).count(3) == 3 else None)(
+            cluster.leaders("growing")), 60, "the new broker to lead its quarter of the partitions")
+        moved = [p for p in before if after[p] != before[p]]
+        # A quarter move to the new broker; the even spread may shift one or two more.
+        assert 3 <= len(moved) <= 5, (before, after)
+        producer.join()
+        assert not producer.failed, producer.failed[:3]
+        # Every moved partition still reads the ledgers it had: ownership moved, data did not.
+        chains_after = ledger_ids(zk, topic_id)
+        for p in moved:
+            assert chains_before[p][0] in chains_after[p]
+        stored_after = sum(os.path.getsize(os.path.join(cluster.storage, f)) for f in os.listdir(cluster.storage))
+        assert stored_after - stored_before < 6000 * 200, "more bytes stored than the produced records explain"
+    finally:
+        zk.stop()
+        zk.close()
+    check_delivery(read_all(cluster.bootstrap, "growing", TOPIC_PARTITIONS), producer.acked)
+
+
+def test_a_0_9_client_and_a_current_client_work_through_any_broker(cluster):
+    from kafka import KafkaConsumer, KafkaProducer
+
+    create(cluster, "generations", 6)
+    for node_id, broker in cluster.brokers.items():
+        old = KafkaProducer(bootstrap_servers=broker.bootstrap, api_version=(0, 9), acks="all", retries=10)
+        for i in range(node_id * 100, node_id * 100 + 100):
+            old.send("generations", key=R.key(i), value=R.value(i))
+        old.flush(30)
+        old.close()
+    stored = read_all(cluster.brokers[1].bootstrap, "generations", 6)
+    assert sorted(stored.values()) == sorted(R.key(i) for i in range(300))
+    consumer = KafkaConsumer("generations", bootstrap_servers=cluster.brokers[2].bootstrap, api_version=(0, 9),
+                             group_id="old-group", auto_offset_reset="earliest", consumer_timeout_ms=15_000)
+    try:
+        keys = set()
+        deadline = time.monotonic() + 60
+        while len(keys) < 300 and time.monotonic() < deadline:
+            for message in consumer:
+                keys.add(message.key)
+                if len(keys) == 300:
+                    break
+        consumer.commit()
+    finally:
+        consumer.close()
+    assert keys == {R.key(i) for i in range(300)}
+    assert sum(group_offsets(cluster, "old-group").values()) == 300

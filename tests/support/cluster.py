@@ -1,0 +1,189 @@
+"""A kgate cluster for tests: brokers as processes over one ZooKeeper chroot and one
+shared ledger directory, and producers that keep what was acknowledged to check it.
+
+The delivery property every fault test checks: each acknowledged record is read back
+at the offset it was acknowledged with, no offset was acknowledged twice, and each
+partition's offsets run without gaps from 0.
+"""
+import os
+import threading
+import time
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from . import records as R
+from .broker_process import BrokerProcess
+
+SESSION_TIMEOUT_MS = 4000
+
+
+def wait_for(condition, timeout: float, what: str, interval: float = 0.1):
+    """Poll ``condition`` until it returns something truthy; fail naming ``what`` after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = condition()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
+
+
+class KgateCluster:
+    def __init__(self, base_dir: str, zookeeper: str, chroot: str, size: int = 3, **settings):
+        self.base_dir = base_dir
+        self.metadata = f"zookeeper://{zookeeper}{chroot}"
+        self.storage = os.path.join(base_dir, "shared-ledgers")
+        self.settings = {"zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS, "offsets.topic.num.partitions": 6,
+                         "group.initial.rebalance.delay.ms": 0, **settings}
+        self.size = size
+        self.brokers: dict[int, BrokerProcess] = {}
+
+    def start_broker(self, node_id: int, **settings) -> BrokerProcess:
+        broker = BrokerProcess(os.path.join(self.base_dir, f"broker-{node_id}"), {
+            **self.settings, "kgate.metadata": self.metadata, "kgate.storage": f"file:{self.storage}",
+            "broker.id": node_id, **settings})
+        self.brokers[node_id] = broker.start(timeout=60)
+        return broker
+
+    def start(self) -> "KgateCluster":
+        for node_id in range(self.size):
+            self.start_broker(node_id)
+        self.wait_live(set(range(self.size)))
+        return self
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers.values() if b.alive())
+
+    def admin(self, bootstrap: str | None = None) -> AdminClient:
+        return AdminClient({"bootstrap.servers": bootstrap or self.bootstrap})
+
+    def live_brokers(self, bootstrap: str | None = None) -> set[int]:
+        return set(self.admin(bootstrap).list_topics(timeout=10).brokers)
+
+    def wait_live(self, expected: set[int], timeout: float = 30) -> None:
+        """Until every running broker lists exactly ``expected`` as the live brokers."""
+        def agreed():
+            return all(self.live_brokers(b.bootstrap) == expected for b in self.brokers.values() if b.alive())
+        wait_for(agreed, timeout, f"every broker to list brokers {sorted(expected)}")
+
+    def leaders(self, topic: str) -> dict[int, int]:
+        """Partition -> leader id, as Metadata reports it; -1 for a partition without one."""
+        metadata = self.admin().list_topics(topic, timeout=10).topics[topic]
+        return {p.id: p.leader if p.error is None else -1 for p in metadata.partitions.values()}
+
+    def wait_leaders(self, topic: str, partitions: int, among: set[int], timeout: float = 60) -> dict[int, int]:
+        """Until every partition of ``topic`` has a leader from ``among`` that serves it."""
+        def settled():
+            leaders = self.leaders(topic)
+            return leaders if len(leaders) == partitions and set(leaders.values()) <= among else None
+        return wait_for(settled, timeout, f"leaders of {topic} among {sorted(among)}", interval=0.25)
+
+    def stop(self) -> None:
+        for broker in self.brokers.values():
+            if broker.alive():
+                broker.kill()
+
+
+class AckedProducer:
+    """Produce records 0..count-1 from a thread, keeping each acknowledged (partition, offset).
+
+    ``client`` is "confluent" (librdkafka) or "kafka-python"; both retry retriable errors
+    (NOT_LEADER_OR_FOLLOWER after an owner moves) until their delivery timeout.
+    """
+
+    def __init__(self, client: str, bootstrap: str, topic: str, count: int, first: int = 0,
+                 per_second: int = 2000, **config):
+        self.client, self.bootstrap, self.topic = client, bootstrap, topic
+        self.indexes = range(first, first + count)
+        self.per_second = per_second
+        self.config = config
+        self.acked: list[tuple[int, int, int]] = []  # (partition, offset, record index)
+        self.failed: list[str] = []
+        self._thread = threading.Thread(target=self._run, name=f"producer-{client}", daemon=True)
+
+    def start(self) -> "AckedProducer":
+        self._thread.start()
+        return self
+
+    def join(self, timeout: float = 180) -> "AckedProducer":
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), f"{self.client} producer still running after {timeout} s"
+        return self
+
+    def _paced(self):
+        began = time.monotonic()
+        for n, i in enumerate(self.indexes):
+            ahead = began + n / self.per_second - time.monotonic()
+            if ahead > 0:
+                time.sleep(ahead)
+            yield i
+
+    def _run(self) -> None:
+        try:
+            (self._run_confluent if self.client == "confluent" else self._run_kafka_python)()
+        except Exception as exc:  # noqa: BLE001 - reported by the test through self.failed
+            self.failed.append(f"{type(exc).__name__}: {exc}")
+
+    def _run_confluent(self) -> None:
+        producer = Producer({"bootstrap.servers": self.bootstrap, "acks": "all", "linger.ms": 5,
+                             "message.timeout.ms": 90_000, "topic.metadata.refresh.interval.ms": 1000,
+                             **self.config})
+
+        def delivered(err, msg, i):
+            if err is None:
+                self.acked.append((msg.partition(), msg.offset(), i))
+            else:
+                self.failed.append(str(err))
+
+        for i in self._paced():
+            producer.produce(self.topic, key=R.key(i), value=R.value(i), on_delivery=lambda e, m, i=i: delivered(e, m, i))
+            producer.poll(0)
+        assert producer.flush(120) == 0, "records undelivered"
+
+    def _run_kafka_python(self) -> None:
+        from kafka import KafkaProducer
+
+        producer = KafkaProducer(bootstrap_servers=self.bootstrap.split(","), acks="all", linger_ms=5,
+                                 retries=1000, retry_backoff_ms=200, delivery_timeout_ms=90_000,
+                                 request_timeout_ms=10_000, metadata_max_age_ms=1000, **self.config)
+        try:
+            for i in self._paced():
+                future = producer.send(self.topic, key=R.key(i), value=R.value(i))
+                future.add_callback(lambda md, i=i: self.acked.append((md.partition, md.offset, i)))
+                future.add_errback(lambda exc: self.failed.append(repr(exc)))
+            producer.flush(120)
+        finally:
+            producer.close(10)
+
+
+def read_all(bootstrap: str, topic: str, partitions: int, timeout: float = 60) -> dict[tuple[int, int], bytes]:
+    """(partition, offset) -> key of every record in the topic, read up to each partition's end."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "read-all", "enable.auto.commit": False})
+    try:
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)}
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions) if ends[p] > 0])
+        found: dict[tuple[int, int], bytes] = {}
+        deadline = time.monotonic() + timeout
+        while len(found) < sum(ends.values()) and time.monotonic() < deadline:
+            for message in consumer.consume(10_000, timeout=0.5):
+                assert message.error() is None, message.error()
+                found[(message.partition(), message.offset())] = message.key()
+        assert len(found) == sum(ends.values()), f"read {len(found)} of {sum(ends.values())} records"
+        return found
+    finally:
+        consumer.close()
+
+
+def check_delivery(stored: dict[tuple[int, int], bytes], acked: list[tuple[int, int, int]]) -> None:
+    offsets_acked = [(p, o) for p, o, _ in acked]
+    assert len(set(offsets_acked)) == len(offsets_acked), "an offset was acknowledged twice"
+    missing = [(p, o, i) for p, o, i in acked if stored.get((p, o)) != R.key(i)]
+    assert not missing, f"{len(missing)} acknowledged records not at their offsets, first: {missing[:3]}"
+    by_partition: dict[int, list[int]] = {}
+    for p, o in stored:
+        by_partition.setdefault(p, []).append(o)
+    for p, offsets in by_partition.items():
+        assert sorted(offsets) == list(range(len(offsets))), f"partition {p} has gaps"
