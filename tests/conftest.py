@@ -1,3 +1,6 @@
+import asyncio
+import inspect
+
 import pytest
 
 from tests.support.broker_process import BrokerProcess
@@ -29,3 +32,13 @@ def broker_factory(tmp_path, entry_format):
 @pytest.fixture
 def broker(broker_factory):
     return broker_factory()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem):
+    """Run ``async def`` tests in a fresh event loop (no asyncio plugin is installed)."""
+    if inspect.iscoroutinefunction(pyfuncitem.obj):
+        args = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
+        asyncio.run(pyfuncitem.obj(**args))
+        return True
+    return None

@@ -151,3 +151,23 @@ async def test_delete_ledger(tmp_path):
     store.delete_ledger(5)
     assert store.ledger_bytes(5) == 0 and not os.path.exists(_path(tmp_path, 5))
     store.delete_ledger(5)  # deleting twice is harmless
+
+
+async def test_a_recovery_open_fences_the_writer_it_supersedes(tmp_path):
+    """Two brokers on one shared directory: the old writer confirms nothing after the new
+    owner's recovery open, and everything it confirmed before is in what the recovery keeps."""
+    old_owner, new_owner = FileLedgerStore(str(tmp_path)), FileLedgerStore(str(tmp_path))
+    writer = await _written(old_owner, 3)
+    confirmed = writer.last_add_confirmed
+    recovered = new_owner.open_ledger(3, None)
+    assert _contents(recovered) == ENTRIES[:confirmed + 1]
+    late = writer.add_entry([b"written after the takeover"])
+    with pytest.raises(LedgerFenced):
+        await writer.sync(late)
+    assert writer.last_add_confirmed == confirmed
+    with pytest.raises(LedgerFenced):
+        writer.add_entry([b"and nothing more is taken"])
+    # The entry the recovery recorded as last bounds every later open, whatever the file holds.
+    assert _contents(new_owner.open_ledger(3, recovered.last_add_confirmed)) == ENTRIES
+    new_owner.delete_ledger(3)
+    assert os.listdir(tmp_path) == []
