@@ -386,23 +386,29 @@ async def open_broker(settings: Settings) -> Broker:
     """
     from storage.stores.file_store import FileLedgerStore
 
-    os.makedirs(settings.data_dir, exist_ok=True)
-    metadata_at = settings["kgate.metadata"]
-    if metadata_at == "embedded":
-        from metadata.stores.embedded import EmbeddedMetadataStore
-        metadata = EmbeddedMetadataStore(os.path.join(settings.data_dir, "metadata.sqlite"))
-        node_id = max(settings["broker.id"], 0)
-    else:
-        from metadata.stores.zookeeper import ZooKeeperMetadataStore
-        metadata = ZooKeeperMetadataStore(metadata_at.removeprefix("zookeeper://"),
-                                          settings["zookeeper.session.timeout.ms"])
-        await metadata.connect()
-        node_id = settings["broker.id"]
-        if node_id < 0:
-            node_id = await _derived_broker_id(settings.data_dir, ClusterState(metadata))
+    metadata = await open_metadata(settings["kgate.metadata"], settings.data_dir,
+                                   settings["zookeeper.session.timeout.ms"])
+    node_id = settings["broker.id"]
+    if settings["kgate.metadata"] == "embedded":
+        node_id = max(node_id, 0)
+    elif node_id < 0:
+        node_id = await _derived_broker_id(settings.data_dir, ClusterState(metadata))
     storage_at = settings["kgate.storage"] or "file:" + os.path.join(settings.data_dir, "ledgers")
     settings.values["broker.id"] = node_id
     return Broker(settings, metadata, FileLedgerStore(storage_at.removeprefix("file:")))
+
+
+async def open_metadata(metadata_at: str, data_dir: str, session_timeout_ms: int, retry: bool = True) -> MetadataStore:
+    """The metadata store ``kgate.metadata`` names: ``embedded`` (in the data directory) or
+    ``zookeeper://HOST:PORT[,...][/CHROOT]``, connected (waiting for it, with ``retry``)."""
+    if metadata_at == "embedded":
+        from metadata.stores.embedded import EmbeddedMetadataStore
+        os.makedirs(data_dir, exist_ok=True)
+        return EmbeddedMetadataStore(os.path.join(data_dir, "metadata.sqlite"))
+    from metadata.stores.zookeeper import ZooKeeperMetadataStore
+    store = ZooKeeperMetadataStore(metadata_at.removeprefix("zookeeper://"), session_timeout_ms)
+    await store.connect(retry)
+    return store
 
 
 async def _derived_broker_id(data_dir: str, cluster: ClusterState) -> int:

@@ -82,6 +82,10 @@ class KafkaConnection(asyncio.Protocol):
             started = time.monotonic()
             event = self._protocol.next_event()
             if event is None:
+                if self._inflight >= self._max_inflight and self._reading:
+                    # Back-pressure: read no more until answers drain (resumed as they are written).
+                    self._reading = False
+                    self._transport.pause_reading()
                 return
             received = time.monotonic()
             if isinstance(event, ProtocolViolation):
@@ -102,9 +106,6 @@ class KafkaConnection(asyncio.Protocol):
     async def _timed(work):
         """``work``'s result and when it was ready (the respond stage starts there)."""
         return await work, time.monotonic()
-        if self._inflight >= self._max_inflight and self._reading:
-            self._reading = False
-            self._transport.pause_reading()
 
     def pause_writing(self) -> None:
         self._writable.clear()

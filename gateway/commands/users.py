@@ -1,20 +1,22 @@
 """``kgate users add|list|delete``: SASL users, managed in the metadata store directly.
 
 Kafka has no request a 0.9-era tool could use for this, so like Kafka's own
-``kafka-configs.sh --zookeeper`` the command writes the metadata store. A running
-broker reads credentials at every login, so changes take effect at once.
+``kafka-configs.sh --zookeeper`` the command writes the metadata store: the embedded
+one in a data directory, or a cluster's ZooKeeper (``--metadata``). Every broker
+reads credentials at every login, so changes take effect at once cluster-wide.
 """
 import asyncio
 import json
-import os
 import sys
 
-from metadata.stores.embedded import EmbeddedMetadataStore
+from metadata.store import StoreUnavailable
 
+from ..broker import open_metadata
 from ..sasl import CredentialStore
 from ..sasl.credentials import MAX_ITERATIONS, MIN_ITERATIONS, SCRAM_MECHANISMS, ScramCredential
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE = 0, 1, 2
+ZOOKEEPER_SESSION_MS = 10_000
 
 
 def add_parser(commands) -> None:
@@ -22,6 +24,8 @@ def add_parser(commands) -> None:
                                 description="Manage SASL users. Credentials are stored salted (SCRAM), never in clear.")
     users.add_argument("--data-dir", metavar="DIR", default="kgate-data",
                        help="the broker's data directory (embedded metadata; default ./kgate-data)")
+    users.add_argument("--metadata", metavar="embedded|zookeeper://HOST:PORT[,...][/CHROOT]", default="embedded",
+                       help="the metadata store: the data directory's (default) or a cluster's ZooKeeper")
     actions = users.add_subparsers(dest="action", required=True)
     add = actions.add_parser("add", help="add a user or change its password")
     add.add_argument("name")
@@ -47,8 +51,11 @@ async def _run(args) -> int:
         if problem:
             print(f"kgate users add: {problem}", file=sys.stderr)
             return EXIT_USAGE
-    os.makedirs(args.data_dir, exist_ok=True)
-    metadata = EmbeddedMetadataStore(os.path.join(args.data_dir, "metadata.sqlite"))
+    try:
+        metadata = await open_metadata(args.metadata, args.data_dir, ZOOKEEPER_SESSION_MS, retry=False)
+    except StoreUnavailable as exc:
+        print(f"kgate users: {exc}", file=sys.stderr)
+        return EXIT_NOT_FOUND
     credentials = CredentialStore(metadata)
     try:
         if args.action == "add":

@@ -44,10 +44,11 @@ class ZooKeeperMetadataStore(MetadataStore):
         self._session_callbacks: list[Callable[[Session], None]] = []
         self._watchers: list = []
 
-    async def connect(self) -> None:
+    async def connect(self, retry: bool = True) -> None:
         """Connect, retrying with backoff for as long as the ensemble cannot be reached.
 
-        A broker started before its ZooKeeper waits for it and says so on every attempt.
+        A broker started before its ZooKeeper waits for it and says so on every attempt;
+        a command (``retry`` false) gives up with StoreUnavailable at the first failure.
         """
         self._loop = asyncio.get_running_loop()
         delay = FIRST_RETRY_SECONDS
@@ -59,6 +60,8 @@ class ZooKeeperMetadataStore(MetadataStore):
                 break
             except KazooTimeoutError:
                 await self._loop.run_in_executor(None, client.close)
+                if not retry:
+                    raise StoreUnavailable(f"cannot reach ZooKeeper at {self.address}") from None
                 log.error("cannot reach ZooKeeper at %s; retrying in %.1f s", self.address, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, MAX_RETRY_SECONDS)
