@@ -55,3 +55,7 @@ def test_metrics_follow_the_traffic(broker_factory):
         assert value(samples, "kgate_fetch_stage_seconds_count", stage=stage) >= 1, stage
     assert value(samples, "kgate_ledgers", topic=TOPIC) == 3
     assert value(samples, "kgate_ledger_bytes", topic=TOPIC) > COUNT * 100
+    # Ownership and the metadata event manager: the topic's creation came back as an event.
+    assert value(samples, "kgate_partitions_owned", topic=TOPIC) == 3
+    assert value(samples, "kgate_metadata_event_processing_seconds_count", event="topics_changed") >= 1
+    assert value(samples, "kgate_metadata_event_queue_seconds_count", event="topics_changed") >= 1
