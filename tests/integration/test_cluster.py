@@ -16,7 +16,8 @@ from kazoo.client import KazooClient
 
 from protocol.error_codes import ErrorCode
 from tests.support import records as R
-from tests.support.cluster import AckedProducer, KgateCluster, check_delivery, read_all, wait_for, SESSION_TIMEOUT_MS
+from tests.support.cluster import SESSION_TIMEOUT_MS, AckedProducer, KgateCluster, check_delivery, read_all
+from tests.support.member_process import wait_for
 from tests.support.wire import Wire, encode_request, read_response
 from tests.support.zookeeper import Ensemble
 from tests.unit.record_batches import build_batch

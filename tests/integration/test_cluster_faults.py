@@ -8,7 +8,8 @@ from kafka.protocol.producer import ProduceRequest
 from protocol.error_codes import ErrorCode
 from tests.support.broker_process import BrokerProcess
 from tests.support.clients import create_topic
-from tests.support.cluster import SESSION_TIMEOUT_MS, wait_for
+from tests.support.cluster import SESSION_TIMEOUT_MS
+from tests.support.member_process import wait_for
 from tests.support.wire import Wire
 from tests.support.zookeeper import ZooKeeperServer, free_ports
 from tests.unit.record_batches import build_batch

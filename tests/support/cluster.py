@@ -14,20 +14,9 @@ from confluent_kafka.admin import AdminClient
 
 from . import records as R
 from .broker_process import BrokerProcess
+from .member_process import wait_for
 
 SESSION_TIMEOUT_MS = 4000
-
-
-def wait_for(condition, timeout: float, what: str, interval: float = 0.1):
-    """Poll ``condition`` until it returns something truthy; fail naming ``what`` after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = condition()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(interval)
 
 
 class KgateCluster:
