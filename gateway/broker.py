@@ -12,7 +12,8 @@ import os
 import uuid
 from typing import Callable
 
-from metadata.cluster import BrokerInfo, ClusterState, Topic, TopicExists, UnknownTopic, ledger_list_path
+from metadata.cluster import (BROKERS, OWNERS, TOPICS, BrokerInfo, ClusterState, Topic, TopicExists, UnknownTopic,
+                              ledger_list_path)
 from metadata.events import Event, EventManager
 from metadata.store import MetadataStore, NodeExists
 from protocol.error_codes import ErrorCode
@@ -65,7 +66,7 @@ class Broker:
         self.events = EventManager(observe=self.metrics.metadata_event)
         self.ownership = Ownership(self)
         # How long a restarted broker waits for its previous session's registration to go.
-        self.registration_wait = getattr(metadata, "session_timeout", 0) + 2
+        self.registration_wait = metadata.session_timeout + 2
         self._watched: set[str] = set()
 
     def me(self) -> BrokerInfo:
@@ -91,8 +92,8 @@ class Broker:
         store.on_session(lambda session: events.post(Event.SESSION, session))
         await self.cluster.register(self.me(), self.registration_wait)
         await self.cluster.load()
-        store.watch("/brokers/ids", events.poster(Event.BROKERS), children=True)
-        store.watch("/topics", events.poster(Event.TOPICS), children=True)
+        store.watch(BROKERS, events.poster(Event.BROKERS), children=True)
+        store.watch(TOPICS, events.poster(Event.TOPICS), children=True)
         for topic in self.cluster.topics.values():
             self._watch_topic(topic.name)
         await self.groups.start()
@@ -108,8 +109,8 @@ class Broker:
     def _watch_topic(self, name: str) -> None:
         if name not in self._watched:
             self._watched.add(name)
-            self.metadata.watch(f"/topics/{name}", self.events.poster(Event.TOPIC, name))
-            self.metadata.watch(f"/owners/{name}", self.events.poster(Event.OWNERS, name), children=True)
+            self.metadata.watch(f"{TOPICS}/{name}", self.events.poster(Event.TOPIC, name))
+            self.metadata.watch(f"{OWNERS}/{name}", self.events.poster(Event.OWNERS, name), children=True)
 
     async def _cluster_id(self) -> str:
         node = await self.metadata.get("/cluster/id")
@@ -155,7 +156,7 @@ class Broker:
 
     async def _topic_changed(self, name: str) -> None:
         """One topic's node changed: its partition count or configs (a deletion is TOPICS')."""
-        node = await self.metadata.get(f"/topics/{name}")
+        node = await self.metadata.get(f"{TOPICS}/{name}")
         known = self.cluster.topics.get(name)
         if node is None or known is None:
             return

@@ -46,6 +46,9 @@ class Node:
 
 
 class MetadataStore(ABC):
+    # Seconds after which the store ends a silent process's session and its ephemeral nodes.
+    session_timeout: float = 0.0
+
     @abstractmethod
     async def get(self, path: str) -> Node | None: ...
 

@@ -38,7 +38,7 @@ class ZooKeeperMetadataStore(MetadataStore):
     def __init__(self, address: str, session_timeout_ms: int):
         self.address = address
         self._hosts, self._chroot = split_address(address)
-        self._session_timeout = session_timeout_ms / 1000
+        self.session_timeout = session_timeout_ms / 1000
         self._client: KazooClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._session_callbacks: list[Callable[[Session], None]] = []
@@ -53,7 +53,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         self._loop = asyncio.get_running_loop()
         delay = FIRST_RETRY_SECONDS
         while True:
-            client = KazooClient(hosts=self._hosts, timeout=self._session_timeout,
+            client = KazooClient(hosts=self._hosts, timeout=self.session_timeout,
                                  connection_retry={"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 1})
             try:
                 await self._loop.run_in_executor(None, self._start, client)
@@ -67,17 +67,13 @@ class ZooKeeperMetadataStore(MetadataStore):
                 delay = min(delay * 2, MAX_RETRY_SECONDS)
         self._client = client
         client.add_listener(self._session_changed)
-        log.info("connected to ZooKeeper at %s (session timeout %.1f s)", self.address, self._session_timeout)
+        log.info("connected to ZooKeeper at %s (session timeout %.1f s)", self.address, self.session_timeout)
 
     def _start(self, client: KazooClient) -> None:
-        client.start(timeout=max(2.0, self._session_timeout / 2))
+        client.start(timeout=max(2.0, self.session_timeout / 2))
         if self._chroot:
             client.ensure_path(self._chroot)
             client.chroot = self._chroot
-
-    @property
-    def session_timeout(self) -> float:
-        return self._session_timeout
 
     def _session_changed(self, state) -> None:
         session = _SESSIONS[state]
