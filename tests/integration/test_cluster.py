@@ -63,6 +63,11 @@ def test_every_broker_lists_every_broker_and_partitions_spread_evenly(cluster):
     leaders = create(cluster, "spread")
     for broker in cluster.brokers.values():
         assert cluster.live_brokers(broker.bootstrap) == {0, 1, 2}
+        admin = cluster.admin(broker.bootstrap)
+        described = admin.describe_cluster(request_timeout=10).result(timeout=15)
+        assert {node.id: node.port for node in described.nodes} == \
+            {node_id: int(b.bootstrap.rsplit(":", 1)[1]) for node_id, b in cluster.brokers.items()}
+        assert described.controller.id == 0
     counts = sorted(list(leaders.values()).count(b) for b in (0, 1, 2))
     assert counts == [4, 4, 4], leaders
     # Any broker is a bootstrap: records produced through one are read through another.
