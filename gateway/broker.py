@@ -387,6 +387,7 @@ async def open_broker(settings: Settings) -> Broker:
     """
     from storage.stores.file_store import FileLedgerStore
 
+    os.makedirs(settings.data_dir, exist_ok=True)
     metadata = await open_metadata(settings["kgate.metadata"], settings.data_dir,
                                    settings["zookeeper.session.timeout.ms"])
     node_id = settings["broker.id"]
