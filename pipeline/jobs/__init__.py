@@ -1,0 +1,30 @@
+"""Pipeline jobs built on the ``kgate`` data source, importable and run by ``kgate pipeline``.
+
+Each job is a function of a SparkSession and the data source's options that starts a
+streaming query and returns it, so it can run inside a larger Spark application as
+well as from the command line.
+"""
+
+
+def session(app_name: str, master: str = "local[*]", conf: dict | None = None):
+    """A SparkSession for a job run from the command line.
+
+    Dates and minutes are UTC whatever the machine's zone, and a failure in a Python
+    worker is reported by its message alone: the data source's messages name the
+    option or partition at fault, which a worker traceback would bury.
+    """
+    from pyspark.sql import SparkSession
+
+    builder = (SparkSession.builder.appName(app_name).master(master)
+               .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.sql.execution.pyspark.udf.hideTraceback.enabled", "true"))
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def start(writer, available_now: bool, interval_ms: int | None):
+    """Start ``writer``: drain what is there now and stop (the default), or run every ``interval_ms``."""
+    if available_now:
+        return writer.trigger(availableNow=True).start()
+    return writer.trigger(processingTime=f"{interval_ms} milliseconds").start()
