@@ -1,0 +1,83 @@
+"""Structured Streaming through format("kgate"): landing to Parquet exactly once, and writing back."""
+import os
+
+from pyspark.sql import functions as F
+
+from pipeline.jobs.land import land
+from tests.support import records as R
+from tests.support.clients import ConfluentClient
+
+from .conftest import source_options
+from .spark_records import collect
+
+N, M = 2000, 700
+QUERY_TIMEOUT_S = 120
+
+
+def run(query) -> list[dict]:
+    """Wait for an availableNow query to finish; its progress reports, one per micro-batch."""
+    assert query.awaitTermination(QUERY_TIMEOUT_S), f"query still running after {QUERY_TIMEOUT_S} s"
+    assert query.exception() is None, query.exception()
+    return [progress for progress in query.recentProgress if progress["numInputRows"] > 0]
+
+
+def test_landing_is_exactly_once_across_runs_and_restarts(spark, kgate, topic, tmp_path):
+    output, checkpoint = str(tmp_path / "lake"), str(tmp_path / "checkpoint")
+    options = source_options(kgate, topic, startingOffsets="earliest", includeHeaders="true",
+                             maxOffsetsPerTrigger="500")
+    ConfluentClient.produce(kgate.bootstrap, topic, N)
+
+    batches = run(land(spark, options, output, checkpoint))
+    assert len(batches) >= N // 500  # maxOffsetsPerTrigger splits the backlog into micro-batches
+    assert max(b["numInputRows"] for b in batches) <= 500
+    landed = spark.read.parquet(output)
+    R.check_read_back(collect(landed), N)
+    assert sorted(os.listdir(output)) == ["_spark_metadata", f"topic={topic}"]
+    assert os.listdir(os.path.join(output, f"topic={topic}")) == ["date=2023-11-14"]  # R.timestamp's UTC day
+
+    ConfluentClient.produce(kgate.bootstrap, topic, M, first=N)
+    kgate.stop()
+    kgate.restart()
+    batches = run(land(spark, options, output, checkpoint))
+    assert sum(b["numInputRows"] for b in batches) == M
+    R.check_read_back(collect(spark.read.parquet(output)), N + M)  # no duplicates, no loss
+
+    assert run(land(spark, options, output, checkpoint)) == []  # nothing new: nothing landed
+    assert spark.read.parquet(output).count() == N + M
+
+
+def test_streaming_offsets_are_checkpointed_in_spark_kafka_shape(spark, kgate, topic, tmp_path):
+    ConfluentClient.produce(kgate.bootstrap, topic, 300)
+    query = (spark.readStream.format("kgate").options(**source_options(kgate, topic, startingOffsets="earliest"))
+             .load().writeStream.format("noop").option("checkpointLocation", str(tmp_path / "cp"))
+             .trigger(availableNow=True).start())
+    batches = run(query)
+    end = batches[-1]["sources"][0]["endOffset"]
+    end = end if isinstance(end, dict) else __import__("json").loads(end)
+    assert set(end) == {topic} and set(end[topic]) == {"0", "1", "2"}
+    assert sum(end[topic].values()) == 300
+
+
+def test_streaming_starts_at_latest_by_default(spark, kgate, topic, tmp_path):
+    ConfluentClient.produce(kgate.bootstrap, topic, 100)
+    query = (spark.readStream.format("kgate").options(**source_options(kgate, topic)).load()
+             .writeStream.format("noop").option("checkpointLocation", str(tmp_path / "cp"))
+             .trigger(availableNow=True).start())
+    assert run(query) == []
+
+
+def test_streaming_write_lands_in_the_topic(spark, kgate, topic, tmp_path):
+    from tests.support.clients import create_topic
+
+    target = f"{topic}-copy"
+    create_topic(kgate.bootstrap, target, 3)
+    ConfluentClient.produce(kgate.bootstrap, topic, N)
+    copy = (spark.readStream.format("kgate")
+            .options(**source_options(kgate, topic, startingOffsets="earliest", includeHeaders="true")).load()
+            .select("key", "value", "headers", "partition"))
+    query = (copy.writeStream.format("kgate").option("kafka.bootstrap.servers", kgate.bootstrap)
+             .option("topic", target).option("checkpointLocation", str(tmp_path / "cp"))
+             .trigger(availableNow=True).start())
+    assert sum(b["numInputRows"] for b in run(query)) == N
+    consumed = ConfluentClient.consume(kgate.bootstrap, target, 3, N, timeout=60)
+    R.check_read_back(consumed, N, with_timestamps=None)
