@@ -3,7 +3,10 @@
 For every (minute, topic, key) the job emits a record keyed by the original key whose
 value is JSON ``{"minute": <window start, epoch ms>, "topic": ..., "key": ..., "count": n}``.
 It runs in update mode: a record is emitted whenever a minute's count changes, so the
-last record for a (minute, topic, key) holds its final count. Minutes are event time
+last record for a (minute, topic, key) holds its final count. Spark's Python streaming
+sinks take append mode only, so each micro-batch's updates go out through the batch
+writer (``foreachBatch``); a micro-batch re-run after a failure may emit its updates
+twice, which the last-record-wins reading absorbs. Minutes are event time
 (the record timestamps); state is kept until the watermark, ``watermark`` behind the
 newest timestamp seen, passes a minute's end, and records later than that are not counted.
 """
@@ -28,7 +31,10 @@ def minute_counts(spark: SparkSession, options: dict, output_topic: str, checkpo
     """Start counting; returns the StreamingQuery. The output goes to ``output_topic`` on
     the cluster the options read from."""
     sink_options = {key: value for key, value in options.items() if key.lower().startswith("kafka.")}
-    writer = (minute_counts_frame(spark, options, watermark).writeStream.format(FORMAT).options(**sink_options)
-              .option("topic", output_topic).option("checkpointLocation", checkpoint)
-              .outputMode("update").queryName("kgate-minute-counts"))
+
+    def write_updates(updates: DataFrame, _batch_id: int) -> None:
+        updates.write.format(FORMAT).options(**sink_options).option("topic", output_topic).mode("append").save()
+
+    writer = (minute_counts_frame(spark, options, watermark).writeStream.foreachBatch(write_updates)
+              .option("checkpointLocation", checkpoint).outputMode("update").queryName("kgate-minute-counts"))
     return start(writer, available_now, interval_ms)
