@@ -17,9 +17,24 @@ from .options import EARLIEST_OFFSET, LATEST_OFFSET, ClientOptions, OffsetSpec, 
 PLANNER_GROUP = "kgate-spark-planner"
 
 
-def consumer(client: ClientOptions, **overrides) -> Consumer:
+class ClientErrors:
+    """The errors librdkafka reports on the side (a failed login, a refused connection):
+    a request that then fails says only "transport failure"; the first specific error
+    reported this way is the cause worth naming."""
+
+    _VAGUE = (KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN)
+
+    def __init__(self):
+        self.cause: KafkaError | None = None
+
+    def __call__(self, error: KafkaError) -> None:
+        if self.cause is None or (self.cause.code() in self._VAGUE and error.code() not in self._VAGUE):
+            self.cause = error
+
+
+def consumer(client: ClientOptions, errors: ClientErrors, **overrides) -> Consumer:
     """A librdkafka consumer on the reader's settings that never joins a group or commits."""
-    config = client.librdkafka(**{"group.id": PLANNER_GROUP, "enable.auto.commit": False,
+    config = client.librdkafka(**{"group.id": PLANNER_GROUP, "enable.auto.commit": False, "error_cb": errors,
                                   "socket.connection.setup.timeout.ms": client.api_timeout_ms,
                                   "allow.auto.create.topics": False, **overrides})
     try:
@@ -28,9 +43,14 @@ def consumer(client: ClientOptions, **overrides) -> Consumer:
         raise BrokerError(f"kafka.* options rejected by the Kafka client: {exc.args[0].str()}") from None
 
 
-def broker_error(client: ClientOptions, what: str, exc: KafkaException) -> BrokerError:
+def broker_error(client: ClientOptions, what: str, exc: KafkaException, connection: Consumer,
+                 errors: ClientErrors) -> BrokerError:
+    """BrokerError for a failed request, with the cause librdkafka reported on the side."""
     error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
     reason = error.str() if error is not None else str(exc)
+    connection.poll(0)  # serves the error callbacks queued meanwhile
+    if errors.cause is not None and errors.cause.str() not in reason:
+        reason += f" ({errors.cause.str()})"
     return BrokerError(f"{what} from kafka.bootstrap.servers={client.bootstrap} failed within "
                        f"{client.api_timeout_ms} ms (kafka.default.api.timeout.ms): {reason}")
 
@@ -38,10 +58,11 @@ def broker_error(client: ClientOptions, what: str, exc: KafkaException) -> Broke
 class Cluster:
     def __init__(self, client: ClientOptions):
         self.client = client
+        self.errors = ClientErrors()
         self._consumer: Consumer | None = None
 
     def __getstate__(self):
-        return {"client": self.client, "_consumer": None}
+        return {"client": self.client, "errors": ClientErrors(), "_consumer": None}
 
     @property
     def _timeout(self) -> float:
@@ -49,7 +70,7 @@ class Cluster:
 
     def _connection(self) -> Consumer:
         if self._consumer is None:
-            self._consumer = consumer(self.client)
+            self._consumer = consumer(self.client, self.errors)
         return self._consumer
 
     def close(self) -> None:
@@ -62,7 +83,7 @@ class Cluster:
         try:
             metadata = self._connection().list_topics(timeout=self._timeout)
         except KafkaException as exc:
-            raise broker_error(self.client, "listing topics", exc) from None
+            raise broker_error(self.client, "listing topics", exc, self._consumer, self.errors) from None
         topics = {name: sorted(t.partitions) for name, t in metadata.topics.items()
                   if t.error is None and not name.startswith("__")}
         if subscription.kind == "subscribePattern":
@@ -86,7 +107,7 @@ class Cluster:
                 out[(topic, partition)] = self._connection().get_watermark_offsets(
                     KafkaTopicPartition(topic, partition), timeout=self._timeout, cached=False)
             except KafkaException as exc:
-                raise broker_error(self.client, f"offsets of {topic}-{partition}", exc) from None
+                raise broker_error(self.client, f"offsets of {topic}-{partition}", exc, self._consumer, self.errors) from None
         return out
 
     def offsets_for_timestamp(self, partitions: list[TopicPartition], timestamp: int) -> dict[TopicPartition, int]:
@@ -97,7 +118,7 @@ class Cluster:
         try:
             found = self._connection().offsets_for_times(asked, timeout=self._timeout)
         except KafkaException as exc:
-            raise broker_error(self.client, f"offsets for timestamp {timestamp}", exc) from None
+            raise broker_error(self.client, f"offsets for timestamp {timestamp}", exc, self._consumer, self.errors) from None
         return {(tp.topic, tp.partition): tp.offset for tp in found}
 
     def resolve(self, spec: OffsetSpec, partitions: list[TopicPartition], timestamp_strategy: str = "error",

@@ -19,7 +19,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from pyspark.sql.types import StructType
 
 from . import offsets as O
-from .cluster import Cluster, broker_error, consumer
+from .cluster import ClientErrors, Cluster, broker_error, consumer
 from .errors import BrokerError, DataLossError
 from .options import ReadOptions
 
@@ -63,14 +63,15 @@ def read_range(options: ReadOptions, part: O.PartitionRange, schema: StructType)
     arrow_schema = to_arrow_schema(schema, timezone="UTC")
     where = f"{part.topic}-{part.partition}"
     poll_timeout = options.poll_timeout_ms / 1000
-    reader = consumer(options.client, **{"auto.offset.reset": "error", "enable.partition.eof": False,
+    errors = ClientErrors()
+    reader = consumer(options.client, errors, **{"auto.offset.reset": "error", "enable.partition.eof": False,
                                          "fetch.wait.max.ms": 100})
     try:
         try:
             low, high = reader.get_watermark_offsets(KafkaTopicPartition(part.topic, part.partition),
                                                      timeout=options.client.api_timeout_ms / 1000, cached=False)
         except KafkaException as exc:
-            raise broker_error(options.client, f"offsets of {where}", exc) from None
+            raise broker_error(options.client, f"offsets of {where}", exc, reader, errors) from None
         start, end = part.start, part.end
         if start < low:
             _data_loss(options, f"{where}: offsets {start} to {min(low, end) - 1} are no longer in the log "

@@ -149,3 +149,24 @@ def test_write_refuses_a_frame_without_value_or_topic(spark, kgate):
     message = failure(lambda: frame.write.format("kgate").option("kafka.bootstrap.servers", kgate.bootstrap)
                       .mode("append").save())
     assert "kgate option 'value'" in message
+
+
+def test_sasl_with_spark_kafka_options(spark, broker_factory, tmp_path):
+    """Spark's SASL options (a JAAS login module line) work unchanged."""
+    import subprocess
+    import sys
+
+    subprocess.run([sys.executable, "-m", "gateway.cli", "users", "--data-dir", str(tmp_path / "secured"), "add",
+                    "alice", "--password", "alice-secret"], check=True, capture_output=True)
+    broker = broker_factory("secured", listeners=("SASL_PLAINTEXT",))
+    create_topic(broker.bootstrap, "secret", 3)
+    ConfluentClient.produce(broker.bootstrap, "secret", 500)
+    jaas = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="alice" password="%s";'
+    sasl = {"kafka.bootstrap.servers": broker.address("SASL_PLAINTEXT"), "kafka.security.protocol": "SASL_PLAINTEXT",
+            "kafka.sasl.mechanism": "SCRAM-SHA-256", "kafka.sasl.jaas.config": jaas % "alice-secret",
+            "subscribe": "secret", "includeHeaders": "true", "kafka.default.api.timeout.ms": "10000"}
+    R.check_read_back(collect(spark.read.format("kgate").options(**sasl).load()), 500)
+    wrong = {**sasl, "kafka.sasl.jaas.config": jaas % "wrong"}
+    message = failure(lambda: spark.read.format("kgate").options(**wrong).load().collect())
+    assert f"kafka.bootstrap.servers={broker.address('SASL_PLAINTEXT')}" in message
+    assert "Authentication failed" in message
