@@ -7,7 +7,6 @@ the data source's ``kafka.*`` options; the data source's options are checked bef
 Spark starts, so a typo costs no JVM start-up. A job that fails prints the data
 source's own message: exit 3 when the brokers could not be reached, 1 otherwise.
 """
-import sys
 
 from . import client_options as options
 from .client_options import ConnectError, Failed, UsageError

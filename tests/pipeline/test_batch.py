@@ -1,10 +1,15 @@
 """Batch reads and writes through format("kgate") against a live broker."""
+import signal
+import subprocess
+import sys
+
 import pytest
 from pyspark.errors import PySparkException
 from pyspark.sql import functions as F
 
 import pipeline
 from tests.support import records as R
+from tests.support.broker_process import BrokerProcess
 from tests.support.clients import ConfluentClient, create_topic
 
 from .conftest import source_options
@@ -114,9 +119,6 @@ def test_unreachable_brokers_fail_within_the_deadline(spark, kgate, filled):
 
 
 def test_stopped_broker_fails_the_read_instead_of_hanging(spark, tmp_path):
-    from tests.support.broker_process import BrokerProcess
-    import signal
-
     broker = BrokerProcess(str(tmp_path / "paused")).start()
     try:
         create_topic(broker.bootstrap, "paused", 1)
@@ -153,9 +155,6 @@ def test_write_refuses_a_frame_without_value_or_topic(spark, kgate):
 
 def test_sasl_with_spark_kafka_options(spark, broker_factory, tmp_path):
     """Spark's SASL options (a JAAS login module line) work unchanged."""
-    import subprocess
-    import sys
-
     subprocess.run([sys.executable, "-m", "gateway.cli", "users", "--data-dir", str(tmp_path / "secured"), "add",
                     "alice", "--password", "alice-secret"], check=True, capture_output=True)
     broker = broker_factory("secured", listeners=("SASL_PLAINTEXT",))

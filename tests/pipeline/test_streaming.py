@@ -1,11 +1,15 @@
 """Structured Streaming through format("kgate"): landing to Parquet exactly once, and writing back."""
+import json
 import os
 
-from pyspark.sql import functions as F
+import pytest
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient
+from pyspark.errors import StreamingQueryException
 
 from pipeline.jobs.land import land
 from tests.support import records as R
-from tests.support.clients import ConfluentClient
+from tests.support.clients import ConfluentClient, create_topic
 
 from .conftest import source_options
 from .spark_records import collect
@@ -53,7 +57,7 @@ def test_streaming_offsets_are_checkpointed_in_spark_kafka_shape(spark, kgate, t
              .trigger(availableNow=True).start())
     batches = run(query)
     end = batches[-1]["sources"][0]["endOffset"]
-    end = end if isinstance(end, dict) else __import__("json").loads(end)
+    end = end if isinstance(end, dict) else json.loads(end)
     assert set(end) == {topic} and set(end[topic]) == {"0", "1", "2"}
     assert sum(end[topic].values()) == 300
 
@@ -67,8 +71,6 @@ def test_streaming_starts_at_latest_by_default(spark, kgate, topic, tmp_path):
 
 
 def test_streaming_write_lands_in_the_topic(spark, kgate, topic, tmp_path):
-    from tests.support.clients import create_topic
-
     target = f"{topic}-copy"
     create_topic(kgate.bootstrap, target, 3)
     ConfluentClient.produce(kgate.bootstrap, topic, N)
@@ -81,3 +83,26 @@ def test_streaming_write_lands_in_the_topic(spark, kgate, topic, tmp_path):
     assert sum(b["numInputRows"] for b in run(query)) == N
     consumed = ConfluentClient.consume(kgate.bootstrap, target, 3, N, timeout=60)
     R.check_read_back(consumed, N, with_timestamps=None)
+
+
+def test_records_trimmed_between_runs_are_data_loss(spark, kgate, topic, tmp_path):
+    def copy(fail_on_data_loss: str):
+        options = source_options(kgate, topic, startingOffsets="earliest", failOnDataLoss=fail_on_data_loss)
+        return (spark.readStream.format("kgate").options(**options).load().writeStream.format("noop")
+                .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start())
+
+    ConfluentClient.produce(kgate.bootstrap, topic, 300)
+    assert sum(b["numInputRows"] for b in run(copy("true"))) == 300
+    ConfluentClient.produce(kgate.bootstrap, topic, 300, first=300)
+    admin = AdminClient({"bootstrap.servers": kgate.bootstrap})
+    ends = {p: int(spark.read.format("kgate").options(**source_options(kgate, topic)).load()
+                   .where(f"partition = {p}").selectExpr("max(offset)").first()[0]) + 1 for p in range(3)}
+    trimmed = [TopicPartition(topic, p, end - 10) for p, end in ends.items()]  # keep the last 10 of each
+    for future in admin.delete_records(trimmed).values():
+        future.result(timeout=30)
+
+    with pytest.raises(StreamingQueryException) as failed:
+        copy("true").awaitTermination(QUERY_TIMEOUT_S)
+    message = str(failed.value)
+    assert "are no longer in the log" in message and "set failOnDataLoss=false" in message
+    assert sum(b["numInputRows"] for b in run(copy("false"))) == 30  # what is left, and nothing twice
