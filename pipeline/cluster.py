@@ -32,11 +32,12 @@ class ClientErrors:
             self.cause = error
 
 
-def consumer(client: ClientOptions, errors: ClientErrors, **overrides) -> Consumer:
+def consumer(client: ClientOptions, errors: ClientErrors, defaults: dict | None = None,
+             forced: dict | None = None) -> Consumer:
     """A librdkafka consumer on the reader's settings that never joins a group or commits."""
-    config = client.librdkafka(**{"group.id": PLANNER_GROUP, "enable.auto.commit": False, "error_cb": errors,
-                                  "socket.connection.setup.timeout.ms": client.api_timeout_ms,
-                                  "allow.auto.create.topics": False, **overrides})
+    config = client.librdkafka(
+        {"group.id": PLANNER_GROUP, "socket.connection.setup.timeout.ms": client.api_timeout_ms, **(defaults or {})},
+        {"enable.auto.commit": False, "allow.auto.create.topics": False, "error_cb": errors, **(forced or {})})
     try:
         return Consumer(config)
     except KafkaException as exc:

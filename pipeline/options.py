@@ -85,11 +85,14 @@ class ClientOptions:
     config: tuple[tuple[str, str], ...] = ()
     api_timeout_ms: int = DEFAULT_API_TIMEOUT_MS
 
-    def librdkafka(self, **overrides) -> dict:
-        """librdkafka's log goes to the ``pipeline.kafka`` logger rather than to stderr: a
+    def librdkafka(self, defaults: dict, forced: dict) -> dict:
+        """The user's ``kafka.*`` settings over ``defaults``, under what the source must control.
+
+        librdkafka's log goes to the ``pipeline.kafka`` logger rather than to stderr: a
         broker that is down would otherwise print a line per reconnect attempt, while the
-        failure itself is reported once, by the deadline that ends the task."""
-        return {"bootstrap.servers": self.bootstrap, "logger": KAFKA_LOGGER, **dict(self.config), **overrides}
+        failure itself is reported once, by the deadline that ends the task.
+        """
+        return {"logger": KAFKA_LOGGER, **defaults, **dict(self.config), **forced, "bootstrap.servers": self.bootstrap}
 
 
 @dataclass(frozen=True)

@@ -56,8 +56,8 @@ def _column(batch: pa.RecordBatch, name: str) -> list:
 
 def produce_batches(options: WriteOptions, batches: Iterator[pa.RecordBatch]) -> int:
     """Produce every row; BrokerError unless every record was acknowledged."""
-    config = options.client.librdkafka(**{"enable.idempotence": True, "acks": "all", "linger.ms": 5})
-    config.setdefault("delivery.timeout.ms", DEFAULT_DELIVERY_TIMEOUT_MS)
+    config = options.client.librdkafka({"linger.ms": 5, "delivery.timeout.ms": DEFAULT_DELIVERY_TIMEOUT_MS},
+                                       {"enable.idempotence": True, "acks": "all"})
     try:
         producer = Producer(config)
     except KafkaException as exc:

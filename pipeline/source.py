@@ -26,6 +26,11 @@ from .options import ReadOptions
 # Records per consume() call and so per Arrow batch: big enough to amortize the call,
 # small enough to keep a task's memory flat.
 BATCH_RECORDS = 10_000
+# A task reads one partition from a known offset to a known end, so it asks for big
+# fetches: with librdkafka's 1 MiB default a task spends most of its time waiting on
+# round trips (3x fewer rows/s in bench/pipeline_read.py). kafka.* options override these.
+READ_DEFAULTS = {"max.partition.fetch.bytes": 32 * 1024 * 1024, "fetch.max.bytes": 64 * 1024 * 1024,
+                 "fetch.wait.max.ms": 100}
 # librdkafka's timestamp kinds (not available, create, log append) as Kafka's ids (-1, 0, 1).
 _TIMESTAMP_TYPE = {0: -1, 1: 0, 2: 1}
 
@@ -64,8 +69,8 @@ def read_range(options: ReadOptions, part: O.PartitionRange, schema: StructType)
     where = f"{part.topic}-{part.partition}"
     poll_timeout = options.poll_timeout_ms / 1000
     errors = ClientErrors()
-    reader = consumer(options.client, errors, **{"auto.offset.reset": "error", "enable.partition.eof": False,
-                                         "fetch.wait.max.ms": 100})
+    reader = consumer(options.client, errors, READ_DEFAULTS,
+                      {"auto.offset.reset": "error", "enable.partition.eof": False})
     try:
         try:
             low, high = reader.get_watermark_offsets(KafkaTopicPartition(part.topic, part.partition),

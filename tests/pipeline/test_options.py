@@ -65,11 +65,17 @@ def test_java_client_settings_become_librdkafka_settings():
     jaas = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="app" password="s3 \\"x";'
     parsed = parse_read({**BASE, "kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "SCRAM-SHA-256",
                          "kafka.sasl.jaas.config": jaas, "kafka.default.api.timeout.ms": "5000"}, False)
-    config = parsed.client.librdkafka()
+    config = parsed.client.librdkafka({}, {})
     assert config["sasl.username"] == "app" and config["sasl.password"] == 's3 "x'
     assert config["security.protocol"] == "SASL_PLAINTEXT" and config["sasl.mechanism"] == "SCRAM-SHA-256"
     assert "sasl.jaas.config" not in config and "default.api.timeout.ms" not in config
     assert parsed.client.api_timeout_ms == 5000
+
+
+def test_user_settings_win_over_defaults_but_not_over_what_the_source_controls():
+    parsed = parse_read({**BASE, "kafka.fetch.max.bytes": "5", "kafka.group.id": "mine"}, streaming=False)
+    config = parsed.client.librdkafka({"fetch.max.bytes": 1, "group.id": "planner"}, {"enable.partition.eof": False})
+    assert (config["fetch.max.bytes"], config["group.id"], config["enable.partition.eof"]) == ("5", "mine", False)
 
 
 def test_write_options():

@@ -1,0 +1,138 @@
+"""Spark batch read through the kgate data source, beside a plain confluent-kafka consumer.
+
+What a Spark read costs is best judged against the fastest plain reader of the same
+records on the same machine at the same moment, so every run times both on one
+topic: ``spark.read.format("kgate")`` with every row materialized (a ``noop`` write,
+which builds each row without keeping it), and bench.produce_consume's consumer in
+a spawned process. The ratio of the medians is the figure to watch.
+
+Run from the repository root (needs the spark extra, scripts/setup-spark):
+    .venv/bin/python -m bench.pipeline_read --help
+"""
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import confluent_kafka
+
+from bench.produce_consume import consume, create_topic, finish_child, produce, start_child
+from tests.support.broker_process import BrokerProcess
+
+DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results" / "pipeline_read.json"
+FIGURES = {"spark": "Spark batch read (kgate)", "consumer": "confluent-kafka consumer"}
+
+
+def spark_session(master: str):
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    session = (SparkSession.builder.master(master).appName("kgate-bench-pipeline-read")
+               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2").getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+def spark_read(spark, bootstrap: str, topic: str, expected: int, min_partitions: int | None) -> dict:
+    """Timed from the action's start (planning included) to the last row built."""
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    options = {"kafka.bootstrap.servers": bootstrap, "subscribe": topic}
+    if min_partitions:
+        options["minPartitions"] = str(min_partitions)
+    rows = Observation("rows")
+    frame = spark.read.format("kgate").options(**options).load().observe(rows, F.count(F.lit(1)).alias("n"))
+    start = time.perf_counter()
+    frame.write.format("noop").mode("overwrite").save()
+    elapsed = time.perf_counter() - start
+    if rows.get["n"] != expected:
+        raise RuntimeError(f"Spark read {rows.get['n']} rows of {expected}")
+    return {"records": expected, "seconds": elapsed}
+
+
+def summarise(samples: dict[str, list[float]]) -> dict:
+    return {key: {"label": FIGURES[key], "unit": "rows/s", "samples": values, "median": statistics.median(values),
+                  "min": min(values), "max": max(values)} for key, values in samples.items()}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.pipeline_read", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=1_000_000, help="records in the topic (default 1000000)")
+    parser.add_argument("--runs", type=int, default=3, help="samples of each reader (default 3)")
+    parser.add_argument("--partitions", type=int, default=3, help="partitions of the topic (default 3)")
+    parser.add_argument("--value-size", type=int, default=100, help="bytes per record value (default 100)")
+    parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    parser.add_argument("--min-partitions", type=int, help="the source's minPartitions (default: one per partition)")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds allowed per produce or read")
+    parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT,
+                        help="JSON results file (default bench/results/pipeline_read.json)")
+    args = parser.parse_args(argv)
+    if min(args.records, args.runs, args.partitions, args.value_size) <= 0:
+        parser.error("--records, --runs, --partitions and --value-size must be > 0")
+    work_dir = tempfile.mkdtemp(prefix="kgate-bench-")
+    broker = BrokerProcess(os.path.join(work_dir, "broker"))
+    samples = {key: [] for key in FIGURES}
+    completed = False
+    spark = None
+    try:
+        broker.start()
+        topic = create_topic(broker.bootstrap, args.partitions)
+        produced = finish_child(start_child(produce, broker.bootstrap, topic, args.records, args.value_size,
+                                            args.timeout), args.timeout + 30)
+        print(f"produced {produced['records']:,} records in {produced['seconds']:.1f} s", flush=True)
+        spark = spark_session(args.master)
+        spark_read(spark, broker.bootstrap, topic, args.records, args.min_partitions)  # warm-up: JVM, workers
+        for run in range(1, args.runs + 1):
+            spark_result = spark_read(spark, broker.bootstrap, topic, args.records, args.min_partitions)
+            plain = finish_child(start_child(consume, broker.bootstrap, topic, args.partitions, args.records,
+                                             args.timeout), args.timeout + 30)
+            for key, result in (("spark", spark_result), ("consumer", plain)):
+                samples[key].append(result["records"] / result["seconds"])
+            print(f"run {run}/{args.runs}: " + ", ".join(f"{k} {samples[k][-1]:,.0f} rows/s" for k in FIGURES),
+                  flush=True)
+        completed = True
+    finally:
+        if spark is not None:
+            spark.stop()
+        broker.stop()
+        if completed:
+            shutil.rmtree(work_dir, ignore_errors=True)
+        else:
+            print(f"benchmark failed; broker data and log kept in {work_dir}", file=sys.stderr)
+
+    summary = summarise(samples)
+    ratio = summary["spark"]["median"] / summary["consumer"]["median"]
+    print(f"\nbatch read of {args.records:,} records x {args.value_size} B, {args.partitions} partitions, "
+          f"{args.master}, {args.runs} runs")
+    header = f"{'reader':<28} {'median rows/s':>14} {'min':>12} {'max':>12}"
+    print(header)
+    print("-" * len(header))
+    for entry in summary.values():
+        print(f"{entry['label']:<28} {entry['median']:>14,.0f} {entry['min']:>12,.0f} {entry['max']:>12,.0f}")
+    print(f"Spark / consumer (medians): {ratio:.2f}")
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    report = {
+        "benchmark": "pipeline_read",
+        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "settings": {"records": args.records, "runs": args.runs, "partitions": args.partitions,
+                     "value_size": args.value_size, "master": args.master, "min_partitions": args.min_partitions},
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                    "confluent_kafka": confluent_kafka.__version__, "librdkafka": confluent_kafka.libversion()[0]},
+        "figures": summary,
+        "spark_vs_consumer": ratio,
+    }
+    args.output.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {args.output.name} under {args.output.parent.name}/")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
