@@ -4,7 +4,9 @@ What a Spark read costs is best judged against the fastest plain reader of the s
 records on the same machine at the same moment, so every run times both on one
 topic: ``spark.read.format("kgate")`` with every row materialized (a ``noop`` write,
 which builds each row without keeping it), and bench.produce_consume's consumer in
-a spawned process. The ratio of the medians is the figure to watch.
+a spawned process, once with librdkafka's defaults (what a plain consumer does) and
+once with the fetch sizes the data source's tasks use (the same client, tuned alike).
+The ratios of the medians are the figures to watch.
 
 Run from the repository root (needs the spark extra, scripts/setup-spark):
     .venv/bin/python -m bench.pipeline_read --help
@@ -23,10 +25,12 @@ from pathlib import Path
 import confluent_kafka
 
 from bench.produce_consume import consume, create_topic, finish_child, produce, start_child
+from pipeline.source import READ_DEFAULTS
 from tests.support.broker_process import BrokerProcess
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results" / "pipeline_read.json"
-FIGURES = {"spark": "Spark batch read (kgate)", "consumer": "confluent-kafka consumer"}
+FIGURES = {"spark": "Spark batch read (kgate)", "consumer": "consumer, defaults",
+           "consumer_big_fetch": "consumer, source's fetches"}
 
 
 def spark_session(master: str):
@@ -92,9 +96,10 @@ def main(argv=None) -> int:
         spark_read(spark, broker.bootstrap, topic, args.records, args.min_partitions)  # warm-up: JVM, workers
         for run in range(1, args.runs + 1):
             spark_result = spark_read(spark, broker.bootstrap, topic, args.records, args.min_partitions)
-            plain = finish_child(start_child(consume, broker.bootstrap, topic, args.partitions, args.records,
-                                             args.timeout), args.timeout + 30)
-            for key, result in (("spark", spark_result), ("consumer", plain)):
+            plain, tuned = (finish_child(start_child(consume, broker.bootstrap, topic, args.partitions, args.records,
+                                                     args.timeout, config), args.timeout + 30)
+                            for config in (None, READ_DEFAULTS))
+            for key, result in (("spark", spark_result), ("consumer", plain), ("consumer_big_fetch", tuned)):
                 samples[key].append(result["records"] / result["seconds"])
             print(f"run {run}/{args.runs}: " + ", ".join(f"{k} {samples[k][-1]:,.0f} rows/s" for k in FIGURES),
                   flush=True)
@@ -109,15 +114,15 @@ def main(argv=None) -> int:
             print(f"benchmark failed; broker data and log kept in {work_dir}", file=sys.stderr)
 
     summary = summarise(samples)
-    ratio = summary["spark"]["median"] / summary["consumer"]["median"]
+    ratios = {key: summary["spark"]["median"] / summary[key]["median"] for key in ("consumer", "consumer_big_fetch")}
     print(f"\nbatch read of {args.records:,} records x {args.value_size} B, {args.partitions} partitions, "
           f"{args.master}, {args.runs} runs")
-    header = f"{'reader':<28} {'median rows/s':>14} {'min':>12} {'max':>12}"
+    header = f"{'reader':<28} {'median rows/s':>14} {'min':>12} {'max':>12} {'Spark/this':>11}"
     print(header)
     print("-" * len(header))
-    for entry in summary.values():
-        print(f"{entry['label']:<28} {entry['median']:>14,.0f} {entry['min']:>12,.0f} {entry['max']:>12,.0f}")
-    print(f"Spark / consumer (medians): {ratio:.2f}")
+    for key, entry in summary.items():
+        ratio = f"{ratios[key]:>11.2f}" if key in ratios else f"{'-':>11}"
+        print(f"{entry['label']:<28} {entry['median']:>14,.0f} {entry['min']:>12,.0f} {entry['max']:>12,.0f} {ratio}")
     args.output.parent.mkdir(parents=True, exist_ok=True)
     report = {
         "benchmark": "pipeline_read",
@@ -127,7 +132,7 @@ def main(argv=None) -> int:
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                     "confluent_kafka": confluent_kafka.__version__, "librdkafka": confluent_kafka.libversion()[0]},
         "figures": summary,
-        "spark_vs_consumer": ratio,
+        "spark_vs": ratios,
     }
     args.output.write_text(json.dumps(report, indent=2) + "\n")
     print(f"wrote {args.output.name} under {args.output.parent.name}/")

@@ -177,10 +177,12 @@ def produce(bootstrap: str, topic: str, records: int, value_size: int, max_secon
             "seconds": outcome["last"] - start}
 
 
-def consume(bootstrap: str, topic: str, partitions: int, expected: int, max_seconds: float) -> dict:
-    """Timed from assign() to the last expected record; partitions are assigned, no group joins."""
+def consume(bootstrap: str, topic: str, partitions: int, expected: int, max_seconds: float,
+            config: dict | None = None) -> dict:
+    """Timed from assign() to the last expected record; partitions are assigned, no group joins.
+    ``config``: more librdkafka settings."""
     consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-reader",
-                                         "enable.auto.commit": False})
+                                         "enable.auto.commit": False, **(config or {})})
     try:
         consumer.list_topics(topic, timeout=10)
         count = size = 0
