@@ -12,21 +12,15 @@ Run from the repository root (needs the spark extra, scripts/setup-spark):
     .venv/bin/python -m bench.pipeline_read --help
 """
 import argparse
-import json
 import os
-import platform
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-import confluent_kafka
-
-from bench.produce_consume import consume, create_topic, finish_child, produce, start_child
+from bench.produce_consume import (broker_in_temp_dir, consume, create_topic, finish_child, produce, start_child,
+                                   write_report)
 from pipeline.source import READ_DEFAULTS
-from tests.support.broker_process import BrokerProcess
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results" / "pipeline_read.json"
 FIGURES = {"spark": "Spark batch read (kgate)", "consumer": "consumer, defaults",
@@ -62,6 +56,16 @@ def spark_read(spark, bootstrap: str, topic: str, expected: int, min_partitions:
     return {"records": expected, "seconds": elapsed}
 
 
+def one_run(spark, bootstrap: str, topic: str, args, samples: dict[str, list[float]]) -> None:
+    """One sample of each reader, appended to ``samples`` as rows/s."""
+    results = {"spark": spark_read(spark, bootstrap, topic, args.records, args.min_partitions)}
+    for key, config in (("consumer", None), ("consumer_big_fetch", READ_DEFAULTS)):
+        results[key] = finish_child(start_child(consume, bootstrap, topic, args.partitions, args.records,
+                                                args.timeout, config), args.timeout + 30)
+    for key, result in results.items():
+        samples[key].append(result["records"] / result["seconds"])
+
+
 def summarise(samples: dict[str, list[float]]) -> dict:
     return {key: {"label": FIGURES[key], "unit": "rows/s", "samples": values, "median": statistics.median(values),
                   "min": min(values), "max": max(values)} for key, values in samples.items()}
@@ -81,37 +85,23 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if min(args.records, args.runs, args.partitions, args.value_size) <= 0:
         parser.error("--records, --runs, --partitions and --value-size must be > 0")
-    work_dir = tempfile.mkdtemp(prefix="kgate-bench-")
-    broker = BrokerProcess(os.path.join(work_dir, "broker"))
     samples = {key: [] for key in FIGURES}
-    completed = False
     spark = None
-    try:
-        broker.start()
-        topic = create_topic(broker.bootstrap, args.partitions)
-        produced = finish_child(start_child(produce, broker.bootstrap, topic, args.records, args.value_size,
-                                            args.timeout), args.timeout + 30)
-        print(f"produced {produced['records']:,} records in {produced['seconds']:.1f} s", flush=True)
-        spark = spark_session(args.master)
-        spark_read(spark, broker.bootstrap, topic, args.records, args.min_partitions)  # warm-up: JVM, workers
-        for run in range(1, args.runs + 1):
-            spark_result = spark_read(spark, broker.bootstrap, topic, args.records, args.min_partitions)
-            plain, tuned = (finish_child(start_child(consume, broker.bootstrap, topic, args.partitions, args.records,
-                                                     args.timeout, config), args.timeout + 30)
-                            for config in (None, READ_DEFAULTS))
-            for key, result in (("spark", spark_result), ("consumer", plain), ("consumer_big_fetch", tuned)):
-                samples[key].append(result["records"] / result["seconds"])
-            print(f"run {run}/{args.runs}: " + ", ".join(f"{k} {samples[k][-1]:,.0f} rows/s" for k in FIGURES),
-                  flush=True)
-        completed = True
-    finally:
-        if spark is not None:
-            spark.stop()
-        broker.stop()
-        if completed:
-            shutil.rmtree(work_dir, ignore_errors=True)
-        else:
-            print(f"benchmark failed; broker data and log kept in {work_dir}", file=sys.stderr)
+    with broker_in_temp_dir() as (broker, _work_dir):
+        try:
+            topic = create_topic(broker.bootstrap, args.partitions)
+            produced = finish_child(start_child(produce, broker.bootstrap, topic, args.records, args.value_size,
+                                                args.timeout), args.timeout + 30)
+            print(f"produced {produced['records']:,} records in {produced['seconds']:.1f} s", flush=True)
+            spark = spark_session(args.master)
+            spark_read(spark, broker.bootstrap, topic, args.records, args.min_partitions)  # warm-up: JVM, workers
+            for run in range(1, args.runs + 1):
+                one_run(spark, broker.bootstrap, topic, args, samples)
+                print(f"run {run}/{args.runs}: " + ", ".join(f"{k} {samples[k][-1]:,.0f} rows/s" for k in FIGURES),
+                      flush=True)
+        finally:
+            if spark is not None:
+                spark.stop()
 
     summary = summarise(samples)
     ratios = {key: summary["spark"]["median"] / summary[key]["median"] for key in ("consumer", "consumer_big_fetch")}
@@ -123,19 +113,10 @@ def main(argv=None) -> int:
     for key, entry in summary.items():
         ratio = f"{ratios[key]:>11.2f}" if key in ratios else f"{'-':>11}"
         print(f"{entry['label']:<28} {entry['median']:>14,.0f} {entry['min']:>12,.0f} {entry['max']:>12,.0f} {ratio}")
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    report = {
-        "benchmark": "pipeline_read",
-        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "settings": {"records": args.records, "runs": args.runs, "partitions": args.partitions,
-                     "value_size": args.value_size, "master": args.master, "min_partitions": args.min_partitions},
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "confluent_kafka": confluent_kafka.__version__, "librdkafka": confluent_kafka.libversion()[0]},
-        "figures": summary,
-        "spark_vs": ratios,
-    }
-    args.output.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {args.output.name} under {args.output.parent.name}/")
+    write_report(args.output, "pipeline_read",
+                 {"records": args.records, "runs": args.runs, "partitions": args.partitions,
+                  "value_size": args.value_size, "master": args.master, "min_partitions": args.min_partitions},
+                 summary, spark_vs=ratios)
     return 0
 
 

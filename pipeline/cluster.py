@@ -85,10 +85,10 @@ class Cluster:
             metadata = self._connection().list_topics(timeout=self._timeout)
         except KafkaException as exc:
             raise broker_error(self.client, "listing topics", exc, self._consumer, self.errors) from None
-        topics = {name: sorted(t.partitions) for name, t in metadata.topics.items()
-                  if t.error is None and not name.startswith("__")}
-        if subscription.kind == "subscribePattern":
-            return [(name, p) for name in sorted(topics) if subscription.matches(name) for p in topics[name]]
+        topics = {name: sorted(t.partitions) for name, t in metadata.topics.items() if t.error is None}
+        if subscription.kind == "subscribePattern":  # internal topics are read only when named
+            return [(name, p) for name in sorted(topics) if not name.startswith("__") and subscription.matches(name)
+                    for p in topics[name]]
         missing = [name for name in subscription.topics if name not in topics]
         if missing:
             raise UnknownTopicError(f"kgate option '{subscription.kind}': topic {missing[0]!r} does not exist "

@@ -29,8 +29,10 @@ BATCH_RECORDS = 10_000
 # A task reads one partition from a known offset to a known end, so it asks for big
 # fetches: with librdkafka's 1 MiB default a task spends most of its time waiting on
 # round trips (3x fewer rows/s in bench/pipeline_read.py). kafka.* options override these.
+# read_uncommitted is the Java consumer's default, so Spark's Kafka source reads that way
+# (librdkafka's default is read_committed).
 READ_DEFAULTS = {"max.partition.fetch.bytes": 32 * 1024 * 1024, "fetch.max.bytes": 64 * 1024 * 1024,
-                 "fetch.wait.max.ms": 100}
+                 "fetch.wait.max.ms": 100, "isolation.level": "read_uncommitted"}
 # librdkafka's timestamp kinds (not available, create, log append) as Kafka's ids (-1, 0, 1).
 _TIMESTAMP_TYPE = {0: -1, 1: 0, 2: 1}
 
@@ -69,8 +71,10 @@ def read_range(options: ReadOptions, part: O.PartitionRange, schema: StructType)
     where = f"{part.topic}-{part.partition}"
     poll_timeout = options.poll_timeout_ms / 1000
     errors = ClientErrors()
+    # Partition EOF tells a range that ends in offsets holding no record (transaction
+    # markers of a Kafka cluster) that it is done, instead of waiting for the deadline.
     reader = consumer(options.client, errors, READ_DEFAULTS,
-                      {"auto.offset.reset": "error", "enable.partition.eof": False})
+                      {"auto.offset.reset": "error", "enable.partition.eof": True})
     try:
         try:
             low, high = reader.get_watermark_offsets(KafkaTopicPartition(part.topic, part.partition),
@@ -93,8 +97,12 @@ def read_range(options: ReadOptions, part: O.PartitionRange, schema: StructType)
         while position < end:
             messages = reader.consume(min(BATCH_RECORDS, end - position), timeout=min(1.0, poll_timeout))
             rows = []
+            at_end = False
             for message in messages:
                 error = message.error()
+                if error is not None and error.code() == KafkaError._PARTITION_EOF:
+                    at_end = message.offset() >= end
+                    break
                 if error is not None:
                     if error.code() != KafkaError._AUTO_OFFSET_RESET:
                         raise BrokerError(f"reading {where} at offset {position}: {error.str()}")
@@ -112,7 +120,9 @@ def read_range(options: ReadOptions, part: O.PartitionRange, schema: StructType)
                 position = rows[-1].offset() + 1
                 deadline = time.monotonic() + poll_timeout
                 yield _arrow_batch(rows, part, arrow_schema, options.include_headers)
-            elif time.monotonic() > deadline:
+            if at_end:
+                break
+            if not rows and time.monotonic() > deadline:
                 raise BrokerError(f"reading {where}: no record for {options.poll_timeout_ms} ms "
                                   f"(kafkaConsumer.pollTimeoutMs) at offset {position}, {end - position} "
                                   f"records before the planned end {end}; is kafka.bootstrap.servers="

@@ -9,12 +9,18 @@ well as from the command line.
 def session(app_name: str, master: str = "local[*]", conf: dict | None = None):
     """A SparkSession for a job run from the command line.
 
-    Dates and minutes are UTC whatever the machine's zone, and a failure in a Python
-    worker is reported by its message alone: the data source's messages name the
-    option or partition at fault, which a worker traceback would bury.
+    Spark's Python workers run this interpreter (unless PYSPARK_PYTHON says otherwise):
+    the ``python3`` Spark would pick from PATH may lack kgate and pyarrow. Dates and
+    minutes are UTC whatever the machine's zone, and a failure in a Python worker is
+    reported by its message alone: the data source's messages name the option or
+    partition at fault, which a worker traceback would bury.
     """
+    import os
+    import sys
+
     from pyspark.sql import SparkSession
 
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = (SparkSession.builder.appName(app_name).master(master)
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.sql.execution.pyspark.udf.hideTraceback.enabled", "true"))

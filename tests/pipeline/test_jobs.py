@@ -20,10 +20,12 @@ MINUTE_MS = 60_000
 
 
 def kgate_cli(*args, timeout=240, python_code=None) -> subprocess.CompletedProcess:
+    """``kgate`` as a user runs it: no PYSPARK_* settings (the command picks its own Python for Spark)."""
     command = [sys.executable, "-c", python_code, *args] if python_code else \
         [sys.executable, "-m", "gateway.cli", *args]
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PYSPARK_")}
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=ROOT,
-                          env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
+                          env={**env, "SPARK_LOCAL_IP": "127.0.0.1"})
 
 
 def land_command(broker, topic, tmp_path, *extra):
