@@ -1,8 +1,16 @@
-"""Spark rows of the kgate source as the records the shared read-back checks take."""
+"""Spark rows of the kgate source as the records the shared read-back checks take, and its schema."""
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType, TimestampType
 
 from tests.support import records as R
+
+
+# The source's schema without headers, for readers made without a session.
+SOURCE_SCHEMA = StructType([StructField("key", BinaryType()), StructField("value", BinaryType()),
+                            StructField("topic", StringType()), StructField("partition", IntegerType()),
+                            StructField("offset", LongType()), StructField("timestamp", TimestampType()),
+                            StructField("timestampType", IntegerType())])
 
 
 def collect(frame: DataFrame) -> list[R.Consumed]:

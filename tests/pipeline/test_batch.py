@@ -8,12 +8,16 @@ from pyspark.errors import PySparkException
 from pyspark.sql import functions as F
 
 import pipeline
+from pipeline.errors import BrokerError
+from pipeline.offsets import PartitionRange
+from pipeline.options import parse_read
+from pipeline.source import read_range
 from tests.support import records as R
 from tests.support.broker_process import BrokerProcess
 from tests.support.clients import ConfluentClient, create_topic
 
 from .conftest import source_options
-from .spark_records import collect
+from .spark_records import SOURCE_SCHEMA, collect
 
 N = 3000
 
@@ -52,6 +56,16 @@ def test_schema_is_spark_kafka_source_schema(spark, kgate, filled):
 def test_register_by_hand(spark, kgate, filled):
     pipeline.register(spark)
     assert read(spark, kgate, filled).count() == N
+
+
+def test_subscribe_pattern_and_assign(spark, kgate, filled):
+    pattern = {"kafka.bootstrap.servers": kgate.bootstrap, "subscribePattern": "fill.*"}
+    assert spark.read.format("kgate").options(**pattern).load().count() == N
+    assign = {"kafka.bootstrap.servers": kgate.bootstrap, "assign": '{"filled": [0, 2]}'}
+    partitions = spark.read.format("kgate").options(**assign).load().groupBy("partition").count().collect()
+    whole = read(spark, kgate, filled).groupBy("partition").count().collect()
+    assert {row.partition: row["count"] for row in partitions} == \
+        {row.partition: row["count"] for row in whole if row.partition in (0, 2)}
 
 
 def test_offset_json_bounds_and_min_partitions(spark, kgate, filled):
@@ -131,6 +145,32 @@ def test_stopped_broker_fails_the_read_instead_of_hanging(spark, tmp_path):
         finally:
             broker.process.send_signal(signal.SIGCONT)
         assert "failed within 2000 ms (kafka.default.api.timeout.ms)" in message
+    finally:
+        broker.stop()
+
+
+def test_a_task_whose_broker_stops_answering_fails_at_the_poll_deadline(tmp_path):
+    """The task side of the deadline: records stop coming in the middle of a range."""
+    broker = BrokerProcess(str(tmp_path / "stalling")).start()
+    try:
+        create_topic(broker.bootstrap, "stalling", 1)
+        ConfluentClient.produce(broker.bootstrap, "stalling", 30_000, **{"batch.num.messages": 20})
+        options = parse_read({"kafka.bootstrap.servers": broker.bootstrap, "subscribe": "stalling",
+                              "kafkaConsumer.pollTimeoutMs": "2000", "kafka.default.api.timeout.ms": "2000",
+                              # small fetches, so most of the range is still on the broker when it stops
+                              "kafka.max.partition.fetch.bytes": "20000", "kafka.fetch.max.bytes": "20000",
+                              "kafka.message.max.bytes": "10000",
+                              "kafka.queued.max.messages.kbytes": "20"}, streaming=False)
+        batches = read_range(options, PartitionRange("stalling", 0, 0, 30_000), SOURCE_SCHEMA)
+        first = next(batches)  # at most BATCH_RECORDS; the consumer's queue holds 20 KiB more at most
+        assert 0 < first.num_rows < 30_000
+        broker.process.send_signal(signal.SIGSTOP)
+        try:
+            with pytest.raises(BrokerError, match=r"no record for 2000 ms \(kafkaConsumer.pollTimeoutMs\)"):
+                for _batch in batches:
+                    pass
+        finally:
+            broker.process.send_signal(signal.SIGCONT)
     finally:
         broker.stop()
 

@@ -1,9 +1,14 @@
-"""Option parsing and offset arithmetic, without Spark or a broker."""
+"""Option parsing, offset arithmetic and the data source objects, without Spark or a broker."""
+import pickle
+
 import pytest
 
 from pipeline import offsets as O
 from pipeline.errors import OptionError
+from pipeline.datasource import KgateDataSource
 from pipeline.options import parse_read, parse_write
+
+from .spark_records import SOURCE_SCHEMA
 
 BASE = {"kafka.bootstrap.servers": "127.0.0.1:9092", "subscribe": "a,b"}
 
@@ -107,3 +112,14 @@ def test_max_offsets_per_trigger_is_shared_by_backlog():
     assert end == {("a", 0): 100, ("a", 1): 110, ("a", 2): 5}
     assert O.cap(start, latest, 10_000) == latest
     assert O.cap({("a", 0): 0, ("a", 1): 0}, {("a", 0): 1000, ("a", 1): 1}, 10)[("a", 1)] == 1  # under one: up
+
+
+def test_readers_connect_lazily_and_pickle_without_their_connection():
+    """Spark builds and pickles these in the driver's planning; only workers may connect."""
+    source = KgateDataSource({"kafka.bootstrap.servers": "127.0.0.1:1", "subscribe": "t"})  # nothing listens
+    for reader in (source.reader(SOURCE_SCHEMA), source.streamReader(SOURCE_SCHEMA)):
+        assert reader.cluster._consumer is None
+        reader.cluster._connection()
+        clone = pickle.loads(pickle.dumps(reader))
+        assert clone.cluster._consumer is None and clone.options == reader.options
+        reader.cluster.close()
