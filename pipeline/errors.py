@@ -1,9 +1,17 @@
-"""The failures the data source reports in its own words.
+"""The failures the data source reports in its own words, and how Spark shows them.
 
-Spark shows a worker's exception with the worker's traceback around it; these carry a
-message that stands on its own (it names the option or the partition at fault), so
-the line a user reads first says what to change.
+These carry a message that stands on its own (it names the option or the partition
+at fault), so the line a user reads first says what to change. Spark's Python worker
+wraps any exception in the worker's traceback unless ``SPARK_HIDE_TRACEBACK`` is set
+(``spark.sql.execution.pyspark.udf.hideTraceback.enabled``): the methods Spark calls
+are wrapped in ``reported_alone``, which sets it for a PipelineError only. The worker
+formats the error after it leaves our code and then exits, so the setting ends with
+that process and no other failure loses its traceback.
 """
+import contextlib
+import functools
+import inspect
+import os
 
 
 class PipelineError(Exception):
@@ -28,3 +36,29 @@ class DataLossError(PipelineError):
 
 class BrokerError(PipelineError):
     """The brokers could not be reached, refused us, or did not answer within a deadline."""
+
+
+@contextlib.contextmanager
+def _alone():
+    try:
+        yield
+    except PipelineError:
+        os.environ["SPARK_HIDE_TRACEBACK"] = "1"
+        raise
+
+
+def reported_alone(method):
+    """For a data source method Spark calls in a worker (a generator too, for ``read``):
+    a PipelineError it raises reaches the user as its message, without a traceback."""
+    if inspect.isgeneratorfunction(method):
+        @functools.wraps(method)
+        def generate(*args, **kwargs):
+            with _alone():
+                yield from method(*args, **kwargs)
+        return generate
+
+    @functools.wraps(method)
+    def call(*args, **kwargs):
+        with _alone():
+            return method(*args, **kwargs)
+    return call

@@ -17,7 +17,7 @@ from confluent_kafka import KafkaException, Producer
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
 
-from .errors import BrokerError, OptionError
+from .errors import BrokerError, OptionError, reported_alone
 from .options import WriteOptions
 
 # Java's producer default, which Spark's Kafka sink inherits (librdkafka's is 300 s).
@@ -108,6 +108,7 @@ class _Producing:
         check_schema(options, schema)
         self.options = options
 
+    @reported_alone
     def write(self, iterator: Iterator[pa.RecordBatch]) -> Written:
         return Written(produce_batches(self.options, iterator))
 

@@ -20,7 +20,7 @@ from pyspark.sql.types import StructType
 
 from . import offsets as O
 from .cluster import ClientErrors, Cluster, broker_error, consumer
-from .errors import BrokerError, DataLossError
+from .errors import BrokerError, DataLossError, reported_alone
 from .options import ReadOptions
 
 # Records per consume() call and so per Arrow batch: big enough to amortize the call,
@@ -144,13 +144,15 @@ class _RangeReading:
         parts = O.split(O.ranges(start, end), self.options.min_partitions)
         return [InputPartition(part) for part in parts]
 
+    @reported_alone
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return read_range(self.options, partition.value, self.schema)
+        yield from read_range(self.options, partition.value, self.schema)
 
 
 class BatchReader(_RangeReading, DataSourceReader):
     """startingOffsets (or startingTimestamp) to endingOffsets, fixed when the query is planned."""
 
+    @reported_alone
     def partitions(self) -> list[InputPartition]:
         try:
             subscribed = self.cluster.partitions(self.options.subscription)
@@ -178,6 +180,7 @@ class StreamReader(_RangeReading, DataSourceStreamReader, SupportsTriggerAvailab
         super().__init__(options, schema)
         self._target: O.Offsets | None = None  # set by Trigger.AvailableNow
 
+    @reported_alone
     def initialOffset(self) -> dict:
         subscribed = self.cluster.partitions(self.options.subscription)
         start = self.cluster.resolve(self.options.starting, subscribed, self.options.timestamp_strategy,
@@ -188,6 +191,7 @@ class StreamReader(_RangeReading, DataSourceStreamReader, SupportsTriggerAvailab
         subscribed = self.cluster.partitions(self.options.subscription)
         return {tp: high for tp, (_low, high) in self.cluster.watermarks(subscribed).items()}
 
+    @reported_alone
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = self._latest()
 
@@ -196,6 +200,7 @@ class StreamReader(_RangeReading, DataSourceStreamReader, SupportsTriggerAvailab
             return ReadMaxRows(self.options.max_offsets_per_trigger)
         return ReadAllAvailable()
 
+    @reported_alone
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         latest = self._latest()
         gone = [tp for tp in O.from_json_dict(start) if tp not in latest]
@@ -218,6 +223,7 @@ class StreamReader(_RangeReading, DataSourceStreamReader, SupportsTriggerAvailab
         new = [tp for tp in partitions if tp not in start]
         return {**start, **{tp: low for tp, (low, _high) in self.cluster.watermarks(new).items()}}
 
+    @reported_alone
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         stop = O.from_json_dict(end)
         begin = self._from_log_start(O.from_json_dict(start), stop)

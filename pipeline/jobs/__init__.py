@@ -11,9 +11,7 @@ def session(app_name: str, master: str = "local[*]", conf: dict | None = None):
 
     Spark's Python workers run this interpreter (unless PYSPARK_PYTHON says otherwise):
     the ``python3`` Spark would pick from PATH may lack kgate and pyarrow. Dates and
-    minutes are UTC whatever the machine's zone, and a failure in a Python worker is
-    reported by its message alone: the data source's messages name the option or
-    partition at fault, which a worker traceback would bury.
+    minutes are UTC whatever the machine's zone.
     """
     import os
     import sys
@@ -22,8 +20,7 @@ def session(app_name: str, master: str = "local[*]", conf: dict | None = None):
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = (SparkSession.builder.appName(app_name).master(master)
-               .config("spark.sql.session.timeZone", "UTC")
-               .config("spark.sql.execution.pyspark.udf.hideTraceback.enabled", "true"))
+               .config("spark.sql.session.timeZone", "UTC"))
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     return builder.getOrCreate()

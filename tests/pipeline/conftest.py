@@ -1,9 +1,9 @@
 """A real SparkSession (local[2]) and a real kgate broker for the pipeline tests.
 
 The session does not register the data source: ``format("kgate")`` must work because
-kgate is installed, as it will for users. Spark's Python workers run this venv's
-interpreter, and report a worker's failure by its message alone (the setting the
-pipeline jobs use), so tests can check that message.
+kgate is installed, as it will for users; nor does it hide worker tracebacks, so the
+tests see the data source's failures as users do. Spark's Python workers run this
+venv's interpreter.
 """
 import os
 import sys
@@ -27,7 +27,6 @@ def spark():
                .config("spark.driver.host", "127.0.0.1")
                .config("spark.sql.shuffle.partitions", "2")
                .config("spark.sql.session.timeZone", "UTC")
-               .config("spark.sql.execution.pyspark.udf.hideTraceback.enabled", "true")
                .getOrCreate())
     yield session
     session.stop()
