@@ -186,6 +186,15 @@ def test_batch_write_lands_in_the_topic(spark, kgate, topic):
     assert all(record.partition == R.index_of(record) % 3 for record in consumed)
 
 
+def test_undelivered_records_fail_the_write(spark, kgate):
+    frame = spark.createDataFrame([(b"k%d" % i, b"v") for i in range(10)], "key binary, value binary")
+    message = failure(lambda: frame.write.format("kgate").option("kafka.bootstrap.servers", kgate.bootstrap)
+                      .option("topic", "no-such-topic").option("kafka.delivery.timeout.ms", "3000")
+                      .mode("append").save())
+    assert f"writing to kafka.bootstrap.servers={kgate.bootstrap}: " in message
+    assert "first failure no-such-topic-" in message
+
+
 def test_write_refuses_a_frame_without_value_or_topic(spark, kgate):
     frame = spark.createDataFrame([("a",)], "key string")
     message = failure(lambda: frame.write.format("kgate").option("kafka.bootstrap.servers", kgate.bootstrap)
