@@ -87,6 +87,8 @@ def produce_batches(options: WriteOptions, batches: Iterator[pa.RecordBatch]) ->
                     break
                 except BufferError:  # the local queue is full: wait for deliveries to drain it
                     producer.poll(0.1)
+                except KafkaException as exc:  # refused before sending: an unknown partition, too large
+                    raise BrokerError(f"writing row {count} to {topic}: {exc.args[0].str()}") from None
             count += 1
             if failures:
                 break
