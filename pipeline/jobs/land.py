@@ -33,5 +33,5 @@ def land(spark: SparkSession, options: dict, output: str, checkpoint: str, avail
     """Start landing the topics ``options`` subscribe to into ``output``; returns the StreamingQuery."""
     writer = (landing_frame(spark, options).writeStream.format("parquet")
               .option("path", output).option("checkpointLocation", checkpoint)
-              .partitionBy(*PARTITION_COLUMNS).outputMode("append").queryName("kgate-land"))
+              .partitionBy(*PARTITION_COLUMNS).outputMode("append"))
     return start(writer, available_now, interval_ms)

@@ -36,5 +36,5 @@ def minute_counts(spark: SparkSession, options: dict, output_topic: str, checkpo
         updates.write.format(FORMAT).options(**sink_options).option("topic", output_topic).mode("append").save()
 
     writer = (minute_counts_frame(spark, options, watermark).writeStream.foreachBatch(write_updates)
-              .option("checkpointLocation", checkpoint).outputMode("update").queryName("kgate-minute-counts"))
+              .option("checkpointLocation", checkpoint).outputMode("update"))
     return start(writer, available_now, interval_ms)

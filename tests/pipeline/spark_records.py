@@ -1,4 +1,5 @@
-"""Spark rows of the kgate source as the records the shared read-back checks take, and its schema."""
+"""Spark rows of the kgate source as the records the shared read-back checks take, its
+schema, and waiting on the streaming queries the tests run."""
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType, TimestampType
@@ -24,3 +25,13 @@ def collect(frame: DataFrame) -> list[R.Consumed]:
         out.append(R.Consumed(row["partition"], row["offset"], bytes(row["key"]), bytes(row["value"]), headers,
                               row["ms"]))
     return out
+
+
+QUERY_TIMEOUT_S = 120
+
+
+def run(query) -> list[dict]:
+    """Wait for an availableNow query to finish; its progress reports with rows, one per micro-batch."""
+    assert query.awaitTermination(QUERY_TIMEOUT_S), f"query still running after {QUERY_TIMEOUT_S} s"
+    assert query.exception() is None, query.exception()
+    return [progress for progress in query.recentProgress if progress["numInputRows"] > 0]

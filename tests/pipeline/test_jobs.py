@@ -12,8 +12,7 @@ from tests.support import records as R
 from tests.support.clients import ConfluentClient, create_topic
 
 from .conftest import source_options
-from .spark_records import collect
-from .test_streaming import run
+from .spark_records import collect, run
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MINUTE_MS = 60_000

@@ -12,17 +12,9 @@ from tests.support import records as R
 from tests.support.clients import ConfluentClient, create_topic
 
 from .conftest import source_options
-from .spark_records import collect
+from .spark_records import QUERY_TIMEOUT_S, collect, run
 
 N, M = 2000, 700
-QUERY_TIMEOUT_S = 120
-
-
-def run(query) -> list[dict]:
-    """Wait for an availableNow query to finish; its progress reports, one per micro-batch."""
-    assert query.awaitTermination(QUERY_TIMEOUT_S), f"query still running after {QUERY_TIMEOUT_S} s"
-    assert query.exception() is None, query.exception()
-    return [progress for progress in query.recentProgress if progress["numInputRows"] > 0]
 
 
 def test_landing_is_exactly_once_across_runs_and_restarts(spark, kgate, topic, tmp_path):
