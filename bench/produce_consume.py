@@ -9,6 +9,7 @@ inherited librdkafka threads, with the process that measures and reports.
 Run from the repository root:  .venv/bin/python -m bench.produce_consume --help
 """
 import argparse
+import contextlib
 import json
 import multiprocessing
 import os
@@ -177,10 +178,12 @@ def produce(bootstrap: str, topic: str, records: int, value_size: int, max_secon
             "seconds": outcome["last"] - start}
 
 
-def consume(bootstrap: str, topic: str, partitions: int, expected: int, max_seconds: float) -> dict:
-    """Timed from assign() to the last expected record; partitions are assigned, no group joins."""
+def consume(bootstrap: str, topic: str, partitions: int, expected: int, max_seconds: float,
+            config: dict | None = None) -> dict:
+    """Timed from assign() to the last expected record; partitions are assigned, no group joins.
+    ``config``: more librdkafka settings."""
     consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": f"{topic}-reader",
-                                         "enable.auto.commit": False})
+                                         "enable.auto.commit": False, **(config or {})})
     try:
         consumer.list_topics(topic, timeout=10)
         count = size = 0
@@ -273,18 +276,16 @@ def parse_args(argv=None):
     return args
 
 
-def main(argv=None) -> int:
-    args = parse_args(argv)
-    work_dir = tempfile.mkdtemp(prefix="kgate-bench-", dir=args.data_dir)
+@contextlib.contextmanager
+def broker_in_temp_dir(parent: str | None = None):
+    """A started broker in a fresh temporary directory, stopped after; the directory is
+    deleted unless the body failed (then it says where the broker's log is)."""
+    work_dir = tempfile.mkdtemp(prefix="kgate-bench-", dir=parent)
     broker = BrokerProcess(os.path.join(work_dir, "broker"))
-    samples = {key: [] for key in FIGURES}
     completed = False
     try:
         broker.start()
-        for run in range(1, args.runs + 1):
-            for key, value in one_run(broker, work_dir, args).items():
-                samples[key].append(value)
-            print(f"run {run}/{args.runs}: " + ", ".join(f"{k} {samples[k][-1]:,.0f}" for k in FIGURES), flush=True)
+        yield broker, work_dir
         completed = True
     finally:
         broker.stop()
@@ -293,20 +294,37 @@ def main(argv=None) -> int:
         else:
             print(f"benchmark failed; broker data and log kept in {work_dir}", file=sys.stderr)
 
-    summary = summarise(samples)
-    print_table(summary, args)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
+
+def write_report(path: Path, benchmark: str, settings: dict, figures: dict, **extra) -> None:
+    """The figures as JSON, with when and on what client versions they were measured."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     report = {
-        "benchmark": "produce_consume",
+        "benchmark": benchmark,
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "settings": {"records": args.records, "runs": args.runs, "partitions": args.partitions,
-                     "value_size": args.value_size, "acks": "all", "linger_ms": 5},
+        "settings": settings,
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                     "confluent_kafka": confluent_kafka.__version__, "librdkafka": confluent_kafka.libversion()[0]},
-        "figures": summary,
+        "figures": figures,
+        **extra,
     }
-    args.output.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"\nwrote {args.output.name} under {args.output.parent.name}/")
+    path.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"\nwrote {path.name} under {path.parent.name}/")
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    samples = {key: [] for key in FIGURES}
+    with broker_in_temp_dir(args.data_dir) as (broker, work_dir):
+        for run in range(1, args.runs + 1):
+            for key, value in one_run(broker, work_dir, args).items():
+                samples[key].append(value)
+            print(f"run {run}/{args.runs}: " + ", ".join(f"{k} {samples[k][-1]:,.0f}" for k in FIGURES), flush=True)
+
+    summary = summarise(samples)
+    print_table(summary, args)
+    write_report(args.output, "produce_consume",
+                 {"records": args.records, "runs": args.runs, "partitions": args.partitions,
+                  "value_size": args.value_size, "acks": "all", "linger_ms": 5}, summary)
     return 0
 
 

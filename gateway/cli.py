@@ -3,18 +3,18 @@ import argparse
 import asyncio
 import sys
 
-from . import logs
-from .commands import brokers, console, groups, topics, users
 from metadata.cluster import DuplicateBroker
 
+from . import logs
+from .commands import brokers, console, groups, pipeline_jobs, topics, users
 from .config import ConfigError, Settings
 from .server import serve
 
 
 # Client commands: they talk the Kafka protocol to --bootstrap-server (any Kafka cluster).
-CLIENT_FAMILIES = (topics, groups, console, brokers)
+CLIENT_FAMILIES = (topics, groups, console, brokers, pipeline_jobs)
 CLIENT_COMMANDS = {"topics": topics.run, "groups": groups.run, "produce": console.run, "consume": console.run,
-                   "brokers": brokers.run}
+                   "brokers": brokers.run, "pipeline": pipeline_jobs.run}
 
 
 def _parser() -> argparse.ArgumentParser:

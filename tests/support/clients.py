@@ -21,7 +21,9 @@ class ConfluentClient:
     name = "confluent-kafka"
 
     @staticmethod
-    def produce(bootstrap, topic, count, codec="none", value_size=100, timeout=120, with_headers=True, **config):
+    def produce(bootstrap, topic, count, codec="none", value_size=100, timeout=120, with_headers=True, first=0,
+                **config):
+        """Records ``first`` .. ``first + count - 1``."""
         producer = Producer({"bootstrap.servers": bootstrap, "compression.type": codec, "linger.ms": 5,
                              "acks": "all", **config})
         failures = []
@@ -30,7 +32,7 @@ class ConfluentClient:
             if err is not None:
                 failures.append(err)
 
-        for i in range(count):
+        for i in range(first, first + count):
             while True:
                 try:
                     producer.produce(topic, key=R.key(i), value=R.value(i, value_size),

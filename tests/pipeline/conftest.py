@@ -1,0 +1,52 @@
+"""A real SparkSession (local[2]) and a real kgate broker for the pipeline tests.
+
+The session does not register the data source: ``format("kgate")`` must work because
+kgate is installed, as it will for users; nor does it hide worker tracebacks, so the
+tests see the data source's failures as users do. Spark's Python workers run this
+venv's interpreter.
+"""
+import os
+import sys
+import uuid
+
+import pytest
+from pyspark.sql import SparkSession
+
+from tests.support.broker_process import BrokerProcess
+from tests.support.clients import create_topic
+
+os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+os.environ["PYSPARK_PYTHON"] = sys.executable
+os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+
+
+@pytest.fixture(scope="session")
+def spark():
+    session = (SparkSession.builder.master("local[2]").appName("kgate-pipeline-tests")
+               .config("spark.ui.enabled", "false")
+               .config("spark.driver.host", "127.0.0.1")
+               .config("spark.sql.shuffle.partitions", "2")
+               .config("spark.sql.session.timeZone", "UTC")
+               .getOrCreate())
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="module")
+def kgate(tmp_path_factory):
+    """One broker per test module, stopped (by PID) after it; tests use topics of their own."""
+    broker = BrokerProcess(str(tmp_path_factory.mktemp("kgate")), {"auto.create.topics.enable": "false"}).start()
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture
+def topic(kgate):
+    """A fresh 3-partition topic."""
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    create_topic(kgate.bootstrap, name, 3)
+    return name
+
+
+def source_options(broker, topic, **options) -> dict:
+    return {"kafka.bootstrap.servers": broker.bootstrap, "subscribe": topic, **options}
