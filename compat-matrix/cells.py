@@ -35,6 +35,7 @@ class CellResult:
     requests: dict = field(default_factory=dict)  # {api: [versions]} the broker answered during the cell
     stored: str = ""                # the message format of what the cell produced, as stored
     seconds: float = 0.0
+    known: str = ""                 # a failure the row expects, since Kafka fails it too
 
 
 class CheckFailed(AssertionError):
@@ -107,6 +108,8 @@ def run_cell(row: Row, column: str, broker: Broker) -> CellResult:
         result.message = str(exc) or type(exc).__name__
     except Exception as exc:  # the runner's own calls (topic creation, scraping) failing is a failed cell too
         result.message = f"{type(exc).__name__}: {exc}"
+    if result.status == "fail" and column in row.known:
+        result.known = row.known[column]
     result.seconds = round(time.monotonic() - started, 1)
     return result
 

@@ -43,8 +43,9 @@ class Sasl:
     password: str
 
 
-def run(command: list[str], stdin: str | None = None, timeout: float = TIMEOUT, env: dict | None = None) -> str:
-    name = os.path.basename(command[0])
+def run(command: list[str], stdin: str | None = None, timeout: float = TIMEOUT, env: dict | None = None,
+        name: str = "") -> str:
+    name = name or os.path.basename(command[0])
     try:
         result = subprocess.run(command, input=stdin, capture_output=True, text=True, timeout=timeout,
                                 env=None if env is None else dict(os.environ, **env))
@@ -113,7 +114,7 @@ class Client:
                 argv.append(flag)
             elif value is not False and value is not None:
                 argv.append(f"{flag}={value}")
-        return run(argv, timeout=timeout + 30, env=self.env())
+        return run(argv, timeout=timeout + 30, env=self.env(), name=f"{self.name} driver")
 
     def produce(self, bootstrap, topic, count, codec="none", first=0, headers=False, idempotent=False,
                 sasl=None, client_id="kgate-compat", timeout=TIMEOUT) -> None:
