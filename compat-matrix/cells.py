@@ -4,7 +4,8 @@ Every cell works in topics of its own, created by the runner beforehand, and its
 result carries what the broker observed: the request versions answered while it ran
 and the stored message format of what it produced. Records are checked by
 tests.support.records: keys, values, headers (where the generation has them),
-timestamps, count, contiguous offsets from 0, every record read back exactly once.
+timestamps, count, contiguous offsets from 0, every record read back exactly once; the
+records column also has today's confluent-kafka read what the row wrote.
 """
 import time
 from dataclasses import dataclass, field
@@ -100,6 +101,9 @@ def run_cell(row: Row, column: str, broker: Broker) -> CellResult:
             if column in CODEC_COLUMNS:
                 check(all(codec == column for _magic, codec in formats), f"stored as {result.stored}, not {column}")
         _check_observed(column, result.requests)
+        if column == "records":  # what the row wrote, as today's clients read it
+            _read_back(row, ConfluentClient.consume(broker.bootstrap, topic_for(row, column), PARTITIONS, COUNT,
+                                                    timeout=30, **QUIET), row.headers, "today's confluent-kafka")
         if column == "admin":
             check(not broker.has_topic(topic_for(row, column)), "the topic is still there after "
                   "DeleteTopics")
@@ -126,11 +130,11 @@ def _check_observed(column: str, requests: dict) -> None:
         check("DeleteTopics" in requests, "the broker saw no DeleteTopics request")
 
 
-def _read_back(row: Row, got: list, headers: bool) -> None:
+def _read_back(row: Row, got: list, headers: bool, reader: str = "") -> None:
     try:
         R.check_read_back(got, COUNT, with_headers=headers, with_timestamps=row.magic >= 1 if row.timestamps else None)
     except AssertionError as exc:
-        raise CheckFailed(f"read back: {exc}") from None
+        raise CheckFailed(f"read back{' by ' + reader if reader else ''}: {exc}") from None
 
 
 def round_trip(row: Row, topic: str, broker: Broker, codec="none", idempotent=False, sasl=None) -> bool:

@@ -3,8 +3,6 @@
 ``--pin`` is librdkafka's ``broker.version.fallback`` used with
 ``api.version.request=false`` ("0.9.0" forces the 0.9 generation); empty: ApiVersions.
 """
-import time
-
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaException, Producer, TopicPartition
 
 import driver
@@ -56,20 +54,14 @@ def group(args) -> None:
 
 
 def consume(consumer, args) -> dict:
-    seen, positions = 0, {}
-    deadline = time.monotonic() + args.timeout
-    while seen < args.count:
-        if time.monotonic() > deadline:
-            raise driver.Shortfall(seen, args.count)
-        for message in consumer.consume(args.count - seen, timeout=0.5):
+    def poll(most):
+        for message in consumer.consume(most, timeout=0.5):
             if message.error():
                 raise KafkaException(message.error())
             kind, timestamp = message.timestamp()
-            driver.emit(message.partition(), message.offset(), message.key(), message.value(),
-                        None if kind == TIMESTAMP_NOT_AVAILABLE else timestamp, message.headers())
-            positions[message.partition()] = message.offset() + 1
-            seen += 1
-    return positions
+            yield (message.partition(), message.offset(), message.key(), message.value(),
+                   None if kind == TIMESTAMP_NOT_AVAILABLE else timestamp, message.headers())
+    return driver.consume(poll, args)
 
 
 def admin(args) -> None:

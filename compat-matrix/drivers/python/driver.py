@@ -14,6 +14,7 @@ import importlib
 import json
 import os
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.dirname(os.path.dirname(os.path.dirname(HERE)))]
@@ -54,6 +55,21 @@ def emit(partition: int, offset: int, key: bytes, value: bytes, timestamp, heade
     print(json.dumps({"partition": partition, "offset": offset, "key": key.decode(), "value": value.decode(),
                       "timestamp": records.NO_TIMESTAMP if timestamp is None or timestamp < 0 else timestamp,
                       "headers": [[k, v.decode()] for k, v in headers or ()]}), flush=True)
+
+
+def consume(poll, args: argparse.Namespace) -> dict:
+    """Print records from ``poll(max_records)`` (tuples as ``emit`` takes them) until
+    ``count`` are read; returns the next offset of each partition read, to commit."""
+    seen, positions = 0, {}
+    deadline = time.monotonic() + args.timeout
+    while seen < args.count:
+        if time.monotonic() > deadline:
+            raise Shortfall(seen, args.count)
+        for record in poll(args.count - seen):
+            emit(*record)
+            positions[record[0]] = record[1] + 1
+            seen += 1
+    return positions
 
 
 def emit_topic(partitions: int) -> None:

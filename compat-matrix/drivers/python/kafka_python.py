@@ -3,8 +3,6 @@
 ``--pin`` is kafka-python's ``api_version`` ("0.10.0" pins (0, 10, 0)); empty lets
 the client probe the broker. Admin needs KafkaAdminClient (1.4.4 and later).
 """
-import time
-
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
@@ -55,18 +53,10 @@ def group(args) -> None:
 
 
 def consume(consumer, args) -> dict:
-    seen, positions = 0, {}
-    deadline = time.monotonic() + args.timeout
-    while seen < args.count:
-        if time.monotonic() > deadline:
-            raise driver.Shortfall(seen, args.count)
-        for messages in consumer.poll(timeout_ms=500, max_records=args.count - seen).values():
-            for message in messages:
-                driver.emit(message.partition, message.offset, message.key, message.value, message.timestamp,
-                            getattr(message, "headers", None))
-                positions[message.partition] = message.offset + 1
-                seen += 1
-    return positions
+    def poll(most):
+        return ((m.partition, m.offset, m.key, m.value, m.timestamp, getattr(m, "headers", None))
+                for messages in consumer.poll(timeout_ms=500, max_records=most).values() for m in messages)
+    return driver.consume(poll, args)
 
 
 def admin(args) -> None:
