@@ -11,17 +11,21 @@ import os
 
 import pytest
 
-from tests.support.compat_matrix import MATRIX, rows, run
+from tests.support.compat_matrix import MATRIX, render, rows, run
 
 BASELINE = os.path.join(MATRIX, "results", "baseline.json")
 SUBSET = rows.subset()
 
 
 @pytest.fixture(scope="module")
-def results(tmp_path_factory) -> dict:
+def out(tmp_path_factory) -> str:
+    return str(tmp_path_factory.mktemp("compat-matrix"))
+
+
+@pytest.fixture(scope="module")
+def results(out) -> dict:
     """Every subset row, two at a time, each against a broker of its own."""
-    out = tmp_path_factory.mktemp("compat-matrix")
-    return {result["row"]["id"]: result for result in run.run(SUBSET, str(out), jobs=2)}
+    return {result["row"]["id"]: result for result in run.run(SUBSET, out, jobs=2)}
 
 
 @pytest.fixture(scope="module")
@@ -52,3 +56,16 @@ def test_every_cell_ran_or_says_why_not(results, row):
             assert cell["requests"], f"{column} passed, but the broker saw no request during it"
         else:
             assert cell["message"], f"{column} is {cell['status']} without saying why"
+
+
+def test_the_report_shows_every_row_what_the_broker_saw_and_every_failure(results, out):
+    summary, rendered_rows = render.load(out)
+    text = render.markdown(summary, rendered_rows)
+    page = render.page(summary, rendered_rows)
+    for result in results.values():
+        assert render.row_label(result) in text and render.row_label(result) in page
+        for cell in result["cells"].values():
+            if cell["status"] == "fail":
+                assert cell["message"] in text
+            if cell["status"] == "pass":
+                assert render.versions(cell["requests"]) in page

@@ -13,7 +13,8 @@ if MATRIX not in sys.path:
 
 import cells  # noqa: E402
 import clients  # noqa: E402
+import render  # noqa: E402
 import rows  # noqa: E402
 import run  # noqa: E402
 
-__all__ = ["MATRIX", "cells", "clients", "rows", "run"]
+__all__ = ["MATRIX", "cells", "clients", "render", "rows", "run"]
