@@ -68,6 +68,7 @@ def _stored(row: dict) -> str:
 def markdown(summary: dict, rows: list[dict]) -> str:
     out = ["# Compatibility matrix", "",
            f"Produced by `scripts/compat-matrix` from kgate commit `{summary['commit']}` on {summary['date']} "
+           f"(entry format `{summary.get('entry_format', 'kafka')}`) "
            f"in {summary['seconds'] // 60} min {summary['seconds'] % 60} s: "
            f"{summary['pass']} cells passed, {summary['fail']} failed "
            f"({sum(kind(c) == 'known' for r in rows for c in r['cells'].values())} of them client limitations "

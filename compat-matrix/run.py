@@ -1,7 +1,7 @@
 """Run the compatibility matrix: real clients of every generation against a live kgate.
 
     .venv/bin/python compat-matrix/run.py [--full | --subset] [--rows PATTERN] [--jobs N]
-                                          [--out DIR] [--cluster] [--no-install]
+                                          [--out DIR] [--entry-format NAME] [--cluster] [--no-install]
 
 Installs the clients (scripts/setup-compat, idempotent), then runs each row against a
 broker of its own (single node, a SASL listener, its metrics endpoint; fresh data
@@ -57,20 +57,22 @@ def cluster_available() -> bool:
     return "--metadata" in result.stdout
 
 
-def start_broker(data_dir: str) -> BrokerProcess:
+def start_broker(data_dir: str, entry_format: str = cells.STORED_AS_PRODUCED) -> BrokerProcess:
     subprocess.run([sys.executable, "-m", "gateway.cli", "users", "--data-dir", data_dir, "add", cells.USER,
                     "--password", cells.PASSWORD], check=True, capture_output=True, cwd=clients.ROOT, timeout=60)
-    return BrokerProcess(data_dir, BROKER_SETTINGS, listeners=("SASL_PLAINTEXT",)).start()
+    return BrokerProcess(data_dir, dict(BROKER_SETTINGS, **{"entry.format": entry_format}),
+                         listeners=("SASL_PLAINTEXT",)).start()
 
 
-def run_row(row, progress) -> dict:
+def run_row(row, progress, entry_format: str = cells.STORED_AS_PRODUCED) -> dict:
     """Every cell of ``row`` against a broker of its own; a broker that will not start fails them all."""
     results = {}
     with tempfile.TemporaryDirectory(prefix="kgate-compat-") as scratch:
         broker = target = None
         try:
-            broker = start_broker(os.path.join(scratch, "broker"))
-            target = cells.Broker(broker.bootstrap, broker.address("SASL_PLAINTEXT"), broker.metrics_url)
+            broker = start_broker(os.path.join(scratch, "broker"), entry_format)
+            target = cells.Broker(broker.bootstrap, broker.address("SASL_PLAINTEXT"), broker.metrics_url,
+                                  entry_format)
             for column in catalogue.COLUMNS:
                 results[column] = cells.run_cell(row, column, target)
                 if broker.alive():
@@ -148,14 +150,14 @@ def commit_of_tree() -> str:
     return (result.stdout.strip() or "unknown") + ("+changes" if dirty else "")
 
 
-def run(selected: list, out: str, jobs: int) -> list[dict]:
+def run(selected: list, out: str, jobs: int, entry_format: str = cells.STORED_AS_PRODUCED) -> list[dict]:
     os.makedirs(out, exist_ok=True)
     progress = Progress(len(selected) * len(catalogue.COLUMNS))
     started = time.monotonic()
     results = []
 
     def one(row):
-        result = run_row(row, progress)
+        result = run_row(row, progress, entry_format)
         with open(os.path.join(out, file_name(row.id)), "w") as fh:
             json.dump(result, fh, indent=1)
         progress.row_done(result)
@@ -166,6 +168,7 @@ def run(selected: list, out: str, jobs: int) -> list[dict]:
     statuses = [cell["status"] for result in results for cell in result["cells"].values()]
     summary = {"commit": commit_of_tree(), "date": datetime.datetime.now(datetime.timezone.utc).strftime(
         "%Y-%m-%d %H:%M UTC"), "seconds": round(time.monotonic() - started), "rows": [r["row"]["id"] for r in results],
+        "entry_format": entry_format,
         "pass": statuses.count("pass"), "fail": statuses.count("fail"), "n/a": statuses.count("n/a")}
     with open(os.path.join(out, "run.json"), "w") as fh:
         json.dump(summary, fh, indent=1)
@@ -185,6 +188,8 @@ def main(argv=None) -> int:
     parser.add_argument("--rows", help="only rows whose id matches this shell pattern or contains it")
     parser.add_argument("--jobs", type=int, default=2, help="rows run at once, each with its own broker")
     parser.add_argument("--out", default=RESULTS, help="where the result files go")
+    parser.add_argument("--entry-format", default=cells.STORED_AS_PRODUCED,
+                        help="the brokers' entry.format (kafka, mixed_kafka, pulsar)")
     parser.add_argument("--cluster", action="store_true", help="also run against a 3-broker ZooKeeper cluster")
     parser.add_argument("--no-install", action="store_true", help="skip scripts/setup-compat")
     args = parser.parse_args(argv)
@@ -201,12 +206,13 @@ def main(argv=None) -> int:
         return 2
     if not args.no_install:
         install()
-    complete = not args.subset and not args.rows and os.path.abspath(args.out) == RESULTS
+    complete = not args.subset and not args.rows and os.path.abspath(args.out) == RESULTS and \
+        args.entry_format == cells.STORED_AS_PRODUCED
     if complete:  # a full run replaces every row's file, so rows dropped from the catalogue disappear
         for name in os.listdir(RESULTS):
             if name.endswith(".json"):
                 os.remove(os.path.join(RESULTS, name))
-    results = run(selected, args.out, args.jobs)
+    results = run(selected, args.out, args.jobs, args.entry_format)
     if complete:
         with open(BASELINE, "w") as fh:
             json.dump({"passing": passing(results)}, fh, indent=1)
