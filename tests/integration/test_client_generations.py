@@ -14,26 +14,34 @@ import pytest
 
 from storage import entry_formats
 from tests.support import records
-from tests.support.client_generations import Kcat, OldKafkaPython, Sarama
 from tests.support.clients import ConfluentClient, create_topic
+from tests.support.compat_matrix import clients
+
+Sasl = clients.Sasl
 
 COUNT = 1500
 PARTITIONS = 3
 LEGACY_CODECS = ["none", "gzip", "snappy", "lz4"]
 USER, PASSWORD = "alice", "alice-secret"
 
+
+def kafka_python(release: str, pin: str) -> clients.Client:
+    return clients.PythonClient.in_venv("kafka_python", "kafka-python", release, pin)
+
+
 # client, codecs it may send, (headers, timestamps) it writes (None: not settable), has groups
 CELLS = [
-    (OldKafkaPython("2.0.2", (0, 9)), LEGACY_CODECS, (False, False), True),
-    (OldKafkaPython("2.0.2", (0, 10, 0)), LEGACY_CODECS, (False, True), True),
-    (OldKafkaPython("1.4.7", (0, 9)), LEGACY_CODECS, (False, False), True),
-    (OldKafkaPython("1.4.7", (0, 10, 0)), LEGACY_CODECS, (False, True), True),
-    (Sarama("V0_9_0_0"), ["none", "gzip", "snappy"], (False, False), False),  # Sarama: lz4 needs 0.10
-    (Sarama("V0_10_0_0"), LEGACY_CODECS, (False, True), False),
-    (Sarama("V0_10_2_0"), LEGACY_CODECS, (False, True), True),
-    (Sarama("V2_1_0_0"), LEGACY_CODECS, (True, True), True),
-    (Kcat(legacy=True), LEGACY_CODECS, (False, False), False),
-    (Kcat(legacy=False), LEGACY_CODECS + ["zstd"], (False, None), False),
+    (kafka_python("2.0.2", "0.9"), LEGACY_CODECS, (False, False), True),
+    (kafka_python("2.0.2", "0.10.0"), LEGACY_CODECS, (False, True), True),
+    (kafka_python("1.4.7", "0.9"), LEGACY_CODECS, (False, False), True),
+    (kafka_python("1.4.7", "0.10.0"), LEGACY_CODECS, (False, True), True),
+    # Sarama: lz4 needs 0.10
+    (clients.Sarama("V0_9_0_0"), ["none", "gzip", "snappy"], (False, False), False),
+    (clients.Sarama("V0_10_0_0"), LEGACY_CODECS, (False, True), False),
+    (clients.Sarama("V0_10_2_0"), LEGACY_CODECS, (False, True), True),
+    (clients.Sarama("V2_1_0_0"), LEGACY_CODECS, (True, True), True),
+    (clients.Kcat("0.9.0"), LEGACY_CODECS, (False, False), False),
+    (clients.Kcat(), LEGACY_CODECS + ["zstd"], (False, None), False),
 ]
 
 EVERY_FORMAT = pytest.mark.parametrize("entry_format", entry_formats.names(), indirect=True)
@@ -51,7 +59,7 @@ def test_an_old_client_produces_reads_and_is_read_by_todays_clients(broker, clie
     for codec in codecs:
         topic = f"{client.name}-{codec}"
         create_topic(broker.bootstrap, topic, PARTITIONS)
-        client.produce(broker.bootstrap, topic, COUNT, codec=codec)
+        client.produce(broker.bootstrap, topic, COUNT, codec=codec, headers=with_headers)
         own = client.read(broker.bootstrap, topic, PARTITIONS, COUNT)
         records.check_read_back(own, COUNT, with_headers=with_headers, with_timestamps=with_timestamps)
         today = ConfluentClient.consume(broker.bootstrap, topic, PARTITIONS, COUNT)
@@ -76,35 +84,33 @@ def test_confluent_kafka_forced_to_the_0_9_generation(broker, codec):
 def test_sarama_zstd_in_produce_v3_is_refused_as_kafka_refuses_it(broker):
     """Sarama 1.22 sends zstd in Produce v3; Kafka answers UNSUPPORTED_COMPRESSION_TYPE."""
     create_topic(broker.bootstrap, "zstd-v3", 1)
-    with pytest.raises(RuntimeError, match="Failed to deliver"):
-        Sarama("V2_1_0_0").produce(broker.bootstrap, "zstd-v3", 10, codec="zstd")
+    with pytest.raises(clients.DriverFailed, match="Failed to deliver"):
+        clients.Sarama("V2_1_0_0").produce(broker.bootstrap, "zstd-v3", 10, codec="zstd")
     assert ConfluentClient.consume(broker.bootstrap, "zstd-v3", 1, 1, timeout=3) == []
 
 
 # -- SASL ------------------------------------------------------------------------------------
 
 SASL_CELLS = [
-    (OldKafkaPython("2.0.2", (0, 10, 0)), {"sasl_mechanism": "PLAIN", "user": USER, "password": PASSWORD}),
-    (OldKafkaPython("2.0.2", (0, 10, 0)), {"sasl_mechanism": "SCRAM-SHA-256", "user": USER, "password": PASSWORD}),
-    (OldKafkaPython("1.4.7", (0, 10, 0)), {"sasl_mechanism": "PLAIN", "user": USER, "password": PASSWORD}),
-    (Sarama("V0_10_0_0"), {"user": USER, "password": PASSWORD}),
-    (Sarama("V2_1_0_0"), {"user": USER, "password": PASSWORD}),
-    (Kcat(legacy=False), {"mechanism": "PLAIN", "user": USER, "password": PASSWORD}),
-    (Kcat(legacy=False), {"mechanism": "SCRAM-SHA-512", "user": USER, "password": PASSWORD}),
+    (kafka_python("2.0.2", "0.10.0"), Sasl("PLAIN", USER, PASSWORD)),
+    (kafka_python("2.0.2", "0.10.0"), Sasl("SCRAM-SHA-256", USER, PASSWORD)),
+    (kafka_python("1.4.7", "0.10.0"), Sasl("PLAIN", USER, PASSWORD)),
+    (clients.Sarama("V0_10_0_0"), Sasl("PLAIN", USER, PASSWORD)),
+    (clients.Sarama("V2_1_0_0"), Sasl("PLAIN", USER, PASSWORD)),
+    (clients.Kcat(), Sasl("PLAIN", USER, PASSWORD)),
+    (clients.Kcat(), Sasl("SCRAM-SHA-512", USER, PASSWORD)),
 ]
 
 
-@pytest.mark.parametrize("client, security", SASL_CELLS,
-                         ids=[f"{c.name}-{s.get('sasl_mechanism') or s.get('mechanism') or 'PLAIN'}"
-                              for c, s in SASL_CELLS])
-def test_old_clients_log_in(broker_factory, tmp_path, client, security):
+@pytest.mark.parametrize("client, sasl", SASL_CELLS, ids=[f"{c.name}-{s.mechanism}" for c, s in SASL_CELLS])
+def test_old_clients_log_in(broker_factory, tmp_path, client, sasl):
     data_dir = str(tmp_path / "sasl")
     subprocess.run([sys.executable, "-m", "gateway.cli", "users", "--data-dir", data_dir, "add", USER,
                     "--password", PASSWORD], check=True, capture_output=True, timeout=60)
     broker = broker_factory("sasl", listeners=("SASL_PLAINTEXT",))
     address = broker.address("SASL_PLAINTEXT")
     create_topic(broker.bootstrap, "secured", PARTITIONS)
-    client.produce(address, "secured", 300, codec="gzip", **security)
-    assert len(client.read(address, "secured", PARTITIONS, 300, **security)) == 300
-    with pytest.raises(RuntimeError):
-        client.read(address, "secured", PARTITIONS, 1, timeout=5, **dict(security, password="wrong"))
+    client.produce(address, "secured", 300, codec="gzip", sasl=sasl)
+    assert len(client.read(address, "secured", PARTITIONS, 300, sasl=sasl)) == 300
+    with pytest.raises(clients.DriverFailed):
+        client.read(address, "secured", PARTITIONS, 1, timeout=5, sasl=Sasl(sasl.mechanism, USER, "wrong"))

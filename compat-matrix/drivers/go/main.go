@@ -1,8 +1,9 @@
-// A Sarama client driven by kgate's tests: produce, read partitions, or consume as a group.
+// Sarama (Debian's 1.22, built offline) behind the compatibility matrix's driver command
+// line: produce, read partitions, consume as a group, or create/describe/delete a topic.
 //
 // Records follow tests/support/records.py: key "k<i>", value "v<i>-" padded with 'x' to
-// 100 bytes, create time BASE+i (magic 1 and up), headers idx=<i>, kind=test (magic 2).
-// Consumed records are printed one JSON object per line.
+// 100 bytes, create time BASE+i (magic 1 and up), with -headers idx=<i>, kind=test.
+// Consumed records are printed one JSON object per line; a failure exits 1 with one line.
 package main
 
 import (
@@ -50,19 +51,24 @@ func value(i int) []byte {
 }
 
 func main() {
-	mode := flag.String("mode", "", "produce, read or group")
+	mode := flag.String("mode", "", "produce, read, group or admin")
 	brokers := flag.String("brokers", "", "bootstrap HOST:PORT")
 	topic := flag.String("topic", "", "topic")
-	version := flag.String("version", "V0_10_2_0", "Sarama protocol version")
+	version := flag.String("pin", "V0_10_2_0", "Sarama protocol version")
 	codec := flag.String("codec", "none", "compression codec for produce")
 	first := flag.Int("first", 0, "first record index to produce")
 	count := flag.Int("count", 0, "records to produce or to read")
-	partitions := flag.Int("partitions", 1, "partitions to read (mode read)")
+	partitions := flag.Int("partitions", 1, "partitions to read (mode read) or to create (mode admin)")
 	group := flag.String("group", "", "consumer group (mode group)")
-	user := flag.String("sasl-user", "", "SASL/PLAIN user (enables SASL)")
-	password := flag.String("sasl-password", "", "SASL/PLAIN password")
-	timeout := flag.Duration("timeout", 60*time.Second, "give up after this long")
+	headers := flag.Bool("headers", false, "give each record its headers")
+	idempotent := flag.Bool("idempotent", false, "idempotent producer")
+	mechanism := flag.String("sasl-mechanism", "", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (enables SASL)")
+	user := flag.String("sasl-user", "", "SASL user")
+	password := flag.String("sasl-password", "", "SASL password")
+	clientID := flag.String("client-id", "kgate-compat", "client id")
+	seconds := flag.Float64("timeout", 60, "give up after this many seconds")
 	flag.Parse()
+	timeout := time.Duration(*seconds * float64(time.Second))
 
 	config := sarama.NewConfig()
 	kafkaVersion, ok := versions[*version]
@@ -70,27 +76,38 @@ func main() {
 		fail("unknown version %s", *version)
 	}
 	config.Version = kafkaVersion
-	config.ClientID = "kgate-sarama-driver"
-	if *user != "" {
+	config.ClientID = *clientID
+	config.Net.DialTimeout = timeout
+	if *mechanism != "" {
 		config.Net.SASL.Enable = true
+		config.Net.SASL.Mechanism = sarama.SASLMechanism(*mechanism)
 		config.Net.SASL.User = *user
 		config.Net.SASL.Password = *password
 		config.Net.SASL.Handshake = true
+		if strings.HasPrefix(*mechanism, "SCRAM-") {
+			config.Net.SASL.SCRAMClientGeneratorFunc = func() sarama.SCRAMClient { return newScramClient(*mechanism) }
+		}
 	}
 	addrs := []string{*brokers}
 	switch *mode {
 	case "produce":
-		produce(addrs, config, *topic, *codec, *first, *count)
+		if *idempotent {
+			config.Producer.Idempotent = true
+			config.Net.MaxOpenRequests = 1
+		}
+		produce(addrs, config, *topic, *codec, *first, *count, *headers)
 	case "read":
-		read(addrs, config, *topic, int32(*partitions), *count, *timeout)
+		read(addrs, config, *topic, int32(*partitions), *count, timeout)
 	case "group":
-		consumeGroup(addrs, config, *topic, *group, *count, *timeout)
+		consumeGroup(addrs, config, *topic, *group, *count, timeout)
+	case "admin":
+		admin(addrs, config, *topic, int32(*partitions))
 	default:
 		fail("unknown mode %q", *mode)
 	}
 }
 
-func produce(addrs []string, config *sarama.Config, topic, codec string, first, count int) {
+func produce(addrs []string, config *sarama.Config, topic, codec string, first, count int, headers bool) {
 	config.Producer.Return.Successes = true
 	config.Producer.RequiredAcks = sarama.WaitForAll
 	config.Producer.Partitioner = sarama.NewHashPartitioner
@@ -108,7 +125,7 @@ func produce(addrs []string, config *sarama.Config, topic, codec string, first, 
 	for i := first; i < first+count; i++ {
 		message := &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(fmt.Sprintf("k%d", i)),
 			Value: sarama.ByteEncoder(value(i)), Timestamp: time.Unix(0, int64(baseTimestampMs+i)*int64(time.Millisecond))}
-		if config.Version.IsAtLeast(sarama.V0_11_0_0) {
+		if headers {
 			message.Headers = []sarama.RecordHeader{{Key: []byte("idx"), Value: []byte(fmt.Sprintf("%d", i))},
 				{Key: []byte("kind"), Value: []byte("test")}}
 		}
@@ -227,5 +244,31 @@ func consumeGroup(addrs []string, config *sarama.Config, topic, group string, co
 	// Close commits the marked offsets before leaving the group.
 	if err := consumerGroup.Close(); err != nil {
 		fail("close: %v", err)
+	}
+}
+
+// admin creates the topic, describes it (printing its partition count) and deletes it.
+func admin(addrs []string, config *sarama.Config, topic string, partitions int32) {
+	clusterAdmin, err := sarama.NewClusterAdmin(addrs, config)
+	if err != nil {
+		fail("admin: %v", err)
+	}
+	defer clusterAdmin.Close()
+	if err := clusterAdmin.CreateTopic(topic, &sarama.TopicDetail{NumPartitions: partitions, ReplicationFactor: 1},
+		false); err != nil {
+		fail("create: %v", err)
+	}
+	described, err := clusterAdmin.DescribeTopics([]string{topic})
+	if err != nil {
+		fail("describe: %v", err)
+	}
+	if len(described) != 1 || described[0].Err != sarama.ErrNoError {
+		fail("describe: %v", described)
+	}
+	if err := json.NewEncoder(os.Stdout).Encode(map[string]int{"described_partitions": len(described[0].Partitions)}); err != nil {
+		fail("output: %v", err)
+	}
+	if err := clusterAdmin.DeleteTopic(topic); err != nil {
+		fail("delete: %v", err)
 	}
 }
