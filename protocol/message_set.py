@@ -146,6 +146,26 @@ def _read_messages(data, where: str) -> Iterator[tuple[int, int, Message]]:
         pos += total
 
 
+def from_offset(data, offset: int):
+    """The stored message set from the first message holding ``offset`` or a later one.
+
+    Kafka serves legacy messages from the one the fetch asks for: each uncompressed
+    message stands alone in its log, and a wrapper's offset is that of its last inner
+    message, so whole messages whose offset is below ``offset`` are dropped (a wrapper
+    holding it is kept whole, its earlier inner messages for the client to skip).
+    Some clients (aiokafka) read again from an earlier message than they asked for.
+    Only the offset and size fields are read: the bytes were validated when stored.
+    """
+    view = memoryview(data)
+    pos = 0
+    while pos + LOG_OVERHEAD <= len(view):
+        found, size = struct.unpack_from(">qi", view, pos)
+        if found >= offset:
+            break
+        pos += LOG_OVERHEAD + size
+    return view[pos:]
+
+
 def _read_bytes(body, pos: int, where: str) -> tuple[bytes | None, int]:
     if len(body) - pos < 4:
         raise InvalidBatch("CORRUPT_MESSAGE", f"{where}: length field past the end of its message")

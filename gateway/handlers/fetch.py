@@ -19,6 +19,8 @@ import time
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import FetchResponse
 
+from protocol import message_set
+from protocol.conversion import magic_of
 from protocol.error_codes import ErrorCode
 from storage.entry_formats import EntryUnreadable, decode_entry
 
@@ -95,6 +97,8 @@ def _read(targets, max_bytes, version):
             budget = min(part.partition_max_bytes, max_bytes) if total else part.partition_max_bytes
             entries = ledger.read(part.fetch_offset, max(budget, 1))
             chunks, error = decode_entries(entries, version)
+            if chunks and magic_of(chunks[0]) < 2:
+                chunks[0] = message_set.from_offset(chunks[0], part.fetch_offset)
             records = b"".join(chunks)
             total += len(records)
             max_bytes -= len(records)

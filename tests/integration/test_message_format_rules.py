@@ -109,3 +109,30 @@ def test_zstd_data_is_never_served_below_fetch_v10(wire, entry_format):
         assert fetch(wire, version).error_code == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, f"Fetch v{version}"
     part = fetch(wire, 10)
     assert part.error_code == ErrorCode.NONE and part.records[16] == 2
+
+
+def shallow_offsets(records: bytes) -> list[int]:
+    offsets, pos = [], 0
+    while pos + 12 <= len(records):
+        offsets.append(int.from_bytes(records[pos:pos + 8], "big"))
+        pos += 12 + int.from_bytes(records[pos + 8:pos + 12], "big")
+    return offsets
+
+
+@pytest.mark.parametrize("entry_format", entry_formats.names(), indirect=True)
+@pytest.mark.parametrize("version", [0, 2, 3, 4])
+def test_uncompressed_legacy_messages_are_served_from_the_offset_asked_for(wire, entry_format, version):
+    """As Kafka: a fetch from offset 2 starts at message 2, not at the head of the set it was
+    produced in (aiokafka 0.11 reads again from the first message it is given)."""
+    assert produce(wire, legacy(0 if version < 2 else 1), 2 if version >= 2 else 0)[0] == ErrorCode.NONE
+    records = fetch(wire, version, offset=2).records
+    if records[16] < 2:
+        assert shallow_offsets(records) == [2, 3]
+    else:
+        assert int.from_bytes(records[:8], "big") <= 2  # a magic-2 batch is served whole
+
+
+def test_a_compressed_legacy_wrapper_holding_the_offset_is_served_whole(wire):
+    assert produce(wire, legacy(1) + legacy(1, codec=1), 2)[0] == ErrorCode.NONE   # offsets 0-3, then 4-7
+    assert shallow_offsets(fetch(wire, 3, offset=5).records) == [7]   # the wrapper carries its last offset
+    assert shallow_offsets(fetch(wire, 3, offset=2).records) == [2, 3, 7]
