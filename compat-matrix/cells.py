@@ -55,7 +55,7 @@ class Broker:
 
     bootstrap: str
     sasl_address: str
-    metrics_url: str
+    metrics_urls: tuple[str, ...]  # every broker's: a cluster's requests land on all of them
     entry_format: str = STORED_AS_PRODUCED
 
     def __post_init__(self):
@@ -92,11 +92,11 @@ def run_cell(row: Row, column: str, broker: Broker) -> CellResult:
     result = CellResult("fail")
     try:
         prepare(row, column, broker)
-        before = observe.request_counts(broker.metrics_url)
+        before = observe.request_counts(broker.metrics_urls)
         try:
             produced = COLUMNS[column](row, topic_for(row, column), broker)
         finally:
-            result.requests = observe.requests_between(before, observe.request_counts(broker.metrics_url))
+            result.requests = observe.requests_between(before, observe.request_counts(broker.metrics_urls))
         if produced:
             formats = observe.stored_formats(broker.bootstrap, topic_for(row, column), PARTITIONS)
             result.stored = observe.describe_formats(formats)

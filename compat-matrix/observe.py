@@ -19,13 +19,19 @@ MAGIC_OFFSET = 16
 FETCH_VERSION = 11  # stored bytes as they are, zstd included
 
 
-def request_counts(metrics_url: str) -> dict[tuple[str, int], float]:
-    """``{(api, version): requests answered}`` so far."""
-    with urllib.request.urlopen(metrics_url, timeout=10) as response:
-        text = response.read().decode()
-    return {(sample.labels["api"], int(sample.labels["version"])): sample.value
-            for family in text_string_to_metric_families(text) if family.name == "kgate_requests"
-            for sample in family.samples if sample.name == "kgate_requests_total"}
+def request_counts(metrics_urls) -> dict[tuple[str, int], float]:
+    """``{(api, version): requests answered}`` so far, summed over the brokers' endpoints."""
+    counts: dict[tuple[str, int], float] = {}
+    for url in metrics_urls:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            text = response.read().decode()
+        for family in text_string_to_metric_families(text):
+            if family.name == "kgate_requests":
+                for sample in family.samples:
+                    if sample.name == "kgate_requests_total":
+                        key = (sample.labels["api"], int(sample.labels["version"]))
+                        counts[key] = counts.get(key, 0) + sample.value
+    return counts
 
 
 def requests_between(before: dict, after: dict) -> dict[str, list[int]]:

@@ -68,7 +68,8 @@ def _stored(row: dict) -> str:
 def markdown(summary: dict, rows: list[dict]) -> str:
     out = ["# Compatibility matrix", "",
            f"Produced by `scripts/compat-matrix` from kgate commit `{summary['commit']}` on {summary['date']} "
-           f"(entry format `{summary.get('entry_format', 'kafka')}`) "
+           f"(entry format `{summary.get('entry_format', 'kafka')}`, "
+           f"{summary.get('deployment', 'single node')}) "
            f"in {summary['seconds'] // 60} min {summary['seconds'] % 60} s: "
            f"{summary['pass']} cells passed, {summary['fail']} failed "
            f"({sum(kind(c) == 'known' for r in rows for c in r['cells'].values())} of them client limitations "
@@ -134,7 +135,8 @@ def page(summary: dict, rows: list[dict]) -> str:
                     + "".join(cells) + "</tr>")
     return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>kgate compatibility matrix</title>"
             f"<style>{STYLE}</style></head><body><h1>kgate compatibility matrix</h1>"
-            f"<p>kgate commit <code>{html.escape(summary['commit'])}</code>, {html.escape(summary['date'])}: "
+            f"<p>kgate commit <code>{html.escape(summary['commit'])}</code>, {html.escape(summary['date'])}, "
+            f"{html.escape(summary.get('deployment', 'single node'))}: "
             f"{summary['pass']} passed, {summary['fail']} failed, {summary['n/a']} n/a. Green: passed; red: "
             f"failed; orange: fails against Kafka too (a client limitation); grey: does not apply. Hover a cell "
             f"for its failure or why it does not apply; each cell lists the request versions the broker answered "

@@ -5,7 +5,8 @@
 
 Installs the clients (scripts/setup-compat, idempotent), then runs each row against a
 broker of its own (single node, a SASL listener, its metrics endpoint; fresh data
-directory), one cell after another, so what the broker reports during a cell is that
+directory) or, with ``--cluster``, a 3-broker cluster of its own over a ZooKeeper
+ensemble started for the run (see deployments.py), one cell after another, so what the broker reports during a cell is that
 cell's doing. Rows run ``--jobs`` at a time. Writes ``<out>/<row>.json`` per row and
 ``<out>/run.json`` (commit, date, counts); a full run into the default folder also
 writes ``baseline.json`` (the passing cells, which the CI subset holds the build to)
@@ -31,12 +32,12 @@ import cells  # noqa: E402
 import clients  # noqa: E402
 import render  # noqa: E402
 import rows as catalogue  # noqa: E402
-from tests.support.broker_process import BrokerProcess  # noqa: E402
+import deployments  # noqa: E402
+from tests.support.zookeeper import Ensemble  # noqa: E402
 
 RESULTS = os.path.join(HERE, "results")
+CLUSTER_RESULTS = os.path.join(RESULTS, "cluster")
 BASELINE = os.path.join(RESULTS, "baseline.json")
-BROKER_SETTINGS = {"group.initial.rebalance.delay.ms": 0, "kgate.metrics.listener": "127.0.0.1:0",
-                   "num.partitions": cells.PARTITIONS}
 
 
 def select(subset: bool, pattern: str | None) -> list:
@@ -50,65 +51,34 @@ def install() -> None:
     subprocess.run([os.path.join(clients.ROOT, "scripts", "setup-compat")], check=True)
 
 
-def cluster_available() -> bool:
-    """The 3-broker ZooKeeper cluster needs ``kgate serve --metadata``."""
-    result = subprocess.run([sys.executable, "-m", "gateway.cli", "serve", "--help"], capture_output=True,
-                            text=True, cwd=clients.ROOT, timeout=60)
-    return "--metadata" in result.stdout
-
-
-def start_broker(data_dir: str, entry_format: str = cells.STORED_AS_PRODUCED) -> BrokerProcess:
-    subprocess.run([sys.executable, "-m", "gateway.cli", "users", "--data-dir", data_dir, "add", cells.USER,
-                    "--password", cells.PASSWORD], check=True, capture_output=True, cwd=clients.ROOT, timeout=60)
-    return BrokerProcess(data_dir, dict(BROKER_SETTINGS, **{"entry.format": entry_format}),
-                         listeners=("SASL_PLAINTEXT",)).start()
-
-
-def run_row(row, progress, entry_format: str = cells.STORED_AS_PRODUCED) -> dict:
-    """Every cell of ``row`` against a broker of its own; a broker that will not start fails them all."""
+def run_row(row, progress, deployment) -> dict:
+    """Every cell of ``row`` against a deployment of its own; one that will not start fails them all."""
     results = {}
-    with tempfile.TemporaryDirectory(prefix="kgate-compat-") as scratch:
-        broker = target = None
-        try:
-            broker = start_broker(os.path.join(scratch, "broker"), entry_format)
-            target = cells.Broker(broker.bootstrap, broker.address("SASL_PLAINTEXT"), broker.metrics_url,
-                                  entry_format)
-            for column in catalogue.COLUMNS:
-                results[column] = cells.run_cell(row, column, target)
-                if broker.alive():
-                    progress.cell_done(row)
-                    continue
+    try:
+        target = deployment.start()
+        for column in catalogue.COLUMNS:
+            results[column] = cells.run_cell(row, column, target)
+            progress.cell_done(row)
+            if not deployment.alive():
                 results[column].status, results[column].message = "fail", (
-                    results[column].message + " (the broker exited: " + _tail(broker.log_path) + ")").strip()
-                progress.cell_done(row)
-                broker = None
+                    results[column].message + " (a broker exited: " + deployment.dead_log() + ")").strip()
                 break
-        except Exception as exc:
-            message = f"broker: {type(exc).__name__}: {exc}"
-            for column in catalogue.COLUMNS:
-                results.setdefault(column, cells.CellResult("fail", message))
-        finally:
-            target = None  # its admin client goes before the broker, so it never logs a refused reconnect
-            if broker is not None:
-                broker.stop()
-        for column in catalogue.COLUMNS:  # cells after a broker crash never ran: they fail, saying so
-            if column not in results:
-                reason = row.reason_not_applicable(column)
-                results[column] = cells.CellResult("n/a", reason) if reason else \
-                    cells.CellResult("fail", "not run: the broker had exited")
-                progress.cell_done(row)
+    except Exception as exc:
+        message = f"broker: {type(exc).__name__}: {exc}"
+        for column in catalogue.COLUMNS:
+            results.setdefault(column, cells.CellResult("fail", message))
+    finally:
+        target = None  # its admin client goes before the brokers, so it never logs a refused reconnect
+        deployment.stop()
+    for column in catalogue.COLUMNS:  # cells after a broker crash never ran: they fail, saying so
+        if column not in results:
+            reason = row.reason_not_applicable(column)
+            results[column] = cells.CellResult("n/a", reason) if reason else \
+                cells.CellResult("fail", "not run: a broker had exited")
+            progress.cell_done(row)
     return {"row": {"id": row.id, "family": row.family, "release": row.release, "pin": row.pin,
                     "generation": row.generation, "magic": row.magic, "subset": row.subset},
             "cells": {column: vars(result) for column, result in results.items()}}
-
-
-def _tail(path: str) -> str:
-    try:
-        with open(path, errors="replace") as fh:
-            lines = [line.strip() for line in fh if line.strip()]
-        return lines[-1][-300:] if lines else "no log"
-    except OSError:
-        return "no log"
 
 
 class Progress:
@@ -150,14 +120,20 @@ def commit_of_tree() -> str:
     return (result.stdout.strip() or "unknown") + ("+changes" if dirty else "")
 
 
-def run(selected: list, out: str, jobs: int, entry_format: str = cells.STORED_AS_PRODUCED) -> list[dict]:
+def run(selected: list, out: str, jobs: int, entry_format: str = cells.STORED_AS_PRODUCED,
+        zookeeper: str | None = None) -> list[dict]:
+    """Run ``selected`` rows, each against a broker of its own or, given a ZooKeeper
+    ensemble address, a 3-broker cluster of its own."""
     os.makedirs(out, exist_ok=True)
     progress = Progress(len(selected) * len(catalogue.COLUMNS))
     started = time.monotonic()
     results = []
 
     def one(row):
-        result = run_row(row, progress, entry_format)
+        with tempfile.TemporaryDirectory(prefix="kgate-compat-") as scratch:
+            deployment = deployments.Cluster(scratch, entry_format, zookeeper) if zookeeper else \
+                deployments.SingleNode(scratch, entry_format)
+            result = run_row(row, progress, deployment)
         with open(os.path.join(out, file_name(row.id)), "w") as fh:
             json.dump(result, fh, indent=1)
         progress.row_done(result)
@@ -168,7 +144,7 @@ def run(selected: list, out: str, jobs: int, entry_format: str = cells.STORED_AS
     statuses = [cell["status"] for result in results for cell in result["cells"].values()]
     summary = {"commit": commit_of_tree(), "date": datetime.datetime.now(datetime.timezone.utc).strftime(
         "%Y-%m-%d %H:%M UTC"), "seconds": round(time.monotonic() - started), "rows": [r["row"]["id"] for r in results],
-        "entry_format": entry_format,
+        "entry_format": entry_format, "deployment": "3-broker ZooKeeper cluster" if zookeeper else "single node",
         "pass": statuses.count("pass"), "fail": statuses.count("fail"), "n/a": statuses.count("n/a")}
     with open(os.path.join(out, "run.json"), "w") as fh:
         json.dump(summary, fh, indent=1)
@@ -190,22 +166,18 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=RESULTS, help="where the result files go")
     parser.add_argument("--entry-format", default=cells.STORED_AS_PRODUCED,
                         help="the brokers' entry.format (kafka, mixed_kafka, pulsar)")
-    parser.add_argument("--cluster", action="store_true", help="also run against a 3-broker ZooKeeper cluster")
+    parser.add_argument("--cluster", action="store_true",
+                        help=f"run each row against a 3-broker ZooKeeper cluster instead (results into {CLUSTER_RESULTS})")
     parser.add_argument("--no-install", action="store_true", help="skip scripts/setup-compat")
     args = parser.parse_args(argv)
-    if args.cluster and not cluster_available():
-        print("compat-matrix: cluster mode not available in this build (kgate serve has no --metadata)",
-              file=sys.stderr)
-        return 2
-    if args.cluster:
-        print("compat-matrix: cluster mode is not wired into the runner yet", file=sys.stderr)
-        return 2
     selected = select(args.subset, args.rows)
     if not selected:
         print(f"compat-matrix: no row matches {args.rows!r}", file=sys.stderr)
         return 2
     if not args.no_install:
         install()
+    if args.cluster:
+        return run_on_cluster(selected, args)
     complete = not args.subset and not args.rows and os.path.abspath(args.out) == RESULTS and \
         args.entry_format == cells.STORED_AS_PRODUCED
     if complete:  # a full run replaces every row's file, so rows dropped from the catalogue disappear
@@ -217,7 +189,26 @@ def main(argv=None) -> int:
         with open(BASELINE, "w") as fh:
             json.dump({"passing": passing(results)}, fh, indent=1)
         render.write(RESULTS, os.path.join(HERE, "MATRIX.md"), os.path.join(HERE, "MATRIX.html"))
-    with open(os.path.join(args.out, "run.json")) as fh:
+    return report(args.out)
+
+
+def run_on_cluster(selected: list, args) -> int:
+    """The rows against 3-broker clusters over one ZooKeeper ensemble started for the run;
+    its results and report go to their own folder, never into the single-node baseline."""
+    out = CLUSTER_RESULTS if os.path.abspath(args.out) == RESULTS else args.out
+    os.makedirs(out, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="kgate-compat-zk-") as scratch:
+        ensemble = Ensemble(scratch).start()
+        try:
+            run(selected, out, args.jobs, args.entry_format, zookeeper=ensemble.address)
+        finally:
+            ensemble.stop()
+    render.write(out, os.path.join(out, "MATRIX.md"), os.path.join(out, "MATRIX.html"))
+    return report(out)
+
+
+def report(out: str) -> int:
+    with open(os.path.join(out, "run.json")) as fh:
         summary = json.load(fh)
     print(f"{summary['pass']} passed, {summary['fail']} failed, {summary['n/a']} n/a in {summary['seconds']} s",
           file=sys.stderr)

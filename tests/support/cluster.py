@@ -29,10 +29,10 @@ class KgateCluster:
         self.size = size
         self.brokers: dict[int, BrokerProcess] = {}
 
-    def start_broker(self, node_id: int, **settings) -> BrokerProcess:
+    def start_broker(self, node_id: int, listeners: tuple[str, ...] = (), **settings) -> BrokerProcess:
         broker = BrokerProcess(os.path.join(self.base_dir, f"broker-{node_id}"), {
             **self.settings, "kgate.metadata": self.metadata, "kgate.storage": f"file:{self.storage}",
-            "broker.id": node_id, **settings})
+            "broker.id": node_id, **settings}, listeners=listeners)
         self.brokers[node_id] = broker.start(timeout=60)
         return broker
 
