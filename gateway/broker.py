@@ -89,7 +89,7 @@ class Broker:
                                (Event.TOPIC, self._topic_changed), (Event.OWNERS, self._owners_changed),
                                (Event.SESSION, self.ownership.session_changed)):
             events.on(event, handler)
-        store.on_session(lambda session: events.post(Event.SESSION, session))
+        store.on_session(self._session_reported)
         await self.cluster.register(self.me(), self.registration_wait)
         await self.cluster.load()
         store.watch(BROKERS, events.poster(Event.BROKERS), children=True)
@@ -105,6 +105,10 @@ class Broker:
         log.info("broker %d of %d live: serving %d of %d topics' partitions", self.node_id,
                  len(self.cluster.brokers), len(self.partitions),
                  sum(t.partitions for t in self.cluster.topics.values()))
+
+    def _session_reported(self, session) -> None:
+        self.ownership.session_reported(session)
+        self.events.post(Event.SESSION, session)
 
     def _watch_topic(self, name: str) -> None:
         if name not in self._watched:

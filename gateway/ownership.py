@@ -31,6 +31,7 @@ class Ownership:
         self.broker = broker
         self.safe = True  # False while the metadata session is suspended or lost
         self._expired = False
+        self._session = Session.CONNECTED  # the latest state the store reported
 
     def owners(self, topic: Topic) -> list[int]:
         """The owner of each partition of ``topic``; [] when no broker is live."""
@@ -90,7 +91,16 @@ class Ownership:
 
     # -- the metadata session ------------------------------------------------------------
 
+    def session_reported(self, session: Session) -> None:
+        """The store's report, handled at once: writes stop being acknowledged the moment
+        the session is in doubt, not once the event queue reaches the news (an event
+        ahead of it may be waiting on the very store that went away)."""
+        self._session = session
+        if session is not Session.CONNECTED:
+            self.safe = False
+
     async def session_changed(self, session: Session) -> None:
+        """The rest of a session change, from the event queue, in order with other events."""
         broker = self.broker
         if session is Session.SUSPENDED:
             # The claims may be about to vanish: promise nothing until the session is back.
@@ -107,5 +117,6 @@ class Ownership:
                 await broker.cluster.register(broker.me(), broker.registration_wait)
                 self._expired = False
                 log.info("registered again after the session expired")
-            self.safe = True
+            # Unless the session has been lost again since this report.
+            self.safe = self._session is Session.CONNECTED
             broker.events.post(Event.BROKERS)

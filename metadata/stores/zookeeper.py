@@ -92,9 +92,14 @@ class ZooKeeperMetadataStore(MetadataStore):
 
         async_result.rawlink(done)
         try:
-            return await future
+            # kazoo holds a request made while disconnected until it reconnects: bound the wait
+            # so nothing (the event manager least of all) hangs on a ZooKeeper that is gone.
+            return await asyncio.wait_for(future, self.session_timeout)
         except _UNAVAILABLE as exc:
             raise StoreUnavailable(f"ZooKeeper at {self.address}: {type(exc).__name__}") from None
+        except asyncio.TimeoutError:
+            raise StoreUnavailable(f"ZooKeeper at {self.address}: no answer within {self.session_timeout} s") \
+                from None
 
     async def get(self, path: str) -> Node | None:
         try:

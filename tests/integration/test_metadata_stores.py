@@ -10,7 +10,7 @@ import uuid
 import pytest
 from kazoo.client import KazooClient
 
-from metadata.store import BadVersion, Node, NodeExists, NoNode, Session
+from metadata.store import BadVersion, Node, NodeExists, NoNode, Session, StoreUnavailable
 from metadata.stores.embedded import EmbeddedMetadataStore
 from metadata.stores.zookeeper import ZooKeeperMetadataStore
 from tests.support.zookeeper import ZooKeeperServer, free_ports
@@ -135,3 +135,21 @@ async def test_zookeeper_chroot_keeps_clusters_apart(zookeeper):
     finally:
         await first.close()
         await second.close()
+
+
+async def test_a_zookeeper_call_while_the_ensemble_is_gone_fails_instead_of_hanging(tmp_path):
+    server = ZooKeeperServer(str(tmp_path / "zookeeper"), free_ports(1)[0]).start().wait_serving()
+    store = ZooKeeperMetadataStore(f"{server.address}/gone", 2000)
+    sessions = []
+    try:
+        await store.connect()
+        store.on_session(sessions.append)
+        await store.create("/a", b"")
+        server.stop()
+        await until(lambda: Session.SUSPENDED in sessions)
+        with pytest.raises(StoreUnavailable):
+            # The outer bound only keeps a regression from hanging the suite.
+            await asyncio.wait_for(store.get("/a"), 30)
+    finally:
+        server.stop()
+        await store.close()
