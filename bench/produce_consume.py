@@ -16,6 +16,7 @@ import platform
 import shutil
 import socket
 import statistics
+import struct
 import sys
 import tempfile
 import time
@@ -142,16 +143,38 @@ def create_topic(bootstrap: str, partitions: int, config: dict | None = None) ->
     return name
 
 
-def produce(bootstrap: str, topic: str, records: int, value_size: int, max_seconds: float) -> dict:
-    """Timed from the first produce() call to the last delivery report; metadata is fetched before."""
+def percentiles_ms(seconds: list[float]) -> dict:
+    """p50/p99/p99.9 in milliseconds of latency samples in seconds (nearest rank)."""
+    if not seconds:
+        return {"p50_ms": None, "p99_ms": None, "p999_ms": None}
+    ordered = sorted(seconds)
+
+    def rank(q):
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
+
+    return {"p50_ms": rank(0.50), "p99_ms": rank(0.99), "p999_ms": rank(0.999)}
+
+
+def produce(bootstrap: str, topic: str, records: int, value_size: int, max_seconds: float,
+            config: dict | None = None, rate_bytes_s: float | None = None) -> dict:
+    """Timed from the first produce() call to the last delivery report; metadata is fetched before.
+
+    ``config`` overrides the producer settings (default acks=all, linger.ms=5). With
+    ``rate_bytes_s`` the producer paces itself to that rate and stamps each value's first
+    8 bytes with its send time (wall clock, so a consumer process can compute end-to-end
+    latency). Acknowledgement latency comes from librdkafka's own per-message figure.
+    """
     values = [os.urandom(value_size) for _ in range(VALUE_POOL)]
-    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+                                         **(config or {})})
     producer.list_topics(topic, timeout=10)
     outcome = {"delivered": 0, "failed": 0, "error": None, "last": 0.0}
+    latencies = []
 
-    def on_delivery(error, _message):
+    def on_delivery(error, message):
         if error is None:
             outcome["delivered"] += 1
+            latencies.append(message.latency())
         else:
             outcome["failed"] += 1
             outcome["error"] = str(error)
@@ -160,9 +183,15 @@ def produce(bootstrap: str, topic: str, records: int, value_size: int, max_secon
     deadline = time.monotonic() + max_seconds
     start = time.perf_counter()
     for i in range(records):
+        value = values[i % VALUE_POOL]
+        if rate_bytes_s:
+            wait = start + i * value_size / rate_bytes_s - time.perf_counter()
+            if wait > 0:
+                producer.poll(wait)
+            value = struct.pack(">d", time.time()) + value[8:]
         while True:
             try:
-                producer.produce(topic, values[i % VALUE_POOL], on_delivery=on_delivery)
+                producer.produce(topic, value, on_delivery=on_delivery)
                 break
             except BufferError:  # local queue full: let deliveries drain it
                 if time.monotonic() > deadline:
@@ -174,7 +203,7 @@ def produce(bootstrap: str, topic: str, records: int, value_size: int, max_secon
     if undelivered or outcome["failed"]:
         raise RuntimeError(f"produce: {undelivered} undelivered, {outcome['failed']} failed ({outcome['error']})")
     return {"records": outcome["delivered"], "bytes": outcome["delivered"] * value_size,
-            "seconds": outcome["last"] - start}
+            "seconds": outcome["last"] - start, **percentiles_ms(latencies)}
 
 
 def consume(bootstrap: str, topic: str, partitions: int, expected: int, max_seconds: float) -> dict:
