@@ -203,7 +203,8 @@ def produce(bootstrap: str, topic: str, records: int, value_size: int, max_secon
     if undelivered or outcome["failed"]:
         raise RuntimeError(f"produce: {undelivered} undelivered, {outcome['failed']} failed ({outcome['error']})")
     return {"records": outcome["delivered"], "bytes": outcome["delivered"] * value_size,
-            "seconds": outcome["last"] - start, **percentiles_ms(latencies)}
+            "seconds": outcome["last"] - start, "started_at": time.time() - (time.perf_counter() - start),
+            **percentiles_ms(latencies)}
 
 
 def consume(bootstrap: str, topic: str, partitions: int, expected: int, max_seconds: float) -> dict:
