@@ -286,6 +286,19 @@ def print_table(summary: dict, args) -> None:
               f"{entry['max']:>10,.1f} {ratios}")
 
 
+def clean_up(work_dir: str, completed: bool) -> None:
+    """Delete the benchmark's directory after a good run; keep it, and say where, after a failed one."""
+    if completed:
+        shutil.rmtree(work_dir, ignore_errors=True)
+    else:
+        print(f"benchmark failed; broker data and logs kept in {work_dir}", file=sys.stderr)
+
+
+def machine() -> dict:
+    return {"cpus": os.cpu_count(), "python": platform.python_version(),
+            "confluent_kafka": confluent_kafka.__version__, "librdkafka": confluent_kafka.libversion()[0]}
+
+
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(prog="python -m bench.produce_consume", description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=600_000, help="records per produce run (default 600000)")
@@ -318,10 +331,7 @@ def main(argv=None) -> int:
         completed = True
     finally:
         broker.stop()
-        if completed:
-            shutil.rmtree(work_dir, ignore_errors=True)
-        else:
-            print(f"benchmark failed; broker data and log kept in {work_dir}", file=sys.stderr)
+        clean_up(work_dir, completed)
 
     summary = summarise(samples)
     print_table(summary, args)
@@ -331,8 +341,7 @@ def main(argv=None) -> int:
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "settings": {"records": args.records, "runs": args.runs, "partitions": args.partitions,
                      "value_size": args.value_size, "acks": "all", "linger_ms": 5},
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "confluent_kafka": confluent_kafka.__version__, "librdkafka": confluent_kafka.libversion()[0]},
+        "machine": machine(),
         "figures": summary,
     }
     args.output.write_text(json.dumps(report, indent=2) + "\n")

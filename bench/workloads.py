@@ -23,8 +23,6 @@ import itertools
 import json
 import multiprocessing
 import os
-import platform
-import shutil
 import statistics
 import struct
 import sys
@@ -35,8 +33,8 @@ from pathlib import Path
 import confluent_kafka
 
 from bench.peer import TansuProcess
-from bench.produce_consume import (MB, consume, create_topic, finish_child, fsync_throughput,
-                                   loopback_throughput, percentiles_ms, produce, start_child)
+from bench.produce_consume import (MB, clean_up, consume, create_topic, finish_child, fsync_throughput,
+                                   loopback_throughput, machine, percentiles_ms, produce, start_child)
 from tests.support.broker_process import BrokerProcess
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results" / "workloads.json"
@@ -314,10 +312,7 @@ def main(argv=None) -> int:
     finally:
         tansu.stop()
         kgate.stop()
-        if completed:
-            shutil.rmtree(work_dir, ignore_errors=True)
-        else:
-            print(f"benchmark failed; broker data and logs kept in {work_dir}", file=sys.stderr)
+        clean_up(work_dir, completed)
 
     summary = summarise(runs)
     print_table(summary, args, soak_result)
@@ -326,8 +321,7 @@ def main(argv=None) -> int:
         "benchmark": "workloads",
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "settings": {key: (str(value) if isinstance(value, Path) else value) for key, value in vars(args).items()},
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "confluent_kafka": confluent_kafka.__version__, "librdkafka": confluent_kafka.libversion()[0]},
+        "machine": machine(),
         "summary": summary, "runs": runs, "soak": soak_result,
     }
     args.output.write_text(json.dumps(report, indent=2) + "\n")
