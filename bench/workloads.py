@@ -174,7 +174,7 @@ def run_broker(broker, args) -> dict:
     rate = args.e2e_mb_s * MB
     records = max(1000, int(rate * args.e2e_seconds / 1024))
     produced, tail = produce_with_tail(broker, 16, records, 1024, args.timeout + args.e2e_seconds,
-                                       {"acks": "all", "linger.ms": 0}, rate)
+                                       {"acks": "all", "linger.ms": args.e2e_linger_ms}, rate)
     results[f"fixed {args.e2e_mb_s:g} MB/s 1024B p16"] = {
         "mb_s": produced["bytes"] / produced["seconds"] / MB,
         "produce_p50_ms": produced["p50_ms"], "produce_p99_ms": produced["p99_ms"],
@@ -270,6 +270,8 @@ def parse_args(argv=None):
     parser.add_argument("--records-1k", type=int, help="1 KiB records per produce (default 300000, quick 60000)")
     parser.add_argument("--records-100b", type=int, help="100 B records per produce (default 600000, quick 150000)")
     parser.add_argument("--e2e-mb-s", type=float, default=20.0, help="fixed rate of the latency workload (MB/s)")
+    parser.add_argument("--e2e-linger-ms", type=float, default=1.0,
+                        help="linger.ms of the fixed-rate producer (default 1; 0 sends a request per record)")
     parser.add_argument("--e2e-seconds", type=float, help="length of the fixed-rate workload (default 10, quick 4)")
     parser.add_argument("--soak-minutes", type=float, help="soak length at 80%% of peak (default 10, quick 0 = none)")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds allowed per produce or consume")
