@@ -160,7 +160,8 @@ def produce(bootstrap: str, topic: str, records: int, value_size: int, max_secon
     """Timed from the first produce() call to the last delivery report; metadata is fetched before.
 
     ``config`` overrides the producer settings (default acks=all, linger.ms=5). With
-    ``rate_bytes_s`` the producer paces itself to that rate and stamps each value's first
+    ``rate_bytes_s`` the producer paces itself to that rate, stops sending after
+    ``max_seconds`` (then flushes, so allow time for that) and stamps each value's first
     8 bytes with its send time (wall clock, so a consumer process can compute end-to-end
     latency). Acknowledgement latency comes from librdkafka's own per-message figure.
     """
@@ -185,6 +186,8 @@ def produce(bootstrap: str, topic: str, records: int, value_size: int, max_secon
     for i in range(records):
         value = values[i % VALUE_POOL]
         if rate_bytes_s:
+            if time.monotonic() > deadline:  # a paced run is bounded in time: stop sending, then flush
+                break
             wait = start + i * value_size / rate_bytes_s - time.perf_counter()
             if wait > 0:
                 producer.poll(wait)
