@@ -202,7 +202,8 @@ def produce(bootstrap: str, topic: str, records: int, value_size: int, max_secon
                 producer.poll(0.01)
         if i % 1000 == 0:
             producer.poll(0)
-    undelivered = producer.flush(max(0.0, deadline - time.monotonic()))
+    grace = 60.0 if rate_bytes_s else 0.0  # a paced run stops sending at the deadline and still flushes
+    undelivered = producer.flush(max(0.0, deadline - time.monotonic()) + grace)
     if undelivered or outcome["failed"]:
         raise RuntimeError(f"produce: {undelivered} undelivered, {outcome['failed']} failed ({outcome['error']})")
     return {"records": outcome["delivered"], "bytes": outcome["delivered"] * value_size,
