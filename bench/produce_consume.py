@@ -17,6 +17,7 @@ import platform
 import shutil
 import socket
 import statistics
+import struct
 import sys
 import tempfile
 import time
@@ -143,16 +144,39 @@ def create_topic(bootstrap: str, partitions: int, config: dict | None = None) ->
     return name
 
 
-def produce(bootstrap: str, topic: str, records: int, value_size: int, max_seconds: float) -> dict:
-    """Timed from the first produce() call to the last delivery report; metadata is fetched before."""
+def percentiles_ms(seconds: list[float]) -> dict:
+    """p50/p99/p99.9 in milliseconds of latency samples in seconds (nearest rank)."""
+    if not seconds:
+        return {"p50_ms": None, "p99_ms": None, "p999_ms": None}
+    ordered = sorted(seconds)
+
+    def rank(q):
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
+
+    return {"p50_ms": rank(0.50), "p99_ms": rank(0.99), "p999_ms": rank(0.999)}
+
+
+def produce(bootstrap: str, topic: str, records: int, value_size: int, max_seconds: float,
+            config: dict | None = None, rate_bytes_s: float | None = None) -> dict:
+    """Timed from the first produce() call to the last delivery report; metadata is fetched before.
+
+    ``config`` overrides the producer settings (default acks=all, linger.ms=5). With
+    ``rate_bytes_s`` the producer paces itself to that rate, stops sending after
+    ``max_seconds`` (then flushes, so allow time for that) and stamps each value's first
+    8 bytes with its send time (wall clock, so a consumer process can compute end-to-end
+    latency). Acknowledgement latency comes from librdkafka's own per-message figure.
+    """
     values = [os.urandom(value_size) for _ in range(VALUE_POOL)]
-    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+                                         **(config or {})})
     producer.list_topics(topic, timeout=10)
     outcome = {"delivered": 0, "failed": 0, "error": None, "last": 0.0}
+    latencies = []
 
-    def on_delivery(error, _message):
+    def on_delivery(error, message):
         if error is None:
             outcome["delivered"] += 1
+            latencies.append(message.latency())
         else:
             outcome["failed"] += 1
             outcome["error"] = str(error)
@@ -161,9 +185,17 @@ def produce(bootstrap: str, topic: str, records: int, value_size: int, max_secon
     deadline = time.monotonic() + max_seconds
     start = time.perf_counter()
     for i in range(records):
+        value = values[i % VALUE_POOL]
+        if rate_bytes_s:
+            if time.monotonic() > deadline:  # a paced run is bounded in time: stop sending, then flush
+                break
+            wait = start + i * value_size / rate_bytes_s - time.perf_counter()
+            if wait > 0:
+                producer.poll(wait)
+            value = struct.pack(">d", time.time()) + value[8:]
         while True:
             try:
-                producer.produce(topic, values[i % VALUE_POOL], on_delivery=on_delivery)
+                producer.produce(topic, value, on_delivery=on_delivery)
                 break
             except BufferError:  # local queue full: let deliveries drain it
                 if time.monotonic() > deadline:
@@ -171,11 +203,13 @@ def produce(bootstrap: str, topic: str, records: int, value_size: int, max_secon
                 producer.poll(0.01)
         if i % 1000 == 0:
             producer.poll(0)
-    undelivered = producer.flush(max(0.0, deadline - time.monotonic()))
+    grace = 60.0 if rate_bytes_s else 0.0  # a paced run stops sending at the deadline and still flushes
+    undelivered = producer.flush(max(0.0, deadline - time.monotonic()) + grace)
     if undelivered or outcome["failed"]:
         raise RuntimeError(f"produce: {undelivered} undelivered, {outcome['failed']} failed ({outcome['error']})")
     return {"records": outcome["delivered"], "bytes": outcome["delivered"] * value_size,
-            "seconds": outcome["last"] - start}
+            "seconds": outcome["last"] - start, "started_at": time.time() - (time.perf_counter() - start),
+            **percentiles_ms(latencies)}
 
 
 def consume(bootstrap: str, topic: str, partitions: int, expected: int, max_seconds: float,
@@ -259,6 +293,19 @@ def print_table(summary: dict, args) -> None:
               f"{entry['max']:>10,.1f} {ratios}")
 
 
+def clean_up(work_dir: str, completed: bool) -> None:
+    """Delete the benchmark's directory after a good run; keep it, and say where, after a failed one."""
+    if completed:
+        shutil.rmtree(work_dir, ignore_errors=True)
+    else:
+        print(f"benchmark failed; broker data and logs kept in {work_dir}", file=sys.stderr)
+
+
+def machine() -> dict:
+    return {"cpus": os.cpu_count(), "python": platform.python_version(),
+            "confluent_kafka": confluent_kafka.__version__, "librdkafka": confluent_kafka.libversion()[0]}
+
+
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(prog="python -m bench.produce_consume", description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=600_000, help="records per produce run (default 600000)")
@@ -289,10 +336,7 @@ def broker_in_temp_dir(parent: str | None = None):
         completed = True
     finally:
         broker.stop()
-        if completed:
-            shutil.rmtree(work_dir, ignore_errors=True)
-        else:
-            print(f"benchmark failed; broker data and log kept in {work_dir}", file=sys.stderr)
+        clean_up(work_dir, completed)
 
 
 def write_report(path: Path, benchmark: str, settings: dict, figures: dict, **extra) -> None:
@@ -302,8 +346,7 @@ def write_report(path: Path, benchmark: str, settings: dict, figures: dict, **ex
         "benchmark": benchmark,
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "settings": settings,
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "confluent_kafka": confluent_kafka.__version__, "librdkafka": confluent_kafka.libversion()[0]},
+        "machine": machine(),
         "figures": figures,
         **extra,
     }

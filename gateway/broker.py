@@ -27,6 +27,7 @@ from .groups import OFFSETS_TOPIC, GroupCoordinator
 from .metrics import BrokerMetrics
 from .ownership import Ownership
 from .partition import Partition
+from .request_budget import RequestBytesBudget
 from .sasl import CredentialStore
 from .sasl.login_limiter import LoginLimiter
 
@@ -54,6 +55,7 @@ class Broker:
         self.cluster = ClusterState(metadata)
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.connections: set = set()
+        self.request_bytes = RequestBytesBudget(settings["queued.max.request.bytes"])
         self.cluster_id = ""
         self._producer_ids = iter(())
         self._retention_task: asyncio.Task | None = None

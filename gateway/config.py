@@ -66,6 +66,10 @@ BROKER_SETTINGS: dict[str, tuple[object, tuple]] = {
     "connections.max.idle.ms": (600_000, _POSITIVE),
     # Requests one connection may have in flight before the broker stops reading it.
     "kgate.max.inflight.requests.per.connection": (100, _POSITIVE),
+    # Request bytes read but not yet answered, broker-wide (Kafka's name) and per connection;
+    # past either the broker stops reading (back-pressure) until answers drain. -1: no limit.
+    "queued.max.request.bytes": (256 * 1024 * 1024, ("must be -1 (no limit) or > 0", lambda v: v == -1 or v > 0)),
+    "kgate.queued.max.request.bytes.per.connection": (64 * 1024 * 1024, _POSITIVE),
     "auto.create.topics.enable": (True, _ANY),
     "num.partitions": (1, _POSITIVE),
     "default.replication.factor": (1, _POSITIVE),

@@ -1,4 +1,4 @@
-"""A connection stops reading once too many requests are in flight, and reads again as they drain."""
+"""A connection stops reading once too many requests or request bytes are in flight, and reads again as they drain."""
 import asyncio
 import types
 
@@ -7,6 +7,7 @@ from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from gateway import connection as connection_module
 from gateway.config import Listener, Settings
 from gateway.connection import KafkaConnection
+from gateway.request_budget import RequestBytesBudget
 from tests.support.wire import encode_request
 
 
@@ -35,7 +36,8 @@ class _Transport(asyncio.Transport):
         pass
 
 
-async def test_reading_pauses_at_the_in_flight_limit_and_resumes_as_answers_are_written(monkeypatch):
+def _blocked_broker(monkeypatch, *overrides):
+    """A broker whose every request waits for the returned event."""
     release = asyncio.Event()
 
     async def blocked(broker, info, header, request):
@@ -43,12 +45,32 @@ async def test_reading_pauses_at_the_in_flight_limit_and_resumes_as_answers_are_
         return MetadataResponse(brokers=[], topics=[])
 
     monkeypatch.setattr(connection_module, "dispatch", blocked)
-    settings = Settings.load(overrides=["kgate.max.inflight.requests.per.connection=2"])
+    settings = Settings.load(overrides=list(overrides))
     metrics = types.SimpleNamespace(decoded=lambda *a: None, started=lambda *a: None, answered=lambda *a: None)
-    broker = types.SimpleNamespace(settings=settings, metrics=metrics, connections=set())
+    broker = types.SimpleNamespace(settings=settings, metrics=metrics, connections=set(),
+                                   request_bytes=RequestBytesBudget(settings["queued.max.request.bytes"]))
+    return broker, release
+
+
+def _connect(broker):
     conn = KafkaConnection(broker, Listener("127.0.0.1", 9092))
     transport = _Transport()
     conn.connection_made(transport)
+    return conn, transport
+
+
+def _request(correlation_id: int) -> bytes:
+    return encode_request(MetadataRequest[0](topics=[]), 0, correlation_id=correlation_id)
+
+
+async def _drain():
+    for _ in range(50):
+        await asyncio.sleep(0)
+
+
+async def test_reading_pauses_at_the_in_flight_limit_and_resumes_as_answers_are_written(monkeypatch):
+    broker, release = _blocked_broker(monkeypatch, "kgate.max.inflight.requests.per.connection=2")
+    conn, transport = _connect(broker)
     conn.data_received(encode_request(MetadataRequest[0](topics=[]), 0, correlation_id=1))
     assert not transport.paused
     conn.data_received(encode_request(MetadataRequest[0](topics=[]), 0, correlation_id=2))
@@ -58,3 +80,45 @@ async def test_reading_pauses_at_the_in_flight_limit_and_resumes_as_answers_are_
         await asyncio.sleep(0)
     assert len(transport.written) == 2 and not transport.paused
     conn.connection_lost(None)
+
+
+async def test_reading_pauses_at_the_per_connection_byte_limit(monkeypatch):
+    size = len(_request(1))
+    broker, release = _blocked_broker(monkeypatch, f"kgate.queued.max.request.bytes.per.connection={2 * size}")
+    conn, transport = _connect(broker)
+    conn.data_received(_request(1))
+    assert not transport.paused
+    conn.data_received(_request(2))
+    assert transport.paused and broker.request_bytes.total == 2 * size
+    release.set()
+    await _drain()
+    assert len(transport.written) == 2 and not transport.paused and broker.request_bytes.total == 0
+    conn.connection_lost(None)
+
+
+async def test_a_spent_broker_wide_budget_pauses_every_connection_until_answers_give_it_back(monkeypatch):
+    size = len(_request(1))
+    broker, release = _blocked_broker(monkeypatch, f"queued.max.request.bytes={2 * size}")
+    (first, first_transport), (second, second_transport) = _connect(broker), _connect(broker)
+    first.data_received(_request(1))
+    second.data_received(_request(1))
+    assert first_transport.paused is False and second_transport.paused  # the second request spent the budget
+    first.data_received(_request(2))
+    assert first_transport.paused
+    release.set()
+    await _drain()
+    assert not first_transport.paused and not second_transport.paused and broker.request_bytes.total == 0
+    assert len(first_transport.written) == 2 and len(second_transport.written) == 1
+    first.connection_lost(None)
+    second.connection_lost(None)
+
+
+async def test_a_lost_connection_gives_back_its_unanswered_bytes(monkeypatch):
+    broker, release = _blocked_broker(monkeypatch)
+    conn, _ = _connect(broker)
+    conn.data_received(_request(1) + _request(2))
+    assert broker.request_bytes.total == 2 * len(_request(1))
+    conn.connection_lost(None)
+    release.set()
+    await _drain()
+    assert broker.request_bytes.total == 0
