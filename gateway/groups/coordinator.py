@@ -228,6 +228,11 @@ class GroupCoordinator:
     def partition_of(self, group_id: str) -> int:
         return partition_for(group_id, self.num_partitions)
 
+    def coordinator_of(self, group_id: str):
+        """The live broker owning the group's offsets partition (its coordinator), if any."""
+        offsets = self.broker.cluster.topics.get(OFFSETS_TOPIC)
+        return self.broker.leader(offsets, self.partition_of(group_id)) if offsets is not None else None
+
     def _partition(self, index: int):
         partition = self.broker.partitions.get((OFFSETS_TOPIC, index))
         if partition is None:
@@ -238,10 +243,8 @@ class GroupCoordinator:
         """Kafka's rule: only the offset and admin APIs accept an empty group id."""
         if group_id is None or (not group_id and not allow_empty) or len(group_id.encode()) > MAX_GROUP_ID_BYTES:
             raise GroupError(ErrorCode.INVALID_GROUP_ID, "group id is empty or too long")
-        index = self.partition_of(group_id)
-        if index not in self._owned:
-            offsets = self.broker.cluster.topics.get(OFFSETS_TOPIC)
-            owner = self.broker.leader(offsets, index) if offsets is not None else None
+        if self.partition_of(group_id) not in self._owned:
+            owner = self.coordinator_of(group_id)
             if owner is not None and owner.node_id == self.broker.node_id:
                 raise GroupError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
             raise GroupError(ErrorCode.NOT_COORDINATOR, "another broker coordinates this group")

@@ -11,7 +11,7 @@ from kafka.protocol.metadata import FindCoordinatorResponse
 
 from protocol.error_codes import ErrorCode
 
-from ..groups import OFFSETS_TOPIC, GroupError, JoinRequest
+from ..groups import GroupError, JoinRequest
 from ..groups.group import GroupState
 from . import handles
 
@@ -41,8 +41,7 @@ def _coordinator(ctx, key_type: int, key: str) -> tuple[ErrorCode, str | None, i
     if key_type != GROUP_KEY:
         return ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}", -1, "", -1
     broker = ctx.broker
-    offsets = broker.cluster.topics.get(OFFSETS_TOPIC)
-    owner = broker.leader(offsets, broker.groups.partition_of(key or "")) if offsets is not None else None
+    owner = broker.groups.coordinator_of(key or "")
     address = broker.live_brokers(ctx.connection).get(owner.node_id) if owner is not None else None
     if address is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, "no live broker owns the group's partition", -1, "", -1
