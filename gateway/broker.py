@@ -28,6 +28,7 @@ from .metrics import BrokerMetrics
 from .ownership import Ownership
 from .partition import Partition
 from .request_budget import RequestBytesBudget
+from .response_budget import ResponseBytesBudget
 from .sasl import CredentialStore
 from .sasl.login_limiter import LoginLimiter
 
@@ -56,6 +57,8 @@ class Broker:
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.connections: set = set()
         self.request_bytes = RequestBytesBudget(settings["queued.max.request.bytes"])
+        self.response_bytes = ResponseBytesBudget(settings["kgate.queued.max.response.bytes"],
+                                                  settings["kgate.queued.max.response.bytes.per.connection"])
         self.cluster_id = ""
         self._producer_ids = iter(())
         self._retention_task: asyncio.Task | None = None

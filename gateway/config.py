@@ -70,6 +70,10 @@ BROKER_SETTINGS: dict[str, tuple[object, tuple]] = {
     # past either the broker stops reading (back-pressure) until answers drain. -1: no limit.
     "queued.max.request.bytes": (256 * 1024 * 1024, ("must be -1 (no limit) or > 0", lambda v: v == -1 or v > 0)),
     "kgate.queued.max.request.bytes.per.connection": (64 * 1024 * 1024, _POSITIVE),
+    # Fetched bytes held in answers not yet sent, broker-wide and per connection; a fetch
+    # reads no more than the room left and waits (within max_wait_ms) when there is none.
+    "kgate.queued.max.response.bytes": (256 * 1024 * 1024, _POSITIVE),
+    "kgate.queued.max.response.bytes.per.connection": (64 * 1024 * 1024, _POSITIVE),
     "auto.create.topics.enable": (True, _ANY),
     "num.partitions": (1, _POSITIVE),
     "default.replication.factor": (1, _POSITIVE),

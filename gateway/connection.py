@@ -17,8 +17,9 @@ from kafka.protocol.api_key import ApiKey
 
 from protocol.connection import AuthState, ProtocolViolation, SaslTokenReceived, ServerConnection
 
-from .handlers import dispatch
+from .handlers import Context, dispatch
 from .handlers.sasl import authenticate
+from .response_budget import HeldResponses
 from .sasl import AuthenticationFailed, Mechanism
 
 log = logging.getLogger(__name__)
@@ -56,6 +57,8 @@ class ConnectionInfo:
     # The SASL exchange under way or done, and who the client proved to be.
     mechanism: Mechanism | None = None
     principal: str | None = None
+    # This connection's share of the broker's fetched-bytes budget.
+    responses: HeldResponses | None = None
 
 
 class KafkaConnection(asyncio.Protocol):
@@ -89,7 +92,8 @@ class KafkaConnection(asyncio.Protocol):
         self._transport = transport
         peer = transport.get_extra_info("peername")
         self.info = ConnectionInfo(f"{peer[0]}:{peer[1]}" if peer else "?", self._listener.host, self._listener.port,
-                                   self._listener.security_protocol, sasl_listener=self._sasl)
+                                   self._listener.security_protocol, sasl_listener=self._sasl,
+                                   responses=self._broker.response_bytes.connection())
         self._writer = asyncio.create_task(self._write_responses())
         self._broker.connections.add(self)
         self._schedule_idle_check()
@@ -120,19 +124,21 @@ class KafkaConnection(asyncio.Protocol):
                 self._transport.close()
                 return
             if isinstance(event, SaslTokenReceived):
-                self._enqueue(None, self._timed(authenticate(self._broker, self.info, event.token)), received, size)
+                self._enqueue(None, self._authenticate(event.token), received, size)
             else:
                 metrics.decoded(event.header.api_key, received - started)
                 self._enqueue(event.header, self._handle(event.header, event.request, received), received, size)
 
+    # Both give (answer, when it was ready: the respond stage starts there, fetched bytes held).
+
     async def _handle(self, header, request, received: float):
         self._broker.metrics.started(header.api_key, time.monotonic() - received)
-        return await self._timed(dispatch(self._broker, self.info, header, request))
+        ctx = Context(self._broker, self.info, header)
+        response = await dispatch(ctx, request)
+        return response, time.monotonic(), ctx.held_bytes
 
-    @staticmethod
-    async def _timed(work):
-        """``work``'s result and when it was ready (the respond stage starts there)."""
-        return await work, time.monotonic()
+    async def _authenticate(self, token: bytes):
+        return await authenticate(self._broker, self.info, token), time.monotonic(), 0
 
     def pause_writing(self) -> None:
         self._writable.clear()
@@ -146,6 +152,7 @@ class KafkaConnection(asyncio.Protocol):
         self._budget.forget(self)
         self._budget.give(self._queued_bytes)
         self._queued_bytes = 0
+        self.info.responses.close()
         if self._idle_timer is not None:
             self._idle_timer.cancel()
         if self._writer is not None:
@@ -178,7 +185,7 @@ class KafkaConnection(asyncio.Protocol):
         while True:
             header, task, received, size = await self._pending.get()
             try:
-                response, handled = await task
+                response, handled, held = await task
                 if header is None:
                     frame = ServerConnection.encode_token(response)
                 else:
@@ -202,6 +209,11 @@ class KafkaConnection(asyncio.Protocol):
                 if transport.is_closing():
                     return
                 write_frame(transport, frame)
+            if held:
+                # Fetched bytes count until the socket has taken them (the transport's
+                # buffer back under its low-water mark), not merely until written to it.
+                await self._writable.wait()
+                self.info.responses.give(held)
             if header is not None:
                 metrics.answered(header.api_key, header.api_version, received, handled)
             if self._protocol.auth_state is AuthState.PAUSED and not self._authentication_step(header, response):

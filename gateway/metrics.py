@@ -46,6 +46,9 @@ class BrokerMetrics:
                                  registry=self.registry)
         self.records_out = Counter("kgate_topic_records_out", "Records fetched (whole entries)", ["topic"],
                                    registry=self.registry)
+        self.fetch_budget_waits = Counter("kgate_fetch_budget_waits", "Times a fetch found its connection's or "
+                                          "the broker's fetched-bytes budget full and waited for answers to be "
+                                          "sent", registry=self.registry)
         produce = Histogram("kgate_produce_stage_seconds", "Produce latency by stage", ["stage"],
                             buckets=BUCKETS, registry=self.registry)
         fetch = Histogram("kgate_fetch_stage_seconds", "Fetch latency by stage", ["stage"],
@@ -137,3 +140,7 @@ class _StateCollector:
         for (name, version), count in sorted(software.items()):
             clients.add_metric([name, version], count)
         yield clients
+        yield GaugeMetricFamily("kgate_queued_request_bytes", "Request bytes read and not yet answered",
+                                value=broker.request_bytes.total)
+        yield GaugeMetricFamily("kgate_queued_response_bytes", "Fetched bytes in answers not yet on the socket",
+                                value=broker.response_bytes.total)

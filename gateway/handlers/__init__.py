@@ -17,6 +17,9 @@ class Context:
     broker: object
     connection: object
     header: RequestHeader
+    # Fetched bytes this request took from the connection's response budget; the
+    # connection gives them back once the answer is on the socket.
+    held_bytes: int = 0
 
     @property
     def version(self) -> int:
@@ -30,8 +33,8 @@ def handles(api_key: int):
     return register
 
 
-async def dispatch(broker, connection, header: RequestHeader, request):
-    return await _HANDLERS[header.api_key](Context(broker, connection, header), request)
+async def dispatch(ctx: Context, request):
+    return await _HANDLERS[ctx.header.api_key](ctx, request)
 
 
 def implemented() -> set[int]:

@@ -56,26 +56,40 @@ async def fetch(ctx, request):
                 missing = broker.missing_partition_error(topic.name, part.partition)
             targets.append((topic_request, part, partition, missing))
     stages = broker.metrics.fetch_stage
+    held = ctx.connection.responses
+    max_bytes = request.max_bytes if version >= 3 else 2**31 - 1
     deadline = time.monotonic() + request.max_wait_ms / 1000
     while True:
         waits = [p.ledger.appended() for _, _, p, _ in targets if p is not None]
+        room = held.room()
         began = time.monotonic()
-        responses, total, served = _read(targets, request.max_bytes if version >= 3 else 2**31 - 1, version)
+        responses, total, served = _read(targets, min(max_bytes, room), version, progress=room > 0)
         now = time.monotonic()
         stages["read"].observe(now - began)
         remaining = deadline - now
-        if total >= request.min_bytes or remaining <= 0 or not waits or _has_errors(responses):
+        if room <= 0 and remaining > 0 and not _has_errors(responses):
+            # Answers already read for other fetches fill the budget: wait for them to be sent.
+            broker.metrics.fetch_budget_waits.inc()
+            await held.wait_for_room(remaining)
+        elif total >= request.min_bytes or remaining <= 0 or not waits or _has_errors(responses):
             break
-        await _any_set(waits, remaining)
+        else:
+            await _any_set(waits, remaining)
         stages["wait"].observe(time.monotonic() - now)
+    held.take(total)  # no await since the read: the room it was sized by is still there
+    ctx.held_bytes = total
     for topic, (size, count) in served.items():
         broker.metrics.bytes_out.labels(topic).inc(size)
         broker.metrics.records_out.labels(topic).inc(count)
     return R(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=_group(responses))
 
 
-def _read(targets, max_bytes, version):
-    """Partition responses, their total bytes, and per topic the (bytes, records) served."""
+def _read(targets, max_bytes, version, progress=True):
+    """Partition responses, their total bytes, and per topic the (bytes, records) served.
+
+    With ``progress`` the first partition holding data returns at least one whole batch
+    even past ``max_bytes``, so a batch larger than the limit is not stuck (as in Kafka).
+    """
     responses = []
     total = 0
     served: dict[str, list[int]] = {}
@@ -92,10 +106,8 @@ def _read(targets, max_bytes, version):
         records = b""
         if not start <= part.fetch_offset <= hw:
             error = ErrorCode.OFFSET_OUT_OF_RANGE
-        elif max_bytes > 0 or total == 0:
-            # The first partition with data always gets at least one whole batch.
-            budget = min(part.partition_max_bytes, max_bytes) if total else part.partition_max_bytes
-            entries = ledger.read(part.fetch_offset, max(budget, 1))
+        elif max_bytes > 0 or (progress and total == 0):
+            entries = ledger.read(part.fetch_offset, max(min(part.partition_max_bytes, max_bytes), 1))
             chunks, error = decode_entries(entries, version)
             if chunks and magic_of(chunks[0]) < 2:
                 chunks[0] = message_set.from_offset(chunks[0], part.fetch_offset)

@@ -1,12 +1,19 @@
 """Back-pressure keeps the broker's memory bounded: a flood of producers against a
 small broker-wide request budget all complete with nothing lost, and the broker's RSS
-stays under a bound."""
+stays under a bound; a consumer that stops reading its socket holds no more fetched
+bytes than its share while other consumers go on reading."""
+import socket
 import threading
 
 import confluent_kafka
+from kafka.protocol.api_key import ApiKey
+from kafka.protocol.consumer import FetchRequest
 
 from bench.workloads import memory_kib
-from tests.support.clients import create_topic
+from tests.support.clients import ConfluentClient, create_topic
+from tests.support.member_process import wait_for
+from tests.support.scrape import scrape, value
+from tests.support.wire import TIMEOUT, encode_request, read_response
 
 PRODUCERS = 8
 RECORDS = 4000
@@ -57,3 +64,65 @@ def test_a_flood_of_producers_under_a_small_request_budget_loses_nothing(broker_
     assert len(seen) == PRODUCERS * RECORDS
     # 32 MB went through; a broker that buffered it all would pass this bound together with its baseline.
     assert memory_kib(broker.process.pid)["VmHWM"] < 400 * 1024
+
+
+MIB = 1024 * 1024
+SHARE = 4 * MIB  # the slow consumer's connection may hold this much fetched data
+BATCH_MAX = 1_000_000  # librdkafka's batch.size: one entry may run past the share by this much
+SLOW_FETCHES = 30
+FETCH_MAX = 8 * MIB
+
+
+def _stalled_consumer(bootstrap: str) -> socket.socket:
+    """A raw connection with a small receive buffer (set before connecting, so the kernel keeps it)."""
+    host, port = bootstrap.rsplit(":", 1)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+    sock.settimeout(TIMEOUT)
+    sock.connect((host, int(port)))
+    return sock
+
+
+def _fetch(correlation_id: int) -> bytes:
+    request = FetchRequest[4](replica_id=-1, max_wait_ms=200, min_bytes=1, max_bytes=FETCH_MAX, isolation_level=0,
+                              topics=[("stalled", [(0, 0, FETCH_MAX)])])
+    return encode_request(request, 4, correlation_id=correlation_id)
+
+
+def test_a_consumer_that_stops_reading_holds_no_more_than_its_share(broker_factory):
+    broker = broker_factory(**{"kgate.metrics.listener": "127.0.0.1:0",
+                               "kgate.queued.max.response.bytes.per.connection": SHARE,
+                               "kgate.queued.max.response.bytes": 4 * SHARE})
+    records = 24_000
+    create_topic(broker.bootstrap, "stalled", 1)
+    ConfluentClient.produce(broker.bootstrap, "stalled", records, value_size=1000)
+    assert len(ConfluentClient.consume(broker.bootstrap, "stalled", 1, records)) == records
+    rss_before = memory_kib(broker.process.pid)["VmRSS"]
+
+    stalled = _stalled_consumer(broker.bootstrap)
+    try:
+        # Each asks for 8 MiB from offset 0; unbounded, the broker would read 240 MiB for a client reading nothing.
+        stalled.sendall(b"".join(_fetch(i) for i in range(SLOW_FETCHES)))
+        wait_for(lambda: value(scrape(broker.metrics_url), "kgate_fetch_budget_waits_total") >= SLOW_FETCHES // 2,
+                 60, "fetches to find the stalled connection's share full")
+        samples = scrape(broker.metrics_url)
+        assert 0 < value(samples, "kgate_queued_response_bytes") <= SHARE + BATCH_MAX
+        assert memory_kib(broker.process.pid)["VmRSS"] - rss_before < 64 * 1024
+
+        # The others read on: the broker-wide budget has room beyond the stalled connection's share.
+        assert len(ConfluentClient.consume(broker.bootstrap, "stalled", 1, records)) == records
+
+        # The stalled consumer reads again and gets every answer, in order, none failed.
+        first_offsets = []
+        for i in range(SLOW_FETCHES):
+            response = read_response(stalled, ApiKey.Fetch, 4, i)
+            (topic,) = response.responses
+            (partition,) = topic.partitions
+            assert partition.error_code == 0 and partition.high_watermark == records
+            if partition.records:
+                first_offsets.append(int.from_bytes(partition.records[:8], "big"))
+        assert first_offsets and set(first_offsets) == {0}
+    finally:
+        stalled.close()
+    wait_for(lambda: value(scrape(broker.metrics_url), "kgate_queued_response_bytes") == 0, 30,
+             "the fetched-bytes budget to drain")

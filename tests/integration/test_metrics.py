@@ -1,26 +1,12 @@
 """The Prometheus endpoint, scraped after real traffic: every figure moves as the traffic says."""
-import urllib.request
-
 from confluent_kafka import Consumer
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.clients import ConfluentClient, create_topic
 from tests.support.member_process import wait_for
+from tests.support.scrape import scrape, value
 
 TOPIC = "measured"
 COUNT = 1000
-
-
-def scrape(url: str) -> dict:
-    """``{(sample name, frozenset(labels)): value}`` from the endpoint."""
-    with urllib.request.urlopen(url, timeout=10) as response:
-        text = response.read().decode()
-    return {(sample.name, frozenset(sample.labels.items())): sample.value
-            for family in text_string_to_metric_families(text) for sample in family.samples}
-
-
-def value(samples: dict, name: str, **labels) -> float:
-    return samples.get((name, frozenset(labels.items())), 0.0)
 
 
 def test_metrics_follow_the_traffic(broker_factory):

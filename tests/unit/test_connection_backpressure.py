@@ -1,4 +1,5 @@
-"""A connection stops reading once too many requests or request bytes are in flight, and reads again as they drain."""
+"""A connection stops reading once too many requests or request bytes are in flight, and reads again as they drain;
+fetched bytes count against the response budget until the socket has taken them."""
 import asyncio
 import types
 
@@ -8,6 +9,7 @@ from gateway import connection as connection_module
 from gateway.config import Listener, Settings
 from gateway.connection import KafkaConnection
 from gateway.request_budget import RequestBytesBudget
+from gateway.response_budget import ResponseBytesBudget
 from tests.support.wire import encode_request
 
 
@@ -16,6 +18,7 @@ class _Transport(asyncio.Transport):
         super().__init__()
         self.paused = False
         self.written = []
+        self.on_write = lambda: None
 
     def get_extra_info(self, name, default=None):
         return ("127.0.0.1", 5555) if name == "peername" else default
@@ -28,6 +31,7 @@ class _Transport(asyncio.Transport):
 
     def writelines(self, data):
         self.written.append(b"".join(data))
+        self.on_write()
 
     def is_closing(self):
         return False
@@ -36,19 +40,24 @@ class _Transport(asyncio.Transport):
         pass
 
 
-def _blocked_broker(monkeypatch, *overrides):
-    """A broker whose every request waits for the returned event."""
+def _blocked_broker(monkeypatch, *overrides, fetched=0):
+    """A broker whose every request waits for the returned event, then holds ``fetched`` bytes as a fetch would."""
     release = asyncio.Event()
 
-    async def blocked(broker, info, header, request):
+    async def blocked(ctx, request):
         await release.wait()
+        ctx.connection.responses.take(fetched)
+        ctx.held_bytes = fetched
         return MetadataResponse(brokers=[], topics=[])
 
     monkeypatch.setattr(connection_module, "dispatch", blocked)
     settings = Settings.load(overrides=list(overrides))
     metrics = types.SimpleNamespace(decoded=lambda *a: None, started=lambda *a: None, answered=lambda *a: None)
     broker = types.SimpleNamespace(settings=settings, metrics=metrics, connections=set(),
-                                   request_bytes=RequestBytesBudget(settings["queued.max.request.bytes"]))
+                                   request_bytes=RequestBytesBudget(settings["queued.max.request.bytes"]),
+                                   response_bytes=ResponseBytesBudget(
+                                       settings["kgate.queued.max.response.bytes"],
+                                       settings["kgate.queued.max.response.bytes.per.connection"]))
     return broker, release
 
 
@@ -122,3 +131,50 @@ async def test_a_lost_connection_gives_back_its_unanswered_bytes(monkeypatch):
     release.set()
     await _drain()
     assert broker.request_bytes.total == 0
+
+
+async def test_fetched_bytes_are_held_until_the_socket_has_taken_them(monkeypatch):
+    broker, release = _blocked_broker(monkeypatch, fetched=1000)
+    conn, transport = _connect(broker)
+    conn.data_received(_request(1))
+    transport.on_write = conn.pause_writing  # the client stopped reading: the answer stays in the transport
+    release.set()
+    await _drain()
+    assert len(transport.written) == 1  # handed to the transport...
+    assert broker.response_bytes.total == 1000 and conn.info.responses.room() == 64 * 1024 * 1024 - 1000
+    conn.resume_writing()  # ...and counted until the socket took it
+    await _drain()
+    assert broker.response_bytes.total == 0
+    conn.connection_lost(None)
+
+
+async def test_a_lost_connection_gives_back_its_fetched_bytes_and_takes_no_more(monkeypatch):
+    broker, release = _blocked_broker(monkeypatch, fetched=1000)
+    first, first_transport = _connect(broker)
+    second, _ = _connect(broker)
+    first.data_received(_request(1))
+    second.data_received(_request(1))
+    first_transport.on_write = first.pause_writing
+    release.set()
+    await _drain()
+    assert broker.response_bytes.total == 1000  # the second connection's answer went out
+    first.connection_lost(None)
+    assert broker.response_bytes.total == 0
+    first.info.responses.take(500)  # a fetch finishing after the loss
+    assert broker.response_bytes.total == 0
+    second.connection_lost(None)
+
+
+async def test_a_fetch_waits_for_room_until_another_connection_gives_bytes_back():
+    budget = ResponseBytesBudget(limit=1000, per_connection=800)
+    first, second = budget.connection(), budget.connection()
+    first.take(800)
+    assert first.room() == 0 and second.room() == 200
+    second.take(200)
+    assert second.room() == 0
+    assert not await second.wait_for_room(0.01)
+    waiting = asyncio.ensure_future(second.wait_for_room(30))
+    await _drain()
+    assert not waiting.done()
+    first.give(300)
+    assert await waiting and second.room() == 300

@@ -1,0 +1,81 @@
+"""Fetched bytes held in answers not yet sent, bounded per connection and broker-wide.
+
+A fetch reads record bytes into memory and they stay there until the client has read
+them off its socket. A consumer that stops reading, or many consumers at once, would
+otherwise make the broker hold as much as they ask for (50 MiB per fetch by default,
+and a client may pipeline fetches). Kafka avoids this by serving one request per
+connection at a time and sending from the file; kgate pipelines requests, so it
+counts instead: a fetch reads no more than the room left in its connection's share
+and in the broker's total, waits (within its ``max_wait_ms``) when there is none, and
+the connection gives the bytes back once its socket has taken them.
+"""
+import asyncio
+
+
+class ResponseBytesBudget:
+    """The broker-wide total; each connection holds a :class:`HeldResponses` share of it."""
+
+    def __init__(self, limit: int, per_connection: int):
+        self.limit = limit
+        self.per_connection = per_connection
+        self.total = 0
+        self._freed = asyncio.Event()
+
+    def connection(self) -> "HeldResponses":
+        return HeldResponses(self)
+
+    def release(self, size: int) -> None:
+        self.total -= size
+        if size:
+            self._freed.set()
+            self._freed = asyncio.Event()
+
+    async def freed(self, timeout: float) -> None:
+        """Return when any connection gives bytes back, or after ``timeout`` seconds."""
+        try:
+            await asyncio.wait_for(self._freed.wait(), timeout)
+        except TimeoutError:
+            pass
+
+
+class HeldResponses:
+    """One connection's share: bytes taken by its fetches and not yet on the socket."""
+
+    __slots__ = ("_budget", "held", "_closed")
+
+    def __init__(self, budget: ResponseBytesBudget):
+        self._budget = budget
+        self.held = 0
+        self._closed = False
+
+    def room(self) -> int:
+        budget = self._budget
+        return min(budget.per_connection - self.held, budget.limit - budget.total)
+
+    async def wait_for_room(self, timeout: float) -> bool:
+        """Whether there is room, waiting up to ``timeout`` seconds for bytes to be given back."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while self.room() <= 0:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            await self._budget.freed(remaining)
+        return True
+
+    def take(self, size: int) -> None:
+        """Count ``size`` fetched bytes (nothing once the connection is gone: no one would give them back)."""
+        if not self._closed:
+            self.held += size
+            self._budget.total += size
+
+    def give(self, size: int) -> None:
+        if not self._closed:
+            self.held -= size
+            self._budget.release(size)
+
+    def close(self) -> None:
+        """The connection is gone: everything it held goes back at once."""
+        self._closed = True
+        self._budget.release(self.held)
+        self.held = 0
