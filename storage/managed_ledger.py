@@ -107,7 +107,7 @@ class ManagedLedger:
         self._log_start = 0
         self._high_watermark = 0
         self._roll_lock = asyncio.Lock()
-        self._appended = asyncio.Event()
+        self._append_waiters: set[asyncio.Future] = set()
         self._closed = False
 
     # -- opening and recovery ---------------------------------------------------
@@ -233,8 +233,10 @@ class ManagedLedger:
         end = segment.confirmed_end()
         if end > self._high_watermark:
             self._high_watermark = end
-            self._appended.set()
-            self._appended = asyncio.Event()
+            waiters, self._append_waiters = self._append_waiters, set()
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
 
     def _needs_rollover(self) -> bool:
         segment = self._segments[-1]
@@ -251,9 +253,17 @@ class ManagedLedger:
         await self._start_ledger(segment.next_offset)
         log.info("%s: rolled over from ledger %d at offset %d", self.name, segment.info.ledger_id, segment.next_offset)
 
-    def appended(self) -> asyncio.Event:
-        """An event set the next time the high watermark moves (for delayed fetches)."""
-        return self._appended
+    def wake_on_append(self, waiter: asyncio.Future) -> None:
+        """Resolve ``waiter`` the next time the high watermark moves (delayed fetches).
+
+        One future per fetch, shared by all its partitions: a fetch over many partitions
+        waits without a task per partition, and the wake-up comes once per group commit
+        (the high watermark moves when an fsync confirms, not per entry).
+        """
+        self._append_waiters.add(waiter)
+
+    def forget_waiter(self, waiter: asyncio.Future) -> None:
+        self._append_waiters.discard(waiter)
 
     # -- reading --------------------------------------------------------------------
 

@@ -59,8 +59,8 @@ async def fetch(ctx, request):
     held = ctx.connection.responses
     max_bytes = request.max_bytes if version >= 3 else 2**31 - 1
     deadline = time.monotonic() + request.max_wait_ms / 1000
+    ledgers = [p.ledger for _, _, p, _ in targets if p is not None]
     while True:
-        waits = [p.ledger.appended() for _, _, p, _ in targets if p is not None]
         room = held.room()
         began = time.monotonic()
         responses, total, served = _read(targets, min(max_bytes, room), version, progress=room > 0)
@@ -71,10 +71,10 @@ async def fetch(ctx, request):
             # Answers already read for other fetches fill the budget: wait for them to be sent.
             broker.metrics.fetch_budget_waits.inc()
             await held.wait_for_room(remaining)
-        elif total >= request.min_bytes or remaining <= 0 or not waits or _has_errors(responses):
+        elif total >= request.min_bytes or remaining <= 0 or not ledgers or _has_errors(responses):
             break
         else:
-            await _any_set(waits, remaining)
+            await _appended(ledgers, remaining)
         stages["wait"].observe(time.monotonic() - now)
     held.take(total)  # no await since the read: the room it was sized by is still there
     ctx.held_bytes = total
@@ -155,10 +155,24 @@ def _group(responses):
     return topics
 
 
-async def _any_set(events, timeout):
-    waiters = [asyncio.ensure_future(event.wait()) for event in events]
+async def _appended(ledgers, timeout: float) -> None:
+    """Return when any of ``ledgers`` confirms new entries, or after ``timeout`` seconds.
+
+    Registered with no await since the read, so an append in between cannot be missed.
+    """
+    loop = asyncio.get_running_loop()
+    waiter = loop.create_future()
+    for ledger in ledgers:
+        ledger.wake_on_append(waiter)
+    timer = loop.call_later(timeout, _wake, waiter)
     try:
-        await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        await waiter
     finally:
-        for waiter in waiters:
-            waiter.cancel()
+        timer.cancel()
+        for ledger in ledgers:
+            ledger.forget_waiter(waiter)
+
+
+def _wake(waiter: asyncio.Future) -> None:
+    if not waiter.done():
+        waiter.set_result(None)

@@ -1,4 +1,5 @@
 """ManagedLedger over the file store and the embedded metadata store: offsets, reads, recovery, retention."""
+import asyncio
 import os
 
 import pytest
@@ -208,3 +209,18 @@ async def test_entry_headers_carry_what_was_appended(partition):
     await append(ledger, records=4, timestamp=12345)
     (entry,) = ledger.read(0, 1 << 20)
     assert entry.header == EntryHeader(base_offset=0, record_count=4, max_timestamp=12345, magic=2, format_code=0)
+
+
+async def test_a_waiter_wakes_once_the_high_watermark_moves_and_a_forgotten_one_is_dropped(partition):
+    ledger = await partition.open()
+    loop = asyncio.get_running_loop()
+    woken, forgotten = loop.create_future(), loop.create_future()
+    ledger.wake_on_append(woken)
+    ledger.wake_on_append(forgotten)
+    ledger.forget_waiter(forgotten)
+    await ledger.prepare_append()
+    _base, durable = ledger.append(1, 1000, 2, 0, lambda base: [base.to_bytes(8, "big") + b"x" * (PAYLOAD - 8)])
+    assert not woken.done()  # written, not yet durable: a fetch must not see it
+    await durable
+    assert woken.done() and not forgotten.done()
+    await partition.stop(clean=True)
