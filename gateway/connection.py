@@ -25,19 +25,19 @@ from .sasl import AuthenticationFailed, Mechanism
 log = logging.getLogger(__name__)
 
 
-# Bodies at least this large are written on their own rather than joined to their header.
+# Frames at least this large are written buffer by buffer rather than joined.
 WRITE_JOIN_MAX_BYTES = 64 * 1024
 
 
 def write_frame(transport, frame: list) -> None:
-    """Write a response frame (header buffer, body buffer) without copying a large body.
+    """Write a response frame (a list of buffers) without copying a large one.
 
     Python 3.11's ``writelines`` joins its buffers first: for a fetch that is one full copy
-    of every record byte served (the profile in bench/PROFILE.md). A large body is handed
-    to ``write`` by itself, so the socket sends straight from it; small frames stay one
-    write and one send.
+    of every record byte served (the profile in bench/PROFILE.md). A large frame's buffers
+    are handed to ``write`` one by one, so the socket sends straight from them; small
+    frames stay one write and one send.
     """
-    if len(frame[-1]) < WRITE_JOIN_MAX_BYTES:
+    if sum(map(len, frame)) < WRITE_JOIN_MAX_BYTES:
         transport.writelines(frame)
     else:
         for buffer in frame:

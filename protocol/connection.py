@@ -22,6 +22,7 @@ from .api_versions import is_supported
 from .frames import FrameSplitter, FrameTooLarge, InvalidFrameSize, frame_prefix
 from .headers import MalformedHeader, RequestHeader, decode_request_header, encode_response_header, peek_header
 from .messages import REQUESTS, RESPONSES
+from .record_splice import encode_fetch_body
 
 
 @dataclass(slots=True)
@@ -141,7 +142,7 @@ class ServerConnection:
 
     @staticmethod
     def encode_response(header: RequestHeader, response) -> list:
-        """Frame ``response`` for ``header``'s request as buffers for ``writelines``.
+        """Frame ``response`` for ``header``'s request as a list of buffers.
 
         ApiVersions always answers with response header v0, and an ApiVersions request
         at an unknown version is answered in v0 format.
@@ -154,9 +155,12 @@ class ServerConnection:
             flexible_header = False
         else:
             flexible_header = RESPONSES[api_key].flexible_version_q(version)
-        body = response.encode(version=version)
+        body = encode_fetch_body(response, version) if api_key == ApiKey.Fetch else [response.encode(version=version)]
         response_header = encode_response_header(header.correlation_id, flexible_header)
-        return [frame_prefix(len(response_header) + len(body)) + response_header, body]
+        head = frame_prefix(len(response_header) + sum(map(len, body))) + response_header
+        if len(body) == 1:
+            return [head, body[0]]
+        return [head + body[0], *body[1:]]  # a spliced body starts with a small piece
 
     @staticmethod
     def encode_token(token: bytes) -> list:
