@@ -105,8 +105,7 @@ async def _append(ctx, request, topic_name, data):
         raise _Refused(ErrorCode[exc.error], str(exc)) from None
     except LedgerFenced as exc:
         raise _Refused(ErrorCode.NOT_LEADER_FOR_PARTITION, str(exc)) from None
-    broker.metrics.bytes_in.labels(topic_name).inc(len(records))
-    broker.metrics.records_in.labels(topic_name).inc(produced.record_count)
+    broker.metrics.produced(topic_name, len(records), produced.record_count)
     return partition, base, durable
 
 
