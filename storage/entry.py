@@ -13,7 +13,7 @@ SIZE = _HEADER.size
 
 class EntryHeader(NamedTuple):
     """A named tuple: one is made per entry appended and per entry read, so construction
-    cost counts (a frozen dataclass's was three times a tuple's)."""
+    cost counts (a frozen dataclass's was over twice a tuple's)."""
 
     base_offset: int
     record_count: int
