@@ -157,18 +157,24 @@ def percentiles_ms(seconds: list[float]) -> dict:
 
 
 def produce(bootstrap: str, topic: str, records: int, value_size: int, max_seconds: float,
-            config: dict | None = None, rate_bytes_s: float | None = None) -> dict:
+            config: dict | None = None, rate_bytes_s: float | None = None, requests: bool = False) -> dict:
     """Timed from the first produce() call to the last delivery report; metadata is fetched before.
 
     ``config`` overrides the producer settings (default acks=all, linger.ms=5). With
     ``rate_bytes_s`` the producer paces itself to that rate, stops sending after
     ``max_seconds`` (then flushes, so allow time for that) and stamps each value's first
     8 bytes with its send time (wall clock, so a consumer process can compute end-to-end
-    latency). Acknowledgement latency comes from librdkafka's own per-message figure.
+    latency). Acknowledgement latency comes from librdkafka's own per-message figure, so
+    it includes the time a record waits in the producer's queue. With ``requests`` the
+    result also says, from librdkafka's statistics, how many produce requests were sent,
+    how many awaited a response (median of the samples) and how full the queue got.
     """
     values = [os.urandom(value_size) for _ in range(VALUE_POOL)]
+    samples = []
+    extra = {"statistics.interval.ms": 100, "stats_cb": lambda text: samples.append(json.loads(text))} \
+        if requests else {}
     producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
-                                         **(config or {})})
+                                         **(config or {}), **extra})
     producer.list_topics(topic, timeout=10)
     outcome = {"delivered": 0, "failed": 0, "error": None, "last": 0.0}
     latencies = []
@@ -207,9 +213,20 @@ def produce(bootstrap: str, topic: str, records: int, value_size: int, max_secon
     undelivered = producer.flush(max(0.0, deadline - time.monotonic()) + grace)
     if undelivered or outcome["failed"]:
         raise RuntimeError(f"produce: {undelivered} undelivered, {outcome['failed']} failed ({outcome['error']})")
-    return {"records": outcome["delivered"], "bytes": outcome["delivered"] * value_size,
-            "seconds": outcome["last"] - start, "started_at": time.time() - (time.perf_counter() - start),
-            **percentiles_ms(latencies)}
+    result = {"records": outcome["delivered"], "bytes": outcome["delivered"] * value_size,
+              "seconds": outcome["last"] - start, "started_at": time.time() - (time.perf_counter() - start),
+              **percentiles_ms(latencies)}
+    if requests:
+        producer.poll(0.3)  # one more statistics sample, taken after the flush
+        result.update(_request_figures(samples))
+    return result
+
+
+def _request_figures(samples: list[dict]) -> dict:
+    """What librdkafka's statistics say of the one broker a producer sent to."""
+    brokers = [[b for b in sample["brokers"].values() if b["nodeid"] >= 0][0] for sample in samples]
+    return {"requests": brokers[-1]["tx"], "in_flight_median": statistics.median(b["waitresp_cnt"] for b in brokers),
+            "queue_max": max(sample["msg_cnt"] for sample in samples)}
 
 
 def consume(bootstrap: str, topic: str, partitions: int, expected: int, max_seconds: float,

@@ -5,7 +5,7 @@ CRC32C, offset range), given its offsets by rewriting baseOffset in place, and
 stored as the bytes the client sent. Only the 61-byte header is parsed.
 """
 import struct
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from crc32c import crc32c
 
@@ -35,8 +35,10 @@ class InvalidBatch(ValueError):
         self.error = error
 
 
-@dataclass(frozen=True, slots=True)
-class BatchHeader:
+class BatchHeader(NamedTuple):
+    """The 61-byte header, field by field. A named tuple: one is made per produced batch,
+    and building a frozen dataclass of 13 fields cost five times as much."""
+
     base_offset: int
     batch_length: int
     partition_leader_epoch: int

@@ -79,8 +79,7 @@ async def fetch(ctx, request):
     held.take(total)  # no await since the read: the room it was sized by is still there
     ctx.held_bytes = total
     for topic, (size, count) in served.items():
-        broker.metrics.bytes_out.labels(topic).inc(size)
-        broker.metrics.records_out.labels(topic).inc(count)
+        broker.metrics.fetched(topic, size, count)
     return R(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=_group(responses))
 
 

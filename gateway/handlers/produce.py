@@ -59,7 +59,7 @@ async def produce(ctx, request):
         return None
     durables = [r[2] for r in results.values() if r[2] is not None]
     if durables:
-        await asyncio.wait(durables, timeout=max(request.timeout_ms, 1) / 1000)
+        await _all_done(durables, max(request.timeout_ms, 1) / 1000)
         metrics.produce_stage["fsync"].observe(time.monotonic() - appended)
     for result in results.values():
         durable = result[2]
@@ -75,6 +75,38 @@ async def produce(ctx, request):
                       None if durable.cancelled() else durable.exception())
             result[0], result[1] = ErrorCode.KAFKA_STORAGE_ERROR, -1
     return _response(results)
+
+
+async def _all_done(futures, timeout: float) -> None:
+    """Return once every future is done, or after ``timeout`` seconds; nothing is cancelled.
+
+    What ``asyncio.wait(futures, timeout=...)`` does, without its argument checks and
+    result sets: about a quarter of its cost, paid by every produce request.
+    """
+    pending = {future for future in futures if not future.done()}
+    if not pending:
+        return
+    loop = asyncio.get_running_loop()
+    waiter = loop.create_future()
+
+    def wake():
+        if not waiter.done():
+            waiter.set_result(None)
+
+    def on_done(future):
+        pending.discard(future)
+        if not pending:
+            wake()
+
+    for future in pending:
+        future.add_done_callback(on_done)
+    timer = loop.call_later(timeout, wake)
+    try:
+        await waiter
+    finally:
+        timer.cancel()
+        for future in pending:
+            future.remove_done_callback(on_done)
 
 
 async def _append(ctx, request, topic_name, data):
@@ -105,8 +137,7 @@ async def _append(ctx, request, topic_name, data):
         raise _Refused(ErrorCode[exc.error], str(exc)) from None
     except LedgerFenced as exc:
         raise _Refused(ErrorCode.NOT_LEADER_FOR_PARTITION, str(exc)) from None
-    broker.metrics.bytes_in.labels(topic_name).inc(len(records))
-    broker.metrics.records_in.labels(topic_name).inc(produced.record_count)
+    broker.metrics.produced(topic_name, len(records), produced.record_count)
     return partition, base, durable
 
 

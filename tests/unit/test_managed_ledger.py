@@ -224,3 +224,29 @@ async def test_a_waiter_wakes_once_the_high_watermark_moves_and_a_forgotten_one_
     await durable
     assert woken.done() and not forgotten.done()
     await partition.stop(clean=True)
+
+
+def _append_now(ledger: ManagedLedger):
+    """Append one entry without waiting for it: (base offset, durable future)."""
+    return ledger.append(1, 1000, 2, 0, lambda base: [bytes(PAYLOAD)])
+
+
+async def test_entries_appended_together_share_one_confirmation(partition):
+    ledger = await partition.open(rollover=RolloverPolicy())
+    durables = [_append_now(ledger)[1] for _ in range(3)]
+    assert durables[0] is durables[1] is durables[2]
+    await durables[0]
+    assert ledger.high_watermark == 3
+
+
+async def test_an_entry_appended_while_a_sync_runs_waits_for_its_own(partition):
+    """A round confirms only what was appended before it started: a later entry's future
+    must not resolve with it, or a producer would be answered before its entry is durable."""
+    ledger = await partition.open(rollover=RolloverPolicy())
+    _, first = _append_now(ledger)
+    await asyncio.sleep(0)  # the round starts and begins its sync
+    _, second = _append_now(ledger)
+    assert second is not first
+    await second
+    assert ledger.high_watermark == 2
+    await first
