@@ -29,21 +29,6 @@ log = logging.getLogger(__name__)
 WRITE_JOIN_MAX_BYTES = 64 * 1024
 
 
-def write_frame(transport, frame: list) -> None:
-    """Write a response frame (a list of buffers) without copying a large one.
-
-    Python 3.11's ``writelines`` joins its buffers first: for a fetch that is one full copy
-    of every record byte served (the profile in bench/PROFILE.md). A large frame's buffers
-    are handed to ``write`` one by one, so the socket sends straight from them; small
-    frames stay one write and one send.
-    """
-    if sum(map(len, frame)) < WRITE_JOIN_MAX_BYTES:
-        transport.writelines(frame)
-    else:
-        for buffer in frame:
-            transport.write(buffer)
-
-
 @dataclass
 class ConnectionInfo:
     """What handlers may know of the connection a request came in on."""
@@ -82,6 +67,8 @@ class KafkaConnection(asyncio.Protocol):
         self._writable = asyncio.Event()
         self._writable.set()
         self._writer: asyncio.Task | None = None
+        self._corked: list = []  # small answers' buffers, sent together (see _send)
+        self._corked_bytes = 0
         self._idle_timer: asyncio.TimerHandle | None = None
         self._last_activity = time.monotonic()
         self.info: ConnectionInfo | None = None
@@ -179,12 +166,43 @@ class KafkaConnection(asyncio.Protocol):
         elif not self._reading and not self._lost and self._budget.spent():
             self._budget.wait(self)
 
+    def _send(self, frame: list) -> None:
+        """Write a response frame (a list of buffers): small ones corked, large ones without a copy.
+
+        Answers that are ready together (every produce a group commit made durable) go
+        out in one ``writelines`` and one send when the writer is about to wait
+        (:meth:`_flush`). A large frame is handed to ``write`` buffer by buffer, since
+        Python 3.11's ``writelines`` would join it first: one full copy of every record
+        byte a fetch serves (the profile in bench/PROFILE.md).
+        """
+        size = sum(map(len, frame))
+        if size < WRITE_JOIN_MAX_BYTES:
+            self._corked.extend(frame)
+            self._corked_bytes += size
+            if self._corked_bytes >= WRITE_JOIN_MAX_BYTES:
+                self._flush()
+            return
+        self._flush()
+        for buffer in frame:
+            self._transport.write(buffer)
+
+    def _flush(self) -> None:
+        if self._corked:
+            if not self._transport.is_closing():
+                self._transport.writelines(self._corked)
+            self._corked = []
+            self._corked_bytes = 0
+
     async def _write_responses(self) -> None:
         transport = self._transport
         metrics = self._broker.metrics
         while True:
+            if self._pending.empty():
+                self._flush()
             header, task, received, size = await self._pending.get()
             try:
+                if not task.done():
+                    self._flush()
                 response, handled, held = await task
                 if header is None:
                     frame = ServerConnection.encode_token(response)
@@ -196,7 +214,7 @@ class KafkaConnection(asyncio.Protocol):
             except Exception:
                 what = f"api key {header.api_key} v{header.api_version}" if header else "SASL token"
                 log.exception("request %s failed; closing connection from %s", what, self.info.peer)
-                transport.close()
+                self.close()
                 return
             finally:
                 self._inflight -= 1
@@ -205,13 +223,16 @@ class KafkaConnection(asyncio.Protocol):
                     self._queued_bytes -= size
                     self._budget.give(size)
             if frame is not None:
-                await self._writable.wait()
+                if not self._writable.is_set():
+                    self._flush()
+                    await self._writable.wait()
                 if transport.is_closing():
                     return
-                write_frame(transport, frame)
+                self._send(frame)
             if held:
                 # Fetched bytes count until the socket has taken them (the transport's
                 # buffer back under its low-water mark), not merely until written to it.
+                self._flush()
                 await self._writable.wait()
                 self.info.responses.give(held)
             if header is not None:
@@ -238,6 +259,7 @@ class KafkaConnection(asyncio.Protocol):
 
     def _failed_authentication(self) -> None:
         """Close as Kafka does after a failed login: after a delay that slows down guessing."""
+        self._flush()
         self._transport.pause_reading()
         delay = self._broker.settings["connection.failed.authentication.delay.ms"] / 1000
         asyncio.get_running_loop().call_later(delay, self._transport.close)
@@ -257,6 +279,7 @@ class KafkaConnection(asyncio.Protocol):
 
     def close(self) -> None:
         if self._transport is not None:
+            self._flush()
             self._transport.close()
 
     async def drain(self) -> None:

@@ -18,6 +18,7 @@ class _Transport(asyncio.Transport):
         super().__init__()
         self.paused = False
         self.written = []
+        self.writes = 0
         self.on_write = lambda: None
 
     def get_extra_info(self, name, default=None):
@@ -30,7 +31,13 @@ class _Transport(asyncio.Transport):
         self.paused = False
 
     def writelines(self, data):
-        self.written.append(b"".join(data))
+        """Record each whole frame written (several may come in one call) and the call itself."""
+        data = b"".join(data)
+        self.writes += 1
+        while data:
+            end = 4 + int.from_bytes(data[:4], "big")
+            self.written.append(data[:end])
+            data = data[end:]
         self.on_write()
 
     def is_closing(self):
@@ -178,3 +185,14 @@ async def test_a_fetch_waits_for_room_until_another_connection_gives_bytes_back(
     assert not waiting.done()
     first.give(300)
     assert await waiting and second.room() == 300
+
+
+async def test_answers_ready_together_go_out_in_one_write(monkeypatch):
+    broker, release = _blocked_broker(monkeypatch)
+    conn, transport = _connect(broker)
+    conn.data_received(b"".join(_request(i) for i in range(1, 6)))
+    release.set()  # all five answers become ready in the same pass
+    await _drain()
+    assert len(transport.written) == 5 and transport.writes == 1
+    assert [int.from_bytes(frame[4:8], "big") for frame in transport.written] == [1, 2, 3, 4, 5]
+    conn.connection_lost(None)
