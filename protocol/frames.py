@@ -134,7 +134,9 @@ class FrameSplitter:
 
         Only when that frame is the first unread one: frames before it are still to be
         handed out from the shared buffer. A prefix :meth:`next_frame` will refuse
-        allocates nothing.
+        allocates nothing. The buffer is allocated whole, as Kafka allocates its receive
+        buffer on the prefix: a peer that stops sending after a prefix holds up to the
+        frame limit, where gathering held only what had arrived.
         """
         pending = self._end - self._start
         if pending < 4:
