@@ -125,7 +125,10 @@ def test_a_refused_size_allocates_nothing_and_raises_as_before(lend, size, error
     tracemalloc.start()
     try:
         for data in (prefix[:2], prefix[2:] + b"x" * 100):
-            read(splitter, data) if lend else splitter.feed(data)
+            if lend:
+                read(splitter, data)
+            else:
+                splitter.feed(data)
         splitter.get_buffer()  # where the next read would go
         allocated = tracemalloc.get_traced_memory()[1]
     finally:
