@@ -25,6 +25,12 @@ OWN_BUFFER_MIN_BYTES = 64 * 1024
 # part of one to the front (when less than a quarter is left free) is rare and short.
 RECEIVE_BUFFER_BYTES = 256 * 1024
 
+# A large frame's own buffer is allocated whole up to this size (what real clients'
+# requests stay under: librdkafka's message.max.bytes and Java's max.request.size are
+# 1 MB) and grows by doubling beyond it as bytes arrive, so a peer that sends a prefix
+# and stops holds at most this much, not the frame limit (100 MiB by default).
+OWN_BUFFER_UPFRONT_BYTES = 1024 * 1024
+
 
 class FrameTooLarge(Exception):
     """A size prefix above the configured limit (``socket.request.max.bytes``)."""
@@ -42,7 +48,7 @@ class FrameSplitter:
     while later bytes arrive.
     """
 
-    __slots__ = ("_buffer", "_view", "_start", "_end", "_frame", "_filled", "max_frame_bytes", "limit_name")
+    __slots__ = ("_buffer", "_view", "_start", "_end", "_frame", "_frame_size", "_filled", "max_frame_bytes", "limit_name")
 
     def __init__(self, max_frame_bytes: int, limit_name: str = "socket.request.max.bytes"):
         # Received and not yet handed out: self._buffer[self._start:self._end].
@@ -51,6 +57,7 @@ class FrameSplitter:
         self._start = self._end = 0
         # A large frame read into a buffer of its own (until taken), and how much of it has arrived.
         self._frame: bytearray | None = None
+        self._frame_size = 0
         self._filled = 0
         # Lowered while a SASL connection is unauthenticated (sasl.server.max.receive.size).
         self.max_frame_bytes = max_frame_bytes
@@ -64,6 +71,8 @@ class FrameSplitter:
         if self._frame is None:
             self._start_own_buffer()
         if self._reading_own_buffer():
+            if self._filled == len(self._frame):
+                self._grow_own_buffer()
             return memoryview(self._frame)[self._filled:]
         if self._start == self._end:
             self._start = self._end = 0
@@ -83,7 +92,7 @@ class FrameSplitter:
 
         Once it is whole, bytes that follow go to the shared buffer until it is taken.
         """
-        return self._frame is not None and self._filled < len(self._frame)
+        return self._frame is not None and self._filled < self._frame_size
 
     def feed(self, data: bytes) -> None:
         """Receive ``data`` as if read into the lent buffers (for callers that already hold bytes)."""
@@ -108,7 +117,7 @@ class FrameSplitter:
         handed out in its own buffer, which the splitter then forgets.
         """
         if self._frame is not None:
-            if self._filled < len(self._frame):
+            if self._filled < self._frame_size:
                 return None
             frame, self._frame = self._frame, None
             return frame
@@ -134,9 +143,9 @@ class FrameSplitter:
 
         Only when that frame is the first unread one: frames before it are still to be
         handed out from the shared buffer. A prefix :meth:`next_frame` will refuse
-        allocates nothing. The buffer is allocated whole, as Kafka allocates its receive
-        buffer on the prefix: a peer that stops sending after a prefix holds up to the
-        frame limit, where gathering held only what had arrived.
+        allocates nothing, and a frame over ``OWN_BUFFER_UPFRONT_BYTES`` starts with
+        that much (Kafka allocates the whole frame on its prefix; here a peer that stops
+        after a prefix cannot make the broker hold the frame limit).
         """
         pending = self._end - self._start
         if pending < 4:
@@ -147,10 +156,22 @@ class FrameSplitter:
             return
         if size < OWN_BUFFER_MIN_BYTES or pending - 4 >= size:
             return
-        self._frame = bytearray(size)
         self._filled = pending - 4
+        self._frame_size = size
+        self._frame = bytearray(max(min(size, OWN_BUFFER_UPFRONT_BYTES), self._filled))
         self._frame[:self._filled] = self._view[self._start + 4:self._end]
         self._start = self._end = 0
+
+    def _grow_own_buffer(self) -> None:
+        """Double a large frame's buffer (up to its size) once what arrived fills it.
+
+        Replaced, never resized: the view lent for the last read may still be held.
+        Doubling copies each byte of a frame about once on average, and only for
+        frames beyond what real clients send.
+        """
+        frame = bytearray(min(self._frame_size, 2 * len(self._frame)))
+        frame[:self._filled] = self._frame
+        self._frame = frame
 
     def _make_room(self) -> None:
         """Move the unread bytes to the front, or into a larger buffer if they fill most of this one.

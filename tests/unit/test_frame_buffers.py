@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.frames import OWN_BUFFER_MIN_BYTES, RECEIVE_BUFFER_BYTES, FrameSplitter, FrameTooLarge, InvalidFrameSize
+from protocol.frames import (OWN_BUFFER_MIN_BYTES, OWN_BUFFER_UPFRONT_BYTES, RECEIVE_BUFFER_BYTES, FrameSplitter,
+                             FrameTooLarge, InvalidFrameSize)
 from tests.unit.request_frames import frame
 
 MAX = 1 << 20
@@ -145,3 +146,26 @@ def test_a_large_frame_of_exactly_the_limit_is_accepted_and_one_more_byte_refuse
     assert receive(FrameSplitter(limit), frame(data), [5, 1000], True, True) == [data]
     with pytest.raises(FrameTooLarge):
         receive(FrameSplitter(limit), frame(data + b"x"), [5, 1000], True, True)
+
+
+@pytest.mark.parametrize("size", [OWN_BUFFER_UPFRONT_BYTES - 1, OWN_BUFFER_UPFRONT_BYTES, OWN_BUFFER_UPFRONT_BYTES + 1,
+                                  3 * OWN_BUFFER_UPFRONT_BYTES + 5])
+def test_a_frame_beyond_the_upfront_buffer_grows_into_place(size):
+    data = payload(size, 11)
+    tail = payload(100, 12)
+    frames = receive(FrameSplitter(8 * OWN_BUFFER_UPFRONT_BYTES), frame(data) + frame(tail), [70_001, 300_000, 9],
+                     True, True)
+    assert frames == [data, tail]
+
+
+def test_a_prefix_alone_holds_no_more_than_the_upfront_buffer():
+    splitter = FrameSplitter(100 * 1024 * 1024)
+    tracemalloc.start()
+    try:
+        read(splitter, struct.pack(">i", 50 * 1024 * 1024) + b"x" * 1000)  # and then the peer sends nothing
+        splitter.get_buffer()
+        allocated = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert allocated < OWN_BUFFER_UPFRONT_BYTES + 64 * 1024
+    assert splitter.next_frame() is None and splitter.buffered == 1004
