@@ -46,7 +46,9 @@ class ConnectionInfo:
     responses: HeldResponses | None = None
 
 
-class KafkaConnection(asyncio.Protocol):
+class KafkaConnection(asyncio.BufferedProtocol):
+    """Reads with ``recv_into`` into buffers the protocol machine lends (see protocol/frames.py)."""
+
     def __init__(self, broker, listener):
         self._broker = broker
         settings = broker.settings
@@ -73,7 +75,7 @@ class KafkaConnection(asyncio.Protocol):
         self._last_activity = time.monotonic()
         self.info: ConnectionInfo | None = None
 
-    # -- asyncio.Protocol callbacks ------------------------------------------------------
+    # -- asyncio.BufferedProtocol callbacks ----------------------------------------------
 
     def connection_made(self, transport: asyncio.Transport) -> None:
         self._transport = transport
@@ -85,9 +87,13 @@ class KafkaConnection(asyncio.Protocol):
         self._broker.connections.add(self)
         self._schedule_idle_check()
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        """The protocol machine's buffer; ``sizehint`` is ignored: it knows where frames end."""
+        return self._protocol.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
         self._last_activity = time.monotonic()
-        self._protocol.receive_data(data)
+        self._protocol.buffer_updated(nbytes)
         self._process()
 
     def _process(self) -> None:

@@ -1,6 +1,7 @@
 """The server side of one Kafka connection as a sans-IO state machine.
 
-Bytes go in through :meth:`ServerConnection.receive_data`; :meth:`next_event` hands
+Bytes go in through :meth:`ServerConnection.receive_data`, or are read straight into
+the buffers it lends (:meth:`ServerConnection.get_buffer`); :meth:`next_event` hands
 out decoded requests, raw SASL tokens, or the reason the connection must close;
 :meth:`encode_response` turns a response object back into a frame. The I/O layer
 around it owns sockets, ordering, back-pressure and the SASL mechanisms.
@@ -88,6 +89,14 @@ class ServerConnection:
         assert self._state is AuthState.PAUSED
         self._state = AuthState.AUTHENTICATED
         self._frames.max_frame_bytes, self._frames.limit_name = self._max_frame_bytes, "socket.request.max.bytes"
+
+    def get_buffer(self) -> memoryview:
+        """Where the next bytes from the peer should be read into (see :class:`FrameSplitter`)."""
+        return self._frames.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        """``nbytes`` were read into the buffer :meth:`get_buffer` returned last."""
+        self._frames.buffer_updated(nbytes)
 
     def receive_data(self, data: bytes) -> None:
         self._frames.feed(data)

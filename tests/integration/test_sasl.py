@@ -5,6 +5,7 @@ before start and while it runs. Failure cases speak the wire directly, since rea
 clients never send most of them.
 """
 import os
+import random
 import socket
 import struct
 import subprocess
@@ -41,11 +42,13 @@ def secured(broker_factory, tmp_path, request):
     return broker_factory("secured", listeners=listeners, **settings)
 
 
-def confluent_round_trip(address, topic, **security):
+def confluent_round_trip(address, topic, values=None, **security):
+    """Produce ``values`` (default: COUNT small ones) and read them back in order."""
+    values = values or [b"v%d" % i for i in range(COUNT)]
     producer = Producer({"bootstrap.servers": address, "message.timeout.ms": 20_000, **security})
     failures = []
-    for i in range(COUNT):
-        producer.produce(topic, key=b"k%d" % i, value=b"v%d" % i, on_delivery=lambda e, _m: e and failures.append(e))
+    for i, value in enumerate(values):
+        producer.produce(topic, key=b"k%d" % i, value=value, on_delivery=lambda e, _m: e and failures.append(e))
     assert producer.flush(30) == 0 and not failures, failures[:1]
     consumer = Consumer({"bootstrap.servers": address, "group.id": f"g-{topic}", **security})
     consumer.assign([TopicPartition(topic, 0, 0)])
@@ -53,11 +56,11 @@ def confluent_round_trip(address, topic, **security):
     try:
         def more():
             read.extend(m for m in consumer.consume(500, timeout=0.5) if not m.error())
-            return len(read) >= COUNT
-        wait_for(more, timeout=30, what=f"{COUNT} records from {topic}")
+            return len(read) >= len(values)
+        wait_for(more, timeout=30, what=f"{len(values)} records from {topic}")
     finally:
         consumer.close()
-    assert [(m.offset(), m.value()) for m in read] == [(i, b"v%d" % i) for i in range(COUNT)]
+    assert [(m.offset(), m.value()) for m in read] == list(enumerate(values))
 
 
 def sasl_config(mechanism, password=PASSWORD, protocol="SASL_PLAINTEXT"):
@@ -227,6 +230,10 @@ def test_ssl_and_sasl_ssl_listeners(broker_factory, tmp_path, certificate):
     kgate_users(data_dir, "add", USER, "--password", PASSWORD)
     broker = broker_factory("tls", listeners=("SSL", "SASL_SSL"), **{"ssl.keystore.location": keystore})
     confluent_round_trip(broker.address("SSL"), "over-tls", **{"security.protocol": "SSL", "ssl.ca.location": ca})
+    # Requests far larger than one TLS record or one read of the socket arrive whole.
+    large = [random.Random(i).randbytes(700_000) for i in range(4)]
+    confluent_round_trip(broker.address("SSL"), "large-over-tls", large,
+                         **{"security.protocol": "SSL", "ssl.ca.location": ca})
     confluent_round_trip(broker.address("SASL_SSL"), "over-sasl-tls",
                          **sasl_config("SCRAM-SHA-512", protocol="SASL_SSL"), **{"ssl.ca.location": ca})
     sock = connect(broker.address("SSL"))

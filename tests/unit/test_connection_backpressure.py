@@ -10,6 +10,7 @@ from gateway.config import Listener, Settings
 from gateway.connection import KafkaConnection
 from gateway.request_budget import RequestBytesBudget
 from gateway.response_budget import ResponseBytesBudget
+from protocol.frames import RECEIVE_BUFFER_BYTES
 from tests.support.wire import encode_request
 
 
@@ -75,6 +76,17 @@ def _connect(broker):
     return conn, transport
 
 
+def _receive(conn, data: bytes) -> None:
+    """What the event loop's transport does: read into the lent buffer, then say how much came."""
+    data = memoryview(data)
+    while data:
+        buffer = conn.get_buffer(-1)
+        count = min(len(buffer), len(data))
+        buffer[:count] = data[:count]
+        conn.buffer_updated(count)
+        data = data[count:]
+
+
 def _request(correlation_id: int) -> bytes:
     return encode_request(MetadataRequest[0](topics=[]), 0, correlation_id=correlation_id)
 
@@ -87,9 +99,9 @@ async def _drain():
 async def test_reading_pauses_at_the_in_flight_limit_and_resumes_as_answers_are_written(monkeypatch):
     broker, release = _blocked_broker(monkeypatch, "kgate.max.inflight.requests.per.connection=2")
     conn, transport = _connect(broker)
-    conn.data_received(encode_request(MetadataRequest[0](topics=[]), 0, correlation_id=1))
+    _receive(conn, encode_request(MetadataRequest[0](topics=[]), 0, correlation_id=1))
     assert not transport.paused
-    conn.data_received(encode_request(MetadataRequest[0](topics=[]), 0, correlation_id=2))
+    _receive(conn, encode_request(MetadataRequest[0](topics=[]), 0, correlation_id=2))
     assert transport.paused
     release.set()
     for _ in range(50):
@@ -102,9 +114,9 @@ async def test_reading_pauses_at_the_per_connection_byte_limit(monkeypatch):
     size = len(_request(1))
     broker, release = _blocked_broker(monkeypatch, f"kgate.queued.max.request.bytes.per.connection={2 * size}")
     conn, transport = _connect(broker)
-    conn.data_received(_request(1))
+    _receive(conn, _request(1))
     assert not transport.paused
-    conn.data_received(_request(2))
+    _receive(conn, _request(2))
     assert transport.paused and broker.request_bytes.total == 2 * size
     release.set()
     await _drain()
@@ -116,10 +128,10 @@ async def test_a_spent_broker_wide_budget_pauses_every_connection_until_answers_
     size = len(_request(1))
     broker, release = _blocked_broker(monkeypatch, f"queued.max.request.bytes={2 * size}")
     (first, first_transport), (second, second_transport) = _connect(broker), _connect(broker)
-    first.data_received(_request(1))
-    second.data_received(_request(1))
+    _receive(first, _request(1))
+    _receive(second, _request(1))
     assert first_transport.paused is False and second_transport.paused  # the second request spent the budget
-    first.data_received(_request(2))
+    _receive(first, _request(2))
     assert first_transport.paused
     release.set()
     await _drain()
@@ -132,7 +144,7 @@ async def test_a_spent_broker_wide_budget_pauses_every_connection_until_answers_
 async def test_a_lost_connection_gives_back_its_unanswered_bytes(monkeypatch):
     broker, release = _blocked_broker(monkeypatch)
     conn, _ = _connect(broker)
-    conn.data_received(_request(1) + _request(2))
+    _receive(conn, _request(1) + _request(2))
     assert broker.request_bytes.total == 2 * len(_request(1))
     conn.connection_lost(None)
     release.set()
@@ -143,7 +155,7 @@ async def test_a_lost_connection_gives_back_its_unanswered_bytes(monkeypatch):
 async def test_fetched_bytes_are_held_until_the_socket_has_taken_them(monkeypatch):
     broker, release = _blocked_broker(monkeypatch, fetched=1000)
     conn, transport = _connect(broker)
-    conn.data_received(_request(1))
+    _receive(conn, _request(1))
     transport.on_write = conn.pause_writing  # the client stopped reading: the answer stays in the transport
     release.set()
     await _drain()
@@ -159,8 +171,8 @@ async def test_a_lost_connection_gives_back_its_fetched_bytes_and_takes_no_more(
     broker, release = _blocked_broker(monkeypatch, fetched=1000)
     first, first_transport = _connect(broker)
     second, _ = _connect(broker)
-    first.data_received(_request(1))
-    second.data_received(_request(1))
+    _receive(first, _request(1))
+    _receive(second, _request(1))
     first_transport.on_write = first.pause_writing
     release.set()
     await _drain()
@@ -190,9 +202,22 @@ async def test_a_fetch_waits_for_room_until_another_connection_gives_bytes_back(
 async def test_answers_ready_together_go_out_in_one_write(monkeypatch):
     broker, release = _blocked_broker(monkeypatch)
     conn, transport = _connect(broker)
-    conn.data_received(b"".join(_request(i) for i in range(1, 6)))
+    _receive(conn, b"".join(_request(i) for i in range(1, 6)))
     release.set()  # all five answers become ready in the same pass
     await _drain()
     assert len(transport.written) == 5 and transport.writes == 1
     assert [int.from_bytes(frame[4:8], "big") for frame in transport.written] == [1, 2, 3, 4, 5]
+async def test_a_large_request_read_into_its_own_buffer_is_counted_once_whole(monkeypatch):
+    """Its bytes arrive in several reads, most of them straight into the frame's own buffer."""
+    large = encode_request(MetadataRequest[0](topics=["t" * 100] * 3000), 0, correlation_id=1)
+    assert len(large) > RECEIVE_BUFFER_BYTES
+    broker, release = _blocked_broker(monkeypatch)
+    conn, _ = _connect(broker)
+    _receive(conn, large[:-1])
+    assert broker.request_bytes.total == 0
+    _receive(conn, large[-1:] + _request(2))
+    assert broker.request_bytes.total == len(large) + len(_request(2))
+    release.set()
+    await _drain()
+    assert broker.request_bytes.total == 0
     conn.connection_lost(None)

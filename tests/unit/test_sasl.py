@@ -203,6 +203,36 @@ def test_unauthenticated_frames_are_capped():
     assert isinstance(event, ProtocolViolation) and "sasl.server.max.receive.size" in event.reason
 
 
+def read_in_pieces(connection: ServerConnection, data: bytes, piece: int) -> None:
+    """As the event loop reads: into the buffer the connection lends, at most ``piece`` bytes a time."""
+    while data:
+        buffer = connection.get_buffer()
+        count = min(piece, len(buffer), len(data))
+        buffer[:count] = data[:count]
+        connection.buffer_updated(count)
+        data = data[count:]
+
+
+@pytest.mark.parametrize("authenticated", [True, False])
+def test_a_frame_received_while_waiting_for_the_outcome_is_measured_against_the_limit_after_it(authenticated):
+    """A client should wait for the answer to its token; if it does not, its next frame is
+    measured when it is taken, against the cap for authenticated connections or not."""
+    connection = sasl_connection()
+    connection.receive_data(handshake(0) + raw(b"\x00alice\x00pass"))
+    assert isinstance(connection.next_event(), RequestReceived)
+    connection.resume()
+    assert isinstance(connection.next_event(), SaslTokenReceived)
+    read_in_pieces(connection, encode_request(metadata_request(topics=["t" * 100] * 3000), 1), 50_000)
+    assert connection.next_event() is None
+    if authenticated:
+        connection.authenticated()
+        assert isinstance(connection.next_event(), RequestReceived)
+    else:
+        connection.resume()
+        event = connection.next_event()
+        assert isinstance(event, ProtocolViolation) and "sasl.server.max.receive.size" in event.reason
+
+
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(mechanism=st.sampled_from(["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]),
        tokens=st.lists(st.binary(max_size=200) | st.text(max_size=80).map(str.encode), min_size=1, max_size=3))

@@ -1,0 +1,171 @@
+"""The frame splitter's receive buffers: what is read into the buffers it lends comes out
+as exactly the frames sent, a large frame is handed out in the buffer it was read into,
+and no frame handed out changes when more bytes arrive."""
+import random
+import struct
+import tracemalloc
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from protocol.frames import (OWN_BUFFER_MIN_BYTES, OWN_BUFFER_UPFRONT_BYTES, RECEIVE_BUFFER_BYTES, FrameSplitter,
+                             FrameTooLarge, InvalidFrameSize)
+from tests.unit.request_frames import frame
+
+MAX = 1 << 20
+
+
+def payload(size: int, seed: int) -> bytes:
+    return random.Random(seed).randbytes(size)
+
+
+def read(splitter: FrameSplitter, data: bytes) -> None:
+    """One socket read of ``data`` into the lent buffer (``data`` must fit)."""
+    buffer = splitter.get_buffer()
+    assert 0 < len(data) <= len(buffer)
+    buffer[:len(data)] = data
+    splitter.buffer_updated(len(data))
+
+
+def take(splitter: FrameSplitter) -> list:
+    frames = []
+    while (taken := splitter.next_frame()) is not None:
+        frames.append(taken)
+    return frames
+
+
+def receive(splitter: FrameSplitter, stream: bytes, read_sizes: list[int], lend: bool, take_each_read: bool) -> list:
+    """Deliver ``stream`` in reads of at most ``read_sizes`` (cycled) and of what the lent buffer holds."""
+    frames, pos, reads = [], 0, 0
+    while pos < len(stream):
+        size = min(read_sizes[reads % len(read_sizes)], len(stream) - pos)
+        reads += 1
+        if lend:
+            size = min(size, len(splitter.get_buffer()))
+            read(splitter, stream[pos:pos + size])
+        else:
+            splitter.feed(stream[pos:pos + size])
+        pos += size
+        if take_each_read:
+            taken = take(splitter)
+            frames += taken
+            assert splitter.buffered == pos - sum(4 + len(f) for f in frames)
+    return frames + take(splitter)
+
+
+# Sizes on both sides of the own-buffer threshold, and larger than the shared buffer.
+AROUND_THE_THRESHOLD = [0, 1, 7, OWN_BUFFER_MIN_BYTES - 1, OWN_BUFFER_MIN_BYTES, OWN_BUFFER_MIN_BYTES + 1,
+                        RECEIVE_BUFFER_BYTES + 3, 2]
+
+
+@pytest.mark.parametrize("lend", [True, False], ids=["lent buffers", "feed"])
+def test_a_byte_at_a_time_gives_every_frame_back(lend):
+    payloads = [payload(size, seed) for seed, size in enumerate(AROUND_THE_THRESHOLD)]
+    stream = b"".join(frame(p) for p in payloads)
+    assert receive(FrameSplitter(MAX), stream, [1], lend, take_each_read=True) == payloads
+
+
+@pytest.mark.parametrize("lend", [True, False], ids=["lent buffers", "feed"])
+def test_every_split_into_two_reads_gives_every_frame_back(lend):
+    payloads = [payload(size, size) for size in (0, 3, 1, 40, 0, 12)]
+    stream = b"".join(frame(p) for p in payloads)
+    for cut in range(1, len(stream)):
+        for take_each_read in (True, False):
+            assert receive(FrameSplitter(MAX), stream, [cut, len(stream)], lend, take_each_read) == payloads
+
+
+@settings(max_examples=150, deadline=None)
+@given(sizes=st.lists(st.integers(0, 50) | st.integers(OWN_BUFFER_MIN_BYTES - 6, OWN_BUFFER_MIN_BYTES + 6)
+                      | st.integers(OWN_BUFFER_MIN_BYTES + 7, RECEIVE_BUFFER_BYTES + 70_000), max_size=6),
+       read_sizes=st.lists(st.integers(1, 5) | st.integers(6, 70_000) | st.integers(70_001, 400_000), max_size=8),
+       lend=st.booleans(), take_each_read=st.booleans())
+def test_any_reads_of_any_frames_give_exactly_those_frames(sizes, read_sizes, lend, take_each_read):
+    """Not taking frames after each read is a SASL connection waiting for an outcome."""
+    payloads = [payload(size, seed) for seed, size in enumerate(sizes)]
+    stream = b"".join(frame(p) for p in payloads)
+    splitter = FrameSplitter(MAX)
+    # One larger read per cycle keeps the number of reads of a long stream bounded.
+    assert receive(splitter, stream, [*read_sizes, 50_000], lend, take_each_read) == payloads
+    assert splitter.buffered == 0
+
+
+@pytest.mark.parametrize("prefix_cut", [1, 2, 3, 4])
+def test_a_large_frame_is_handed_out_in_the_buffer_it_was_read_into(prefix_cut):
+    """No copy of the payload beyond the part that came in the read with its prefix."""
+    data = payload(3 * RECEIVE_BUFFER_BYTES, 1)
+    stream = frame(data)
+    splitter = FrameSplitter(MAX)
+    read(splitter, stream[:prefix_cut])
+    read(splitter, stream[prefix_cut:100])
+    lent = splitter.get_buffer()
+    assert len(lent) == len(stream) - 100
+    read(splitter, stream[100:])
+    taken = splitter.next_frame()
+    assert taken == data and lent.obj is taken
+    assert splitter.buffered == 0 and len(splitter.get_buffer()) == RECEIVE_BUFFER_BYTES
+
+
+def test_frames_handed_out_stay_intact_while_more_arrives():
+    """A decoded request may keep views into its frame (produce's records) across later reads."""
+    first = [payload(size, seed) for seed, size in enumerate([10, OWN_BUFFER_MIN_BYTES - 1, 200_000])]
+    later = [payload(size, seed) for seed, size in enumerate([OWN_BUFFER_MIN_BYTES - 1] * 20 + [200_000], 100)]
+    splitter = FrameSplitter(MAX)
+    taken = receive(splitter, b"".join(frame(p) for p in first), [70_000], True, True)
+    views = [memoryview(f) for f in taken]
+    assert receive(splitter, b"".join(frame(p) for p in later), [70_000], True, True) == later
+    assert [bytes(v) for v in views] == taken == first
+
+
+@pytest.mark.parametrize("lend", [True, False], ids=["lent buffers", "feed"])
+@pytest.mark.parametrize("size,error", [(MAX + 1, FrameTooLarge), (2**31 - 1, FrameTooLarge),
+                                        (-1, InvalidFrameSize), (-(2**31), InvalidFrameSize)])
+def test_a_refused_size_allocates_nothing_and_raises_as_before(lend, size, error):
+    splitter = FrameSplitter(MAX)
+    prefix = struct.pack(">i", size)
+    tracemalloc.start()
+    try:
+        for data in (prefix[:2], prefix[2:] + b"x" * 100):
+            if lend:
+                read(splitter, data)
+            else:
+                splitter.feed(data)
+        splitter.get_buffer()  # where the next read would go
+        allocated = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert allocated < 64 * 1024
+    message = f"exceeds socket.request.max.bytes={MAX}" if error is FrameTooLarge else f"negative frame size {size}"
+    with pytest.raises(error, match=message):
+        splitter.next_frame()
+
+
+def test_a_large_frame_of_exactly_the_limit_is_accepted_and_one_more_byte_refused():
+    limit = OWN_BUFFER_MIN_BYTES + 10
+    data = payload(limit, 3)
+    assert receive(FrameSplitter(limit), frame(data), [5, 1000], True, True) == [data]
+    with pytest.raises(FrameTooLarge):
+        receive(FrameSplitter(limit), frame(data + b"x"), [5, 1000], True, True)
+
+
+@pytest.mark.parametrize("size", [OWN_BUFFER_UPFRONT_BYTES - 1, OWN_BUFFER_UPFRONT_BYTES, OWN_BUFFER_UPFRONT_BYTES + 1,
+                                  3 * OWN_BUFFER_UPFRONT_BYTES + 5])
+def test_a_frame_beyond_the_upfront_buffer_grows_into_place(size):
+    data = payload(size, 11)
+    tail = payload(100, 12)
+    frames = receive(FrameSplitter(8 * OWN_BUFFER_UPFRONT_BYTES), frame(data) + frame(tail), [70_001, 300_000, 9],
+                     True, True)
+    assert frames == [data, tail]
+
+
+def test_a_prefix_alone_holds_no_more_than_the_upfront_buffer():
+    splitter = FrameSplitter(100 * 1024 * 1024)
+    tracemalloc.start()
+    try:
+        read(splitter, struct.pack(">i", 50 * 1024 * 1024) + b"x" * 1000)  # and then the peer sends nothing
+        splitter.get_buffer()
+        allocated = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert allocated < OWN_BUFFER_UPFRONT_BYTES + 64 * 1024
+    assert splitter.next_frame() is None and splitter.buffered == 1004
