@@ -1,9 +1,12 @@
 """The I/O around one client connection.
 
-Bytes from the socket feed the sans-IO :class:`protocol.connection.ServerConnection`;
-each decoded request starts its handler at once (so requests pipeline), and one
-writer task sends the responses strictly in request order. When too many requests
-are in flight the connection stops reading until the writer catches up.
+The socket is read straight into buffers the sans-IO
+:class:`protocol.connection.ServerConnection` lends; each decoded request starts its
+handler at once (so requests pipeline), and one writer task sends the responses
+strictly in request order, answers that are ready together in one write. When too
+many requests or request bytes are in flight the connection stops reading until the
+writer catches up, and fetched bytes count against the broker's response budget until
+the socket has taken them (gateway/response_budget.py).
 
 On a SASL listener the writer also reports each handshake and token outcome back to
 the protocol machine, which decodes nothing more until it knows it.
