@@ -39,6 +39,7 @@ from tests.support.broker_process import BrokerProcess
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results" / "workloads.json"
 GB = 1_000_000_000
+SOAK_RETENTION_BYTES = 256 * 1024 * 1024
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -194,11 +195,15 @@ def soak(broker, minutes: float, rate_mb_s: float) -> dict:
 
     Producer only: on two cores a tail consumer as well would hold the producer well
     under the rate; the memory question is whether sustained writes make the broker grow.
+    The topic keeps SOAK_RETENTION_BYTES per partition, so the broker rolls and deletes
+    ledgers all along, as a long-running one does, and the disk does not fill (ten
+    minutes at 200 MB/s is 120 GB).
     """
     pid = broker.process.pid
     seconds = minutes * 60
     records = int(rate_mb_s * MB * seconds / 1024) + 1
-    topic = create_topic(broker.bootstrap, 16)
+    topic = create_topic(broker.bootstrap, 16, {"retention.bytes": str(SOAK_RETENTION_BYTES),
+                                                "segment.bytes": str(SOAK_RETENTION_BYTES // 4)})
     writer = start_child(produce, broker.bootstrap, topic, records, 1024, seconds,
                          {"acks": "all", "linger.ms": 5}, rate_mb_s * MB)
     samples = []
@@ -296,7 +301,8 @@ def parse_args(argv=None):
 def main(argv=None) -> int:
     args = parse_args(argv)
     work_dir = tempfile.mkdtemp(prefix="kgate-bench-", dir=args.data_dir)
-    kgate = BrokerProcess(os.path.join(work_dir, "kgate"))
+    # Retention checked every few seconds (Kafka's default is 5 minutes) for the soak's topic.
+    kgate = BrokerProcess(os.path.join(work_dir, "kgate"), {"log.retention.check.interval.ms": 5000})
     tansu = TansuProcess(os.path.join(work_dir, "tansu.log"))
     runs, soak_result, completed = [], None, False
     try:
