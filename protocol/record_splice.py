@@ -10,28 +10,18 @@ are. The bytes on the wire are exactly kafka-python's encoding of the original
 response.
 """
 import os
-import struct
 
 from kafka.protocol.consumer import FetchResponse
+from kafka.protocol.schemas.fields.codecs.types import Int32, UnsignedVarInt32
 
 # Records smaller than this are cheaper to copy than to send as a buffer of their own.
 SPLICE_MIN_BYTES = 16 * 1024
 _MARK_SIZE = 16
-_INT32 = struct.Struct(">i")
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def _length_prefix(size: int, compact: bool) -> bytes:
     """How a non-null ``records`` field of ``size`` bytes starts (COMPACT_RECORDS: varint of size + 1)."""
-    return _varint(size + 1) if compact else _INT32.pack(size)
+    return UnsignedVarInt32.encode(size + 1) if compact else Int32.encode(size)
 
 
 def encode_fetch_body(response, version: int) -> list:
