@@ -1,7 +1,7 @@
 """Small produce requests, kgate beside Tansu: what the broker sees and what it costs.
 
 The workload is the one where kgate's acknowledgement latency stood furthest from
-Tansu's in bench.workloads: 100 B records, 1 partition, acks=1, linger.ms=0, so the
+Tansu's in bench.side_by_side: 100 B records, 1 partition, acks=1, linger.ms=0, so the
 producer sends many small requests and the broker's per-request cost decides. Each
 round runs both brokers back to back; besides throughput and ack latency it reports
 requests/s, records per request, requests in flight, how full the producer's queue got
@@ -18,7 +18,7 @@ import tempfile
 
 from bench.peer import TansuProcess
 from bench.produce_consume import MB, clean_up, create_topic, finish_child, produce, start_child
-from bench.workloads import cpu_seconds
+from bench.side_by_side import cpu_seconds
 from tests.support.broker_process import BrokerProcess
 
 FIGURES = ("mb_s", "p50_ms", "p99_ms", "requests_s", "records_per_request", "in_flight_median", "queue_max",

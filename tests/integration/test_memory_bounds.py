@@ -9,7 +9,7 @@ import confluent_kafka
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import FetchRequest
 
-from bench.workloads import memory_kib
+from bench.side_by_side import memory_kib
 from tests.support.clients import ConfluentClient, create_topic
 from tests.support.member_process import wait_for
 from tests.support.scrape import scrape, value

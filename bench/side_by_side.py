@@ -16,7 +16,7 @@ Workloads (OpenMessaging-Benchmark-like):
 - a soak at 80% of kgate's peak produce throughput, sampling the broker's RSS.
 
 Run from the repository root (after scripts/setup-bench):
-    .venv/bin/python -m bench.workloads [--quick] [--soak-minutes N]
+    .venv/bin/python -m bench.side_by_side [--quick] [--soak-minutes N]
 """
 import argparse
 import itertools
@@ -37,7 +37,7 @@ from bench.produce_consume import (MB, clean_up, consume, create_topic, finish_c
                                    loopback_throughput, machine, percentiles_ms, produce, start_child)
 from tests.support.broker_process import BrokerProcess
 
-DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results" / "workloads.json"
+DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results" / "side_by_side.json"
 GB = 1_000_000_000
 SOAK_RETENTION_BYTES = 256 * 1024 * 1024
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -273,7 +273,7 @@ def print_table(summary: dict, args, soak_result: dict | None) -> None:
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m bench.workloads", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.side_by_side", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="two produce cases, fewer records, 2 runs, no soak")
     parser.add_argument("--runs", type=int, help="samples of every figure (default 3, quick 2)")
     parser.add_argument("--records-1k", type=int, help="1 KiB records per produce (default 300000, quick 60000)")
@@ -334,7 +334,7 @@ def main(argv=None) -> int:
     print_table(summary, args, soak_result)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     report = {
-        "benchmark": "workloads",
+        "benchmark": "side_by_side",
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "settings": {key: (str(value) if isinstance(value, Path) else value) for key, value in vars(args).items()},
         "machine": machine(),
