@@ -25,6 +25,7 @@ from protocol.error_codes import ErrorCode
 from storage.entry_formats import EntryUnreadable, decode_entry
 
 from . import handles
+from .waiters import wait_woken
 
 R = FetchResponse
 PD = R.FetchableTopicResponse.PartitionData
@@ -159,19 +160,11 @@ async def _appended(ledgers, timeout: float) -> None:
 
     Registered with no await since the read, so an append in between cannot be missed.
     """
-    loop = asyncio.get_running_loop()
-    waiter = loop.create_future()
+    waiter = asyncio.get_running_loop().create_future()
     for ledger in ledgers:
         ledger.wake_on_append(waiter)
-    timer = loop.call_later(timeout, _wake, waiter)
     try:
-        await waiter
+        await wait_woken(waiter, timeout)
     finally:
-        timer.cancel()
         for ledger in ledgers:
             ledger.forget_waiter(waiter)
-
-
-def _wake(waiter: asyncio.Future) -> None:
-    if not waiter.done():
-        waiter.set_result(None)

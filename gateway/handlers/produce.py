@@ -21,6 +21,7 @@ from storage.ledger import LedgerFenced
 from ..config import COMPRESSION_TYPES
 from ..producer_state import SequenceError
 from . import handles
+from .waiters import wait_woken, wake
 
 log = logging.getLogger(__name__)
 
@@ -86,25 +87,18 @@ async def _all_done(futures, timeout: float) -> None:
     pending = {future for future in futures if not future.done()}
     if not pending:
         return
-    loop = asyncio.get_running_loop()
-    waiter = loop.create_future()
-
-    def wake():
-        if not waiter.done():
-            waiter.set_result(None)
+    waiter = asyncio.get_running_loop().create_future()
 
     def on_done(future):
         pending.discard(future)
         if not pending:
-            wake()
+            wake(waiter)
 
     for future in pending:
         future.add_done_callback(on_done)
-    timer = loop.call_later(timeout, wake)
     try:
-        await waiter
+        await wait_woken(waiter, timeout)
     finally:
-        timer.cancel()
         for future in pending:
             future.remove_done_callback(on_done)
 

@@ -1,0 +1,22 @@
+"""A future woken by whichever comes first: the events it was registered with, or a deadline.
+
+Delayed fetches and produces waiting for durability do this on every request, and
+``asyncio.wait``/``wait_for`` cost several times more for it (argument checks, result
+sets, an inner task or future per call: bench/PROFILE.md, small requests).
+"""
+import asyncio
+
+
+def wake(waiter: asyncio.Future) -> None:
+    """Resolve ``waiter`` unless something already did."""
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+async def wait_woken(waiter: asyncio.Future, timeout: float) -> None:
+    """Return once ``waiter`` is woken, or after ``timeout`` seconds (then it is woken, not cancelled)."""
+    timer = asyncio.get_running_loop().call_later(timeout, wake, waiter)
+    try:
+        await waiter
+    finally:
+        timer.cancel()
