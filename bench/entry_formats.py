@@ -18,7 +18,7 @@ import sys
 import tempfile
 
 from bench.produce_consume import MB, consume, create_topic, finish_child, produce, start_child
-from storage import entry_formats
+from kgate.storage import entry_formats
 from tests.support.broker_process import BrokerProcess
 
 BASELINE = "kafka"

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from kafka.protocol.api_key import ApiKey
 
-from protocol.messages import REQUESTS, RESPONSES
+from kgate.protocol.messages import REQUESTS, RESPONSES
 from tests.support.broker_process import BrokerProcess
 from tests.support.clients import create_topic
 

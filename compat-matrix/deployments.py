@@ -22,7 +22,7 @@ LISTENERS = ("SASL_PLAINTEXT",)
 
 
 def _add_user(*where: str) -> None:
-    subprocess.run([sys.executable, "-m", "gateway.cli", "users", *where, "add", cells.USER,
+    subprocess.run([sys.executable, "-m", "kgate", "users", *where, "--create", "add", cells.USER,
                     "--password", cells.PASSWORD], check=True, capture_output=True, cwd=clients.ROOT, timeout=60)
 
 

@@ -12,16 +12,17 @@ import os
 import uuid
 from typing import Callable
 
-from metadata.cluster import (BROKERS, OWNERS, TOPICS, BrokerInfo, ClusterState, Topic, TopicExists, UnknownTopic,
+from kgate.metadata.cluster import (BROKERS, OWNERS, TOPICS, BrokerInfo, ClusterState, Topic, TopicExists, UnknownTopic,
                               ledger_list_path)
-from metadata.events import Event, EventManager
-from metadata.store import MetadataStore, NodeExists
-from protocol.error_codes import ErrorCode
-from storage import entry_formats
-from storage.entry_formats import EntryFormat
-from storage.ledger import LedgerStore
-from storage.managed_ledger import ManagedLedger, RetentionPolicy, RolloverPolicy
+from kgate.metadata.events import Event, EventManager
+from kgate.metadata.store import MetadataStore
+from kgate.protocol.error_codes import ErrorCode
+from kgate.storage import entry_formats
+from kgate.storage.entry_formats import EntryFormat
+from kgate.storage.ledger import LedgerStore
+from kgate.storage.managed_ledger import ManagedLedger, RetentionPolicy, RolloverPolicy
 
+from .chain_records import MetadataChainRecord
 from .config import TOPIC_CONFIG_DEFAULTS, Settings
 from .groups import OFFSETS_TOPIC, GroupCoordinator
 from .metrics import BrokerMetrics
@@ -37,6 +38,8 @@ log = logging.getLogger(__name__)
 PRODUCER_ID_BLOCK = 1000
 # Derived broker ids start here, clear of the small ids operators configure (as Kafka's 1000).
 DERIVED_BROKER_IDS = 1000
+# The embedded metadata store's file in a data directory.
+EMBEDDED_STORE_FILE = "metadata.sqlite"
 
 
 class InternalTopic(Exception):
@@ -88,7 +91,7 @@ class Broker:
 
         Listeners are bound (their ports known) but not yet accepting when this runs.
         """
-        self.cluster_id = await self._cluster_id()
+        self.cluster_id = await self.cluster.cluster_id(create=True)
         events, store = self.events, self.metadata
         for event, handler in ((Event.BROKERS, self._brokers_changed), (Event.TOPICS, self._topics_changed),
                                (Event.TOPIC, self._topic_changed), (Event.OWNERS, self._owners_changed),
@@ -121,24 +124,16 @@ class Broker:
             self.metadata.watch(f"{TOPICS}/{name}", self.events.poster(Event.TOPIC, name))
             self.metadata.watch(f"{OWNERS}/{name}", self.events.poster(Event.OWNERS, name), children=True)
 
-    async def _cluster_id(self) -> str:
-        node = await self.metadata.get("/cluster/id")
-        if node is None:
-            try:
-                await self.metadata.create("/cluster/id", str(uuid.uuid4()).encode())
-            except NodeExists:
-                pass
-            node = await self.metadata.get("/cluster/id")
-        return node.data.decode()
-
     async def close(self) -> None:
         """Hand everything over cleanly: seal each ledger, give up its claim, leave the cluster."""
         if self._retention_task is not None:
             self._retention_task.cancel()
         await self.events.close()
         await self.groups.close()
+        sealed = len(self.partitions)
         for name, index in list(self.partitions):
             await self.ownership.lose(name, index, seal=True)
+        log.info("sealed and handed over %d partitions", sealed)
         self.ledgers.close()
         await self.metadata.close()
 
@@ -208,7 +203,7 @@ class Broker:
             return
         for topic_id, paths in (await self.cluster.orphans()).items():
             for path in paths:
-                await ManagedLedger.destroy(self.ledgers, self.metadata, path)
+                await ManagedLedger.destroy(self.ledgers, MetadataChainRecord(self.metadata, path))
             await self.cluster.forget_topic_id(topic_id)
 
     def live_brokers(self, connection) -> dict[int, tuple[str, int, str | None]]:
@@ -336,7 +331,7 @@ class Broker:
         """Open a partition's log (recovering and fencing its last ledger) once it is claimed."""
         rollover, retention = self._ledger_policies(topic)
         ledger = ManagedLedger(
-            f"{topic.name}-{index}", self.ledgers, self.metadata, ledger_list_path(topic, index),
+            f"{topic.name}-{index}", self.ledgers, MetadataChainRecord(self.metadata, ledger_list_path(topic, index)),
             lambda: self.cluster.allocate("ledger-id"), rollover=rollover, retention=retention)
         partition = Partition(topic.name, index, ledger)
         await partition.open()
@@ -394,7 +389,7 @@ async def open_broker(settings: Settings) -> Broker:
     is -1, from a cluster-wide counter on first start, kept in the data directory so
     that it is stable across restarts.
     """
-    from storage.stores.file_store import FileLedgerStore
+    from kgate.storage.stores.file_store import FileLedgerStore
 
     os.makedirs(settings.data_dir, exist_ok=True)
     metadata = await open_metadata(settings["kgate.metadata"], settings.data_dir,
@@ -413,10 +408,10 @@ async def open_metadata(metadata_at: str, data_dir: str, session_timeout_ms: int
     """The metadata store ``kgate.metadata`` names: ``embedded`` (in the data directory) or
     ``zookeeper://HOST:PORT[,...][/CHROOT]``, connected (waiting for it, with ``retry``)."""
     if metadata_at == "embedded":
-        from metadata.stores.embedded import EmbeddedMetadataStore
+        from kgate.metadata.stores.embedded import EmbeddedMetadataStore
         os.makedirs(data_dir, exist_ok=True)
-        return EmbeddedMetadataStore(os.path.join(data_dir, "metadata.sqlite"))
-    from metadata.stores.zookeeper import ZooKeeperMetadataStore
+        return EmbeddedMetadataStore(os.path.join(data_dir, EMBEDDED_STORE_FILE))
+    from kgate.metadata.stores.zookeeper import ZooKeeperMetadataStore
     store = ZooKeeperMetadataStore(metadata_at.removeprefix("zookeeper://"), session_timeout_ms)
     await store.connect(retry)
     return store

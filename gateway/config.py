@@ -8,9 +8,9 @@ import tomllib
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from storage import entry_formats
+from kgate.protocol.security import SASL_MECHANISMS, SECURITY_PROTOCOLS
+from kgate.storage import entry_formats
 
-from . import sasl
 
 
 class ConfigError(ValueError):
@@ -105,8 +105,8 @@ BROKER_SETTINGS: dict[str, tuple[object, tuple]] = {
     # SASL and TLS, with Kafka's names. kgate caps unauthenticated frames at 64 KiB
     # (Kafka: 512 KiB): no SASL token of the mechanisms offered comes near it.
     "sasl.enabled.mechanisms": ("PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
-                                ("must be a comma-separated list of " + ", ".join(sasl.MECHANISMS),
-                                 lambda v: all(m.strip() in sasl.MECHANISMS for m in v.split(",")))),
+                                ("must be a comma-separated list of " + ", ".join(SASL_MECHANISMS),
+                                 lambda v: all(m.strip() in SASL_MECHANISMS for m in v.split(",")))),
     "sasl.server.max.receive.size": (64 * 1024, _POSITIVE),
     "connection.failed.authentication.delay.ms": (100, _NON_NEGATIVE),
     # Failed logins one client address may make in a minute before its logins are refused.
@@ -191,8 +191,6 @@ def _flatten(table: dict, prefix: str = "") -> dict:
             flat[name] = value
     return flat
 
-
-SECURITY_PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT", "SSL", "SASL_SSL")
 
 
 @dataclass

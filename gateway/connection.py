@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from kafka.protocol.api_key import ApiKey
 
-from protocol.connection import AuthState, ProtocolViolation, SaslTokenReceived, ServerConnection
+from kgate.protocol.connection import AuthState, ProtocolViolation, SaslTokenReceived, ServerConnection
 
 from .handlers import Context, dispatch
 from .handlers.sasl import authenticate

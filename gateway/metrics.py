@@ -15,7 +15,7 @@ from kafka.protocol.api_key import ApiKey
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 from prometheus_client.core import GaugeMetricFamily
 
-from metadata.events import Event
+from kgate.metadata.events import Event
 
 # 0.5 ms to 10 s: a request either rides the event loop (sub-ms) or waits for fsync.
 BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)

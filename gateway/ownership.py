@@ -15,11 +15,12 @@ topic request, under the broker's topic lock, so ownership changes one at a time
 """
 import logging
 
-from metadata.assignment import assign
-from metadata.cluster import Topic
-from metadata.events import Event
-from metadata.store import BadVersion, Session
-from storage.ledger import LedgerFenced
+from kgate.metadata.assignment import assign
+from kgate.metadata.cluster import Topic
+from kgate.metadata.events import Event
+from kgate.metadata.store import Session
+from kgate.storage.chain_record import ChainConflict
+from kgate.storage.ledger import LedgerFenced
 
 from .groups import OFFSETS_TOPIC
 
@@ -37,24 +38,40 @@ class Ownership:
         """The owner of each partition of ``topic``; [] when no broker is live."""
         return assign(topic.name, topic.partitions, self.broker.cluster.brokers)
 
-    async def reconcile(self, topic: Topic) -> None:
-        """Gain the partitions of ``topic`` this broker should own and lose the others."""
+    async def reconcile(self, topic: Topic, summary: bool = True) -> tuple[int, int]:
+        """Gain the partitions of ``topic`` this broker should own and lose the others;
+        how many were gained and lost, said in one line with ``summary``."""
         broker = self.broker
+        gained = lost = 0
         for index, owner in enumerate(self.owners(topic)):
             serving = (topic.name, index) in broker.partitions
             if owner == broker.node_id and not serving and self.safe:
-                await self._gain(topic, index)
+                gained += await self._gain(topic, index)
             elif owner != broker.node_id and serving:
                 await self.lose(topic.name, index, seal=True)
+                lost += 1
+        if summary:
+            self._summarise(topic.name, gained, lost)
+        return gained, lost
 
     async def reconcile_all(self) -> None:
+        gained = lost = 0
         for topic in list(self.broker.cluster.topics.values()):
-            await self.reconcile(topic)
+            counts = await self.reconcile(topic, summary=False)
+            gained, lost = gained + counts[0], lost + counts[1]
+        self._summarise("all topics", gained, lost)
 
-    async def _gain(self, topic: Topic, index: int) -> None:
+    def _summarise(self, what: str, gained: int, lost: int) -> None:
+        """One line per change of ownership, however many partitions it moved (each
+        one is logged at DEBUG): a broker of many partitions starts and stops quietly."""
+        if gained or lost:
+            log.info("ownership of %s: took %d partitions, handed over %d; serving %d", what, gained, lost,
+                     len(self.broker.partitions))
+
+    async def _gain(self, topic: Topic, index: int) -> bool:
         broker = self.broker
         if not await broker.cluster.claim(topic, index, broker.node_id):
-            return  # the previous owner still holds it; its release posts OWNERS_CHANGED
+            return False  # the previous owner still holds it; its release posts OWNERS_CHANGED
         try:
             partition = await broker.open_partition(topic, index)
             partition.epochs = await broker.cluster.new_epoch(topic, index, partition.ledger.next_offset)
@@ -64,7 +81,8 @@ class Ownership:
         broker.partitions[(topic.name, index)] = partition
         if topic.name == OFFSETS_TOPIC:
             broker.groups.gain(index)
-        log.info("now serving %s-%d (leader epoch %d)", topic.name, index, partition.leader_epoch)
+        log.debug("now serving %s-%d (leader epoch %d)", topic.name, index, partition.leader_epoch)
+        return True
 
     async def lose(self, name: str, index: int, seal: bool) -> None:
         """Stop serving a partition at once; ``seal`` its ledger (a clean hand-over) or just
@@ -78,7 +96,7 @@ class Ownership:
         if seal:
             try:
                 await partition.ledger.close()
-            except (LedgerFenced, BadVersion) as exc:
+            except (LedgerFenced, ChainConflict) as exc:
                 # Its next owner got there first: that owner's recovery sealed it.
                 log.warning("%s-%d was already taken over: %s", name, index, exc)
             except Exception:
@@ -87,7 +105,7 @@ class Ownership:
             partition.ledger.abandon()
         if not self._expired:
             await broker.cluster.release(name, index, broker.node_id)
-        log.info("stopped serving %s-%d", name, index)
+        log.debug("stopped serving %s-%d", name, index)
 
     # -- the metadata session ------------------------------------------------------------
 

@@ -1,11 +1,11 @@
 """One partition as the broker serves it: its managed ledger and its producer state."""
 import asyncio
 
-from protocol.record_batch import HEADER_SIZE, read_header
-from storage import entry_formats
-from storage.entry import EntryHeader
-from storage.entry_formats import EntryFormat, ProducedRecords
-from storage.managed_ledger import ManagedLedger
+from kgate.protocol.record_batch import HEADER_SIZE, read_header
+from kgate.storage import entry_formats
+from kgate.storage.entry import EntryHeader
+from kgate.storage.entry_formats import EntryFormat, ProducedRecords
+from kgate.storage.managed_ledger import ManagedLedger
 
 from .producer_state import ProducerStateTable
 

@@ -8,7 +8,7 @@ import asyncio
 from collections import deque
 from dataclasses import dataclass, field
 
-from protocol.record_batch import BatchHeader
+from kgate.protocol.record_batch import BatchHeader
 
 MAX_CACHED_BATCHES = 5
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from .store import BadVersion, MetadataStore, NodeExists, NoNode
 
 TOPICS = "/topics"
+CLUSTER_ID = "/cluster/id"
 
 
 @dataclass
@@ -106,6 +107,18 @@ class ClusterState:
         self.store = store
         self.topics: dict[str, Topic] = {}
         self.brokers: dict[int, BrokerInfo] = {}
+
+    async def cluster_id(self, create: bool) -> str | None:
+        """The cluster's id; a store without one holds no kgate cluster (yet): None,
+        unless ``create``, which makes the store one (the first broker does)."""
+        node = await self.store.get(CLUSTER_ID)
+        if node is None and create:
+            try:
+                await self.store.create(CLUSTER_ID, str(uuid.uuid4()).encode())
+            except NodeExists:
+                pass
+            node = await self.store.get(CLUSTER_ID)
+        return node.data.decode() if node is not None else None
 
     async def load(self) -> None:
         self.topics = await self.read_topics()

@@ -7,8 +7,9 @@ FORMAT = "kgate"
 
 
 def register(spark) -> None:
-    """Register the ``kgate`` format on ``spark`` by hand (installing the package
-    registers it in every new session already)."""
+    """Register the ``kgate`` format on ``spark`` by hand. Spark also finds it by
+    itself in every new session where ``pyspark_kgate`` is on a ``sys.path``
+    directory (an installed wheel, or the editable install of ``scripts/setup``)."""
     from .datasource import KgateDataSource
 
     spark.dataSource.register(KgateDataSource)

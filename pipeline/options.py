@@ -28,7 +28,7 @@ DEFAULT_API_TIMEOUT_MS = 60_000  # the Java consumer's default.api.timeout.ms
 
 SUBSCRIPTIONS = ("subscribe", "subscribePattern", "assign")
 
-KAFKA_LOGGER = logging.getLogger("pipeline.kafka")
+KAFKA_LOGGER = logging.getLogger(f"{__package__}.kafka")
 KAFKA_LOGGER.addHandler(logging.NullHandler())
 
 # kafka.* options Spark refuses because the source or sink manages them itself.
@@ -88,7 +88,7 @@ class ClientOptions:
     def librdkafka(self, defaults: dict, forced: dict) -> dict:
         """The user's ``kafka.*`` settings over ``defaults``, under what the source must control.
 
-        librdkafka's log goes to the ``pipeline.kafka`` logger rather than to stderr: a
+        librdkafka's log goes to the ``kgate.pipeline.kafka`` logger rather than to stderr: a
         broker that is down would otherwise print a line per reconnect attempt, while the
         failure itself is reported once, by the deadline that ends the task.
         """

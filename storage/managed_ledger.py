@@ -3,8 +3,9 @@
 It assigns offsets, appends entries to the open ledger, maps offsets (and
 timestamps) to entries from entry headers alone, rolls ledgers over by size and age,
 trims whole ledgers by retention, and recovers after a crash. The ledger list lives
-in the metadata store and is written *before* a new ledger receives data, so an
-acknowledged entry is always reachable from metadata.
+in a chain record (storage.chain_record; the broker keeps it in its metadata store)
+and is written *before* a new ledger receives data, so an acknowledged entry is
+always reachable from it.
 
 Readers see entries up to the high watermark: the end of the last durable entry. An
 entry that was written but never made durable may vanish in a crash; because no
@@ -19,9 +20,8 @@ from bisect import bisect_left, bisect_right
 from dataclasses import asdict, dataclass, field
 from typing import Awaitable, Callable
 
-from metadata.store import BadVersion, MetadataStore, NoNode
-
 from . import entry
+from .chain_record import ChainConflict, ChainRecord
 from .entry import EntryHeader
 from .ledger import Ledger, LedgerFenced, LedgerStore
 
@@ -44,7 +44,7 @@ class RetentionPolicy:
 
 @dataclass
 class LedgerInfo:
-    """What the metadata store keeps of each ledger in the chain."""
+    """What the chain record keeps of each ledger in the chain."""
 
     ledger_id: int
     first_offset: int
@@ -91,13 +91,12 @@ class StoredEntry:
 
 
 class ManagedLedger:
-    def __init__(self, name: str, store: LedgerStore, metadata: MetadataStore, path: str,
+    def __init__(self, name: str, store: LedgerStore, chain: ChainRecord,
                  allocate_ledger_id: Callable[[], Awaitable[int]],
                  rollover: RolloverPolicy | None = None, retention: RetentionPolicy | None = None):
         self.name = name
         self._store = store
-        self._metadata = metadata
-        self._path = path
+        self._chain = chain
         self._allocate_ledger_id = allocate_ledger_id
         self.rollover = rollover or RolloverPolicy()
         self.retention = retention or RetentionPolicy()
@@ -121,7 +120,7 @@ class ManagedLedger:
         ``observe`` sees every retained entry's header and the first ``payload_head``
         bytes of its payload, in offset order (producer state is rebuilt from them).
         """
-        node = await self._metadata.get(self._path)
+        node = await self._chain.read()
         infos = []
         if node is not None:
             state = json.loads(node.data)
@@ -141,7 +140,7 @@ class ManagedLedger:
                     observe(header, head[entry.SIZE:])
             if not info.closed:
                 self._seal_info(segment)
-                log.info("%s: recovered ledger %d with %d entries", self.name, info.ledger_id, len(segment.ends))
+                log.debug("%s: recovered ledger %d with %d entries", self.name, info.ledger_id, len(segment.ends))
             if not segment.ends:
                 ledger.release()
                 self._store.delete_ledger(info.ledger_id)
@@ -173,10 +172,9 @@ class ManagedLedger:
         state = {"log_start": self._log_start, "ledgers": [asdict(s.info) for s in self._segments]}
         data = json.dumps(state, separators=(",", ":")).encode()
         if self._version < 0:
-            await self._metadata.create(self._path, data)
-            self._version = 0
+            self._version = await self._chain.create(data)
         else:
-            self._version = await self._metadata.set(self._path, data, self._version)
+            self._version = await self._chain.replace(data, self._version)
 
     # -- offsets ------------------------------------------------------------------
 
@@ -415,16 +413,16 @@ class ManagedLedger:
             segment.ledger.release()
 
     @staticmethod
-    async def destroy(store: LedgerStore, metadata: MetadataStore, path: str) -> None:
+    async def destroy(store: LedgerStore, chain: ChainRecord) -> None:
         """Delete a ledger chain nobody serves (a deleted topic's), ledgers first."""
-        node = await metadata.get(path)
+        node = await chain.read()
         if node is None:
             return
         for info in json.loads(node.data)["ledgers"]:
             store.delete_ledger(info["ledger_id"])
         try:
-            await metadata.delete(path, node.version)
-        except (NoNode, BadVersion):
+            await chain.delete(node.version)
+        except ChainConflict:
             pass
 
     async def delete(self) -> None:
@@ -436,7 +434,7 @@ class ManagedLedger:
         self._segments.clear()
         self._firsts.clear()
         if self._version >= 0:
-            await self._metadata.delete(self._path)
+            await self._chain.delete()
 
 
 def _now_ms() -> int:

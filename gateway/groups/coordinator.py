@@ -19,11 +19,11 @@ import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from protocol import record_batch
-from protocol.error_codes import ErrorCode
-from storage import entry_formats
-from metadata.cluster import TopicExists
-from storage.entry_formats import ProducedRecords
+from kgate.protocol import record_batch
+from kgate.protocol.error_codes import ErrorCode
+from kgate.storage import entry_formats
+from kgate.metadata.cluster import TopicExists
+from kgate.storage.entry_formats import ProducedRecords
 
 from . import records
 from .group import Group, GroupState, Member
@@ -134,7 +134,7 @@ class GroupCoordinator:
                 _resolve(member.join_waiter, JoinResult(ErrorCode.NOT_COORDINATOR, member.member_id))
                 _resolve(member.sync_waiter, ErrorCode.NOT_COORDINATOR)
             del self.groups[group.group_id]
-        log.info("group coordinator lost %s-%d", OFFSETS_TOPIC, index)
+        log.debug("group coordinator lost %s-%d", OFFSETS_TOPIC, index)
 
     def _replay(self, index: int) -> int:
         """Load one partition. Keys are independent and the last record per key wins, so

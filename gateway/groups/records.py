@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from kafka.protocol.api_data import ApiData
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from protocol import record_batch
+from kgate.protocol import record_batch
 
 from . import schemas
 

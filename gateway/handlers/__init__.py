@@ -7,7 +7,7 @@ handler touches a socket.
 from dataclasses import dataclass
 from typing import Awaitable, Callable
 
-from protocol.headers import RequestHeader
+from kgate.protocol.headers import RequestHeader
 
 _HANDLERS: dict[int, Callable[..., Awaitable]] = {}
 

@@ -2,8 +2,8 @@
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.metadata import ApiVersionsResponse
 
-from protocol.api_versions import SUPPORTED, is_supported
-from protocol.error_codes import ErrorCode
+from kgate.protocol.api_versions import SUPPORTED, is_supported
+from kgate.protocol.error_codes import ErrorCode
 
 from . import handles
 

@@ -11,7 +11,7 @@ in Metadata: the field carries Kafka's "not requested" marker.
 from kafka.protocol.admin import DescribeClusterResponse
 from kafka.protocol.api_key import ApiKey
 
-from protocol.error_codes import ErrorCode
+from kgate.protocol.error_codes import ErrorCode
 
 from . import handles
 

@@ -23,8 +23,8 @@ from collections import Counter
 from kafka.protocol.admin import AlterConfigsResponse, DescribeConfigsResponse, IncrementalAlterConfigsResponse
 from kafka.protocol.api_key import ApiKey
 
-from metadata.cluster import UnknownTopic
-from protocol.error_codes import ErrorCode
+from kgate.metadata.cluster import UnknownTopic
+from kgate.protocol.error_codes import ErrorCode
 
 from ..broker import InternalTopic
 from ..config import BROKER_SETTINGS, TOPIC_CONFIG_DEFAULTS, ConfigError, ConfigSource, check_topic_config, config_type

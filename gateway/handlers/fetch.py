@@ -19,10 +19,10 @@ import time
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import FetchResponse
 
-from protocol import message_set
-from protocol.conversion import magic_of
-from protocol.error_codes import ErrorCode
-from storage.entry_formats import EntryUnreadable, decode_entry
+from kgate.protocol import message_set
+from kgate.protocol.conversion import magic_of
+from kgate.protocol.error_codes import ErrorCode
+from kgate.storage.entry_formats import EntryUnreadable, decode_entry
 
 from . import handles
 from .waiters import wait_woken

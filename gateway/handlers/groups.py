@@ -9,7 +9,7 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import HeartbeatResponse, JoinGroupResponse, LeaveGroupResponse, SyncGroupResponse
 from kafka.protocol.metadata import FindCoordinatorResponse
 
-from protocol.error_codes import ErrorCode
+from kgate.protocol.error_codes import ErrorCode
 
 from ..groups import GroupError, JoinRequest
 from ..groups.group import GroupState

@@ -21,7 +21,7 @@ NOT_LEADER_OR_FOLLOWER; an unknown one UNKNOWN_TOPIC_OR_PARTITION.
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import OffsetForLeaderEpochResponse
 
-from protocol.error_codes import ErrorCode
+from kgate.protocol.error_codes import ErrorCode
 
 from . import handles
 

@@ -7,9 +7,9 @@ the log start for earliest.
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import ListOffsetsResponse
 
-from protocol.error_codes import ErrorCode
-from protocol import conversion
-from storage.entry_formats import EntryUnreadable, decode_entry
+from kgate.protocol.error_codes import ErrorCode
+from kgate.protocol import conversion
+from kgate.storage.entry_formats import EntryUnreadable, decode_entry
 
 from . import handles
 

@@ -14,7 +14,7 @@ import shutil
 from kafka.protocol.admin import DescribeLogDirsResponse
 from kafka.protocol.api_key import ApiKey
 
-from protocol.error_codes import ErrorCode
+from kgate.protocol.error_codes import ErrorCode
 
 from . import handles
 

@@ -4,8 +4,8 @@ import logging
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.metadata import MetadataResponse
 
-from metadata.cluster import TopicExists, invalid_topic_name
-from protocol.error_codes import ErrorCode
+from kgate.metadata.cluster import TopicExists, invalid_topic_name
+from kgate.protocol.error_codes import ErrorCode
 
 from . import handles
 

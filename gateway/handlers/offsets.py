@@ -7,8 +7,8 @@ request still commits, as in Kafka.
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import OffsetCommitResponse, OffsetDeleteResponse, OffsetFetchResponse
 
-from protocol.error_codes import ErrorCode
-from storage.ledger import LedgerFenced
+from kgate.protocol.error_codes import ErrorCode
+from kgate.storage.ledger import LedgerFenced
 
 from ..groups import GroupError
 from ..groups.records import CommittedOffset, now_ms

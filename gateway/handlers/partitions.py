@@ -18,8 +18,8 @@ from collections import Counter
 from kafka.protocol.admin import CreatePartitionsResponse
 from kafka.protocol.api_key import ApiKey
 
-from metadata.cluster import NotAnIncrease, UnknownTopic
-from protocol.error_codes import ErrorCode
+from kgate.metadata.cluster import NotAnIncrease, UnknownTopic
+from kgate.protocol.error_codes import ErrorCode
 
 from ..broker import InternalTopic
 from . import handles

@@ -13,10 +13,10 @@ import time
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.producer import ProduceResponse
 
-from protocol import message_set, record_batch
-from protocol.error_codes import ErrorCode
-from storage.entry_formats import ProducedRecords
-from storage.ledger import LedgerFenced
+from kgate.protocol import message_set, record_batch
+from kgate.protocol.error_codes import ErrorCode
+from kgate.storage.entry_formats import ProducedRecords
+from kgate.storage.ledger import LedgerFenced
 
 from ..config import COMPRESSION_TYPES
 from ..producer_state import SequenceError

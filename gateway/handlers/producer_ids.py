@@ -8,7 +8,7 @@ keeps its id and gets the next epoch.
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.producer import InitProducerIdResponse
 
-from protocol.error_codes import ErrorCode
+from kgate.protocol.error_codes import ErrorCode
 
 from . import handles
 

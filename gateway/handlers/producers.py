@@ -11,7 +11,7 @@ the log start or were stored in the ``pulsar`` format.
 from kafka.protocol.admin import DescribeProducersResponse
 from kafka.protocol.api_key import ApiKey
 
-from protocol.error_codes import ErrorCode
+from kgate.protocol.error_codes import ErrorCode
 
 from . import handles
 

@@ -16,7 +16,7 @@ Fetch below the start is OFFSET_OUT_OF_RANGE and ListOffsets EARLIEST returns it
 from kafka.protocol.admin import DeleteRecordsResponse
 from kafka.protocol.api_key import ApiKey
 
-from protocol.error_codes import ErrorCode
+from kgate.protocol.error_codes import ErrorCode
 
 from . import handles
 

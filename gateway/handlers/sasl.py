@@ -11,7 +11,7 @@ import logging
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
 
-from protocol.error_codes import ErrorCode
+from kgate.protocol.error_codes import ErrorCode
 
 from .. import sasl
 from . import handles

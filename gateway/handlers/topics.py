@@ -6,8 +6,8 @@ store, not from broker replicas, so any positive factor is honoured by construct
 from kafka.protocol.admin import CreateTopicsResponse, DeleteTopicsResponse
 from kafka.protocol.api_key import ApiKey
 
-from metadata.cluster import TopicExists, UnknownTopic, invalid_topic_name
-from protocol.error_codes import ErrorCode
+from kgate.metadata.cluster import TopicExists, UnknownTopic, invalid_topic_name
+from kgate.protocol.error_codes import ErrorCode
 
 from ..broker import InternalTopic
 from ..config import ConfigError, ConfigSource, check_topic_config

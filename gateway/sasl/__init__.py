@@ -5,12 +5,12 @@ requests, or raw frames after SaslHandshake v0) that answers server tokens until
 succeeds or raises :class:`AuthenticationFailed`. Credentials come from the metadata
 store on every login, so users added or removed by the CLI take effect at once.
 """
-from .credentials import SCRAM_MECHANISMS, CredentialStore
+from kgate.protocol.security import SASL_MECHANISMS as MECHANISMS
+
+from .credentials import CredentialStore
 from .mechanism import AuthenticationFailed, Mechanism
 from .plain import PlainMechanism
 from .scram import ScramMechanism
-
-MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS)
 
 
 def start(name: str, credentials: CredentialStore) -> Mechanism:

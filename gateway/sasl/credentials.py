@@ -13,10 +13,10 @@ import os
 from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
-from metadata.store import BadVersion, MetadataStore, NodeExists, NoNode
+from kgate.metadata.store import BadVersion, MetadataStore, NodeExists, NoNode
+from kgate.protocol.security import SCRAM_MECHANISMS
 
 USERS = "/config/users"
-SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 _HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 # Kafka's minimum for SCRAM iterations, and what its tools use by default.
 MIN_ITERATIONS = 4096

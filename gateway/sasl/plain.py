@@ -4,7 +4,9 @@ Kafka reads PLAIN passwords from a JAAS file; kgate keeps one salted credential 
 user for every mechanism, so the CLI manages PLAIN and SCRAM users alike and no
 password is ever stored. PLAIN sends the password itself: use it over TLS.
 """
-from .credentials import SCRAM_MECHANISMS, CredentialStore
+from kgate.protocol.security import SCRAM_MECHANISMS
+
+from .credentials import CredentialStore
 from .mechanism import AuthenticationFailed, Mechanism
 
 INVALID = "Authentication failed: Invalid username or password"

@@ -4,6 +4,7 @@ Each job is a function of a SparkSession and the data source's options that star
 streaming query and returns it, so it can run inside a larger Spark application as
 well as from the command line.
 """
+from .. import FORMAT, register
 
 
 def session(app_name: str, master: str = "local[*]", conf: dict | None = None):
@@ -24,6 +25,14 @@ def session(app_name: str, master: str = "local[*]", conf: dict | None = None):
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def read_stream(spark, options: dict):
+    """The streaming records ``options`` ask for. The job registers the data source
+    itself, so it runs however kgate was installed (Spark's discovery of
+    ``pyspark_kgate`` needs the module on a plain ``sys.path`` directory)."""
+    register(spark)
+    return spark.readStream.format(FORMAT).options(**options).load()
 
 
 def start(writer, available_now: bool, interval_ms: int | None):

@@ -11,8 +11,7 @@ never see a file from a batch that did not commit.
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from .. import FORMAT
-from . import start
+from . import read_stream, start
 
 PARTITION_COLUMNS = ("topic", "date")
 
@@ -24,8 +23,7 @@ def event_date(timestamp: Column) -> Column:
 
 def landing_frame(spark: SparkSession, options: dict) -> DataFrame:
     """The records to land, with every column of the source and their event date."""
-    records = spark.readStream.format(FORMAT).options(**options).load()
-    return records.withColumn("date", event_date(F.col("timestamp")))
+    return read_stream(spark, options).withColumn("date", event_date(F.col("timestamp")))
 
 
 def land(spark: SparkSession, options: dict, output: str, checkpoint: str, available_now: bool = True,

@@ -14,12 +14,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from .. import FORMAT
-from . import start
+from . import read_stream, start
 
 
 def minute_counts_frame(spark: SparkSession, options: dict, watermark: str = "10 minutes") -> DataFrame:
-    records = spark.readStream.format(FORMAT).options(**options).load()
-    counts = (records.withWatermark("timestamp", watermark)
+    counts = (read_stream(spark, options).withWatermark("timestamp", watermark)
               .groupBy(F.window("timestamp", "1 minute"), "topic", "key").count())
     value = F.to_json(F.struct(F.unix_millis(F.col("window.start")).alias("minute"), "topic",
                                F.col("key").cast("string").alias("key"), "count"))

@@ -15,10 +15,10 @@ import logging
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
-from protocol import conversion
-from protocol.message_set import MessageSet
-from protocol.record import Record
-from protocol.record_batch import BatchHeader
+from kgate.protocol import conversion
+from kgate.protocol.message_set import MessageSet
+from kgate.protocol.record import Record
+from kgate.protocol.record_batch import BatchHeader
 
 log = logging.getLogger(__name__)
 

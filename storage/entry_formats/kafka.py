@@ -5,8 +5,8 @@ and partitionLeaderEpoch are set, and served to magic-2 readers byte for byte. A
 legacy message set is stored at its own magic with offsets assigned as Kafka assigns
 them; only readers too old for what is stored pay for a conversion.
 """
-from protocol import conversion, message_set
-from protocol.record_batch import COMPRESSION_MASK, LOG_OVERHEAD, ZSTD, assigned_prefix
+from kgate.protocol import conversion, message_set
+from kgate.protocol.record_batch import COMPRESSION_MASK, LOG_OVERHEAD, ZSTD, assigned_prefix
 
 from . import EntryFormat, EntryUnreadable, ProducedRecords, register
 

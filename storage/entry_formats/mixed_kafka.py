@@ -7,7 +7,7 @@ than ``producer`` recompresses. Magic-2 batches already in the wanted codec are
 stored as sent once their records have been read, so readers of the log only ever
 meet magic-2 batches. The price is per-record work on every produce.
 """
-from protocol import conversion
+from kgate.protocol import conversion
 
 from . import ProducedRecords, register
 from .kafka import KafkaFormat

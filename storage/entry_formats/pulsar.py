@@ -83,8 +83,8 @@ import lz4.block
 import zstandard
 from crc32c import crc32c
 
-from protocol import conversion
-from protocol.record import Record
+from kgate.protocol import conversion
+from kgate.protocol.record import Record
 
 from . import EntryFormat, ProducedRecords, register
 from .protobuf_wire import LEN, VARINT, fields, read_varint, tag, varint

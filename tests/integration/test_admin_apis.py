@@ -17,8 +17,8 @@ from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest, OffsetForL
 from kafka.protocol.metadata import MetadataRequest
 from kafka.structs import TopicPartition as KTopicPartition
 
-from protocol.api_versions import SUPPORTED
-from protocol.error_codes import ErrorCode
+from kgate.protocol.api_versions import SUPPORTED
+from kgate.protocol.error_codes import ErrorCode
 from tests.support import records
 from tests.support.clients import create_topic
 from tests.support.wire import Wire

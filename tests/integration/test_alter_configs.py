@@ -13,8 +13,8 @@ from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, 
                                   ResourceType)
 from kafka.protocol.admin import AlterConfigsRequest, IncrementalAlterConfigsRequest
 
-from gateway.config import BROKER_SETTINGS
-from protocol.error_codes import ErrorCode
+from kgate.gateway.config import BROKER_SETTINGS
+from kgate.protocol.error_codes import ErrorCode
 from tests.support.clients import create_topic
 from tests.support.member_process import wait_for
 from tests.support.wire import Wire

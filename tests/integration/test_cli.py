@@ -25,7 +25,7 @@ FAST_GROUPS = {"group.initial.rebalance.delay.ms": 0}
 def kgate(*args, input=None, timeout=60) -> subprocess.CompletedProcess:
     """The CLI as a script runs it; stdin is never a terminal (input, or /dev/null)."""
     stdin = {"input": input} if input is not None else {"stdin": subprocess.DEVNULL}
-    return subprocess.run([sys.executable, "-m", "gateway.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "kgate", *args], capture_output=True, text=True,
                           timeout=timeout, cwd=ROOT, **stdin)
 
 
@@ -286,7 +286,7 @@ def test_every_command_has_help():
     commands = [("topics", a) for a in ("create", "list", "describe", "delete", "alter-config", "add-partitions")]
     commands += [("groups", a) for a in ("list", "describe", "delete", "reset-offsets")]
     commands += [("produce",), ("consume",), ("brokers", "list")]
-    running = {c: subprocess.Popen([sys.executable, "-m", "gateway.cli", *c, "--help"], cwd=ROOT, text=True,
+    running = {c: subprocess.Popen([sys.executable, "-m", "kgate", *c, "--help"], cwd=ROOT, text=True,
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE) for c in commands}
     for command, process in running.items():
         out, err = process.communicate(timeout=60)
@@ -299,7 +299,7 @@ def test_every_command_has_help():
 @pytest.fixture
 def secured(broker_factory, tmp_path):
     data_dir = str(tmp_path / "secured")
-    subprocess.run([sys.executable, "-m", "gateway.cli", "users", "--data-dir", data_dir, "add", USER,
+    subprocess.run([sys.executable, "-m", "kgate", "users", "--create", "--data-dir", data_dir, "add", USER,
                     "--password", PASSWORD], capture_output=True, text=True, timeout=60, check=True, cwd=ROOT)
     return broker_factory("secured", listeners=("SASL_PLAINTEXT",))
 

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from storage import entry_formats
+from kgate.storage import entry_formats
 from tests.support import records
 from tests.support.clients import ConfluentClient, create_topic
 from tests.support.compat_matrix import clients
@@ -105,7 +105,7 @@ SASL_CELLS = [
 @pytest.mark.parametrize("client, sasl", SASL_CELLS, ids=[f"{c.name}-{s.mechanism}" for c, s in SASL_CELLS])
 def test_old_clients_log_in(broker_factory, tmp_path, client, sasl):
     data_dir = str(tmp_path / "sasl")
-    subprocess.run([sys.executable, "-m", "gateway.cli", "users", "--data-dir", data_dir, "add", USER,
+    subprocess.run([sys.executable, "-m", "kgate", "users", "--create", "--data-dir", data_dir, "add", USER,
                     "--password", PASSWORD], check=True, capture_output=True, timeout=60)
     broker = broker_factory("sasl", listeners=("SASL_PLAINTEXT",))
     address = broker.address("SASL_PLAINTEXT")

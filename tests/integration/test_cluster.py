@@ -14,7 +14,7 @@ from kafka.protocol.producer import ProduceRequest
 from confluent_kafka.admin import NewTopic
 from kazoo.client import KazooClient
 
-from protocol.error_codes import ErrorCode
+from kgate.protocol.error_codes import ErrorCode
 from tests.support import records as R
 from tests.support.cluster import SESSION_TIMEOUT_MS, AckedProducer, KgateCluster, check_delivery, read_all
 from tests.support.member_process import wait_for

@@ -5,7 +5,7 @@ import threading
 import pytest
 from kafka.protocol.producer import ProduceRequest
 
-from protocol.error_codes import ErrorCode
+from kgate.protocol.error_codes import ErrorCode
 from tests.support.broker_process import BrokerProcess
 from tests.support.clients import create_topic
 from tests.support.cluster import SESSION_TIMEOUT_MS

@@ -7,7 +7,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 from kafka.protocol.consumer import FetchRequest
 
-from protocol import record_batch
+from kgate.protocol import record_batch
 from tests.support import records
 from tests.support.clients import ConfluentClient, create_topic
 from tests.support.wire import Wire

@@ -20,10 +20,10 @@ from kafka.protocol.consumer import ListOffsetsRequest
 from kafka.protocol.metadata import ApiVersionsRequest
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
-from protocol.api_versions import SUPPORTED, is_supported
-from protocol.error_codes import ErrorCode
-from protocol.messages import REQUESTS
-from protocol.record_batch import CRC_START, HEADER_SIZE
+from kgate.protocol.api_versions import SUPPORTED, is_supported
+from kgate.protocol.error_codes import ErrorCode
+from kgate.protocol.messages import REQUESTS
+from kgate.protocol.record_batch import CRC_START, HEADER_SIZE
 from tests.support.wire import TIMEOUT, Wire, connect, encode_request, read_response
 from tests.unit.record_batches import CODECS, build_batch
 from tests.unit.request_frames import frame, metadata_request, produce_request, request_header

@@ -13,7 +13,7 @@ from kafka.protocol.consumer import SyncGroupRequest as SyncGroup
 from kafka.protocol.metadata import FindCoordinatorRequest as FindCoordinator
 from kafka.protocol.metadata import MetadataRequest as Metadata
 
-from protocol.error_codes import ErrorCode
+from kgate.protocol.error_codes import ErrorCode
 from tests.support.clients import create_topic
 from tests.support.member_process import wait_for
 from tests.support.wire import Wire, encode_request

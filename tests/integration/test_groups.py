@@ -10,7 +10,7 @@ from kafka.admin import KafkaAdminClient
 from kafka.errors import InconsistentGroupProtocolError
 from kafka.structs import TopicPartition as KTopicPartition
 
-from storage import entry_formats
+from kgate.storage import entry_formats
 from tests.support.clients import ConfluentClient, create_topic
 from tests.support.member_process import MemberProcess, wait_for
 

@@ -8,8 +8,8 @@ from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.protocol.producer import ProduceRequest
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
-from protocol.error_codes import ErrorCode
-from storage import entry_formats
+from kgate.protocol.error_codes import ErrorCode
+from kgate.storage import entry_formats
 from tests.support.clients import create_topic
 from tests.support.wire import Wire
 from tests.unit.record_batches import build_batch, compressible_values

@@ -10,9 +10,9 @@ import uuid
 import pytest
 from kazoo.client import KazooClient
 
-from metadata.store import BadVersion, Node, NodeExists, NoNode, Session, StoreUnavailable
-from metadata.stores.embedded import EmbeddedMetadataStore
-from metadata.stores.zookeeper import ZooKeeperMetadataStore
+from kgate.metadata.store import BadVersion, Node, NodeExists, NoNode, Session, StoreUnavailable
+from kgate.metadata.stores.embedded import EmbeddedMetadataStore
+from kgate.metadata.stores.zookeeper import ZooKeeperMetadataStore
 from tests.support.zookeeper import ZooKeeperServer, free_ports
 
 pytestmark = pytest.mark.slow

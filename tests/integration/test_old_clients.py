@@ -11,7 +11,7 @@ from kafka import KafkaConsumer
 from kafka.structs import OffsetAndMetadata
 from kafka.structs import TopicPartition as KTopicPartition
 
-from storage import entry_formats
+from kgate.storage import entry_formats
 from tests.support import records
 from tests.support.clients import ConfluentClient, KafkaPythonClient, consumed, create_topic
 from tests.support.member_process import wait_for

@@ -2,7 +2,7 @@
 with the topic in every entry format."""
 import pytest
 
-from storage import entry_formats
+from kgate.storage import entry_formats
 from tests.support import records
 from tests.support.clients import CLIENTS, create_topic
 

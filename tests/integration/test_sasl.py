@@ -17,8 +17,8 @@ from kafka import KafkaConsumer, KafkaProducer
 from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
-from protocol.error_codes import ErrorCode
-from protocol.frames import frame_prefix
+from kgate.protocol.error_codes import ErrorCode
+from kgate.protocol.frames import frame_prefix
 from tests.support.member_process import wait_for
 from tests.support.wire import TIMEOUT, encode_request, read_response, recv_exactly
 
@@ -28,7 +28,7 @@ COUNT = 200
 
 
 def kgate_users(data_dir, *args, check=True) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "gateway.cli", "users", "--data-dir", data_dir, *args],
+    return subprocess.run([sys.executable, "-m", "kgate", "users", "--data-dir", data_dir, *args],
                           capture_output=True, text=True, timeout=60, check=check)
 
 
@@ -37,7 +37,7 @@ def secured(broker_factory, tmp_path, request):
     """A broker with PLAINTEXT (for setup), SASL_PLAINTEXT and the given extra listeners, and user alice."""
     settings = getattr(request, "param", {})
     data_dir = str(tmp_path / "secured")
-    kgate_users(data_dir, "add", USER, "--password", PASSWORD)
+    kgate_users(data_dir, "--create", "add", USER, "--password", PASSWORD)
     listeners = ("SASL_PLAINTEXT",) + tuple(settings.pop("listeners", ()))
     return broker_factory("secured", listeners=listeners, **settings)
 
@@ -227,7 +227,7 @@ def certificate(tmp_path_factory) -> tuple[str, str]:
 def test_ssl_and_sasl_ssl_listeners(broker_factory, tmp_path, certificate):
     keystore, ca = certificate
     data_dir = str(tmp_path / "tls")
-    kgate_users(data_dir, "add", USER, "--password", PASSWORD)
+    kgate_users(data_dir, "--create", "add", USER, "--password", PASSWORD)
     broker = broker_factory("tls", listeners=("SSL", "SASL_SSL"), **{"ssl.keystore.location": keystore})
     confluent_round_trip(broker.address("SSL"), "over-tls", **{"security.protocol": "SSL", "ssl.ca.location": ca})
     # Requests far larger than one TLS record or one read of the socket arrive whole.
@@ -247,7 +247,7 @@ def test_ssl_and_sasl_ssl_listeners(broker_factory, tmp_path, certificate):
     ({"sasl.enabled.mechanisms": "PLAIN,GSSAPI"}, "sasl.enabled.mechanisms"),
 ])
 def test_bad_security_settings_stop_start_up_naming_the_setting(tmp_path, settings, named):
-    command = [sys.executable, "-m", "gateway.cli", "serve", "--listen", "SSL://127.0.0.1:0",
+    command = [sys.executable, "-m", "kgate", "serve", "--listen", "SSL://127.0.0.1:0",
                "--data-dir", str(tmp_path / "bad")]
     for key, value in settings.items():
         command += ["--set", f"{key}={value}"]

@@ -7,11 +7,11 @@ import pytest
 from pyspark.errors import PySparkException
 from pyspark.sql import functions as F
 
-import pipeline
-from pipeline.errors import BrokerError
-from pipeline.offsets import PartitionRange
-from pipeline.options import parse_read
-from pipeline.source import read_range
+from kgate import pipeline
+from kgate.pipeline.errors import BrokerError
+from kgate.pipeline.offsets import PartitionRange
+from kgate.pipeline.options import parse_read
+from kgate.pipeline.source import read_range
 from tests.support import records as R
 from tests.support.broker_process import BrokerProcess
 from tests.support.clients import ConfluentClient, create_topic
@@ -204,7 +204,7 @@ def test_write_refuses_a_frame_without_value_or_topic(spark, kgate):
 
 def test_sasl_with_spark_kafka_options(spark, broker_factory, tmp_path):
     """Spark's SASL options (a JAAS login module line) work unchanged."""
-    subprocess.run([sys.executable, "-m", "gateway.cli", "users", "--data-dir", str(tmp_path / "secured"), "add",
+    subprocess.run([sys.executable, "-m", "kgate", "users", "--create", "--data-dir", str(tmp_path / "secured"), "add",
                     "alice", "--password", "alice-secret"], check=True, capture_output=True)
     broker = broker_factory("secured", listeners=("SASL_PLAINTEXT",))
     create_topic(broker.bootstrap, "secret", 3)

@@ -7,7 +7,8 @@ from collections import Counter
 
 from confluent_kafka import Producer
 
-from pipeline.jobs.minute_counts import minute_counts
+from kgate.cli import pipeline_jobs
+from kgate.pipeline.jobs.minute_counts import minute_counts
 from tests.support import records as R
 from tests.support.clients import ConfluentClient, create_topic
 
@@ -21,7 +22,7 @@ MINUTE_MS = 60_000
 def kgate_cli(*args, timeout=240, python_code=None) -> subprocess.CompletedProcess:
     """``kgate`` as a user runs it: no PYSPARK_* settings (the command picks its own Python for Spark)."""
     command = [sys.executable, "-c", python_code, *args] if python_code else \
-        [sys.executable, "-m", "gateway.cli", *args]
+        [sys.executable, "-m", "kgate", *args]
     env = {key: value for key, value in os.environ.items() if not key.startswith("PYSPARK_")}
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=ROOT,
                           env={**env, "SPARK_LOCAL_IP": "127.0.0.1"})
@@ -53,10 +54,11 @@ def test_kgate_pipeline_usage_errors_exit_2_before_spark_starts(kgate, tmp_path)
     assert done.returncode == 2
     assert done.stderr.strip() == "kgate pipeline land: kgate option 'startingOffsets': t-0: offset 'x' is not " \
                                   "an offset, -2 (earliest) or -1 (latest)"
-    without_spark = "import sys; sys.modules['pyspark'] = None; from gateway.cli import main; sys.exit(main())"
+    without_spark = "import sys; sys.modules['pyspark'] = None; from kgate.command import main; sys.exit(main())"
     done = kgate_cli(*land_command(kgate, "t", tmp_path), python_code=without_spark)
     assert done.returncode == 2
-    assert done.stderr.strip() == "kgate pipeline land: Spark is not installed: pip install 'kgate[spark]'"
+    assert done.stderr.strip() == "kgate pipeline land: " + pipeline_jobs.INSTALL_HINT
+    assert "scripts/setup-spark" in pipeline_jobs.INSTALL_HINT  # how to get it from this repository
 
 
 def test_minute_counts_are_written_back_to_a_topic(spark, kgate, topic, tmp_path):

@@ -3,10 +3,10 @@ import pickle
 
 import pytest
 
-from pipeline import offsets as O
-from pipeline.errors import OptionError
-from pipeline.datasource import KgateDataSource
-from pipeline.options import parse_read, parse_write
+from kgate.pipeline import offsets as O
+from kgate.pipeline.errors import OptionError
+from kgate.pipeline.datasource import KgateDataSource
+from kgate.pipeline.options import parse_read, parse_write
 
 from .spark_records import SOURCE_SCHEMA
 

@@ -7,7 +7,7 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 from pyspark.errors import StreamingQueryException
 
-from pipeline.jobs.land import land
+from kgate.pipeline.jobs.land import land
 from tests.support import records as R
 from tests.support.clients import ConfluentClient, create_topic
 

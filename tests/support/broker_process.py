@@ -45,7 +45,7 @@ class BrokerProcess:
 
     def start(self, timeout: float = 30.0) -> "BrokerProcess":
         os.makedirs(self.data_dir, exist_ok=True)
-        command = [sys.executable, "-m", "gateway.cli", "serve", "--listen", f"127.0.0.1:{self.port}",
+        command = [sys.executable, "-m", "kgate", "serve", "--listen", f"127.0.0.1:{self.port}",
                    "--data-dir", self.data_dir]
         for protocol, port in self.ports.items():
             command += ["--listen", f"{protocol}://127.0.0.1:{port}"]

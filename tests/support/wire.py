@@ -9,7 +9,7 @@ import struct
 
 from kafka.protocol.api_key import ApiKey
 
-from protocol.messages import RESPONSES
+from kgate.protocol.messages import RESPONSES
 
 TIMEOUT = 20  # seconds; a bound on waiting for the broker, never an assertion about speed
 

@@ -3,11 +3,11 @@ topic's partition count grown by compare-and-set, the producers DescribeProducer
 lists, and OffsetForLeaderEpoch's answers for a log with one leader epoch."""
 import pytest
 
-from gateway.handlers.leader_epochs import end_offset_for
-from gateway.producer_state import ActiveProducer, ProducerStateTable
-from metadata.cluster import ClusterState, NotAnIncrease, UnknownTopic
-from metadata.stores.embedded import EmbeddedMetadataStore
-from protocol.record_batch import read_header
+from kgate.gateway.handlers.leader_epochs import end_offset_for
+from kgate.gateway.producer_state import ActiveProducer, ProducerStateTable
+from kgate.metadata.cluster import ClusterState, NotAnIncrease, UnknownTopic
+from kgate.metadata.stores.embedded import EmbeddedMetadataStore
+from kgate.protocol.record_batch import read_header
 from tests.unit.record_batches import BASE_TIMESTAMP, build_batch
 from tests.unit.test_managed_ledger import Partition, append, offsets
 

@@ -4,7 +4,7 @@ from collections import Counter
 from hypothesis import given
 from hypothesis import strategies as st
 
-from metadata.assignment import assign
+from kgate.metadata.assignment import assign
 
 brokers = st.sets(st.integers(0, 50), min_size=1, max_size=8)
 

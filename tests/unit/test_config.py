@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from gateway.config import ConfigError, ConfigType, Listener, Settings, config_type
+from kgate.gateway.config import ConfigError, ConfigType, Listener, Settings, config_type
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -117,7 +117,7 @@ def test_bad_listener(listen):
 @pytest.mark.parametrize("override,setting", [("bogus=1", "bogus"), ("num.partitions=0", "num.partitions")])
 def test_kgate_serve_refuses_bad_settings_at_start_up(tmp_path, override, setting):
     result = subprocess.run(
-        [sys.executable, "-m", "gateway.cli", "serve", "--listen", "127.0.0.1:0", "--data-dir", str(tmp_path),
+        [sys.executable, "-m", "kgate", "serve", "--listen", "127.0.0.1:0", "--data-dir", str(tmp_path),
          "--set", override],
         cwd=REPO, capture_output=True, text=True, timeout=60)
     assert result.returncode != 0

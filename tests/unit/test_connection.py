@@ -11,12 +11,12 @@ from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataResponse
 from kafka.protocol.producer import InitProducerIdRequest
 
-from gateway.handlers import Context
-from gateway.handlers.api_versions import api_versions
-from protocol.api_versions import SUPPORTED
-from protocol.connection import ProtocolViolation, RequestReceived, ServerConnection
-from protocol.headers import RequestHeader
-from protocol.messages import REQUESTS
+from kgate.gateway.handlers import Context
+from kgate.gateway.handlers.api_versions import api_versions
+from kgate.protocol.api_versions import SUPPORTED
+from kgate.protocol.connection import ProtocolViolation, RequestReceived, ServerConnection
+from kgate.protocol.headers import RequestHeader
+from kgate.protocol.messages import REQUESTS
 from tests.unit.message_strategies import message
 from tests.unit.record_batches import build_batch
 from tests.support.wire import encode_request

@@ -5,12 +5,12 @@ import types
 
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
-from gateway import connection as connection_module
-from gateway.config import Listener, Settings
-from gateway.connection import KafkaConnection
-from gateway.request_budget import RequestBytesBudget
-from gateway.response_budget import ResponseBytesBudget
-from protocol.frames import RECEIVE_BUFFER_BYTES
+from kgate.gateway import connection as connection_module
+from kgate.gateway.config import Listener, Settings
+from kgate.gateway.connection import KafkaConnection
+from kgate.gateway.request_budget import RequestBytesBudget
+from kgate.gateway.response_budget import ResponseBytesBudget
+from kgate.protocol.frames import RECEIVE_BUFFER_BYTES
 from tests.support.wire import encode_request
 
 

@@ -1,8 +1,8 @@
 """The embedded (SQLite) metadata store: versioned nodes, CAS, children, ephemerals, durability."""
 import pytest
 
-from metadata.store import BadVersion, Node, NodeExists, NoNode
-from metadata.stores.embedded import EmbeddedMetadataStore
+from kgate.metadata.store import BadVersion, Node, NodeExists, NoNode
+from kgate.metadata.stores.embedded import EmbeddedMetadataStore
 
 
 @pytest.fixture

@@ -3,13 +3,13 @@
 The entries are built by the real entry formats; only the ledger around them is
 left out, since the choice under test is the fetch handler's.
 """
-from gateway.handlers.fetch import decode_entries
-from protocol import conversion, record_batch
-from protocol.error_codes import ErrorCode
-from storage import entry_formats
-from storage.entry import EntryHeader
-from storage.entry_formats import ProducedRecords
-from storage.managed_ledger import StoredEntry
+from kgate.gateway.handlers.fetch import decode_entries
+from kgate.protocol import conversion, record_batch
+from kgate.protocol.error_codes import ErrorCode
+from kgate.storage import entry_formats
+from kgate.storage.entry import EntryHeader
+from kgate.storage.entry_formats import ProducedRecords
+from kgate.storage.managed_ledger import StoredEntry
 from tests.unit.record_batches import build_batch
 
 BATCH = build_batch([b"a", b"b"])

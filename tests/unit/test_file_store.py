@@ -9,8 +9,8 @@ from crc32c import crc32c
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from storage.ledger import CorruptLedger, LedgerFenced
-from storage.stores.file_store import FRAME_SIZE, FileLedgerStore
+from kgate.storage.ledger import CorruptLedger, LedgerFenced
+from kgate.storage.stores.file_store import FRAME_SIZE, FileLedgerStore
 
 ENTRIES = [b"first entry", b"", b"third" * 100, bytes(range(256))]
 

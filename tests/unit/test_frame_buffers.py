@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.frames import (OWN_BUFFER_MIN_BYTES, OWN_BUFFER_UPFRONT_BYTES, RECEIVE_BUFFER_BYTES, FrameSplitter,
+from kgate.protocol.frames import (OWN_BUFFER_MIN_BYTES, OWN_BUFFER_UPFRONT_BYTES, RECEIVE_BUFFER_BYTES, FrameSplitter,
                              FrameTooLarge, InvalidFrameSize)
 from tests.unit.request_frames import frame
 

@@ -5,8 +5,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from protocol.frames import FrameSplitter, FrameTooLarge, InvalidFrameSize
-from protocol.headers import MalformedHeader, decode_request_header, encode_response_header, peek_header
+from kgate.protocol.frames import FrameSplitter, FrameTooLarge, InvalidFrameSize
+from kgate.protocol.headers import MalformedHeader, decode_request_header, encode_response_header, peek_header
 from tests.unit.request_frames import frame, request_header, uvarint
 
 MAX = 1024

@@ -2,9 +2,9 @@
 import pytest
 from hypothesis import given, strategies as st
 
-from gateway.groups import records
-from gateway.groups.group import Group, GroupState, IllegalTransition, Member
-from gateway.groups.placement import java_string_hash, partition_for
+from kgate.gateway.groups import records
+from kgate.gateway.groups.group import Group, GroupState, IllegalTransition, Member
+from kgate.gateway.groups.placement import java_string_hash, partition_for
 
 
 def _member(member_id, protocols, instance=None):

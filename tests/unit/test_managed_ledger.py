@@ -4,11 +4,12 @@ import os
 
 import pytest
 
-from metadata.cluster import ClusterState
-from metadata.stores.embedded import EmbeddedMetadataStore
-from storage.entry import EntryHeader
-from storage.managed_ledger import ManagedLedger, RetentionPolicy, RolloverPolicy
-from storage.stores.file_store import FileLedgerStore
+from kgate.gateway.chain_records import MetadataChainRecord
+from kgate.metadata.cluster import ClusterState
+from kgate.metadata.stores.embedded import EmbeddedMetadataStore
+from kgate.storage.entry import EntryHeader
+from kgate.storage.managed_ledger import ManagedLedger, RetentionPolicy, RolloverPolicy
+from kgate.storage.stores.file_store import FileLedgerStore
 
 PAYLOAD = 100
 # Entries carry PAYLOAD bytes; a ledger rolls over once it holds >= 250, so each holds 3 entries.
@@ -28,8 +29,9 @@ class Partition:
     async def open(self, rollover=SMALL_LEDGERS, retention=KEEP_ALL) -> ManagedLedger:
         self.metadata = EmbeddedMetadataStore(os.path.join(self.directory, "metadata.sqlite"))
         cluster = ClusterState(self.metadata)
-        self.ledger = ManagedLedger("t-0", FileLedgerStore(self.ledgers_dir), self.metadata,
-                                    "/managed-ledgers/t/0", lambda: cluster.allocate("ledger-id"),
+        self.ledger = ManagedLedger("t-0", FileLedgerStore(self.ledgers_dir),
+                                    MetadataChainRecord(self.metadata, "/managed-ledgers/t/0"),
+                                    lambda: cluster.allocate("ledger-id"),
                                     rollover=rollover, retention=retention)
         await self.ledger.open()
         return self.ledger

@@ -15,9 +15,9 @@ from kafka.codec import gzip_encode
 from kafka.record import MemoryRecords
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
-from protocol import conversion, message_set
-from protocol.record import Record
-from protocol.record_batch import InvalidBatch, validate
+from kgate.protocol import conversion, message_set
+from kgate.protocol.record import Record
+from kgate.protocol.record_batch import InvalidBatch, validate
 from tests.unit.record_batches import BASE_TIMESTAMP, build_batch, compressible_values
 
 LEGACY_CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3}

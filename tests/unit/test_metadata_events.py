@@ -1,7 +1,7 @@
 """The metadata event manager: one task, events in order, bursts collapsed, failures retried."""
 import asyncio
 
-from metadata.events import Event, EventManager
+from kgate.metadata.events import Event, EventManager
 
 
 async def test_events_are_handled_one_at_a_time_in_order_and_observed():
@@ -47,7 +47,7 @@ async def test_a_burst_of_the_same_event_collapses_into_one_while_it_waits():
 
 
 async def test_a_failed_event_does_not_stop_the_others_and_is_tried_again(monkeypatch):
-    monkeypatch.setattr("metadata.events.RETRY_SECONDS", 0.01)
+    monkeypatch.setattr("kgate.metadata.events.RETRY_SECONDS", 0.01)
     attempts, handled = [], []
 
     async def flaky(key):

@@ -1,5 +1,5 @@
 """BrokerMetrics: per-topic counters keep their Prometheus names and count by topic."""
-from gateway.metrics import BrokerMetrics
+from kgate.gateway.metrics import BrokerMetrics
 
 
 def _sample(metrics: BrokerMetrics, name: str, topic: str) -> float:

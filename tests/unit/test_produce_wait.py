@@ -3,7 +3,7 @@ import asyncio
 
 import pytest
 
-from gateway.handlers.produce import _all_done
+from kgate.gateway.handlers.produce import _all_done
 
 
 async def _let_callbacks_run():

@@ -20,11 +20,11 @@ from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
-from protocol import conversion, message_set, record_batch
-from protocol.record import Record
-from storage import entry_formats
-from storage.entry import EntryHeader
-from storage.entry_formats import EntryUnreadable, ProducedRecords, decode_entry
+from kgate.protocol import conversion, message_set, record_batch
+from kgate.protocol.record import Record
+from kgate.storage import entry_formats
+from kgate.storage.entry import EntryHeader
+from kgate.storage.entry_formats import EntryUnreadable, ProducedRecords, decode_entry
 from tests.unit.record_batches import BASE_TIMESTAMP, CODECS
 
 FORMAT = entry_formats.by_name("pulsar")

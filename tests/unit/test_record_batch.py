@@ -6,7 +6,7 @@ from crc32c import crc32c
 from hypothesis import given
 from hypothesis import strategies as st
 
-from protocol.record_batch import (CRC_START, HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET, InvalidBatch, assigned_prefix,
+from kgate.protocol.record_batch import (CRC_START, HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET, InvalidBatch, assigned_prefix,
                                    iter_headers, validate)
 from tests.unit.record_batches import BASE_TIMESTAMP, CODECS, build_batch, compressible_values, read_batch
 

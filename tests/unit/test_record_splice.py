@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.protocol.consumer import FetchResponse
 
-from protocol.record_splice import SPLICE_MIN_BYTES, encode_fetch_body
+from kgate.protocol.record_splice import SPLICE_MIN_BYTES, encode_fetch_body
 
 R = FetchResponse
 PD = R.FetchableTopicResponse.PartitionData

@@ -14,13 +14,13 @@ from kafka.net.sasl.scram import ScramClient
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
-from gateway.sasl import AuthenticationFailed, CredentialStore, start
-from gateway.sasl.credentials import ScramCredential
-from gateway.sasl.login_limiter import LoginLimiter
-from gateway.sasl.scram import ScramMechanism
-from metadata.stores.embedded import EmbeddedMetadataStore
-from protocol.connection import AuthState, ProtocolViolation, RequestReceived, SaslTokenReceived, ServerConnection
-from protocol.frames import frame_prefix
+from kgate.gateway.sasl import AuthenticationFailed, CredentialStore, start
+from kgate.gateway.sasl.credentials import ScramCredential
+from kgate.gateway.sasl.login_limiter import LoginLimiter
+from kgate.gateway.sasl.scram import ScramMechanism
+from kgate.metadata.stores.embedded import EmbeddedMetadataStore
+from kgate.protocol.connection import AuthState, ProtocolViolation, RequestReceived, SaslTokenReceived, ServerConnection
+from kgate.protocol.frames import frame_prefix
 from tests.support.wire import encode_request
 from tests.unit.request_frames import metadata_request
 

@@ -5,9 +5,8 @@ from . import output
 
 
 def add_parser(commands) -> None:
-    brokers = commands.add_parser("brokers", help="list the cluster's brokers",
-                                  description="Inspect the cluster's brokers over the Kafka protocol.")
-    actions = brokers.add_subparsers(dest="action", required=True, metavar="ACTION")
+    actions = options.family(commands, "brokers", help="list the cluster's brokers",
+                             description="Inspect the cluster's brokers over the Kafka protocol.")
     options.subcommand(actions, "list", "broker ids, advertised addresses, racks and the controller",
                        listing=True)
 

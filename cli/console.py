@@ -25,7 +25,7 @@ PROGRESS_EVERY = 100
 
 def add_parser(commands) -> None:
     produce = options.subcommand(commands, "produce", "send lines from stdin to a topic, one record per line",
-                                 description="Send each line of standard input to TOPIC as one record "
+                                 in_family=False, description="Send each line of standard input to TOPIC as one record "
                                              "(acks=all). Exits 1 if any record was not delivered.")
     produce.add_argument("topic")
     produce.add_argument("--key-separator", metavar="SEP",
@@ -34,7 +34,7 @@ def add_parser(commands) -> None:
     produce.add_argument("--header", action="append", metavar="KEY=VALUE",
                          help="a header on every record (repeatable)")
     produce.add_argument("--partition", type=int, metavar="N", help="send to partition N (default: by key)")
-    consume = options.subcommand(commands, "consume", "print records from a topic",
+    consume = options.subcommand(commands, "consume", "print records from a topic", in_family=False,
                                  description="Print records of TOPIC, from its end unless --from-beginning "
                                              "(with --group: from the group's committed offsets).")
     consume.add_argument("topic")
@@ -112,6 +112,7 @@ def _consume(args) -> None:
     for option in ("max_messages", "timeout_ms"):
         if getattr(args, option) is not None and getattr(args, option) <= 0:
             raise UsageError(f"--{option.replace('_', '-')} must be positive")
+    outage = _Outage("kgate consume")
     consumer = options.connect(args, KafkaConsumer, group_id=args.group, enable_auto_commit=False,
                                allow_auto_create_topics=False,
                                auto_offset_reset="earliest" if args.from_beginning else "latest")
@@ -125,12 +126,33 @@ def _consume(args) -> None:
             assigned = [TopicPartition(args.topic, p) for p in sorted(partitions)]
             consumer.assign(assigned)
             (consumer.seek_to_beginning if args.from_beginning else consumer.seek_to_end)(*assigned)
-        _print_records(args, consumer)
+        with options.ConnectionWatch(on_lost=outage.lost):
+            _print_records(args, consumer, outage)
     finally:
         consumer.close(autocommit=False)
 
 
-def _print_records(args, consumer) -> None:
+class _Outage:
+    """A consumer whose broker went away only polls nothing: say so on stderr, once per
+    outage, so a person or a script's log can tell a dead broker from a quiet topic."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.down = False
+
+    def lost(self, cause) -> None:
+        if not self.down:
+            self.down = True
+            output.note(f"{self.name}: lost the connection to the broker ({options.reason(cause)}); "
+                        f"still trying")
+
+    def records_arrived(self) -> None:
+        if self.down:
+            self.down = False
+            output.note(f"{self.name}: connected again")
+
+
+def _print_records(args, consumer, outage: _Outage) -> None:
     """Poll and print until --max-messages or --timeout-ms of silence; commit what was printed (--group)."""
     printed, pending = 0, {}
     last_record = last_commit = time.monotonic()
@@ -144,6 +166,8 @@ def _print_records(args, consumer) -> None:
                         break
                     wait_ms = max(1, min(POLL_MS, int(args.timeout_ms - idle_ms)))
                 batches = consumer.poll(timeout_ms=wait_ms)
+                if batches:
+                    outage.records_arrived()
                 for record in (r for records in batches.values() for r in records):
                     if args.max_messages is not None and printed >= args.max_messages:
                         break

@@ -10,6 +10,7 @@ import argparse
 import logging
 import os
 import re
+import socket
 import sys
 import time
 
@@ -17,8 +18,8 @@ import kafka.errors as Errors
 from kafka import KafkaAdminClient
 from kafka.net.compat import KafkaNetClient
 
-from ..config import SECURITY_PROTOCOLS
-from ..sasl import MECHANISMS
+from kgate.protocol.security import SASL_MECHANISMS, SECURITY_PROTOCOLS
+
 from . import output
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_CONNECT = 0, 1, 2, 3
@@ -58,33 +59,51 @@ class ConnectError(CommandError):
     exit_code = EXIT_CONNECT
 
 
-def parser() -> argparse.ArgumentParser:
-    """A parent parser with the connection options, for every client subcommand's parser."""
+def parser(defaults: bool = True) -> argparse.ArgumentParser:
+    """A parent parser with the connection options.
+
+    They are accepted before a family's action and after it (``kgate topics
+    --bootstrap-server B list`` and ``kgate topics list --bootstrap-server B``): the
+    family's parser holds the defaults, and its actions' parsers take the same options
+    without defaults (``defaults=False``), so an action sets only what it was given.
+    """
+    def default(value):
+        return value if defaults else argparse.SUPPRESS
+
     parent = argparse.ArgumentParser(add_help=False)
     group = parent.add_argument_group("connection")
-    group.add_argument("--bootstrap-server", metavar="HOST:PORT", default=DEFAULT_BOOTSTRAP,
+    group.add_argument("--bootstrap-server", metavar="HOST:PORT", default=default(DEFAULT_BOOTSTRAP),
                        help=f"a broker to start from; several may be given comma-separated "
                             f"(default {DEFAULT_BOOTSTRAP})")
-    group.add_argument("--security-protocol", choices=SECURITY_PROTOCOLS, default="PLAINTEXT",
+    group.add_argument("--security-protocol", choices=SECURITY_PROTOCOLS, default=default("PLAINTEXT"),
                        help="how to talk to the brokers (default PLAINTEXT)")
-    group.add_argument("--sasl-mechanism", choices=MECHANISMS,
+    group.add_argument("--sasl-mechanism", choices=SASL_MECHANISMS, default=default(None),
                        help="SASL mechanism for SASL_PLAINTEXT and SASL_SSL (default PLAIN)")
-    group.add_argument("--sasl-username", metavar="NAME")
-    group.add_argument("--sasl-password", metavar="PASSWORD",
+    group.add_argument("--sasl-username", metavar="NAME", default=default(None))
+    group.add_argument("--sasl-password", metavar="PASSWORD", default=default(None),
                        help=f"SASL password (default: the {PASSWORD_VARIABLE} environment variable, "
                             f"which keeps it out of the process list)")
-    group.add_argument("--ssl-cafile", metavar="PEM",
+    group.add_argument("--ssl-cafile", metavar="PEM", default=default(None),
                        help="CA certificates to verify the brokers with, for SSL and SASL_SSL "
                             "(default: the system's)")
-    group.add_argument("--connect-timeout-ms", type=int, default=DEFAULT_CONNECT_TIMEOUT_MS, metavar="MS",
+    group.add_argument("--connect-timeout-ms", type=int, default=default(DEFAULT_CONNECT_TIMEOUT_MS), metavar="MS",
                        help=f"give up (exit 3) when no broker answers within this "
                             f"(default {DEFAULT_CONNECT_TIMEOUT_MS})")
     return parent
 
 
-def subcommand(actions, name: str, help: str, description: str | None = None, listing: bool = False):
-    """A client subcommand's parser: its help, the connection options, ``--output`` if it lists."""
-    sub = actions.add_parser(name, help=help, description=description or help, parents=[parser()])
+def family(commands, name: str, help: str, description: str, dest: str = "action"):
+    """A family of client commands (``topics``, ``groups``, ...): its parser takes the
+    connection options too; returns where its actions (``args.<dest>``) are added."""
+    parent = commands.add_parser(name, help=help, description=description, parents=[parser()])
+    return parent.add_subparsers(dest=dest, required=True, metavar=dest.upper())
+
+
+def subcommand(actions, name: str, help: str, description: str | None = None, listing: bool = False,
+               in_family: bool = True):
+    """A client subcommand's parser: its help, the connection options, ``--output`` if it lists.
+    ``in_family``: an action of a family, whose parser holds the options' defaults."""
+    sub = actions.add_parser(name, help=help, description=description or help, parents=[parser(not in_family)])
     if listing:
         output.add_option(sub)
     return sub
@@ -118,15 +137,17 @@ def kafka_config(args) -> dict:
     return config
 
 
-class _ConnectWatch(logging.Handler):
-    """Remembers why kafka-python's bootstrap attempts failed.
+class ConnectionWatch(logging.Handler):
+    """Remembers why kafka-python's connections failed, and says so to ``on_lost``.
 
     kafka-python retries a failed bootstrap (refused connection, failed login) until
-    its timeout and then raises only "Unable to bootstrap"; the cause is in its log.
+    its timeout and then raises only "Unable to bootstrap", and a consumer whose broker
+    went away just polls nothing: the cause is only in its log.
     """
 
-    def __init__(self):
+    def __init__(self, on_lost=None):
         super().__init__(logging.WARNING)
+        self.on_lost = on_lost
         self.cause: BaseException | None = None
         self.auth_failure: BaseException | None = None
 
@@ -136,6 +157,32 @@ class _ConnectWatch(logging.Handler):
                 self.auth_failure = self.auth_failure or arg
             elif isinstance(arg, Errors.KafkaConnectionError):
                 self.cause = arg
+                if self.on_lost is not None:
+                    self.on_lost(arg)
+
+    def __enter__(self):
+        logging.getLogger("kafka").addHandler(self)
+        return self
+
+    def __exit__(self, *exc):
+        logging.getLogger("kafka").removeHandler(self)
+        return False
+
+
+def _all_refused(bootstrap: str) -> bool:
+    """Whether every bootstrap address refuses a TCP connection right now: nothing
+    listens there (a stopped broker, a wrong port), so waiting out the connect
+    timeout cannot help."""
+    for address in bootstrap.split(","):
+        host, _, port = address.strip().rpartition(":")
+        try:
+            socket.create_connection((host.strip("[]"), int(port)), timeout=1).close()
+        except ConnectionRefusedError:
+            continue
+        except (OSError, ValueError):
+            return False
+        return False
+    return True
 
 
 class _NetClients:
@@ -165,28 +212,26 @@ def connect(args, factory, **settings):
     """
     config = {**kafka_config(args), "reconnect_backoff_ms": 1000, "reconnect_backoff_max_ms": 1000,
               **settings}
-    watch = _ConnectWatch()
-    kafka_logger = logging.getLogger("kafka")
-    kafka_logger.addHandler(watch)
     deadline = time.monotonic() + args.connect_timeout_ms / 1000
     slice_ms = 500
-    try:
+    with ConnectionWatch() as watch:
         while True:
             remaining_ms = int((deadline - time.monotonic()) * 1000)
             clients = _NetClients()
             try:
-                return factory(**config, kafka_client=clients, bootstrap_timeout_ms=max(1, min(slice_ms, remaining_ms)))
+                return factory(**config, kafka_client=clients,
+                               bootstrap_timeout_ms=max(1, min(slice_ms, remaining_ms)))
             except Errors.KafkaTimeoutError:
                 clients.close()
             if watch.auth_failure is not None:
                 raise ConnectError(f"authentication failed at {args.bootstrap_server}: {reason(watch.auth_failure)}")
+            if watch.cause is not None and _all_refused(args.bootstrap_server):
+                raise ConnectError(f"cannot connect to {args.bootstrap_server}: connection refused")
             if time.monotonic() >= deadline:
                 cause = f": {reason(watch.cause)}" if watch.cause is not None else ""
                 raise ConnectError(f"cannot connect to {args.bootstrap_server} "
                                    f"within {args.connect_timeout_ms} ms{cause}")
             slice_ms *= 2
-    finally:
-        kafka_logger.removeHandler(watch)
 
 
 def admin(args) -> KafkaAdminClient:

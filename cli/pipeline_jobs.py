@@ -1,6 +1,7 @@
 """``kgate pipeline land|minute-counts``: the Spark pipeline jobs from the command line.
 
-Spark is an optional extra (``pip install kgate[spark]``), so pyspark is imported only
+Spark is an optional extra (``scripts/setup-spark`` in a checkout, or
+``pip install '.[spark]'``), so pyspark is imported only
 once a job is about to run, and its absence is a usage error (exit 2) that says how
 to install it. The connection options are those of every client command, turned into
 the data source's ``kafka.*`` options; the data source's options are checked before
@@ -8,17 +9,20 @@ Spark starts, so a typo costs no JVM start-up. A job that fails prints the data
 source's own message: exit 3 when the brokers could not be reached, 1 otherwise.
 """
 
+from kgate.pipeline import errors
+
 from . import client_options as options
 from .client_options import ConnectError, Failed, UsageError
 
-INSTALL_HINT = "Spark is not installed: pip install 'kgate[spark]'"
+INSTALL_HINT = ("Spark is not installed: run scripts/setup-spark in the kgate checkout "
+                "(or pip install '.[spark]' there)")
 
 
 def add_parser(commands) -> None:
-    pipeline = commands.add_parser("pipeline", help="run a Spark pipeline job over topics (needs kgate[spark])",
-                                   description="Run a Spark Structured Streaming job on the kgate data source "
-                                               "(works against any Kafka cluster). Needs kgate[spark].")
-    jobs = pipeline.add_subparsers(dest="job", required=True, metavar="JOB")
+    jobs = options.family(commands, "pipeline", help="run a Spark pipeline job over topics (needs the Spark extra)",
+                          description="Run a Spark Structured Streaming job on the kgate data source "
+                                      "(works against any Kafka cluster). Needs the Spark extra: "
+                                      "scripts/setup-spark in a checkout.", dest="job")
     land = options.subcommand(jobs, "land", "land topics into Parquet, partitioned by topic and event date",
                               description="Land topics into Parquet under OUTPUT/topic=T/date=YYYY-MM-DD/ "
                                           "(the record timestamp's UTC date), exactly once: a run resumes "
@@ -81,8 +85,7 @@ def run(args) -> int:
 
 
 def _run(args) -> None:
-    from pipeline.errors import OptionError
-    from pipeline.options import parse_read
+    from kgate.pipeline.options import parse_read
 
     try:
         import pyspark  # noqa: F401  (only to learn whether the extra is installed)
@@ -93,11 +96,11 @@ def _run(args) -> None:
         raise UsageError("--interval-ms must be positive")
     try:
         parse_read(source, streaming=True)
-    except OptionError as exc:
+    except errors.OptionError as exc:
         raise UsageError(str(exc)) from None
-    from pipeline import jobs
-    from pipeline.jobs.land import land
-    from pipeline.jobs.minute_counts import minute_counts
+    from kgate.pipeline import jobs
+    from kgate.pipeline.jobs.land import land
+    from kgate.pipeline.jobs.minute_counts import minute_counts
 
     spark = jobs.session(f"kgate-{args.job}", args.master, options.key_values(args.conf, "--conf"))
     try:
@@ -121,10 +124,11 @@ def _run(args) -> None:
 def _job_failure(exc: Exception):
     """The data source's own line out of Spark's report, as ConnectError or Failed."""
     text = str(exc)
-    lines = [line.strip() for line in text.splitlines() if "pipeline.errors." in line]
+    prefix = f"{errors.__name__}."
+    lines = [line.strip() for line in text.splitlines() if prefix in line]
     line = lines[0] if lines else (text.strip().splitlines() or [type(exc).__name__])[0]
-    line = line[line.find("pipeline.errors."):] if "pipeline.errors." in line else line
+    line = line[line.find(prefix):] if prefix in line else line
     kind, _, message = line.partition(": ")
-    if kind == "pipeline.errors.BrokerError":
+    if kind == prefix + errors.BrokerError.__name__:
         return ConnectError(message)
-    return Failed(message if kind.startswith("pipeline.errors.") else line)
+    return Failed(message if kind.startswith(prefix) else line)

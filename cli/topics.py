@@ -18,9 +18,8 @@ GLOB_CHARACTERS = "*?["
 
 
 def add_parser(commands) -> None:
-    topics = commands.add_parser("topics", help="create, list, describe, alter and delete topics",
-                                 description="Manage topics over the Kafka protocol (works against any Kafka cluster).")
-    actions = topics.add_subparsers(dest="action", required=True, metavar="ACTION")
+    actions = options.family(commands, "topics", help="create, list, describe, alter and delete topics",
+                             description="Manage topics over the Kafka protocol (works against any Kafka cluster).")
     create = options.subcommand(actions, "create", "create a topic")
     create.add_argument("name")
     create.add_argument("--partitions", type=int, default=-1, metavar="N",

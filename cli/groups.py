@@ -22,10 +22,9 @@ COMMIT_CHUNK = 500  # partitions per OffsetCommit, so a large reset shows progre
 
 
 def add_parser(commands) -> None:
-    groups = commands.add_parser("groups", help="list, describe, delete consumer groups and reset their offsets",
-                                 description="Manage consumer groups over the Kafka protocol "
-                                             "(works against any Kafka cluster).")
-    actions = groups.add_subparsers(dest="action", required=True, metavar="ACTION")
+    actions = options.family(commands, "groups", help="list, describe, delete consumer groups and reset their offsets",
+                             description="Manage consumer groups over the Kafka protocol "
+                                         "(works against any Kafka cluster).")
     options.subcommand(actions, "list", "list consumer groups and their states", listing=True)
     describe = options.subcommand(actions, "describe", "state, members, committed offsets and lag",
                                   description="Describe a group: its state and members, and per partition the "

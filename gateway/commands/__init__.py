@@ -1,1 +1,0 @@
-"""``kgate`` subcommands other than ``serve``, one module per family of commands."""

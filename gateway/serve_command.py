@@ -1,0 +1,58 @@
+"""``kgate serve``: run a broker, its settings from a TOML file, ``--set`` and a few flags.
+
+The flags are shorthands for settings (``--metadata`` is ``kgate.metadata``, ...), so
+every way of configuring a broker ends in one ``Settings`` checked at start-up.
+"""
+import asyncio
+import sys
+
+from kgate.metadata.cluster import DuplicateBroker
+
+from . import logs
+from .config import ConfigError, Settings
+from .server import serve
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def add_parser(commands) -> None:
+    run = commands.add_parser("serve", help="run a broker",
+                              description="Run a broker (single node, embedded metadata, file ledgers by default).")
+    run.add_argument("--listen", action="append", metavar="[PROTOCOL://]HOST:PORT",
+                     help="address to listen on, PLAINTEXT unless PROTOCOL is SASL_PLAINTEXT, SSL or SASL_SSL "
+                          "(repeatable; port 0 picks a free port; default 127.0.0.1:9092)")
+    run.add_argument("--data-dir", metavar="DIR", help="where metadata and ledgers live (default ./kgate-data)")
+    run.add_argument("--config", metavar="FILE", help="TOML file of settings")
+    run.add_argument("--set", action="append", metavar="KEY=VALUE", dest="overrides", default=[],
+                     help="override one setting (repeatable)")
+    run.add_argument("--metrics", metavar="HOST:PORT",
+                     help="serve Prometheus metrics at http://HOST:PORT/metrics (kgate.metrics.listener)")
+    run.add_argument("--metadata", metavar="embedded|zookeeper://HOST:PORT[,...][/CHROOT]",
+                     help="the metadata store (kgate.metadata; default embedded, in the data directory)")
+    run.add_argument("--storage", metavar="file:DIR",
+                     help="the ledger store, shared by every broker of a cluster (kgate.storage; "
+                          "default file:<data-dir>/ledgers)")
+    run.add_argument("--broker-id", metavar="N", help="this broker's id (broker.id; default derived once, then kept)")
+    run.add_argument("--advertise", metavar="HOST:PORT",
+                     help="the address clients are told to use (advertised.listeners)")
+
+
+def run(args) -> int:
+    try:
+        flags = {"kgate.metrics.listener": args.metrics, "kgate.metadata": args.metadata,
+                 "kgate.storage": args.storage, "broker.id": args.broker_id, "advertised.listeners": args.advertise}
+        overrides = args.overrides + [f"{key}={value}" for key, value in flags.items() if value is not None]
+        settings = Settings.load(args.listen, args.data_dir, args.config, overrides)
+    except ConfigError as exc:
+        print(f"kgate: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    logs.configure(settings["log.level"])
+    try:
+        asyncio.run(serve(settings))
+    except (ConfigError, DuplicateBroker) as exc:
+        print(f"kgate: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as exc:
+        print(f"kgate: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK

@@ -1,0 +1,45 @@
+"""The ``kgate`` command: the broker's own commands beside the client commands.
+
+``serve`` and ``users`` act on a broker and its metadata store, so they come from
+the server (``kgate.gateway``); every other command speaks the Kafka protocol to any
+cluster and comes from ``kgate.cli``. This is the one module that sees both.
+"""
+import argparse
+
+from kgate import cli
+from kgate.gateway import serve_command
+from kgate.gateway.sasl import users_command
+
+COMMANDS = (serve_command, users_command, *cli.FAMILIES)
+
+
+def parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(prog="kgate", description="A Kafka-protocol gateway over a shared log.")
+    commands = root.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module in COMMANDS:
+        before = set(commands.choices)
+        module.add_parser(commands)
+        for name in set(commands.choices) - before:
+            commands.choices[name].set_defaults(run=module.run)
+    _mark_leaves(root)
+    return root
+
+
+def _mark_leaves(node: argparse.ArgumentParser) -> None:
+    """Let each command that takes no further subcommand know its own parser, so
+    arguments no level recognised are reported with that command's usage, not the
+    top level's (argparse hands them up to the root)."""
+    children = [a for a in node._actions if isinstance(a, argparse._SubParsersAction)]
+    if not children:
+        node.set_defaults(command_parser=node)
+    for action in children:
+        for child in set(action.choices.values()):
+            _mark_leaves(child)
+
+
+def main(argv=None) -> int:
+    args, unknown = parser().parse_known_args(argv)
+    if unknown:
+        args.command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    return args.run(args)
+
