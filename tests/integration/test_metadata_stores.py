@@ -5,6 +5,8 @@ version, ephemeral nodes, children, recursive delete, persistent watches that fi
 after a change, and (ZooKeeper) session states.
 """
 import asyncio
+import subprocess
+import sys
 import uuid
 
 import pytest
@@ -153,3 +155,16 @@ async def test_a_zookeeper_call_while_the_ensemble_is_gone_fails_instead_of_hang
     finally:
         server.stop()
         await store.close()
+
+
+def test_kgate_users_refuses_a_chroot_that_holds_no_cluster(zookeeper):
+    chroot = f"zookeeper://{zookeeper.address}/nobody-{uuid.uuid4().hex[:8]}"
+
+    def users(*args):
+        return subprocess.run([sys.executable, "-m", "kgate", "users", "--metadata", chroot, *args],
+                              capture_output=True, text=True, timeout=60)
+
+    refused = users("list")
+    assert refused.returncode == 2 and f"{chroot} holds no kgate cluster" in refused.stderr, refused
+    assert users("--create", "add", "alice", "--password", "secret").returncode == 0
+    assert users("list").stdout.split()[-2] == "alice"
