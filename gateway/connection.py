@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 from kafka.protocol.api_key import ApiKey
 
-from kgate.protocol.connection import AuthState, ProtocolViolation, SaslTokenReceived, ServerConnection
+from kgate.protocol.connection import (AuthState, LocalProtocolError, ProtocolViolation, SaslTokenReceived,
+                                       ServerConnection, Waiting)
 
 from .handlers import Context, dispatch
 from .handlers.sasl import authenticate
@@ -105,7 +106,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             started = time.monotonic()
             buffered = self._protocol.buffered_bytes
             event = self._protocol.next_event()
-            if event is None:
+            if isinstance(event, Waiting):
                 if self._reading and self._over_limits():
                     # Back-pressure: read no more until answers drain (resumed as they are written).
                     self._reading = False
@@ -259,10 +260,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 and response.error_code != 0:
             self._failed_authentication()
             return False
-        if self.info.mechanism is not None and self.info.mechanism.complete:
-            self._protocol.authenticated()
-        else:
-            self._protocol.resume()
+        try:
+            if self.info.mechanism is not None and self.info.mechanism.complete:
+                self._protocol.authenticated()
+            else:
+                self._protocol.resume()
+        except LocalProtocolError as exc:
+            log.warning("closing connection from %s: %s", self.info.peer, exc)
+            self._transport.close()
+            return False
         self._process()
         return True
 

@@ -12,7 +12,10 @@ v0 (0.10-era clients) switches the connection to raw token frames, a 4-byte leng
 and the token with no Kafka header, until authentication completes. After each
 handshake or token the machine pauses (decodes nothing more) until the I/O layer
 reports the outcome with :meth:`resume` or :meth:`authenticated`, or closes, since a
-client must not send its next token before it has the answer to the last.
+client must not send its next token before it has the answer to the last. As in h11,
+:meth:`next_event` says *why* it has nothing (:data:`NEED_DATA`, :data:`PAUSED`,
+:data:`CLOSED`), and a call the state does not allow raises
+:class:`LocalProtocolError` rather than an ``assert`` that ``python -O`` would drop.
 """
 from dataclasses import dataclass
 from enum import Enum
@@ -24,6 +27,22 @@ from .frames import FrameSplitter, FrameTooLarge, InvalidFrameSize, frame_prefix
 from .headers import MalformedHeader, RequestHeader, decode_request_header, encode_response_header, peek_header
 from .messages import REQUESTS, RESPONSES
 from .record_splice import encode_fetch_body
+
+
+class LocalProtocolError(Exception):
+    """The I/O layer drove the machine out of order (a bug on our side, not the peer's):
+    the connection cannot go on and is closed."""
+
+
+class Waiting(Enum):
+    """Why :meth:`ServerConnection.next_event` has no event."""
+
+    NEED_DATA = "need data"  # no whole frame buffered: read more
+    PAUSED = "paused"        # a SASL outcome is awaited: decode nothing more until it is known
+    CLOSED = "closed"        # a violation ended the connection
+
+
+NEED_DATA, PAUSED, CLOSED = Waiting.NEED_DATA, Waiting.PAUSED, Waiting.CLOSED
 
 
 @dataclass(slots=True)
@@ -81,14 +100,18 @@ class ServerConnection:
 
     def resume(self) -> None:
         """The handshake or token was accepted and the exchange goes on."""
-        assert self._state is AuthState.PAUSED
+        self._expect_paused("resume")
         self._state = self._next_state
 
     def authenticated(self) -> None:
         """The client is authenticated: from now on it may send any request."""
-        assert self._state is AuthState.PAUSED
+        self._expect_paused("authenticated")
         self._state = AuthState.AUTHENTICATED
         self._frames.max_frame_bytes, self._frames.limit_name = self._max_frame_bytes, "socket.request.max.bytes"
+
+    def _expect_paused(self, call: str) -> None:
+        if self._state is not AuthState.PAUSED:
+            raise LocalProtocolError(f"{call}() with no SASL step awaiting its outcome (state {self._state.value})")
 
     def get_buffer(self) -> memoryview:
         """Where the next bytes from the peer should be read into (see :class:`FrameSplitter`)."""
@@ -105,13 +128,15 @@ class ServerConnection:
     def buffered_bytes(self) -> int:
         return self._frames.buffered
 
-    def next_event(self) -> RequestReceived | SaslTokenReceived | ProtocolViolation | None:
-        if self._closed or self._state is AuthState.PAUSED:
-            return None
+    def next_event(self) -> RequestReceived | SaslTokenReceived | ProtocolViolation | Waiting:
+        if self._closed:
+            return CLOSED
+        if self._state is AuthState.PAUSED:
+            return PAUSED
         try:
             payload = self._frames.next_frame()
             if payload is None:
-                return None
+                return NEED_DATA
             if self._state is AuthState.RAW_TOKENS:
                 self._pause(AuthState.RAW_TOKENS)
                 return SaslTokenReceived(payload)

@@ -14,7 +14,7 @@ from kafka.protocol.producer import InitProducerIdRequest
 from kgate.gateway.handlers import Context
 from kgate.gateway.handlers.api_versions import api_versions
 from kgate.protocol.api_versions import SUPPORTED
-from kgate.protocol.connection import ProtocolViolation, RequestReceived, ServerConnection
+from kgate.protocol.connection import CLOSED, ProtocolViolation, RequestReceived, ServerConnection, Waiting
 from kgate.protocol.headers import RequestHeader
 from kgate.protocol.messages import REQUESTS
 from tests.unit.message_strategies import message
@@ -69,7 +69,7 @@ REAL_REQUESTS = {
 
 def _events(connection: ServerConnection) -> list:
     events = []
-    while (event := connection.next_event()) is not None:
+    while not isinstance(event := connection.next_event(), Waiting):
         events.append(event)
     return events
 
@@ -161,7 +161,7 @@ def test_unsupported_api_or_version_is_a_violation_and_closes(api_key, version):
     event = connection.next_event()
     assert isinstance(event, ProtocolViolation)
     assert "77" in event.reason
-    assert connection.next_event() is None  # nothing more is decoded on a closed connection
+    assert connection.next_event() is CLOSED  # nothing more is decoded on a closed connection
 
 
 @pytest.mark.parametrize("api_key,version,body", [

@@ -19,7 +19,8 @@ from kgate.gateway.sasl.credentials import ScramCredential
 from kgate.gateway.sasl.login_limiter import LoginLimiter
 from kgate.gateway.sasl.scram import ScramMechanism
 from kgate.metadata.stores.embedded import EmbeddedMetadataStore
-from kgate.protocol.connection import AuthState, ProtocolViolation, RequestReceived, SaslTokenReceived, ServerConnection
+from kgate.protocol.connection import (NEED_DATA, PAUSED, AuthState, LocalProtocolError, ProtocolViolation,
+                                      RequestReceived, SaslTokenReceived, ServerConnection)
 from kgate.protocol.frames import frame_prefix
 from tests.support.wire import encode_request
 from tests.unit.request_frames import metadata_request
@@ -169,15 +170,31 @@ def test_handshake_v0_switches_to_raw_tokens_and_pauses_between_them():
     connection = sasl_connection()
     connection.receive_data(handshake(0) + raw(b"\x00alice\x00pass") + raw(b"abc"))
     assert isinstance(connection.next_event(), RequestReceived)
-    assert connection.next_event() is None and connection.auth_state is AuthState.PAUSED
+    assert connection.next_event() is PAUSED and connection.auth_state is AuthState.PAUSED
     connection.resume()
     assert connection.next_event() == SaslTokenReceived(b"\x00alice\x00pass")
-    assert connection.next_event() is None, "nothing more is read until the token's outcome is known"
+    assert connection.next_event() is PAUSED, "nothing more is read until the token's outcome is known"
     connection.resume()
     assert connection.next_event() == SaslTokenReceived(b"abc")
     connection.authenticated()
     connection.receive_data(encode_request(metadata_request(), 1))
     assert isinstance(connection.next_event(), RequestReceived)
+
+
+def test_need_data_and_paused_are_told_apart_and_steps_out_of_order_raise():
+    connection = sasl_connection()
+    wire = handshake(0)
+    connection.receive_data(wire[:5])
+    assert connection.next_event() is NEED_DATA
+    with pytest.raises(LocalProtocolError, match="no SASL step"):
+        connection.resume()  # nothing was paused on: a bug in the I/O layer, not the client's
+    connection.receive_data(wire[5:])
+    assert isinstance(connection.next_event(), RequestReceived)
+    assert connection.next_event() is PAUSED
+    connection.resume()
+    assert connection.next_event() is NEED_DATA
+    with pytest.raises(LocalProtocolError):
+        connection.authenticated()
 
 
 def test_handshake_v1_then_only_sasl_authenticate():
@@ -223,7 +240,7 @@ def test_a_frame_received_while_waiting_for_the_outcome_is_measured_against_the_
     connection.resume()
     assert isinstance(connection.next_event(), SaslTokenReceived)
     read_in_pieces(connection, encode_request(metadata_request(topics=["t" * 100] * 3000), 1), 50_000)
-    assert connection.next_event() is None
+    assert connection.next_event() is PAUSED
     if authenticated:
         connection.authenticated()
         assert isinstance(connection.next_event(), RequestReceived)
