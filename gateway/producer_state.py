@@ -8,6 +8,8 @@ import asyncio
 from collections import deque
 from dataclasses import dataclass, field
 
+from kgate.protocol.error_codes import ErrorCode
+from kgate.protocol.errors import KafkaError
 from kgate.protocol.record_batch import BatchHeader
 
 MAX_CACHED_BATCHES = 5
@@ -38,10 +40,8 @@ class ActiveProducer:
     last_timestamp: int
 
 
-class SequenceError(Exception):
-    def __init__(self, error: str, message: str):
-        super().__init__(message)
-        self.error = error
+class SequenceError(KafkaError):
+    """An idempotent producer's batch out of sequence or epoch, with Kafka's code for it."""
 
 
 class ProducerStateTable:
@@ -56,15 +56,15 @@ class ProducerStateTable:
         producer = self._producers.get(header.producer_id)
         if producer is None:
             if header.base_sequence != 0:
-                raise SequenceError("UNKNOWN_PRODUCER_ID",
+                raise SequenceError(ErrorCode.UNKNOWN_PRODUCER_ID,
                                     f"producer {header.producer_id} is unknown and starts at sequence {header.base_sequence}")
             return None
         if header.producer_epoch < producer.epoch:
-            raise SequenceError("INVALID_PRODUCER_EPOCH",
+            raise SequenceError(ErrorCode.INVALID_PRODUCER_EPOCH,
                                 f"producer {header.producer_id} epoch {header.producer_epoch} < current {producer.epoch}")
         if header.producer_epoch > producer.epoch:
             if header.base_sequence != 0:
-                raise SequenceError("OUT_OF_ORDER_SEQUENCE_NUMBER",
+                raise SequenceError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
                                     f"new epoch {header.producer_epoch} must start at sequence 0, not {header.base_sequence}")
             return None
         for cached in producer.batches:
@@ -72,7 +72,7 @@ class ProducerStateTable:
                 return cached
         expected = (producer.batches[-1].last_sequence + 1) & 0x7FFFFFFF if producer.batches else 0
         if header.base_sequence != expected:
-            raise SequenceError("OUT_OF_ORDER_SEQUENCE_NUMBER",
+            raise SequenceError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
                                 f"producer {header.producer_id} sent sequence {header.base_sequence}, expected {expected}")
         return None
 

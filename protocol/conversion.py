@@ -10,6 +10,7 @@ from collections.abc import Iterable, Iterator
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from . import message_set
+from .error_codes import ErrorCode
 from .record import Record
 from .record_batch import MAGIC_OFFSET, ZSTD, InvalidBatch, assigned_prefix, read_header
 
@@ -31,7 +32,7 @@ def batches(data) -> Iterator[tuple[int, list[Record]]]:
         header = read_header(view, pos)
         end = pos + header.size
         if end > len(view):
-            raise InvalidBatch("CORRUPT_MESSAGE", f"stored batch at byte {pos} is truncated")
+            raise InvalidBatch(ErrorCode.CORRUPT_MESSAGE, f"stored batch at byte {pos} is truncated")
         yield header.compression, [Record(r.offset, r.timestamp, r.key, r.value, tuple(r.headers))
                                    for r in DefaultRecordBatch(view[pos:end])]
         pos = end
@@ -51,7 +52,7 @@ def down_convert(data, magic: int) -> bytes:
     out = bytearray()
     for codec, records in batches(data):
         if codec == ZSTD:
-            raise InvalidBatch("UNSUPPORTED_COMPRESSION_TYPE", "zstd data cannot be served below magic 2")
+            raise InvalidBatch(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "zstd data cannot be served below magic 2")
         out += message_set.write(records, magic, codec)
     return bytes(out)
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from kafka import codec as codecs
 
+from .error_codes import ErrorCode
 from .record_batch import CODEC_NAMES, ZSTD, InvalidBatch
 from .record import Record
 
@@ -101,7 +102,7 @@ def parse(data, allow_zstd: bool = False) -> MessageSet:
         if magic is None:
             magic = message.magic
         elif message.magic != magic:
-            raise InvalidBatch("INVALID_RECORD", f"message set mixes magic {magic} and {message.magic}")
+            raise InvalidBatch(ErrorCode.INVALID_RECORD, f"message set mixes magic {magic} and {message.magic}")
         inner = None
         if message.codec:
             inner = _inner_messages(message, allow_zstd)
@@ -112,7 +113,7 @@ def parse(data, allow_zstd: bool = False) -> MessageSet:
         count += 1 if inner is None else len(inner)
         max_timestamp = max(max_timestamp, timestamp)
     if not shallow:
-        raise InvalidBatch("INVALID_RECORD", "empty message set")
+        raise InvalidBatch(ErrorCode.INVALID_RECORD, "empty message set")
     return MessageSet(magic, shallow, count, max_timestamp)
 
 
@@ -122,26 +123,26 @@ def _read_messages(data, where: str) -> Iterator[tuple[int, int, Message]]:
     pos = 0
     while pos < end:
         if end - pos < LOG_OVERHEAD + 6:
-            raise InvalidBatch("CORRUPT_MESSAGE", f"{where}: truncated message at byte {pos}")
+            raise InvalidBatch(ErrorCode.CORRUPT_MESSAGE, f"{where}: truncated message at byte {pos}")
         offset, size, crc, magic, attributes = _HEAD.unpack_from(view, pos)
         if magic not in (0, 1):
-            raise InvalidBatch("INVALID_RECORD" if magic == 2 else "CORRUPT_MESSAGE",
+            raise InvalidBatch(ErrorCode.INVALID_RECORD if magic == 2 else ErrorCode.CORRUPT_MESSAGE,
                                f"{where}: magic {magic} where a message set (magic 0 or 1) was expected")
         total = LOG_OVERHEAD + size
         if size < _key_offset(magic) - LOG_OVERHEAD + 8 or pos + total > end:
-            raise InvalidBatch("CORRUPT_MESSAGE", f"{where}: message size {size} at byte {pos} does not fit")
+            raise InvalidBatch(ErrorCode.CORRUPT_MESSAGE, f"{where}: message size {size} at byte {pos} does not fit")
         body = view[pos:pos + total]
         actual = zlib.crc32(body[_CRC_START:])
         if actual != crc:
-            raise InvalidBatch("CORRUPT_MESSAGE", f"{where}: message CRC {crc:#010x} at offset {offset} "
+            raise InvalidBatch(ErrorCode.CORRUPT_MESSAGE, f"{where}: message CRC {crc:#010x} at offset {offset} "
                                                   f"does not match computed {actual:#010x}")
         timestamp = _TIMESTAMP.unpack_from(body, _TIMESTAMP_AT)[0] if magic == 1 else NO_TIMESTAMP
         key, after_key = _read_bytes(body, _key_offset(magic), where)
         value, after_value = _read_bytes(body, after_key, where)
         if after_value != total:
-            raise InvalidBatch("CORRUPT_MESSAGE", f"{where}: {total - after_value} stray bytes in message at {pos}")
+            raise InvalidBatch(ErrorCode.CORRUPT_MESSAGE, f"{where}: {total - after_value} stray bytes in message at {pos}")
         if attributes & ~(CODEC_MASK | LOG_APPEND_TIME_FLAG) or (magic == 0 and attributes & LOG_APPEND_TIME_FLAG):
-            raise InvalidBatch("CORRUPT_MESSAGE", f"{where}: unknown attribute bits {attributes:#04x}")
+            raise InvalidBatch(ErrorCode.CORRUPT_MESSAGE, f"{where}: unknown attribute bits {attributes:#04x}")
         yield pos, total, Message(offset, magic, attributes, timestamp, key, value)
         pos += total
 
@@ -168,36 +169,36 @@ def from_offset(data, offset: int):
 
 def _read_bytes(body, pos: int, where: str) -> tuple[bytes | None, int]:
     if len(body) - pos < 4:
-        raise InvalidBatch("CORRUPT_MESSAGE", f"{where}: length field past the end of its message")
+        raise InvalidBatch(ErrorCode.CORRUPT_MESSAGE, f"{where}: length field past the end of its message")
     length = _LENGTH.unpack_from(body, pos)[0]
     pos += 4
     if length == -1:
         return None, pos
     if length < 0 or pos + length > len(body):
-        raise InvalidBatch("CORRUPT_MESSAGE", f"{where}: field length {length} does not fit its message")
+        raise InvalidBatch(ErrorCode.CORRUPT_MESSAGE, f"{where}: field length {length} does not fit its message")
     return bytes(body[pos:pos + length]), pos + length
 
 
 def _inner_messages(wrapper: Message, allow_zstd: bool) -> list[Message]:
     codec = wrapper.codec
     if codec == ZSTD and not allow_zstd:
-        raise InvalidBatch("UNSUPPORTED_COMPRESSION_TYPE", f"zstd is not allowed in magic {wrapper.magic} messages")
+        raise InvalidBatch(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, f"zstd is not allowed in magic {wrapper.magic} messages")
     if codec not in CODEC_NAMES:
-        raise InvalidBatch("CORRUPT_MESSAGE", f"unknown compression codec id {codec}")
+        raise InvalidBatch(ErrorCode.CORRUPT_MESSAGE, f"unknown compression codec id {codec}")
     if wrapper.value is None:
-        raise InvalidBatch("CORRUPT_MESSAGE", "compressed message with a null value")
+        raise InvalidBatch(ErrorCode.CORRUPT_MESSAGE, "compressed message with a null value")
     try:
         raw = decompress(codec, wrapper.value, wrapper.magic)
     except Exception as exc:  # every codec library raises its own types
-        raise InvalidBatch("CORRUPT_MESSAGE", f"{CODEC_NAMES[codec]} data does not decompress: {exc}") from None
+        raise InvalidBatch(ErrorCode.CORRUPT_MESSAGE, f"{CODEC_NAMES[codec]} data does not decompress: {exc}") from None
     inner = [message for _pos, _size, message in _read_messages(raw, "compressed message set")]
     if not inner:
-        raise InvalidBatch("INVALID_RECORD", "compressed message holds no messages")
+        raise InvalidBatch(ErrorCode.INVALID_RECORD, "compressed message holds no messages")
     for message in inner:
         if message.magic != wrapper.magic:
-            raise InvalidBatch("INVALID_RECORD", f"magic {wrapper.magic} wrapper holds a magic {message.magic} message")
+            raise InvalidBatch(ErrorCode.INVALID_RECORD, f"magic {wrapper.magic} wrapper holds a magic {message.magic} message")
         if message.codec:
-            raise InvalidBatch("CORRUPT_MESSAGE", "nested compression")
+            raise InvalidBatch(ErrorCode.CORRUPT_MESSAGE, "nested compression")
         if wrapper.attributes & LOG_APPEND_TIME_FLAG:
             message.timestamp = wrapper.timestamp
     return inner

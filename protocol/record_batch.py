@@ -9,6 +9,9 @@ from typing import NamedTuple
 
 from crc32c import crc32c
 
+from .error_codes import ErrorCode
+from .errors import KafkaError
+
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
 # baseOffset and batchLength come before the CRC'd region and partitionLeaderEpoch:
@@ -27,12 +30,8 @@ CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 ZSTD = 4
 
 
-class InvalidBatch(ValueError):
-    """A batch that must be refused; ``error`` names the Kafka error code to answer with."""
-
-    def __init__(self, error: str, message: str):
-        super().__init__(message)
-        self.error = error
+class InvalidBatch(KafkaError):
+    """A batch that must be refused, with the code to answer (CORRUPT_MESSAGE, INVALID_RECORD, ...)."""
 
 
 class BatchHeader(NamedTuple):
@@ -83,7 +82,7 @@ class BatchHeader(NamedTuple):
 def read_header(data, pos: int = 0) -> BatchHeader:
     """Read the header at ``pos``; no validation beyond there being 61 bytes."""
     if len(data) - pos < HEADER_SIZE:
-        raise InvalidBatch("CORRUPT_MESSAGE", f"record batch header truncated at {len(data) - pos} bytes")
+        raise InvalidBatch(ErrorCode.CORRUPT_MESSAGE, f"record batch header truncated at {len(data) - pos} bytes")
     return BatchHeader(*HEADER.unpack_from(data, pos))
 
 
@@ -91,17 +90,17 @@ def validate(data, pos: int = 0) -> BatchHeader:
     """Validate the magic-2 batch at ``pos`` as Kafka's log validator does for a produce."""
     header = read_header(data, pos)
     if header.magic != 2:
-        raise InvalidBatch("CORRUPT_MESSAGE", f"expected magic 2, found {header.magic}")
+        raise InvalidBatch(ErrorCode.CORRUPT_MESSAGE, f"expected magic 2, found {header.magic}")
     end = pos + header.size
     if header.batch_length < HEADER_SIZE - LOG_OVERHEAD or end > len(data):
-        raise InvalidBatch("CORRUPT_MESSAGE", f"batch length {header.batch_length} does not fit the {len(data) - pos} bytes sent")
+        raise InvalidBatch(ErrorCode.CORRUPT_MESSAGE, f"batch length {header.batch_length} does not fit the {len(data) - pos} bytes sent")
     actual = crc32c(memoryview(data)[pos + CRC_START:end])
     if actual != header.crc:
-        raise InvalidBatch("CORRUPT_MESSAGE", f"batch CRC {header.crc:#010x} does not match computed {actual:#010x}")
+        raise InvalidBatch(ErrorCode.CORRUPT_MESSAGE, f"batch CRC {header.crc:#010x} does not match computed {actual:#010x}")
     if header.compression not in CODEC_NAMES:
-        raise InvalidBatch("CORRUPT_MESSAGE", f"unknown compression codec id {header.compression}")
+        raise InvalidBatch(ErrorCode.CORRUPT_MESSAGE, f"unknown compression codec id {header.compression}")
     if header.record_count <= 0 or header.last_offset_delta != header.record_count - 1:
-        raise InvalidBatch("INVALID_RECORD", f"batch claims {header.record_count} records with last offset delta {header.last_offset_delta}")
+        raise InvalidBatch(ErrorCode.INVALID_RECORD, f"batch claims {header.record_count} records with last offset delta {header.last_offset_delta}")
     return header
 
 

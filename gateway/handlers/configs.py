@@ -25,6 +25,7 @@ from kafka.protocol.api_key import ApiKey
 
 from kgate.metadata.cluster import UnknownTopic
 from kgate.protocol.error_codes import ErrorCode
+from kgate.protocol.errors import KafkaError
 
 from ..broker import InternalTopic
 from ..config import BROKER_SETTINGS, TOPIC_CONFIG_DEFAULTS, ConfigError, ConfigSource, check_topic_config, config_type
@@ -81,13 +82,6 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 LIST_CONFIGS = frozenset({"cleanup.policy"})
 
 
-class _Refused(Exception):
-    def __init__(self, error: ErrorCode, message: str):
-        super().__init__(message)
-        self.error = error
-        self.message = message
-
-
 @handles(ApiKey.AlterConfigs)
 async def alter_configs(ctx, request):
     return await _alter_resources(ctx, request, AlterConfigsResponse, _replacement)
@@ -106,10 +100,10 @@ async def _alter_resources(ctx, request, response, change_for):
         error, message = ErrorCode.NONE, None
         try:
             if named[(resource.resource_type, resource.resource_name)] > 1:
-                raise _Refused(ErrorCode.INVALID_REQUEST, "each resource must appear at most once")
+                raise KafkaError(ErrorCode.INVALID_REQUEST, "each resource must appear at most once")
             await _alter(ctx.broker, resource, change_for(ctx.broker, resource), request.validate_only)
-        except _Refused as refused:
-            error, message = refused.error, refused.message
+        except KafkaError as refused:
+            error, message = refused.code, refused.message
         results.append(response.AlterConfigsResourceResponse(
             error_code=error, error_message=message, resource_type=resource.resource_type,
             resource_name=resource.resource_name))
@@ -122,25 +116,25 @@ async def _alter(broker, resource, change, validate_only):
         _check_broker_unchanged(broker, resource)
         return
     if resource.resource_type != TOPIC:
-        raise _Refused(ErrorCode.INVALID_REQUEST, f"resource type {resource.resource_type} is not supported")
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"resource type {resource.resource_type} is not supported")
     try:
         await broker.alter_topic_configs(name, change, validate_only)
     except UnknownTopic:
-        raise _Refused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {name!r}") from None
+        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {name!r}") from None
     except InternalTopic:
-        raise _Refused(ErrorCode.POLICY_VIOLATION, f"{name} is an internal topic; kgate manages its configs") from None
+        raise KafkaError(ErrorCode.POLICY_VIOLATION, f"{name} is an internal topic; kgate manages its configs") from None
     except ConfigError as exc:
-        raise _Refused(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from None
 
 
 def _check_broker_unchanged(broker, resource):
     """Broker settings are read once at start-up; an empty change is the only one that succeeds."""
     if resource.resource_name not in ("", str(broker.node_id)):
-        raise _Refused(ErrorCode.INVALID_REQUEST,
+        raise KafkaError(ErrorCode.INVALID_REQUEST,
                        f"unexpected broker id, expected {broker.node_id}, but received {resource.resource_name!r}")
     if resource.configs:
         names = ", ".join(sorted(config.name for config in resource.configs))
-        raise _Refused(ErrorCode.INVALID_REQUEST,
+        raise KafkaError(ErrorCode.INVALID_REQUEST,
                        f"cannot update these configs dynamically: {names} (kgate broker settings are static)")
 
 
@@ -148,10 +142,10 @@ def _check_well_formed(resource, needs_value):
     """What Kafka refuses as a malformed request before looking at any config."""
     names = [config.name for config in resource.configs]
     if len(set(names)) < len(names):
-        raise _Refused(ErrorCode.INVALID_REQUEST, "a config is named more than once")
+        raise KafkaError(ErrorCode.INVALID_REQUEST, "a config is named more than once")
     missing = [config.name for config in resource.configs if config.value is None and needs_value(config)]
     if missing:
-        raise _Refused(ErrorCode.INVALID_REQUEST, f"null value not supported for {', '.join(missing)}")
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"null value not supported for {', '.join(missing)}")
 
 
 def _replacement(broker, resource):
@@ -166,7 +160,7 @@ def _increments(broker, resource):
     _check_well_formed(resource, lambda config: config.config_operation != DELETE)
     for config in resource.configs:
         if config.config_operation not in (SET, DELETE, APPEND, SUBTRACT):
-            raise _Refused(ErrorCode.INVALID_REQUEST,
+            raise KafkaError(ErrorCode.INVALID_REQUEST,
                            f"unknown operation {config.config_operation} for {config.name}")
 
     def change(configs):

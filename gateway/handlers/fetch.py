@@ -135,7 +135,7 @@ def decode_entries(entries, version) -> tuple[list, ErrorCode]:
         try:
             chunks.append(decode_entry(stored, max_magic, zstd))
         except EntryUnreadable as exc:
-            return chunks, ErrorCode.NONE if chunks else ErrorCode[exc.error]
+            return chunks, ErrorCode.NONE if chunks else exc.code
     return chunks, ErrorCode.NONE
 
 

@@ -41,7 +41,7 @@ async def list_offsets(ctx, request):
                 try:
                     offset, timestamp = _lookup(partition.ledger, part.timestamp)
                 except EntryUnreadable as exc:
-                    partitions.append(P(partition_index=part.partition_index, error_code=ErrorCode[exc.error],
+                    partitions.append(P(partition_index=part.partition_index, error_code=exc.code,
                                         timestamp=-1, offset=-1))
                     continue
                 partitions.append(P(partition_index=part.partition_index, error_code=ErrorCode.NONE,

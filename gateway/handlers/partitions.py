@@ -20,6 +20,7 @@ from kafka.protocol.api_key import ApiKey
 
 from kgate.metadata.cluster import NotAnIncrease, UnknownTopic
 from kgate.protocol.error_codes import ErrorCode
+from kgate.protocol.errors import KafkaError
 
 from ..broker import InternalTopic
 from . import handles
@@ -29,13 +30,6 @@ MAX_NEW_PARTITIONS = 10_000
 
 R = CreatePartitionsResponse
 Result = R.CreatePartitionsTopicResult
-
-
-class _Refused(Exception):
-    def __init__(self, error: ErrorCode, message: str):
-        super().__init__(message)
-        self.error = error
-        self.message = message
 
 
 @handles(ApiKey.CreatePartitions)
@@ -51,8 +45,8 @@ async def create_partitions(ctx, request):
         try:
             await ctx.broker.create_partitions(topic.name, topic.count, _check(ctx.broker, topic),
                                                request.validate_only)
-        except _Refused as refused:
-            error, message = refused.error, refused.message
+        except KafkaError as refused:
+            error, message = refused.code, refused.message
         except UnknownTopic:
             error, message = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {topic.name!r}"
         except InternalTopic:
@@ -69,17 +63,17 @@ def _check(broker, request_topic):
 
     def check(topic):
         if count == topic.partitions:
-            raise _Refused(ErrorCode.INVALID_PARTITIONS, f"Topic already has {topic.partitions} partition(s).")
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {topic.partitions} partition(s).")
         if count < topic.partitions:
-            raise _Refused(ErrorCode.INVALID_PARTITIONS, f"The topic {topic.name} currently has {topic.partitions} "
+            raise KafkaError(ErrorCode.INVALID_PARTITIONS, f"The topic {topic.name} currently has {topic.partitions} "
                                                          f"partition(s); {count} would not be an increase.")
         additional = count - topic.partitions
         if additional > MAX_NEW_PARTITIONS:
-            raise _Refused(ErrorCode.POLICY_VIOLATION, "Unable to perform excessively large batch operation.")
+            raise KafkaError(ErrorCode.POLICY_VIOLATION, "Unable to perform excessively large batch operation.")
         if assignments is None:
             return
         if len(assignments) != additional:
-            raise _Refused(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+            raise KafkaError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
                            f"Attempted to add {additional} additional partition(s), but only {len(assignments)} "
                            "assignment(s) were specified.")
         for assignment in assignments:
@@ -89,13 +83,13 @@ def _check(broker, request_topic):
 
 def _check_assignment(broker, broker_ids):
     if not broker_ids:
-        raise _Refused(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+        raise KafkaError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
                        "The manual partition assignment includes an empty replica list.")
     for broker_id, times in Counter(broker_ids).items():
         if broker_id != broker.node_id:
-            raise _Refused(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+            raise KafkaError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
                            f"The manual partition assignment includes broker {broker_id}, but no such broker is "
                            "registered.")
         if times > 1:
-            raise _Refused(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+            raise KafkaError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
                            f"The manual partition assignment includes the broker {broker_id} more than once.")

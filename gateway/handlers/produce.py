@@ -9,17 +9,19 @@ since the ledger store is the replication); acks=0 gets no answer at all.
 import asyncio
 import logging
 import time
+from dataclasses import dataclass
 
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.producer import ProduceResponse
 
 from kgate.protocol import message_set, record_batch
 from kgate.protocol.error_codes import ErrorCode
+from kgate.protocol.errors import KafkaError
 from kgate.storage.entry_formats import ProducedRecords
 from kgate.storage.ledger import LedgerFenced
 
 from ..config import COMPRESSION_TYPES
-from ..producer_state import SequenceError
+from ..partition import Partition
 from . import handles
 from .waiters import wait_woken, wake
 
@@ -32,49 +34,54 @@ MIN_VERSION_FOR_ZSTD = 7
 MIN_VERSION_FOR_BATCHES = 3
 
 
-class _Refused(Exception):
-    def __init__(self, error: ErrorCode, message: str = ""):
-        super().__init__(message)
-        self.error = error
+@dataclass(slots=True)
+class _Outcome:
+    """One partition's answer: an error, or the base offset once ``durable`` completes."""
+    error: ErrorCode
+    base_offset: int = -1
+    durable: asyncio.Future | None = None
+    partition: Partition | None = None
+
+    def fail(self, error: ErrorCode) -> None:
+        self.error, self.base_offset = error, -1
 
 
 @handles(ApiKey.Produce)
 async def produce(ctx, request):
     metrics = ctx.broker.metrics
     began = time.monotonic()
-    results = {}  # (topic, partition) -> [error, base_offset, durable, partition]
+    results: dict[tuple[str, int], _Outcome] = {}
     for topic_data in request.topic_data:
         for data in topic_data.partition_data:
             key = (topic_data.name, data.index)
             try:
-                partition, base, durable = await _append(ctx, request, topic_data.name, data)
-                results[key] = [ErrorCode.NONE, base, durable, partition]
-            except _Refused as refused:
-                if str(refused):
+                results[key] = await _append(ctx, request, topic_data.name, data)
+            except KafkaError as refused:
+                if refused.message:
                     log.warning("produce to %s-%d from %s refused (%s): %s", key[0], key[1],
-                                ctx.connection.peer, refused.error.name, refused)
-                results[key] = [refused.error, -1, None, None]
+                                ctx.connection.peer, refused.code.name, refused.message)
+                results[key] = _Outcome(refused.code)
     appended = time.monotonic()
     metrics.produce_stage["append"].observe(appended - began)
     if request.acks == 0:
         return None
-    durables = [r[2] for r in results.values() if r[2] is not None]
+    durables = [r.durable for r in results.values() if r.durable is not None]
     if durables:
         await _all_done(durables, max(request.timeout_ms, 1) / 1000)
         metrics.produce_stage["fsync"].observe(time.monotonic() - appended)
     for result in results.values():
-        durable = result[2]
+        durable = result.durable
         if durable is None:
             continue
         if not durable.done():
-            result[0], result[1] = ErrorCode.REQUEST_TIMED_OUT, -1
+            result.fail(ErrorCode.REQUEST_TIMED_OUT)
         elif not durable.cancelled() and isinstance(durable.exception(), LedgerFenced):
             # Another broker took the partition over before this entry was confirmed.
-            result[0], result[1] = ErrorCode.NOT_LEADER_FOR_PARTITION, -1
+            result.fail(ErrorCode.NOT_LEADER_FOR_PARTITION)
         elif durable.cancelled() or durable.exception() is not None:
-            log.error("entry for %s was not made durable: %r", result[3].ledger.name,
+            log.error("entry for %s was not made durable: %r", result.partition.ledger.name,
                       None if durable.cancelled() else durable.exception())
-            result[0], result[1] = ErrorCode.KAFKA_STORAGE_ERROR, -1
+            result.fail(ErrorCode.KAFKA_STORAGE_ERROR)
     return _response(results)
 
 
@@ -103,36 +110,34 @@ async def _all_done(futures, timeout: float) -> None:
             future.remove_done_callback(on_done)
 
 
-async def _append(ctx, request, topic_name, data):
+async def _append(ctx, request, topic_name, data) -> _Outcome:
     broker = ctx.broker
     version = ctx.version
     if request.acks not in (-1, 0, 1):
-        raise _Refused(ErrorCode.INVALID_REQUIRED_ACKS)
+        raise KafkaError(ErrorCode.INVALID_REQUIRED_ACKS)
     if request.transactional_id is not None:
-        raise _Refused(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported")
+        raise KafkaError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported")
     topic = broker.cluster.topics.get(topic_name)
     partition = broker.partitions.get((topic_name, data.index))
     if topic is None or partition is None:
-        raise _Refused(broker.missing_partition_error(topic_name, data.index))
+        raise KafkaError(broker.missing_partition_error(topic_name, data.index))
     if not broker.ownership.safe:
         # The metadata session is suspended: this broker may be superseded any moment.
-        raise _Refused(ErrorCode.NOT_LEADER_FOR_PARTITION, "metadata session suspended")
+        raise KafkaError(ErrorCode.NOT_LEADER_FOR_PARTITION, "metadata session suspended")
     records = data.records
     if not records:
-        raise _Refused(ErrorCode.INVALID_RECORD, "empty record set")
+        raise KafkaError(ErrorCode.INVALID_RECORD, "empty record set")
     if len(records) > int(broker.topic_config(topic, "max.message.bytes")):
-        raise _Refused(ErrorCode.MESSAGE_SIZE_TOO_LARGE, f"{len(records)} bytes exceed max.message.bytes")
+        raise KafkaError(ErrorCode.MESSAGE_SIZE_TOO_LARGE, f"{len(records)} bytes exceed max.message.bytes")
     view = memoryview(records)
+    produced = _validate(view, version)
+    codec = COMPRESSION_TYPES[broker.topic_config(topic, "compression.type")]
     try:
-        produced = _validate(view, version)
-        codec = COMPRESSION_TYPES[broker.topic_config(topic, "compression.type")]
         base, durable = await partition.append(produced, broker.entry_format(topic), codec)
-    except (record_batch.InvalidBatch, SequenceError) as exc:
-        raise _Refused(ErrorCode[exc.error], str(exc)) from None
     except LedgerFenced as exc:
-        raise _Refused(ErrorCode.NOT_LEADER_FOR_PARTITION, str(exc)) from None
+        raise KafkaError(ErrorCode.NOT_LEADER_FOR_PARTITION, str(exc)) from None
     broker.metrics.produced(topic_name, len(records), produced.record_count)
-    return partition, base, durable
+    return _Outcome(ErrorCode.NONE, base, durable, partition)
 
 
 def _validate(view: memoryview, version: int) -> ProducedRecords:
@@ -140,27 +145,28 @@ def _validate(view: memoryview, version: int) -> ProducedRecords:
     magic = view[record_batch.MAGIC_OFFSET] if len(view) > record_batch.MAGIC_OFFSET else -1
     if version < MIN_VERSION_FOR_BATCHES:
         if magic == 2:
-            raise record_batch.InvalidBatch("INVALID_RECORD", f"magic 2 in Produce v{version}")
+            raise record_batch.InvalidBatch(ErrorCode.INVALID_RECORD, f"magic 2 in Produce v{version}")
         return ProducedRecords.of_message_set(view, message_set.parse(view))
     if magic != 2:
-        raise record_batch.InvalidBatch("INVALID_RECORD", f"Produce v{version} must carry magic 2, not {magic}")
+        raise record_batch.InvalidBatch(ErrorCode.INVALID_RECORD, f"Produce v{version} must carry magic 2, not {magic}")
     header = record_batch.validate(view)
     if header.size != len(view):
-        raise record_batch.InvalidBatch("INVALID_RECORD", f"Produce v{version} must carry exactly one record batch")
+        raise record_batch.InvalidBatch(ErrorCode.INVALID_RECORD, f"Produce v{version} must carry exactly one record batch")
     if header.compression == record_batch.ZSTD and version < MIN_VERSION_FOR_ZSTD:
-        raise record_batch.InvalidBatch("UNSUPPORTED_COMPRESSION_TYPE", f"zstd in Produce v{version}")
+        raise record_batch.InvalidBatch(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, f"zstd in Produce v{version}")
     if header.is_control:
-        raise record_batch.InvalidBatch("INVALID_RECORD", "clients may not produce control batches")
+        raise record_batch.InvalidBatch(ErrorCode.INVALID_RECORD, "clients may not produce control batches")
     if header.is_transactional:
-        raise record_batch.InvalidBatch("INVALID_TXN_STATE", "transactions are not supported")
+        raise record_batch.InvalidBatch(ErrorCode.INVALID_TXN_STATE, "transactions are not supported")
     return ProducedRecords.of_batch(view, header)
 
 
 def _response(results) -> ProduceResponse:
     by_topic: dict[str, list] = {}
-    for (topic, index), (error, base, _durable, partition) in results.items():
-        log_start = partition.ledger.log_start_offset if partition is not None else -1
+    for (topic, index), outcome in results.items():
+        log_start = outcome.partition.ledger.log_start_offset if outcome.partition is not None else -1
         by_topic.setdefault(topic, []).append(R.TopicProduceResponse.PartitionProduceResponse(
-            index=index, error_code=error, base_offset=base, log_append_time_ms=-1, log_start_offset=log_start))
+            index=index, error_code=outcome.error, base_offset=outcome.base_offset, log_append_time_ms=-1,
+            log_start_offset=log_start))
     return R(responses=[R.TopicProduceResponse(name=topic, partition_responses=parts)
                         for topic, parts in by_topic.items()], throttle_time_ms=0)

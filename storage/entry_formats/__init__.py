@@ -16,6 +16,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 from kgate.protocol import conversion
+from kgate.protocol.error_codes import ErrorCode
+from kgate.protocol.errors import KafkaError
 from kgate.protocol.message_set import MessageSet
 from kgate.protocol.record import Record
 from kgate.protocol.record_batch import BatchHeader
@@ -65,12 +67,8 @@ class ProducedRecords:
         return [record._replace(offset=record.offset - base) for record in conversion.read(self.data)]
 
 
-class EntryUnreadable(Exception):
-    """An entry a fetch cannot return; ``error`` names the Kafka error code to answer."""
-
-    def __init__(self, error: str, message: str):
-        super().__init__(message)
-        self.error = error
+class EntryUnreadable(KafkaError):
+    """An entry a fetch cannot return, with the code to answer (KAFKA_STORAGE_ERROR, ...)."""
 
 
 class EntryFormat(ABC):
@@ -133,14 +131,14 @@ def decode_entry(stored, max_magic: int = 2, zstd: bool = True):
     if entry_format is None:
         log.error("entry at offset %d has unknown format code %d", stored.header.base_offset,
                   stored.header.format_code)
-        raise EntryUnreadable("KAFKA_STORAGE_ERROR", f"unknown entry format code {stored.header.format_code}")
+        raise EntryUnreadable(ErrorCode.KAFKA_STORAGE_ERROR, f"unknown entry format code {stored.header.format_code}")
     try:
         return entry_format.decode(stored.payload, max_magic, zstd)
     except EntryUnreadable:
         raise
     except Exception as exc:
         log.error("%s entry at offset %d is unreadable: %r", entry_format.name, stored.header.base_offset, exc)
-        raise EntryUnreadable("KAFKA_STORAGE_ERROR", f"corrupt {entry_format.name} entry: {exc}") from None
+        raise EntryUnreadable(ErrorCode.KAFKA_STORAGE_ERROR, f"corrupt {entry_format.name} entry: {exc}") from None
 
 
 def stores_batches(format_code: int) -> bool:

@@ -6,6 +6,7 @@ legacy message set is stored at its own magic with offsets assigned as Kafka ass
 them; only readers too old for what is stored pay for a conversion.
 """
 from kgate.protocol import conversion, message_set
+from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.record_batch import COMPRESSION_MASK, LOG_OVERHEAD, ZSTD, assigned_prefix
 
 from . import EntryFormat, EntryUnreadable, ProducedRecords, register
@@ -35,7 +36,7 @@ def serve_stored(payload, max_magic: int, zstd: bool):
     """Stored Kafka record bytes as a reader may receive them: as they are when it can."""
     magic = conversion.magic_of(payload)
     if magic == 2 and payload[_ATTRIBUTES_LOW] & COMPRESSION_MASK == ZSTD and not (zstd and max_magic == 2):
-        raise EntryUnreadable("UNSUPPORTED_COMPRESSION_TYPE", "zstd data for a fetch older than v10")
+        raise EntryUnreadable(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "zstd data for a fetch older than v10")
     if magic <= max_magic:
         return payload
     return conversion.down_convert(payload, max_magic)

@@ -51,7 +51,7 @@ def error_of(data, **kwargs) -> str | None:
     try:
         message_set.parse(data, **kwargs)
     except InvalidBatch as exc:
-        return exc.error
+        return exc.code.name
     return None
 
 
@@ -184,7 +184,7 @@ def test_down_conversion_keeps_offsets_and_codec_and_drops_headers(magic, codec)
 def test_down_conversion_refuses_zstd():
     with pytest.raises(InvalidBatch) as refused:
         conversion.down_convert(build_batch(VALUES, "zstd"), 1)
-    assert refused.value.error == "UNSUPPORTED_COMPRESSION_TYPE"
+    assert refused.value.code.name == "UNSUPPORTED_COMPRESSION_TYPE"
 
 
 def test_stored_magic1_reads_as_magic0_for_the_oldest_fetchers():

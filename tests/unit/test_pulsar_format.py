@@ -428,7 +428,7 @@ def stored(payload) -> types.SimpleNamespace:
 def unreadable(payload) -> str:
     with pytest.raises(EntryUnreadable) as caught:
         decode_entry(stored(payload))
-    assert caught.value.error == "KAFKA_STORAGE_ERROR"
+    assert caught.value.code.name == "KAFKA_STORAGE_ERROR"
     return str(caught.value)
 
 
@@ -542,7 +542,7 @@ def test_random_bytes_raise_only_value_errors(data):
     try:
         decode_entry(stored(data))
     except EntryUnreadable as exc:
-        assert exc.error == "KAFKA_STORAGE_ERROR"
+        assert exc.code.name == "KAFKA_STORAGE_ERROR"
 
 
 @settings(max_examples=150, deadline=None)
@@ -569,4 +569,4 @@ def test_mutated_entries_raise_only_value_errors(entry, edits, cut, fix_checksum
     try:
         decode_entry(stored(bytes(data)))
     except EntryUnreadable as exc:
-        assert exc.error == "KAFKA_STORAGE_ERROR"
+        assert exc.code.name == "KAFKA_STORAGE_ERROR"

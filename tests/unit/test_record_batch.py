@@ -25,7 +25,7 @@ def _error(data) -> str | None:
     try:
         validate(data)
     except InvalidBatch as exc:
-        return exc.error
+        return exc.code.name
     return None
 
 
