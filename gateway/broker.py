@@ -10,13 +10,14 @@ import dataclasses
 import logging
 import os
 import uuid
-from typing import Callable
+from collections.abc import Callable, Iterator, Mapping
 
 from kgate.metadata.cluster import (BROKERS, OWNERS, TOPICS, BrokerInfo, ClusterState, Topic, TopicExists, UnknownTopic,
                               ledger_list_path)
 from kgate.metadata.events import Event, EventManager
 from kgate.metadata.store import MetadataStore
 from kgate.protocol.error_codes import ErrorCode
+from kgate.protocol.errors import KafkaError
 from kgate.storage import entry_formats
 from kgate.storage.entry_formats import EntryFormat
 from kgate.storage.ledger import LedgerStore
@@ -337,13 +338,30 @@ class Broker:
         await partition.open()
         return partition
 
-    def missing_partition_error(self, name: str, index: int) -> ErrorCode:
-        """Why a partition this broker does not serve cannot be used here: it is another
-        broker's (clients refresh metadata and go there), or it does not exist."""
+    # -- what handlers ask (handlers.broker_view.BrokerView) ---------------------------------
+
+    @property
+    def topics(self) -> Mapping[str, Topic]:
+        return self.cluster.topics
+
+    def partition(self, name: str, index: int) -> Partition:
+        """The partition if this broker serves it; else KafkaError saying why not: it is
+        another broker's (clients refresh metadata and go there), or it does not exist."""
+        partition = self.partitions.get((name, index))
+        if partition is not None:
+            return partition
         topic = self.cluster.topics.get(name)
         if topic is not None and 0 <= index < topic.partitions:
-            return ErrorCode.NOT_LEADER_FOR_PARTITION
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            raise KafkaError(ErrorCode.NOT_LEADER_FOR_PARTITION)
+        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+
+    def served(self) -> Iterator[tuple[tuple[str, int], Partition]]:
+        """The partitions this broker serves, in name and index order."""
+        return iter(sorted(self.partitions.items()))
+
+    @property
+    def writable(self) -> bool:
+        return self.ownership.safe
 
     def leader(self, topic: Topic, index: int) -> BrokerInfo | None:
         """The live broker that owns a partition, as Metadata reports it."""

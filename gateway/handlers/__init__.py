@@ -4,18 +4,24 @@ A handler takes the request context and the decoded request and returns the
 response object (or None when the client expects no answer, as for acks=0). No
 handler touches a socket.
 """
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from kgate.protocol.headers import RequestHeader
+
+from .broker_view import BrokerView
+
+if TYPE_CHECKING:
+    from ..connection import ConnectionInfo
 
 _HANDLERS: dict[int, Callable[..., Awaitable]] = {}
 
 
 @dataclass(slots=True)
 class Context:
-    broker: object
-    connection: object
+    broker: BrokerView
+    connection: "ConnectionInfo"
     header: RequestHeader
     # Fetched bytes this request took from the connection's response budget; the
     # connection gives them back once the answer is on the socket.

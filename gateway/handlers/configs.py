@@ -49,7 +49,7 @@ def _describe(ctx, resource):
     broker = ctx.broker
     wanted = set(resource.configuration_keys) if resource.configuration_keys is not None else None
     if resource.resource_type == TOPIC:
-        topic = broker.cluster.topics.get(resource.resource_name)
+        topic = broker.topics.get(resource.resource_name)
         if topic is None:
             return _error(resource, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {resource.resource_name!r}")
         entries = [(name, broker.topic_config(topic, name), False,

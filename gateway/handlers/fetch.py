@@ -22,6 +22,7 @@ from kafka.protocol.consumer import FetchResponse
 from kgate.protocol import message_set
 from kgate.protocol.conversion import magic_of
 from kgate.protocol.error_codes import ErrorCode
+from kgate.protocol.errors import KafkaError
 from kgate.storage.entry_formats import EntryUnreadable, decode_entry
 
 from . import handles
@@ -45,16 +46,17 @@ async def fetch(ctx, request):
     broker = ctx.broker
     targets = []  # (topic request, partition request, Partition | None, error code when None)
     for topic_request in request.topics:
-        topic = (broker.cluster.topics.get(topic_request.topic) if version < 13
+        topic = (broker.topics.get(topic_request.topic) if version < 13
                  else broker.topic_by_id(topic_request.topic_id))
         for part in topic_request.partitions:
-            partition = broker.partitions.get((topic.name, part.partition)) if topic else None
-            if partition is not None:
-                missing = None
-            elif topic is None:
+            partition, missing = None, None
+            if topic is None:
                 missing = ErrorCode.UNKNOWN_TOPIC_ID if version >= 13 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
-                missing = broker.missing_partition_error(topic.name, part.partition)
+                try:
+                    partition = broker.partition(topic.name, part.partition)
+                except KafkaError as error:
+                    missing = error.code
             targets.append((topic_request, part, partition, missing))
     stages = broker.metrics.fetch_stage
     held = ctx.connection.responses

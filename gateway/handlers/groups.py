@@ -85,8 +85,8 @@ async def sync_group(ctx, request):
             {a.member_id: a.assignment for a in request.assignments})
     except GroupError as exc:
         error, assignment = exc.error, b""
-    group = ctx.broker.groups.groups.get(request.group_id)
-    ok = error == ErrorCode.NONE and group is not None
+    group = ctx.broker.groups.describe(request.group_id) if error == ErrorCode.NONE else None
+    ok = group is not None
     return SyncGroupResponse(throttle_time_ms=0, error_code=error,
                              protocol_type=group.protocol_type if ok else None,
                              protocol_name=group.protocol if ok else None, assignment=assignment)

@@ -22,8 +22,10 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import OffsetForLeaderEpochResponse
 
 from kgate.protocol.error_codes import ErrorCode
+from kgate.protocol.errors import KafkaError
 
 from . import handles
+from .broker_view import per_partition
 
 R = OffsetForLeaderEpochResponse
 TopicResult = R.OffsetForLeaderTopicResult
@@ -35,29 +37,24 @@ UNDEFINED_OFFSET = -1
 
 @handles(ApiKey.OffsetForLeaderEpoch)
 async def offset_for_leader_epoch(ctx, request):
-    broker = ctx.broker
-    topics = []
-    for topic in request.topics:
-        partitions = []
-        for part in topic.partitions:
-            partition = broker.partitions.get((topic.topic, part.partition))
-            current = part.current_leader_epoch if ctx.version >= 2 else -1
-            if partition is None:
-                error = broker.missing_partition_error(topic.topic, part.partition)
-            elif current != -1 and current < partition.leader_epoch:
-                error = ErrorCode.FENCED_LEADER_EPOCH
-            elif current > partition.leader_epoch:
-                error = ErrorCode.UNKNOWN_LEADER_EPOCH
-            else:
-                epoch, end = end_offset_for(part.leader_epoch, partition.epochs,
-                                            partition.ledger.log_start_offset, partition.ledger.high_watermark)
-                partitions.append(EpochEndOffset(error_code=ErrorCode.NONE, partition=part.partition,
-                                                 leader_epoch=epoch, end_offset=end))
-                continue
-            partitions.append(EpochEndOffset(error_code=error, partition=part.partition,
-                                             leader_epoch=UNDEFINED_EPOCH, end_offset=UNDEFINED_OFFSET))
-        topics.append(TopicResult(topic=topic.topic, partitions=partitions))
-    return R(throttle_time_ms=0, topics=topics)
+    def answer(part, partition):
+        current = part.current_leader_epoch if ctx.version >= 2 else -1
+        if current != -1 and current < partition.leader_epoch:
+            raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH)
+        if current > partition.leader_epoch:
+            raise KafkaError(ErrorCode.UNKNOWN_LEADER_EPOCH)
+        epoch, end = end_offset_for(part.leader_epoch, partition.epochs,
+                                    partition.ledger.log_start_offset, partition.ledger.high_watermark)
+        return EpochEndOffset(error_code=ErrorCode.NONE, partition=part.partition, leader_epoch=epoch, end_offset=end)
+
+    def refused(part, error):
+        return EpochEndOffset(error_code=error.code, partition=part.partition,
+                              leader_epoch=UNDEFINED_EPOCH, end_offset=UNDEFINED_OFFSET)
+
+    return R(throttle_time_ms=0, topics=[
+        TopicResult(topic=topic.topic, partitions=per_partition(
+            ctx.broker, topic.topic, topic.partitions, lambda part: part.partition, answer, refused))
+        for topic in request.topics])
 
 
 def end_offset_for(requested: int, epochs: list[list[int]], log_start: int, end: int) -> tuple[int, int]:

@@ -9,9 +9,10 @@ from kafka.protocol.consumer import ListOffsetsResponse
 
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol import conversion
-from kgate.storage.entry_formats import EntryUnreadable, decode_entry
+from kgate.storage.entry_formats import decode_entry
 
 from . import handles
+from .broker_view import per_partition
 
 R = ListOffsetsResponse
 P = R.ListOffsetsTopicResponse.ListOffsetsPartitionResponse
@@ -25,29 +26,21 @@ LATEST_TIERED = -5
 
 @handles(ApiKey.ListOffsets)
 async def list_offsets(ctx, request):
-    broker = ctx.broker
-    topics = []
-    for topic in request.topics:
-        partitions = []
-        for part in topic.partitions:
-            partition = broker.partitions.get((topic.name, part.partition_index))
-            if partition is None:
-                partitions.append(P(partition_index=part.partition_index,
-                                    error_code=broker.missing_partition_error(topic.name, part.partition_index),
-                                    old_style_offsets=[]))
-            elif ctx.version == 0:
-                partitions.append(_old_style(partition, part))
-            else:
-                try:
-                    offset, timestamp = _lookup(partition.ledger, part.timestamp)
-                except EntryUnreadable as exc:
-                    partitions.append(P(partition_index=part.partition_index, error_code=exc.code,
-                                        timestamp=-1, offset=-1))
-                    continue
-                partitions.append(P(partition_index=part.partition_index, error_code=ErrorCode.NONE,
-                                    timestamp=timestamp, offset=offset, leader_epoch=partition.leader_epoch))
-        topics.append(R.ListOffsetsTopicResponse(name=topic.name, partitions=partitions))
-    return R(throttle_time_ms=0, topics=topics)
+    def answer(part, partition):
+        if ctx.version == 0:
+            return _old_style(partition, part)
+        offset, timestamp = _lookup(partition.ledger, part.timestamp)
+        return P(partition_index=part.partition_index, error_code=ErrorCode.NONE,
+                 timestamp=timestamp, offset=offset, leader_epoch=partition.leader_epoch)
+
+    def refused(part, error):
+        return P(partition_index=part.partition_index, error_code=error.code, timestamp=-1, offset=-1,
+                 old_style_offsets=[])
+
+    return R(throttle_time_ms=0, topics=[
+        R.ListOffsetsTopicResponse(name=topic.name, partitions=per_partition(
+            ctx.broker, topic.name, topic.partitions, lambda part: part.partition_index, answer, refused))
+        for topic in request.topics])
 
 
 def _lookup(ledger, timestamp) -> tuple[int, int]:

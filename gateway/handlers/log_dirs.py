@@ -32,7 +32,7 @@ async def describe_log_dirs(ctx, request):
     else:
         wanted = {(topic.topic, index) for topic in request.topics for index in topic.partitions}
     by_topic: dict[str, list] = {}
-    for (name, index), partition in sorted(broker.partitions.items()):
+    for (name, index), partition in broker.served():
         if wanted is not None and (name, index) not in wanted:
             continue
         ledger = partition.ledger

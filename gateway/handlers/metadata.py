@@ -6,6 +6,7 @@ from kafka.protocol.metadata import MetadataResponse
 
 from kgate.metadata.cluster import TopicExists, invalid_topic_name
 from kgate.protocol.error_codes import ErrorCode
+from kgate.protocol.errors import KafkaError
 
 from . import handles
 
@@ -22,7 +23,7 @@ async def metadata(ctx, request):
     version = ctx.version
     requested = request.topics
     if requested is None or (version == 0 and not requested):
-        names = sorted(broker.cluster.topics)
+        names = sorted(broker.topics)
         auto_create = False
     else:
         names = []
@@ -50,7 +51,7 @@ async def _describe(broker, name, auto_create):
     if name is None:
         return R.MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, partitions=[],
                                        authorized_operations=OPERATIONS_OMITTED)
-    topic = broker.cluster.topics.get(name)
+    topic = broker.topics.get(name)
     if topic is None:
         problem = invalid_topic_name(name)
         if problem or not auto_create:
@@ -60,7 +61,7 @@ async def _describe(broker, name, auto_create):
         try:
             topic = await broker.create_topic(name, broker.settings["num.partitions"], {})
         except TopicExists:
-            topic = broker.cluster.topics[name]
+            topic = broker.topics[name]
     return R.MetadataResponseTopic(
         error_code=ErrorCode.NONE, name=topic.name, topic_id=topic.topic_id, is_internal=broker.is_internal(topic.name),
         partitions=[_partition(broker, topic, index) for index in range(topic.partitions)],
@@ -71,7 +72,10 @@ def _partition(broker, topic, index):
     """The partition's leader is its owner. One this broker owns but has not opened yet
     (claimed a moment ago) or one with no live owner has no leader: clients retry."""
     leader = broker.leader(topic, index)
-    local = broker.partitions.get((topic.name, index))
+    try:
+        local = broker.partition(topic.name, index)
+    except KafkaError:
+        local = None
     if leader is None or (leader.node_id == broker.node_id and local is None):
         return R.MetadataResponseTopic.MetadataResponsePartition(
             error_code=ErrorCode.LEADER_NOT_AVAILABLE, partition_index=index, leader_id=-1, leader_epoch=-1,

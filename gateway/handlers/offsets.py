@@ -36,7 +36,7 @@ async def offset_commit(ctx, request):
     accepted: dict[tuple[str, int], CommittedOffset] = {}
     results = {}
     for topic in request.topics:
-        known = broker.cluster.topics.get(topic.name)
+        known = broker.topics.get(topic.name)
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
             metadata = p.committed_metadata or ""

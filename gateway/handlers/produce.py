@@ -117,11 +117,11 @@ async def _append(ctx, request, topic_name, data) -> _Outcome:
         raise KafkaError(ErrorCode.INVALID_REQUIRED_ACKS)
     if request.transactional_id is not None:
         raise KafkaError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported")
-    topic = broker.cluster.topics.get(topic_name)
-    partition = broker.partitions.get((topic_name, data.index))
-    if topic is None or partition is None:
-        raise KafkaError(broker.missing_partition_error(topic_name, data.index))
-    if not broker.ownership.safe:
+    partition = broker.partition(topic_name, data.index)
+    topic = broker.topics.get(topic_name)
+    if topic is None:  # deleted while its partitions are being dropped
+        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if not broker.writable:
         # The metadata session is suspended: this broker may be superseded any moment.
         raise KafkaError(ErrorCode.NOT_LEADER_FOR_PARTITION, "metadata session suspended")
     records = data.records

@@ -14,6 +14,7 @@ from kafka.protocol.api_key import ApiKey
 from kgate.protocol.error_codes import ErrorCode
 
 from . import handles
+from .broker_view import per_partition
 
 R = DescribeProducersResponse
 TopicResult = R.TopicResponse
@@ -26,22 +27,18 @@ NO_TRANSACTION = -1
 
 @handles(ApiKey.DescribeProducers)
 async def describe_producers(ctx, request):
-    broker = ctx.broker
-    topics = []
-    for topic in request.topics:
-        partitions = []
-        for index in topic.partition_indexes:
-            partition = broker.partitions.get((topic.name, index))
-            if partition is None:
-                partitions.append(PartitionResult(
-                    partition_index=index, error_code=broker.missing_partition_error(topic.name, index),
-                    error_message=f"no partition {topic.name}-{index}", active_producers=[]))
-                continue
-            partitions.append(PartitionResult(
-                partition_index=index, error_code=ErrorCode.NONE, error_message=None,
-                active_producers=[State(producer_id=p.producer_id, producer_epoch=p.epoch,
-                                        last_sequence=p.last_sequence, last_timestamp=p.last_timestamp,
-                                        coordinator_epoch=NO_COORDINATOR_EPOCH, current_txn_start_offset=NO_TRANSACTION)
-                                  for p in partition.producers.active()]))
-        topics.append(TopicResult(name=topic.name, partitions=partitions))
-    return R(throttle_time_ms=0, topics=topics)
+    def answer(index, partition):
+        return PartitionResult(
+            partition_index=index, error_code=ErrorCode.NONE, error_message=None,
+            active_producers=[State(producer_id=p.producer_id, producer_epoch=p.epoch,
+                                    last_sequence=p.last_sequence, last_timestamp=p.last_timestamp,
+                                    coordinator_epoch=NO_COORDINATOR_EPOCH, current_txn_start_offset=NO_TRANSACTION)
+                              for p in partition.producers.active()])
+
+    return R(throttle_time_ms=0, topics=[
+        TopicResult(name=topic.name, partitions=per_partition(
+            ctx.broker, topic.name, topic.partition_indexes, lambda index: index, answer,
+            lambda index, error: PartitionResult(partition_index=index, error_code=error.code,
+                                                 error_message=f"no partition {topic.name}-{index}",
+                                                 active_producers=[])))
+        for topic in request.topics])

@@ -17,6 +17,7 @@ from kafka.protocol.admin import DeleteRecordsResponse
 from kafka.protocol.api_key import ApiKey
 
 from kgate.protocol.error_codes import ErrorCode
+from kgate.protocol.errors import KafkaError
 
 from . import handles
 
@@ -43,10 +44,13 @@ async def delete_records(ctx, request):
 async def _delete(broker, name, index, offset) -> tuple[ErrorCode, int]:
     if broker.is_internal(name):
         return ErrorCode.INVALID_TOPIC, -1
-    topic = broker.cluster.topics.get(name)
-    partition = broker.partitions.get((name, index))
-    if topic is None or partition is None:
-        return broker.missing_partition_error(name, index), -1
+    topic = broker.topics.get(name)
+    try:
+        partition = broker.partition(name, index)
+    except KafkaError as error:
+        return error.code, -1
+    if topic is None:  # deleted while its partitions are being dropped
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1
     if "delete" not in broker.topic_config(topic, "cleanup.policy").split(","):
         return ErrorCode.POLICY_VIOLATION, -1
     ledger = partition.ledger

@@ -60,7 +60,7 @@ async def _create(ctx, creatable, validate_only):
             configs[config.name] = check_topic_config(config.name, config.value, broker.settings)
     except ConfigError as exc:
         return failed(ErrorCode.INVALID_CONFIG, str(exc))
-    if name in broker.cluster.topics:
+    if name in broker.topics:
         return failed(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
     topic_id = None
     if not validate_only:

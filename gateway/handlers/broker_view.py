@@ -1,0 +1,96 @@
+"""What a request handler may ask of the broker, and nothing more.
+
+Handlers see the broker through this protocol: topics and their configs, the
+partitions this broker serves (or the Kafka error saying why not), whether writes
+may be acknowledged, brokers to list, topic administration, the group coordinator,
+SASL state and metrics. The cluster state, ownership and stores behind it stay the
+broker's business, so they can change (object storage, KIP-848, transactions)
+without touching handlers; mypy holds handlers to it.
+"""
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Protocol, TypeVar
+
+from kgate.metadata.cluster import BrokerInfo, Topic
+from kgate.protocol.errors import KafkaError
+from kgate.storage.entry_formats import EntryFormat
+
+if TYPE_CHECKING:
+    from ..config import Settings
+    from ..groups import GroupCoordinator
+    from ..metrics import BrokerMetrics
+    from ..partition import Partition
+    from ..sasl import CredentialStore
+    from ..sasl.login_limiter import LoginLimiter
+
+Asked = TypeVar("Asked")
+Answer = TypeVar("Answer")
+
+
+class BrokerView(Protocol):
+    settings: "Settings"
+    node_id: int
+    cluster_id: str
+    metrics: "BrokerMetrics"
+    groups: "GroupCoordinator"
+    credentials: "CredentialStore"
+    login_limiter: "LoginLimiter"
+    sasl_mechanisms: list[str]
+
+    @property
+    def topics(self) -> Mapping[str, Topic]: ...
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> Topic | None: ...
+
+    def partition(self, name: str, index: int) -> "Partition":
+        """The partition if this broker serves it; KafkaError with the reason otherwise."""
+
+    def served(self) -> Iterator[tuple[tuple[str, int], "Partition"]]: ...
+
+    @property
+    def writable(self) -> bool:
+        """Whether acknowledged writes are safe now (False while the metadata session is in doubt)."""
+
+    def topic_config(self, topic: Topic, name: str) -> str: ...
+
+    def topic_config_default(self, name: str) -> str: ...
+
+    def topic_config_names(self) -> Iterable[str]: ...
+
+    def is_internal(self, name: str) -> bool: ...
+
+    def entry_format(self, topic: Topic) -> EntryFormat: ...
+
+    def live_brokers(self, connection) -> dict[int, tuple[str, int, str | None]]: ...
+
+    def leader(self, topic: Topic, index: int) -> BrokerInfo | None: ...
+
+    @property
+    def controller_id(self) -> int: ...
+
+    async def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> Topic: ...
+
+    async def delete_topic(self, name: str) -> Topic: ...
+
+    async def alter_topic_configs(self, name: str, change: Callable[[dict[str, str]], dict[str, str]],
+                                  validate_only: bool = False) -> Topic: ...
+
+    async def create_partitions(self, name: str, count: int, check: Callable[[Topic], None],
+                                validate_only: bool = False) -> Topic: ...
+
+    async def next_producer_id(self) -> int: ...
+
+
+def per_partition(broker: BrokerView, topic: str, asked: Iterable[Asked], index: Callable[[Asked], int],
+                  answer: Callable[[Asked, "Partition"], Answer],
+                  refused: Callable[[Asked, KafkaError], Answer]) -> list[Answer]:
+    """One answer per partition ``asked`` of ``topic``: ``answer`` for a partition this
+    broker serves, ``refused`` with the Kafka error when it does not serve it or when
+    ``answer`` raises one (an unreadable entry, a fenced epoch, ...)."""
+    answers = []
+    for item in asked:
+        try:
+            answers.append(answer(item, broker.partition(topic, index(item))))
+        except KafkaError as error:
+            answers.append(refused(item, error))
+    return answers
