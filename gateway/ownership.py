@@ -80,7 +80,7 @@ class Ownership:
             raise
         broker.partitions[(topic.name, index)] = partition
         if topic.name == OFFSETS_TOPIC:
-            broker.groups.gain(index)
+            await broker.groups.gain(index)
         log.debug("now serving %s-%d (leader epoch %d)", topic.name, index, partition.leader_epoch)
         return True
 

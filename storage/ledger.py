@@ -6,6 +6,9 @@ group-commit: many ``add_entry`` calls, one ``sync`` (fsync) for all of them. Th
 *last add confirmed* (LAC) is the highest entry id known durable; readers never see
 past it. Closing seals a ledger at its LAC; opening an unclosed ledger for recovery
 fences it (no further writes by its old writer) and truncates whatever is torn.
+
+Reads and opens are awaited: a store may have to go over the network (an object
+store), and even a local file read of many megabytes must not hold the event loop.
 """
 from abc import ABC, abstractmethod
 
@@ -45,16 +48,16 @@ class Ledger(ABC):
         """Bytes of entry payload stored."""
 
     @abstractmethod
-    def read_range(self, first: int, last: int) -> list:
+    async def read_range(self, first: int, last: int) -> list[memoryview]:
         """Entries ``first..last`` inclusive (at most LAC), as buffers."""
 
-    def read_heads(self, first: int, last: int, size: int) -> list[tuple[int, bytes]]:
+    async def read_heads(self, first: int, last: int, size: int) -> list[tuple[int, bytes]]:
         """``(entry length, first size bytes)`` of entries ``first..last``.
 
         Index rebuilds need only entry headers and lengths; stores that can read a
         prefix without the payload override this.
         """
-        return [(len(entry), bytes(entry[:size])) for entry in self.read_range(first, last)]
+        return [(len(entry), bytes(entry[:size])) for entry in await self.read_range(first, last)]
 
     @abstractmethod
     async def close(self) -> None:
@@ -69,7 +72,7 @@ class LedgerStore(ABC):
     def create_ledger(self, ledger_id: int) -> Ledger: ...
 
     @abstractmethod
-    def open_ledger(self, ledger_id: int, last_entry: int | None) -> Ledger:
+    async def open_ledger(self, ledger_id: int, last_entry: int | None) -> Ledger:
         """Open a ledger read-only.
 
         ``last_entry`` is the sealed last entry id from metadata, or None for a ledger

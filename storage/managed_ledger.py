@@ -128,12 +128,9 @@ class ManagedLedger:
             self._log_start = state["log_start"]
             infos = [LedgerInfo(**info) for info in state["ledgers"]]
         for info in infos:
-            if info.closed:
-                ledger = self._store.open_ledger(info.ledger_id, info.last_entry)
-            else:
-                ledger = self._store.open_ledger(info.ledger_id, None)
+            ledger = await self._store.open_ledger(info.ledger_id, info.last_entry if info.closed else None)
             segment = _Segment(info, ledger)
-            for length, head in ledger.read_heads(0, ledger.last_add_confirmed, entry.SIZE + payload_head):
+            for length, head in await ledger.read_heads(0, ledger.last_add_confirmed, entry.SIZE + payload_head):
                 header = EntryHeader.unpack(head)
                 segment.add(header, length - entry.SIZE)
                 if observe is not None and header.last_offset >= self._log_start:
@@ -279,7 +276,7 @@ class ManagedLedger:
 
     # -- reading --------------------------------------------------------------------
 
-    def read(self, offset: int, max_bytes: int) -> list[StoredEntry]:
+    async def read(self, offset: int, max_bytes: int) -> list[StoredEntry]:
         """Entries from the one holding ``offset`` up to the high watermark.
 
         Stops once ``max_bytes`` of payload are gathered, but always returns at least
@@ -305,7 +302,7 @@ class ManagedLedger:
                 if out:
                     break
                 last = first
-            for raw in segment.ledger.read_range(first, last):
+            for raw in await segment.ledger.read_range(first, last):
                 header = EntryHeader.unpack(raw)
                 out.append(StoredEntry(header, raw[entry.SIZE:]))
             budget -= segment.ends[last] - start_bytes
@@ -315,7 +312,7 @@ class ManagedLedger:
             index += 1
         return out
 
-    def entries_from_timestamp(self, timestamp: int) -> list[StoredEntry]:
+    async def entries_from_timestamp(self, timestamp: int) -> list[StoredEntry]:
         """The first entry (up to the high watermark) whose max timestamp is >= ``timestamp``."""
         for segment in self._segments:
             if segment.info.closed and segment.info.max_timestamp < timestamp:
@@ -324,10 +321,10 @@ class ManagedLedger:
                 if ts >= timestamp and segment.last_offsets[i] < self._high_watermark:
                     if segment.last_offsets[i] < self._log_start:
                         continue
-                    return self._entry_at(segment, i)
+                    return await self._entry_at(segment, i)
         return []
 
-    def entries_with_max_timestamp(self) -> list[StoredEntry]:
+    async def entries_with_max_timestamp(self) -> list[StoredEntry]:
         """The first entry holding the largest timestamp in the log (ListOffsets -3)."""
         best = None
         for segment in self._segments:
@@ -336,11 +333,11 @@ class ManagedLedger:
                     break
                 if segment.last_offsets[i] >= self._log_start and (best is None or ts > best[0]):
                     best = (ts, segment, i)
-        return self._entry_at(best[1], best[2]) if best else []
+        return await self._entry_at(best[1], best[2]) if best else []
 
     @staticmethod
-    def _entry_at(segment: _Segment, index: int) -> list[StoredEntry]:
-        raw = segment.ledger.read_range(index, index)[0]
+    async def _entry_at(segment: _Segment, index: int) -> list[StoredEntry]:
+        raw = (await segment.ledger.read_range(index, index))[0]
         return [StoredEntry(EntryHeader.unpack(raw), raw[entry.SIZE:])]
 
     # -- retention and lifecycle ------------------------------------------------------

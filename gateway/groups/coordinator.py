@@ -104,11 +104,19 @@ class GroupCoordinator:
         self.num_partitions = broker.cluster.topics[OFFSETS_TOPIC].partitions
         self._expiry_task = asyncio.create_task(self._expiry_loop())
 
-    def gain(self, index: int) -> None:
-        """Serve the groups of offsets partition ``index``, which this broker now owns: replay it."""
+    async def gain(self, index: int) -> None:
+        """Serve the groups of offsets partition ``index``, which this broker now owns: replay it.
+
+        The records are read first (awaited); they are applied with no await between,
+        and only if the partition is still this broker's by then.
+        """
         started = time.monotonic()
+        partition = self._partition(index)
+        latest, loaded = await self._read_latest(partition.ledger)
+        if self.broker.partitions.get((OFFSETS_TOPIC, index)) is not partition:
+            return  # lost while it was being read: its new owner replays it
         before = set(self.groups)
-        loaded = self._replay(index)
+        self._replay(index, latest, loaded)
         now = records.now_ms()
         gained = [g for g in self.groups.values() if g.group_id not in before]
         for group in gained:
@@ -136,14 +144,15 @@ class GroupCoordinator:
             del self.groups[group.group_id]
         log.debug("group coordinator lost %s-%d", OFFSETS_TOPIC, index)
 
-    def _replay(self, index: int) -> int:
-        """Load one partition. Keys are independent and the last record per key wins, so
-        only each key's final value is decoded: replay costs a dict store per record."""
-        ledger = self._partition(index).ledger
+    @staticmethod
+    async def _read_latest(ledger) -> tuple[dict[bytes, bytes | None], int]:
+        """Each key's last value in an offsets partition, and how many records there were.
+        Keys are independent and the last record per key wins, so only each key's final
+        value is decoded: replay costs a dict store per record."""
         offset, count = ledger.log_start_offset, 0
         latest: dict[bytes, bytes | None] = {}
         while offset < ledger.high_watermark:
-            entries = ledger.read(offset, 1 << 20)
+            entries = await ledger.read(offset, 1 << 20)
             for stored in entries:
                 payload = entry_formats.decode_entry(stored)
                 for record_offset, key, value in records.iter_records(payload):
@@ -151,13 +160,16 @@ class GroupCoordinator:
                         latest[key] = value
                         count += 1
             offset = entries[-1].header.last_offset + 1
+        return latest, count
+
+    def _replay(self, index: int, latest: dict[bytes, bytes | None], count: int) -> None:
+        """Load one partition's groups from the last value of each key."""
         for key, value in latest.items():
             try:
                 self._apply(*records.decode(key, value))
             except records.CorruptRecord as exc:
                 log.error("%s-%d: skipped a record: %s", OFFSETS_TOPIC, index, exc)
         self._appended_since_compaction[index] = count
-        return count
 
     def _apply(self, key: tuple, value) -> None:
         """Apply one record (replayed, or being appended) to the in-memory state."""

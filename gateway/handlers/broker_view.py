@@ -8,7 +8,7 @@ broker's business, so they can change (object storage, KIP-848, transactions)
 without touching handlers; mypy holds handlers to it.
 """
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from kgate.metadata.cluster import BrokerInfo, Topic
@@ -81,16 +81,16 @@ class BrokerView(Protocol):
     async def next_producer_id(self) -> int: ...
 
 
-def per_partition(broker: BrokerView, topic: str, asked: Iterable[Asked], index: Callable[[Asked], int],
-                  answer: Callable[[Asked, "Partition"], Answer],
-                  refused: Callable[[Asked, KafkaError], Answer]) -> list[Answer]:
+async def per_partition(broker: BrokerView, topic: str, asked: Iterable[Asked], index: Callable[[Asked], int],
+                        answer: Callable[[Asked, "Partition"], Awaitable[Answer]],
+                        refused: Callable[[Asked, KafkaError], Answer]) -> list[Answer]:
     """One answer per partition ``asked`` of ``topic``: ``answer`` for a partition this
     broker serves, ``refused`` with the Kafka error when it does not serve it or when
     ``answer`` raises one (an unreadable entry, a fenced epoch, ...)."""
     answers = []
     for item in asked:
         try:
-            answers.append(answer(item, broker.partition(topic, index(item))))
+            answers.append(await answer(item, broker.partition(topic, index(item))))
         except KafkaError as error:
             answers.append(refused(item, error))
     return answers

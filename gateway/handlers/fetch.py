@@ -66,7 +66,14 @@ async def fetch(ctx, request):
     while True:
         room = held.room()
         began = time.monotonic()
-        responses, total, served = _read(targets, min(max_bytes, room), version, progress=room > 0)
+        # The room stays this fetch's while its reads are awaited, so a concurrent fetch
+        # cannot count on it too; what the answer holds is taken for good below.
+        reserved = max(0, min(max_bytes, room))
+        held.take(reserved)
+        try:
+            responses, total, served = await _read(targets, min(max_bytes, room), version, progress=room > 0)
+        finally:
+            held.give(reserved)
         now = time.monotonic()
         stages["read"].observe(now - began)
         remaining = deadline - now
@@ -79,14 +86,14 @@ async def fetch(ctx, request):
         else:
             await _appended(ledgers, remaining)
         stages["wait"].observe(time.monotonic() - now)
-    held.take(total)  # no await since the read: the room it was sized by is still there
+    held.take(total)  # no await since the reservation was given back: the room is still there
     ctx.held_bytes = total
     for topic, (size, count) in served.items():
         broker.metrics.fetched(topic, size, count)
     return R(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=_group(responses))
 
 
-def _read(targets, max_bytes, version, progress=True):
+async def _read(targets, max_bytes, version, progress=True):
     """Partition responses, their total bytes, and per topic the (bytes, records) served.
 
     With ``progress`` the first partition holding data returns at least one whole batch
@@ -109,7 +116,7 @@ def _read(targets, max_bytes, version, progress=True):
         if not start <= part.fetch_offset <= hw:
             error = ErrorCode.OFFSET_OUT_OF_RANGE
         elif max_bytes > 0 or (progress and total == 0):
-            entries = ledger.read(part.fetch_offset, max(min(part.partition_max_bytes, max_bytes), 1))
+            entries = await ledger.read(part.fetch_offset, max(min(part.partition_max_bytes, max_bytes), 1))
             chunks, error = decode_entries(entries, version)
             if chunks and magic_of(chunks[0]) < 2:
                 chunks[0] = message_set.from_offset(chunks[0], part.fetch_offset)

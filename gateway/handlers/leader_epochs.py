@@ -37,7 +37,7 @@ UNDEFINED_OFFSET = -1
 
 @handles(ApiKey.OffsetForLeaderEpoch)
 async def offset_for_leader_epoch(ctx, request):
-    def answer(part, partition):
+    async def answer(part, partition):
         current = part.current_leader_epoch if ctx.version >= 2 else -1
         if current != -1 and current < partition.leader_epoch:
             raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH)
@@ -52,7 +52,7 @@ async def offset_for_leader_epoch(ctx, request):
                               leader_epoch=UNDEFINED_EPOCH, end_offset=UNDEFINED_OFFSET)
 
     return R(throttle_time_ms=0, topics=[
-        TopicResult(topic=topic.topic, partitions=per_partition(
+        TopicResult(topic=topic.topic, partitions=await per_partition(
             ctx.broker, topic.topic, topic.partitions, lambda part: part.partition, answer, refused))
         for topic in request.topics])
 

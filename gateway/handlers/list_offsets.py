@@ -26,10 +26,10 @@ LATEST_TIERED = -5
 
 @handles(ApiKey.ListOffsets)
 async def list_offsets(ctx, request):
-    def answer(part, partition):
+    async def answer(part, partition):
         if ctx.version == 0:
             return _old_style(partition, part)
-        offset, timestamp = _lookup(partition.ledger, part.timestamp)
+        offset, timestamp = await _lookup(partition.ledger, part.timestamp)
         return P(partition_index=part.partition_index, error_code=ErrorCode.NONE,
                  timestamp=timestamp, offset=offset, leader_epoch=partition.leader_epoch)
 
@@ -38,12 +38,12 @@ async def list_offsets(ctx, request):
                  old_style_offsets=[])
 
     return R(throttle_time_ms=0, topics=[
-        R.ListOffsetsTopicResponse(name=topic.name, partitions=per_partition(
+        R.ListOffsetsTopicResponse(name=topic.name, partitions=await per_partition(
             ctx.broker, topic.name, topic.partitions, lambda part: part.partition_index, answer, refused))
         for topic in request.topics])
 
 
-def _lookup(ledger, timestamp) -> tuple[int, int]:
+async def _lookup(ledger, timestamp) -> tuple[int, int]:
     if timestamp == LATEST:
         return ledger.high_watermark, -1
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
@@ -51,13 +51,13 @@ def _lookup(ledger, timestamp) -> tuple[int, int]:
     if timestamp == LATEST_TIERED:
         return -1, -1
     if timestamp == MAX_TIMESTAMP:
-        entries = ledger.entries_with_max_timestamp()
+        entries = await ledger.entries_with_max_timestamp()
         if not entries:
             return -1, -1
         best = entries[0].header.max_timestamp
         found = _first_record(entries[0], lambda ts: ts == best)
     else:
-        entries = ledger.entries_from_timestamp(timestamp)
+        entries = await ledger.entries_from_timestamp(timestamp)
         found = entries and _first_record(entries[0], lambda ts: ts >= timestamp)
     return found if found else (-1, -1)
 

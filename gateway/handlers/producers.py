@@ -27,7 +27,7 @@ NO_TRANSACTION = -1
 
 @handles(ApiKey.DescribeProducers)
 async def describe_producers(ctx, request):
-    def answer(index, partition):
+    async def answer(index, partition):
         return PartitionResult(
             partition_index=index, error_code=ErrorCode.NONE, error_message=None,
             active_producers=[State(producer_id=p.producer_id, producer_epoch=p.epoch,
@@ -36,7 +36,7 @@ async def describe_producers(ctx, request):
                               for p in partition.producers.active()])
 
     return R(throttle_time_ms=0, topics=[
-        TopicResult(name=topic.name, partitions=per_partition(
+        TopicResult(name=topic.name, partitions=await per_partition(
             ctx.broker, topic.name, topic.partition_indexes, lambda index: index, answer,
             lambda index, error: PartitionResult(partition_index=index, error_code=error.code,
                                                  error_message=f"no partition {topic.name}-{index}",

@@ -27,6 +27,12 @@ from ..ledger import CorruptLedger, Ledger, LedgerFenced, LedgerStore
 
 log = logging.getLogger(__name__)
 
+# Reads up to this size are made on the event loop: from the page cache they take
+# microseconds, less than handing them to a thread. Larger ones (catch-up reads of
+# many entries, a cold disk) go to the default executor, so a big fetch cannot stall
+# the loop for everyone else.
+INLINE_READ_BYTES = 256 * 1024
+
 _FRAME = struct.Struct(">II")
 _LENGTH = struct.Struct(">I")
 FRAME_SIZE = _FRAME.size
@@ -103,13 +109,13 @@ class FileLedger(Ledger):
         finally:
             self._syncing = None
 
-    def read_range(self, first: int, last: int) -> list:
+    async def read_range(self, first: int, last: int) -> list[memoryview]:
         last = min(last, self._lac)
         if first > last:
             return []
         start = self._positions[first]
         stop = self._positions[last + 1] if last + 1 < len(self._positions) else self._end
-        data = memoryview(os.pread(self._fd, stop - start, start))
+        data = memoryview(await _pread(self._fd, stop - start, start))
         entries = []
         pos = 0
         for _ in range(first, last + 1):
@@ -119,14 +125,12 @@ class FileLedger(Ledger):
             pos += size
         return entries
 
-    def read_heads(self, first: int, last: int, size: int) -> list[tuple[int, bytes]]:
+    async def read_heads(self, first: int, last: int, size: int) -> list[tuple[int, bytes]]:
         last = min(last, self._lac)
-        heads = []
-        for entry_id in range(first, last + 1):
-            frame = os.pread(self._fd, FRAME_SIZE + size, self._positions[entry_id])
-            length, _crc = _FRAME.unpack_from(frame, 0)
-            heads.append((length, frame[FRAME_SIZE:FRAME_SIZE + min(size, length)]))
-        return heads
+        if first > last:
+            return []
+        positions = self._positions[first:last + 1]
+        return await asyncio.get_running_loop().run_in_executor(None, _read_heads, self._fd, positions, size)
 
     async def close(self) -> None:
         if self._writable:
@@ -153,7 +157,11 @@ class FileLedgerStore(LedgerStore):
         _fsync_dir(self._dir)
         return FileLedger(ledger_id, path, fd, array("q"), 0, writable=True)
 
-    def open_ledger(self, ledger_id: int, last_entry: int | None) -> FileLedger:
+    async def open_ledger(self, ledger_id: int, last_entry: int | None) -> FileLedger:
+        """Recovery reads the whole file (verifying every frame), so it runs off the loop."""
+        return await asyncio.get_running_loop().run_in_executor(None, self._open_ledger, ledger_id, last_entry)
+
+    def _open_ledger(self, ledger_id: int, last_entry: int | None) -> FileLedger:
         path = self._path(ledger_id)
         if last_entry is None:
             os.close(os.open(_fence_path(path), os.O_WRONLY | os.O_CREAT, 0o644))
@@ -204,6 +212,21 @@ def _scan(fd: int, ledger_id: int, verify: bool, last_entry: int | None) -> tupl
     if last_entry is not None and len(positions) <= last_entry:
         raise CorruptLedger(f"ledger {ledger_id} holds {len(positions)} entries, metadata says {last_entry + 1}")
     return positions, pos
+
+
+async def _pread(fd: int, size: int, offset: int) -> bytes:
+    if size <= INLINE_READ_BYTES:
+        return os.pread(fd, size, offset)
+    return await asyncio.get_running_loop().run_in_executor(None, os.pread, fd, size, offset)
+
+
+def _read_heads(fd: int, positions, size: int) -> list[tuple[int, bytes]]:
+    heads = []
+    for position in positions:
+        frame = os.pread(fd, FRAME_SIZE + size, position)
+        length, _crc = _FRAME.unpack_from(frame, 0)
+        heads.append((length, frame[FRAME_SIZE:FRAME_SIZE + min(size, length)]))
+    return heads
 
 
 def _fence_path(ledger_path: str) -> str:

@@ -24,13 +24,13 @@ async def test_trimmed_log_start_survives_a_reopen(partition, clean):
         await append(ledger)                      # three entries per ledger: 0-2, 3-5, 6-8, 9
     await ledger.trim_before(7)
     assert ledger.log_start_offset == 7 and ledger.ledger_first_offsets() == [6, 9]
-    assert ledger.read(5, 1 << 20) == []
+    assert await ledger.read(5, 1 << 20) == []
     await partition.stop(clean)
 
     ledger = await partition.open()
     assert ledger.log_start_offset == 7
-    assert ledger.read(6, 1 << 20) == []
-    assert offsets(ledger.read(7, 1 << 20)) == [(7, 1), (8, 1), (9, 1)]
+    assert await ledger.read(6, 1 << 20) == []
+    assert offsets(await ledger.read(7, 1 << 20)) == [(7, 1), (8, 1), (9, 1)]
     assert await append(ledger) == 10
 
 
@@ -41,7 +41,7 @@ async def test_trim_to_the_high_watermark_keeps_only_the_open_ledger(partition):
     size = ledger.size_bytes
     await ledger.trim_before(ledger.high_watermark)
     assert ledger.log_start_offset == 7 and ledger.ledger_first_offsets() == [6]
-    assert ledger.size_bytes < size and ledger.read(7, 1 << 20) == []
+    assert ledger.size_bytes < size and await ledger.read(7, 1 << 20) == []
     with pytest.raises(ValueError):
         await ledger.trim_before(8)               # beyond the high watermark
 

@@ -29,8 +29,8 @@ async def _written(store: FileLedgerStore, ledger_id: int, entries=ENTRIES, seal
     return ledger
 
 
-def _contents(ledger) -> list[bytes]:
-    return [bytes(e) for e in ledger.read_range(0, ledger.last_add_confirmed)]
+async def _contents(ledger) -> list[bytes]:
+    return [bytes(e) for e in await ledger.read_range(0, ledger.last_add_confirmed)]
 
 
 async def test_add_sync_read_range(tmp_path):
@@ -39,15 +39,15 @@ async def test_add_sync_read_range(tmp_path):
     assert ledger.add_entry([b"he", b"llo"]) == 0  # chunks make one entry
     assert ledger.add_entry([b"world"]) == 1
     assert ledger.last_add_pushed == 1 and ledger.last_add_confirmed == -1
-    assert ledger.read_range(0, 1) == []  # nothing durable yet, nothing readable
+    assert await ledger.read_range(0, 1) == []  # nothing durable yet, nothing readable
     await ledger.sync(1)
     assert ledger.last_add_confirmed == 1
-    assert [bytes(e) for e in ledger.read_range(0, 5)] == [b"hello", b"world"]  # clamped at the LAC
-    assert [bytes(e) for e in ledger.read_range(1, 1)] == [b"world"]
-    assert ledger.read_range(2, 1) == []
+    assert [bytes(e) for e in await ledger.read_range(0, 5)] == [b"hello", b"world"]  # clamped at the LAC
+    assert [bytes(e) for e in await ledger.read_range(1, 1)] == [b"world"]
+    assert await ledger.read_range(2, 1) == []
     assert ledger.length == 10
     assert store.ledger_bytes(7) == 10 + 2 * FRAME_SIZE
-    assert ledger.read_heads(0, 1, 3) == [(5, b"hel"), (5, b"wor")]
+    assert await ledger.read_heads(0, 1, 3) == [(5, b"hel"), (5, b"wor")]
 
 
 async def test_concurrent_syncs_all_complete(tmp_path):
@@ -55,7 +55,7 @@ async def test_concurrent_syncs_all_complete(tmp_path):
     ids = [ledger.add_entry([b"%d" % i]) for i in range(20)]
     await asyncio.gather(*(ledger.sync(i) for i in ids))
     assert ledger.last_add_confirmed == 19
-    assert _contents(ledger) == [b"%d" % i for i in range(20)]
+    assert await _contents(ledger) == [b"%d" % i for i in range(20)]
 
 
 async def test_closed_ledger_refuses_writes_and_reopens_sealed(tmp_path):
@@ -64,8 +64,8 @@ async def test_closed_ledger_refuses_writes_and_reopens_sealed(tmp_path):
     with pytest.raises(LedgerFenced):
         ledger.add_entry([b"late"])
     ledger.release()
-    reopened = store.open_ledger(3, last_entry=len(ENTRIES) - 1)
-    assert _contents(reopened) == ENTRIES
+    reopened = await store.open_ledger(3, last_entry=len(ENTRIES) - 1)
+    assert await _contents(reopened) == ENTRIES
     with pytest.raises(LedgerFenced):
         reopened.add_entry([b"x"])
 
@@ -73,15 +73,15 @@ async def test_closed_ledger_refuses_writes_and_reopens_sealed(tmp_path):
 async def test_sealed_open_drops_entries_past_the_recorded_last_entry(tmp_path):
     store = FileLedgerStore(str(tmp_path))
     (await _written(store, 3)).release()
-    assert _contents(store.open_ledger(3, last_entry=1)) == ENTRIES[:2]
-    assert _contents(store.open_ledger(3, last_entry=1)) == ENTRIES[:2]
+    assert await _contents(await store.open_ledger(3, last_entry=1)) == ENTRIES[:2]
+    assert await _contents(await store.open_ledger(3, last_entry=1)) == ENTRIES[:2]
 
 
 async def test_sealed_open_with_missing_entries_is_corrupt(tmp_path):
     store = FileLedgerStore(str(tmp_path))
     (await _written(store, 3)).release()
     with pytest.raises(CorruptLedger):
-        store.open_ledger(3, last_entry=len(ENTRIES))
+        await store.open_ledger(3, last_entry=len(ENTRIES))
 
 
 def _half_frame(payload: bytes = b"torn payload") -> bytes:
@@ -107,12 +107,12 @@ async def test_recovery_truncates_a_torn_tail_and_keeps_every_synced_entry(tmp_p
     good_size = store.ledger_bytes(9)
     with open(_path(tmp_path, 9), "ab") as fh:
         fh.write(tail)
-    recovered = store.open_ledger(9, last_entry=None)
-    assert _contents(recovered) == ENTRIES
+    recovered = await store.open_ledger(9, last_entry=None)
+    assert await _contents(recovered) == ENTRIES
     assert recovered.last_add_confirmed == len(ENTRIES) - 1
     assert store.ledger_bytes(9) == good_size  # the tail is gone from the file, not just skipped
     recovered.release()
-    assert _contents(store.open_ledger(9, last_entry=None)) == ENTRIES
+    assert await _contents(await store.open_ledger(9, last_entry=None)) == ENTRIES
 
 
 @pytest.mark.parametrize("offset_from_end", [1, 5, len(ENTRIES[-1])])
@@ -124,7 +124,7 @@ async def test_recovery_drops_a_corrupt_final_entry(tmp_path, offset_from_end):
         byte = fh.read(1)
         fh.seek(-offset_from_end, os.SEEK_END)
         fh.write(bytes([byte[0] ^ 0x40]))
-    assert _contents(store.open_ledger(4, last_entry=None)) == ENTRIES[:-1]
+    assert await _contents(await store.open_ledger(4, last_entry=None)) == ENTRIES[:-1]
 
 
 @settings(max_examples=40, deadline=None)
@@ -136,11 +136,12 @@ def test_recovery_after_any_garbage_tail(entries, garbage):
         asyncio.run(_written(store, 1, entries)).release()
         with open(_path(directory, 1), "ab") as fh:
             fh.write(garbage)
-        recovered = store.open_ledger(1, last_entry=None)
+        recovered = asyncio.run(store.open_ledger(1, last_entry=None))
         try:
-            assert _contents(recovered)[:len(entries)] == entries
+            contents = asyncio.run(_contents(recovered))
+            assert contents[:len(entries)] == entries
             # Garbage can only survive by being whole frames with valid CRCs.
-            assert len(_contents(recovered)) == len(entries)
+            assert len(contents) == len(entries)
         finally:
             recovered.release()
 
@@ -159,8 +160,8 @@ async def test_a_recovery_open_fences_the_writer_it_supersedes(tmp_path):
     old_owner, new_owner = FileLedgerStore(str(tmp_path)), FileLedgerStore(str(tmp_path))
     writer = await _written(old_owner, 3)
     confirmed = writer.last_add_confirmed
-    recovered = new_owner.open_ledger(3, None)
-    assert _contents(recovered) == ENTRIES[:confirmed + 1]
+    recovered = await new_owner.open_ledger(3, None)
+    assert await _contents(recovered) == ENTRIES[:confirmed + 1]
     late = writer.add_entry([b"written after the takeover"])
     with pytest.raises(LedgerFenced):
         await writer.sync(late)
@@ -168,6 +169,6 @@ async def test_a_recovery_open_fences_the_writer_it_supersedes(tmp_path):
     with pytest.raises(LedgerFenced):
         writer.add_entry([b"and nothing more is taken"])
     # The entry the recovery recorded as last bounds every later open, whatever the file holds.
-    assert _contents(new_owner.open_ledger(3, recovered.last_add_confirmed)) == ENTRIES
+    assert await _contents(await new_owner.open_ledger(3, recovered.last_add_confirmed)) == ENTRIES
     new_owner.delete_ledger(3)
     assert os.listdir(tmp_path) == []

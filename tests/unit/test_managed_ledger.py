@@ -83,23 +83,23 @@ async def test_offsets_are_contiguous_across_rollover(partition):
     assert list(zip(bases, COUNTS)) == contiguous(COUNTS)
     assert ledger.high_watermark == ledger.next_offset == sum(COUNTS)
     assert ledger.ledger_first_offsets() == [0, 5, 13, 19]  # 3 entries per ledger
-    assert offsets(ledger.read(0, 1 << 20)) == contiguous(COUNTS)
+    assert offsets(await ledger.read(0, 1 << 20)) == contiguous(COUNTS)
 
 
 async def test_read_starts_at_the_entry_holding_the_offset(partition):
     ledger = await partition.open()
     for n in COUNTS:
         await append(ledger, n)
-    assert offsets(ledger.read(7, 1)) == [(5, 5)]  # offset 7 lies inside the entry 5..9
-    assert offsets(ledger.read(13, 1)) == [(13, 1)]  # the first entry of a ledger
-    assert offsets(ledger.read(17, 1)) == [(14, 4)]  # the last offset of an entry
-    assert ledger.read(sum(COUNTS), 1 << 20) == []  # at the high watermark
+    assert offsets(await ledger.read(7, 1)) == [(5, 5)]  # offset 7 lies inside the entry 5..9
+    assert offsets(await ledger.read(13, 1)) == [(13, 1)]  # the first entry of a ledger
+    assert offsets(await ledger.read(17, 1)) == [(14, 4)]  # the last offset of an entry
+    assert await ledger.read(sum(COUNTS), 1 << 20) == []  # at the high watermark
 
 
 async def test_read_always_returns_at_least_one_entry(partition):
     ledger = await partition.open()
     await append(ledger)
-    assert offsets(ledger.read(0, 1)) == [(0, 1)]
+    assert offsets(await ledger.read(0, 1)) == [(0, 1)]
 
 
 @pytest.mark.parametrize("max_bytes", [PAYLOAD, 2 * PAYLOAD + 50, 3 * PAYLOAD, 4 * PAYLOAD + 50, 7 * PAYLOAD + 1])
@@ -107,7 +107,7 @@ async def test_read_honours_max_bytes_across_ledgers(partition, max_bytes):
     ledger = await partition.open()
     for _ in range(10):
         await append(ledger)
-    assert offsets(ledger.read(0, max_bytes)) == contiguous([1] * (max_bytes // PAYLOAD))
+    assert offsets(await ledger.read(0, max_bytes)) == contiguous([1] * (max_bytes // PAYLOAD))
 
 
 async def test_reopen_after_close_keeps_everything_and_continues(partition):
@@ -117,10 +117,10 @@ async def test_reopen_after_close_keeps_everything_and_continues(partition):
     await partition.stop(clean=True)
 
     ledger = await partition.open()
-    assert offsets(ledger.read(0, 1 << 20)) == contiguous(COUNTS)
+    assert offsets(await ledger.read(0, 1 << 20)) == contiguous(COUNTS)
     assert ledger.high_watermark == sum(COUNTS)
     assert await append(ledger, 2) == sum(COUNTS)
-    assert offsets(ledger.read(0, 1 << 20)) == contiguous(COUNTS + [2])
+    assert offsets(await ledger.read(0, 1 << 20)) == contiguous(COUNTS + [2])
 
 
 async def test_unclean_stops_lose_no_durable_entry_and_reuse_no_offset(partition):
@@ -130,13 +130,13 @@ async def test_unclean_stops_lose_no_durable_entry_and_reuse_no_offset(partition
     await partition.stop(clean=False)
 
     ledger = await partition.open()
-    assert offsets(ledger.read(0, 1 << 20)) == contiguous(COUNTS[:4])
+    assert offsets(await ledger.read(0, 1 << 20)) == contiguous(COUNTS[:4])
     for n in COUNTS[4:]:
         await append(ledger, n)
     await partition.stop(clean=False)  # and crash again, with the recovered ledger's successor open
 
     ledger = await partition.open()
-    assert offsets(ledger.read(0, 1 << 20)) == contiguous(COUNTS)
+    assert offsets(await ledger.read(0, 1 << 20)) == contiguous(COUNTS)
     assert await append(ledger) == sum(COUNTS)
 
 
@@ -150,7 +150,7 @@ async def test_unclean_stop_with_a_torn_tail_recovers(partition, tail):
         fh.write(tail)
 
     ledger = await partition.open()
-    assert offsets(ledger.read(0, 1 << 20)) == contiguous(COUNTS[:5])
+    assert offsets(await ledger.read(0, 1 << 20)) == contiguous(COUNTS[:5])
     assert await append(ledger) == sum(COUNTS[:5])
 
 
@@ -160,7 +160,7 @@ async def test_entries_written_but_never_synced_are_not_readable(partition):
     await ledger.prepare_append()
     base, durable = ledger.append(1, 1000, 2, 0, lambda base: [bytes(PAYLOAD)])
     assert base == 1
-    assert ledger.high_watermark == 1 and offsets(ledger.read(0, 1 << 20)) == [(0, 1)]
+    assert ledger.high_watermark == 1 and offsets(await ledger.read(0, 1 << 20)) == [(0, 1)]
     await durable
     assert ledger.high_watermark == 2
 
@@ -173,13 +173,13 @@ async def test_retention_by_bytes_trims_whole_sealed_ledgers(partition):
     assert await ledger.enforce_retention(now_ms=0) == 2
     assert ledger.log_start_offset == 6 and ledger.ledger_first_offsets() == [6, 9]
     assert len(partition.ledger_files()) == files_before - 2
-    assert ledger.read(0, 1 << 20) == []
-    assert offsets(ledger.read(6, 1 << 20)) == contiguous([1] * 4, start=6)
+    assert await ledger.read(0, 1 << 20) == []
+    assert offsets(await ledger.read(6, 1 << 20)) == contiguous([1] * 4, start=6)
     await partition.stop(clean=True)
 
     ledger = await partition.open()
     assert ledger.log_start_offset == 6
-    assert offsets(ledger.read(6, 1 << 20)) == contiguous([1] * 4, start=6)
+    assert offsets(await ledger.read(6, 1 << 20)) == contiguous([1] * 4, start=6)
 
 
 async def test_retention_never_drops_the_open_ledger(partition):
@@ -188,7 +188,7 @@ async def test_retention_never_drops_the_open_ledger(partition):
         await append(ledger)  # ledgers: 0-2 sealed; 3-4 open
     assert await ledger.enforce_retention(now_ms=10**12) == 1
     assert ledger.log_start_offset == 3 and ledger.ledger_first_offsets() == [3]
-    assert offsets(ledger.read(3, 1 << 20)) == [(3, 1), (4, 1)]
+    assert offsets(await ledger.read(3, 1 << 20)) == [(3, 1), (4, 1)]
     assert await ledger.enforce_retention(now_ms=10**12) == 0
     assert await append(ledger) == 5
 
@@ -203,13 +203,13 @@ async def test_retention_by_time_uses_each_ledgers_newest_timestamp(partition):
     assert ledger.log_start_offset == 3
     assert await ledger.enforce_retention(now_ms=4000) == 1  # 2600 is old, 3200 is not
     assert ledger.log_start_offset == 6 and ledger.ledger_first_offsets() == [6, 9]
-    assert [e.header.max_timestamp for e in ledger.read(6, 1 << 20)] == timestamps[6:]
+    assert [e.header.max_timestamp for e in await ledger.read(6, 1 << 20)] == timestamps[6:]
 
 
 async def test_entry_headers_carry_what_was_appended(partition):
     ledger = await partition.open()
     await append(ledger, records=4, timestamp=12345)
-    (entry,) = ledger.read(0, 1 << 20)
+    (entry,) = await ledger.read(0, 1 << 20)
     assert entry.header == EntryHeader(base_offset=0, record_count=4, max_timestamp=12345, magic=2, format_code=0)
 
 
