@@ -35,6 +35,11 @@ async def serve(settings, ready=print) -> None:
     """
     broker = await open_broker(settings)
     loop = asyncio.get_running_loop()
+    # Installed before anything is announced: a SIGTERM that follows the ready line at
+    # once must take the clean path (seal the ledgers), not the default exit.
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
     servers = []
     tls = _tls_context(settings) if any(l.tls for l in settings.listeners) else None
     try:
@@ -55,9 +60,6 @@ async def serve(settings, ready=print) -> None:
             host, _, port = metrics_at.rpartition(":")
             port = broker.metrics.serve(host, int(port))
             ready(f"kgate metrics on http://{host}:{port}/metrics", flush=True)
-        stop = asyncio.Event()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
         await stop.wait()
         log.info("shutting down")
     finally:
