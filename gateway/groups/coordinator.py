@@ -28,7 +28,7 @@ from kgate.storage.entry_formats import ProducedRecords
 from . import records
 from .group import Group, GroupState, Member
 from .placement import partition_for
-from .records import CommittedOffset, GroupMetadataValue, MemberMetadata
+from .records import CommittedOffset
 
 log = logging.getLogger(__name__)
 
@@ -181,23 +181,7 @@ class GroupCoordinator:
         else:
             if group is None:
                 group = self.groups[group_id] = Group(group_id)
-            self._load_metadata(group, value)
-
-    def _load_metadata(self, group: Group, value: GroupMetadataValue) -> None:
-        group.generation = value.generation
-        group.protocol_type = value.protocol_type or None
-        group.protocol = value.protocol
-        group.leader_id = value.leader
-        group.state_timestamp = getattr(value, "current_state_timestamp", -1)
-        group.members.clear()
-        group.static_members.clear()
-        for m in value.members:
-            member = Member(m.member_id, getattr(m, "group_instance_id", None), m.client_id, m.client_host,
-                            getattr(m, "rebalance_timeout", m.session_timeout), m.session_timeout,
-                            group.protocol_type or "", [(group.protocol or "", m.subscription)], m.assignment)
-            group.members[member.member_id] = member
-            if member.group_instance_id is not None:
-                group.static_members[member.group_instance_id] = member.member_id
+            group.load_metadata(value)
 
     def _restore(self, group: Group, now: int) -> None:
         """After replay: a group with members resumes Stable and its members must heartbeat."""
@@ -303,7 +287,7 @@ class GroupCoordinator:
             if self.partition_of(group.group_id) != index:
                 continue
             if group.generation > 0 or group.members:
-                snapshot.append((records.group_key(group.group_id), records.group_value(_metadata_value(group))))
+                snapshot.append((records.group_key(group.group_id), records.group_value(group.metadata_value())))
             for (topic, partition), committed in group.offsets.items():
                 snapshot.append((records.offset_key(group.group_id, topic, partition), records.offset_value(committed)))
         durable = self._append(self._partition(index), snapshot)
@@ -316,7 +300,7 @@ class GroupCoordinator:
         """Store the group's generation and assignment; callers that do not wait get failures logged."""
         task = asyncio.ensure_future(self._write(group.group_id, [(("group", group.group_id),
                                                                    records.group_key(group.group_id),
-                                                                   _metadata_value(group))]))
+                                                                   group.metadata_value())]))
         task.add_done_callback(_log_failure)
         return task
 
@@ -750,17 +734,6 @@ class GroupCoordinator:
                       *(m.heartbeat_timer for m in group.members.values())]:
             if timer is not None:
                 timer.cancel()
-
-
-def _metadata_value(group: Group) -> GroupMetadataValue:
-    return GroupMetadataValue(
-        protocol_type=group.protocol_type or "", generation=group.generation, protocol=group.protocol,
-        leader=group.leader_id, current_state_timestamp=group.state_timestamp,
-        members=[MemberMetadata(member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
-                                client_host=m.client_host, rebalance_timeout=m.rebalance_timeout_ms,
-                                session_timeout=m.session_timeout_ms,
-                                subscription=m.metadata(group.protocol), assignment=m.assignment)
-                 for m in group.members.values()])
 
 
 def _encode_value(value) -> bytes | None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
 
-from .records import CommittedOffset
+from .records import CommittedOffset, GroupMetadataValue, MemberMetadata
 
 
 class GroupState(enum.Enum):
@@ -193,3 +193,33 @@ class Group:
             except (ValueError, EOFError, struct.error):
                 return None  # not the standard consumer subscription: no topics to name
         return topics
+
+    # -- record form ----------------------------------------------------------------------
+
+    def metadata_value(self) -> GroupMetadataValue:
+        """The generation, leader and assignment as ``__consumer_offsets`` keeps them."""
+        return GroupMetadataValue(
+            protocol_type=self.protocol_type or "", generation=self.generation, protocol=self.protocol,
+            leader=self.leader_id, current_state_timestamp=self.state_timestamp,
+            members=[MemberMetadata(member_id=m.member_id, group_instance_id=m.group_instance_id,
+                                    client_id=m.client_id, client_host=m.client_host,
+                                    rebalance_timeout=m.rebalance_timeout_ms, session_timeout=m.session_timeout_ms,
+                                    subscription=m.metadata(self.protocol), assignment=m.assignment)
+                     for m in self.members.values()])
+
+    def load_metadata(self, value: GroupMetadataValue) -> None:
+        """Take the generation and members a replayed record holds (older record versions lack fields)."""
+        self.generation = value.generation
+        self.protocol_type = value.protocol_type or None
+        self.protocol = value.protocol
+        self.leader_id = value.leader
+        self.state_timestamp = getattr(value, "current_state_timestamp", -1)
+        self.members.clear()
+        self.static_members.clear()
+        for m in value.members:
+            member = Member(m.member_id, getattr(m, "group_instance_id", None), m.client_id, m.client_host,
+                            getattr(m, "rebalance_timeout", m.session_timeout), m.session_timeout,
+                            self.protocol_type or "", [(self.protocol or "", m.subscription)], m.assignment)
+            self.members[member.member_id] = member
+            if member.group_instance_id is not None:
+                self.static_members[member.group_instance_id] = member.member_id
