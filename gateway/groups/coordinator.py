@@ -1,4 +1,4 @@
-"""The group coordinator: drives each group's state machine and keeps it in the log.
+"""The group coordinator: drives the groups' state machine and keeps it in the log.
 
 Every change that must survive the broker (a committed offset, a generation's
 assignment, a deletion) is appended to the group's ``__consumer_offsets`` partition
@@ -8,16 +8,18 @@ coordinator replays its partitions. Replay time stays bounded by compaction: whe
 partition has taken many more records than it has live keys, the coordinator rolls
 its ledger, re-appends the live state as a snapshot, and trims everything before it.
 
-Timers (session expiry, rebalance timeout, initial rebalance delay) are loop
-callbacks held on the group and its members; requests that must wait for a
-rebalance (JoinGroup, SyncGroup) wait on futures the state machine resolves.
+The group protocol's rules are ``machine.GroupMachine``, which does no I/O. The
+coordinator feeds it requests and fired timers with the time, and carries out the
+effects each step returns: futures park the JoinGroup and SyncGroup requests that
+wait for a rebalance, loop timers stand for the machine's keyed timers, and group
+records go to the log.
 """
 import asyncio
+import functools
 import logging
 import time
 import uuid
 from collections import defaultdict
-from dataclasses import dataclass, field
 
 from kgate.protocol import record_batch
 from kgate.protocol.error_codes import ErrorCode
@@ -26,9 +28,12 @@ from kgate.metadata.cluster import TopicExists
 from kgate.storage.entry_formats import ProducedRecords
 
 from . import records
-from .group import Group, GroupState, Member
+from .effects import (AfterStore, AnswerJoin, AnswerSync, ArmTimer, CancelTimer, Effect, JoinResult, Log, Park, Step,
+                      StoreGroup, TimerKey, Wait)
+from .group import Group, GroupState
+from .machine import GroupMachine, JoinRequest
 from .placement import partition_for
-from .records import CommittedOffset, GroupMetadataValue, MemberMetadata
+from .records import CommittedOffset
 
 log = logging.getLogger(__name__)
 
@@ -44,46 +49,23 @@ class GroupError(Exception):
         self.error = error
 
 
-@dataclass(slots=True)
-class JoinResult:
-    error: ErrorCode
-    member_id: str = ""
-    generation: int = -1
-    protocol_type: str | None = None
-    protocol: str | None = None
-    leader_id: str = ""
-    members: list[tuple[str, str | None, bytes]] = field(default_factory=list)
-    skip_assignment: bool = False
-
-
-@dataclass(slots=True)
-class JoinRequest:
-    group_id: str
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    session_timeout_ms: int
-    rebalance_timeout_ms: int
-    protocol_type: str
-    protocols: list[tuple[str, bytes]]
-    require_known_member_id: bool  # JoinGroup v4+
-    skip_assignment_supported: bool  # JoinGroup v9+
-
-
 class GroupCoordinator:
     def __init__(self, broker):
         self.broker = broker
         settings = broker.settings
         self.num_partitions = settings["offsets.topic.num.partitions"]
-        self.min_session_ms = settings["group.min.session.timeout.ms"]
-        self.max_session_ms = settings["group.max.session.timeout.ms"]
-        self.initial_delay_ms = settings["group.initial.rebalance.delay.ms"]
-        self.max_size = settings["group.max.size"]
         self.max_metadata_bytes = settings["offset.metadata.max.bytes"]
         self.retention_ms = settings["offsets.retention.minutes"] * 60_000
         self.compaction_min_records = settings["kgate.offsets.compaction.min.records"]
-        self.groups: dict[str, Group] = {}
+        self.machine = GroupMachine(
+            min_session_ms=settings["group.min.session.timeout.ms"],
+            max_session_ms=settings["group.max.session.timeout.ms"],
+            initial_delay_ms=settings["group.initial.rebalance.delay.ms"], max_size=settings["group.max.size"],
+            new_member_id=lambda prefix: f"{prefix}-{uuid.uuid4()}")
+        self.groups = self.machine.groups  # the machine's own dict: handlers and metrics read it
+        # Carrying out the machine's effects: its timers by group, and the futures of parked requests.
+        self._timers: dict[str, dict[TimerKey, asyncio.TimerHandle]] = {}
+        self._parked: dict[tuple[Wait, str, str], asyncio.Future] = {}
         self._appended_since_compaction: dict[int, int] = defaultdict(int)
         self._compactions: dict[int, asyncio.Task] = {}
         self._expiry_task: asyncio.Task | None = None
@@ -120,7 +102,7 @@ class GroupCoordinator:
         now = records.now_ms()
         gained = [g for g in self.groups.values() if g.group_id not in before]
         for group in gained:
-            self._restore(group, now)
+            self._carry_out(now, self.machine.restore(now, group.group_id))
         self._owned.add(index)
         log.log(logging.INFO if gained else logging.DEBUG,
                 "group coordinator gained %s-%d: %d groups from %d records in %.3f s", OFFSETS_TOPIC, index,
@@ -136,12 +118,10 @@ class GroupCoordinator:
         task = self._compactions.pop(index, None)
         if task is not None:
             task.cancel()
-        for group in [g for g in self.groups.values() if self.partition_of(g.group_id) == index]:
-            self._cancel_timers(group)
-            for member in group.members.values():
-                _resolve(member.join_waiter, JoinResult(ErrorCode.NOT_COORDINATOR, member.member_id))
-                _resolve(member.sync_waiter, ErrorCode.NOT_COORDINATOR)
-            del self.groups[group.group_id]
+        now = records.now_ms()
+        for group_id in [g for g in self.groups if self.partition_of(g) == index]:
+            self._cancel_timers(group_id)
+            self._carry_out(now, self.machine.unload(group_id))
         log.debug("group coordinator lost %s-%d", OFFSETS_TOPIC, index)
 
     @staticmethod
@@ -179,7 +159,7 @@ class GroupCoordinator:
             if value is None:
                 if group is not None:
                     group.offsets.pop((key[2], key[3]), None)
-                    self._forget_if_dead(group)
+                    self.machine.forget_if_dead(group)
                 return
             if group is None:
                 group = self.groups[group_id] = Group(group_id)
@@ -189,51 +169,19 @@ class GroupCoordinator:
                 group.generation, group.protocol, group.protocol_type, group.leader_id = 0, None, None, None
                 group.members.clear()
                 group.static_members.clear()
-                self._forget_if_dead(group)
+                self.machine.forget_if_dead(group)
         else:
             if group is None:
                 group = self.groups[group_id] = Group(group_id)
-            self._load_metadata(group, value)
-
-    def _load_metadata(self, group: Group, value: GroupMetadataValue) -> None:
-        group.generation = value.generation
-        group.protocol_type = value.protocol_type or None
-        group.protocol = value.protocol
-        group.leader_id = value.leader
-        group.state_timestamp = getattr(value, "current_state_timestamp", -1)
-        group.members.clear()
-        group.static_members.clear()
-        for m in value.members:
-            member = Member(m.member_id, getattr(m, "group_instance_id", None), m.client_id, m.client_host,
-                            getattr(m, "rebalance_timeout", m.session_timeout), m.session_timeout,
-                            group.protocol_type or "", [(group.protocol or "", m.subscription)], m.assignment)
-            group.members[member.member_id] = member
-            if member.group_instance_id is not None:
-                group.static_members[member.group_instance_id] = member.member_id
-
-    def _restore(self, group: Group, now: int) -> None:
-        """After replay: a group with members resumes Stable and its members must heartbeat."""
-        if group.members:
-            group.state = GroupState.STABLE
-            for member in group.members.values():
-                self._schedule_expiry(group, member)
-        else:
-            group.state = GroupState.EMPTY
-            if group.state_timestamp < 0:
-                group.state_timestamp = now
-
-    def _forget_if_dead(self, group: Group) -> None:
-        if not group.members and not group.offsets and not group.pending_members:
-            group.state = GroupState.DEAD
-            self.groups.pop(group.group_id, None)
+            group.load_metadata(value)
 
     async def close(self) -> None:
         if self._expiry_task is not None:
             self._expiry_task.cancel()
         for task in list(self._compactions.values()):
             task.cancel()
-        for group in self.groups.values():
-            self._cancel_timers(group)
+        for group_id in list(self._timers):
+            self._cancel_timers(group_id)
 
     # -- placement ------------------------------------------------------------------------
 
@@ -315,7 +263,7 @@ class GroupCoordinator:
             if self.partition_of(group.group_id) != index:
                 continue
             if group.generation > 0 or group.members:
-                snapshot.append((records.group_key(group.group_id), records.group_value(_metadata_value(group))))
+                snapshot.append((records.group_key(group.group_id), records.group_value(group.metadata_value())))
             for (topic, partition), committed in group.offsets.items():
                 snapshot.append((records.offset_key(group.group_id, topic, partition), records.offset_value(committed)))
         durable = self._append(self._partition(index), snapshot)
@@ -324,312 +272,136 @@ class GroupCoordinator:
         await ledger.trim_before(start)
         log.info("%s-%d compacted: %d live records from offset %d", OFFSETS_TOPIC, index, len(snapshot), start)
 
-    def _persist_group(self, group: Group) -> asyncio.Task:
-        """Store the group's generation and assignment; callers that do not wait get failures logged."""
-        task = asyncio.ensure_future(self._write(group.group_id, [(("group", group.group_id),
-                                                                   records.group_key(group.group_id),
-                                                                   _metadata_value(group))]))
-        task.add_done_callback(_log_failure)
-        return task
-
-    # -- JoinGroup ------------------------------------------------------------------------
+    # -- the machine's requests ----------------------------------------------------------------
 
     async def join(self, request: JoinRequest) -> JoinResult:
         self.check_group_id(request.group_id, allow_empty=False)
-        if not self.min_session_ms <= request.session_timeout_ms <= self.max_session_ms:
-            return JoinResult(ErrorCode.INVALID_SESSION_TIMEOUT, request.member_id)
-        group = self.groups.get(request.group_id)
-        if group is None:
-            if request.member_id:
-                return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, request.member_id)
-            group = self.groups[request.group_id] = Group(request.group_id, state_timestamp=records.now_ms())
-        if group.is_(GroupState.DEAD):
-            return JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, request.member_id)
-        if not group.supports(request.protocol_type, [name for name, _ in request.protocols]):
-            return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, request.member_id)
-        if request.member_id in group.pending_members:
-            return await self._add_member(group, request, request.member_id)
-        if not request.member_id:
-            return await self._join_new(group, request)
-        if group.is_fenced(request.member_id, request.group_instance_id):
-            return JoinResult(ErrorCode.FENCED_INSTANCE_ID, request.member_id)
-        member = group.members.get(request.member_id)
-        if member is None:
-            return JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, request.member_id)
-        return await self._join_known(group, member, request)
-
-    async def _join_new(self, group: Group, request: JoinRequest) -> JoinResult:
-        instance = request.group_instance_id
-        if instance is not None and instance in group.static_members:
-            return await self._rejoin_static(group, request)
-        if len(group.members) + len(group.pending_members) >= self.max_size:
-            return JoinResult(ErrorCode.GROUP_MAX_SIZE_REACHED)
-        member_id = f"{instance or request.client_id}-{uuid.uuid4()}"
-        if request.require_known_member_id and instance is None:
-            # KIP-394: the member must come back with this id, so a client that retries a
-            # lost response does not leave a ghost member behind.
-            loop = asyncio.get_running_loop()
-            group.pending_members[member_id] = loop.call_later(
-                request.session_timeout_ms / 1000, self._expire_pending, group, member_id)
-            return JoinResult(ErrorCode.MEMBER_ID_REQUIRED, member_id)
-        return await self._add_member(group, request, member_id)
-
-    async def _add_member(self, group: Group, request: JoinRequest, member_id: str) -> JoinResult:
-        timer = group.pending_members.pop(member_id, None)
-        if timer is not None:
-            timer.cancel()
-        if len(group.members) >= self.max_size:
-            return JoinResult(ErrorCode.GROUP_MAX_SIZE_REACHED, member_id)
-        member = Member(member_id, request.group_instance_id, request.client_id, request.client_host,
-                        request.rebalance_timeout_ms, request.session_timeout_ms, request.protocol_type,
-                        list(request.protocols))
-        group.add(member)
-        return await self._await_join(group, member)
-
-    async def _rejoin_static(self, group: Group, request: JoinRequest) -> JoinResult:
-        """A restarted static member takes its old place; a Stable group does not rebalance."""
-        old_id = group.static_members[request.group_instance_id]
-        new_id = f"{request.group_instance_id}-{uuid.uuid4()}"
-        old = group.members[old_id]
-        _resolve(old.join_waiter, JoinResult(ErrorCode.FENCED_INSTANCE_ID, old_id))
-        _resolve(old.sync_waiter, ErrorCode.FENCED_INSTANCE_ID)
-        member = group.replace_static(old_id, new_id)
-        protocols_changed = member.protocols != list(request.protocols)
-        member.client_id, member.client_host = request.client_id, request.client_host
-        member.session_timeout_ms, member.rebalance_timeout_ms = request.session_timeout_ms, request.rebalance_timeout_ms
-        member.protocols = list(request.protocols)
-        self._schedule_expiry(group, member)
-        if group.is_(GroupState.STABLE) and not protocols_changed:
-            await self._persist_group(group)
-            leader = group.leader_id == new_id
-            return JoinResult(ErrorCode.NONE, new_id, group.generation, group.protocol_type, group.protocol,
-                              group.leader_id or "", self._member_list(group) if leader else [],
-                              skip_assignment=leader and request.skip_assignment_supported)
-        return await self._await_join(group, member)
-
-    async def _join_known(self, group: Group, member: Member, request: JoinRequest) -> JoinResult:
-        same = member.protocols == list(request.protocols)
-        member.protocols = list(request.protocols)
-        member.session_timeout_ms, member.rebalance_timeout_ms = request.session_timeout_ms, request.rebalance_timeout_ms
-        if group.is_(GroupState.COMPLETING_REBALANCE) and same:
-            # A retry of a join whose response was lost: answer with the current generation.
-            return self._join_result(group, member)
-        if group.is_(GroupState.STABLE) and same and group.leader_id != member.member_id:
-            return self._join_result(group, member)
-        return await self._await_join(group, member)
-
-    async def _await_join(self, group: Group, member: Member) -> JoinResult:
-        if member.awaiting_join:
-            _resolve(member.join_waiter, JoinResult(ErrorCode.REBALANCE_IN_PROGRESS, member.member_id))
-        member.join_waiter = asyncio.get_running_loop().create_future()
-        waiter = member.join_waiter
-        if not group.is_(GroupState.PREPARING_REBALANCE):
-            self._prepare_rebalance(group, f"member {member.member_id} joined")
-        else:
-            self._maybe_complete_join(group)
-        return await waiter
-
-    def _join_result(self, group: Group, member: Member) -> JoinResult:
-        leader = group.leader_id == member.member_id
-        return JoinResult(ErrorCode.NONE, member.member_id, group.generation, group.protocol_type, group.protocol,
-                          group.leader_id or "", self._member_list(group) if leader else [])
-
-    @staticmethod
-    def _member_list(group: Group) -> list[tuple[str, str | None, bytes]]:
-        return [(m.member_id, m.group_instance_id, m.metadata(group.protocol)) for m in group.members.values()]
-
-    # -- rebalancing --------------------------------------------------------------------------
-
-    def _prepare_rebalance(self, group: Group, reason: str) -> None:
-        if group.is_(GroupState.COMPLETING_REBALANCE):
-            for member in group.members.values():
-                _resolve(member.sync_waiter, ErrorCode.REBALANCE_IN_PROGRESS)
-        loop = asyncio.get_running_loop()
-        if group.rebalance_timer is not None:
-            group.rebalance_timer.cancel()
-        if group.is_(GroupState.EMPTY) and self.initial_delay_ms > 0:
-            group.in_initial_delay = True
-            group.rebalance_timer = loop.call_later(self.initial_delay_ms / 1000, self._end_initial_delay, group)
-        else:
-            group.rebalance_timer = loop.call_later(group.rebalance_timeout_ms / 1000, self._rebalance_timeout, group)
-        group.transition(GroupState.PREPARING_REBALANCE, records.now_ms())
-        log.info("group %s rebalancing (generation %d): %s", group.group_id, group.generation, reason)
-        self._maybe_complete_join(group)
-
-    def _end_initial_delay(self, group: Group) -> None:
-        group.in_initial_delay = False
-        loop = asyncio.get_running_loop()
-        group.rebalance_timer = loop.call_later(group.rebalance_timeout_ms / 1000, self._rebalance_timeout, group)
-        self._maybe_complete_join(group)
-
-    def _rebalance_timeout(self, group: Group) -> None:
-        if not group.is_(GroupState.PREPARING_REBALANCE) or group.in_initial_delay:
-            return
-        for member in [m for m in group.members.values() if not m.awaiting_join]:
-            log.info("group %s: member %s did not rejoin in time", group.group_id, member.member_id)
-            group.remove(member.member_id)
-        for timer in group.pending_members.values():
-            if timer is not None:
-                timer.cancel()
-        group.pending_members.clear()
-        self._complete_join(group)
-
-    def _maybe_complete_join(self, group: Group) -> None:
-        if group.is_(GroupState.PREPARING_REBALANCE) and not group.in_initial_delay and group.all_joined:
-            self._complete_join(group)
-
-    def _complete_join(self, group: Group) -> None:
-        if group.rebalance_timer is not None:
-            group.rebalance_timer.cancel()
-            group.rebalance_timer = None
-        group.generation += 1
         now = records.now_ms()
-        if not group.members:
-            group.protocol = None
-            group.leader_id = None
-            group.transition(GroupState.EMPTY, now)
-            log.info("group %s is empty at generation %d", group.group_id, group.generation)
-            self._persist_group(group)
-            return
-        group.protocol = group.select_protocol()
-        if group.leader_id not in group.members:
-            group.leader_id = next(iter(group.members))
-        group.transition(GroupState.COMPLETING_REBALANCE, now)
-        log.info("group %s generation %d: %d members, protocol %s, leader %s", group.group_id, group.generation,
-                 len(group.members), group.protocol, group.leader_id)
-        for member in group.members.values():
-            member.assignment = b""
-            _resolve(member.join_waiter, self._join_result(group, member))
-            self._schedule_expiry(group, member)
-
-    # -- SyncGroup --------------------------------------------------------------------------
+        return await self._settle(now, self.machine.join(now, request))
 
     async def sync(self, group_id: str, generation: int, member_id: str, group_instance_id: str | None,
                    protocol_type: str | None, protocol: str | None,
                    assignments: dict[str, bytes]) -> tuple[ErrorCode, bytes]:
         self.check_group_id(group_id, allow_empty=False)
-        group = self.groups.get(group_id)
-        if group is None or member_id not in group.members:
-            return (ErrorCode.FENCED_INSTANCE_ID if group and group.is_fenced(member_id, group_instance_id)
-                    else ErrorCode.UNKNOWN_MEMBER_ID), b""
-        if group.is_fenced(member_id, group_instance_id):
-            return ErrorCode.FENCED_INSTANCE_ID, b""
-        if generation != group.generation:
-            return ErrorCode.ILLEGAL_GENERATION, b""
-        if ((protocol_type is not None and protocol_type != group.protocol_type)
-                or (protocol is not None and protocol != group.protocol)):
-            return ErrorCode.INCONSISTENT_GROUP_PROTOCOL, b""
-        member = group.members[member_id]
-        if group.is_(GroupState.PREPARING_REBALANCE):
-            return ErrorCode.REBALANCE_IN_PROGRESS, b""
-        if group.is_(GroupState.STABLE):
-            self._schedule_expiry(group, member)
-            return ErrorCode.NONE, member.assignment
-        # CompletingRebalance: wait for the leader's assignment.
-        member.sync_waiter = asyncio.get_running_loop().create_future()
-        waiter = member.sync_waiter
-        if member_id == group.leader_id:
-            for other in group.members.values():
-                other.assignment = assignments.get(other.member_id, b"")
-            try:
-                await self._persist_group(group)
-            except Exception:
-                log.exception("group %s: storing generation %d failed", group_id, generation)
-                for other in group.members.values():
-                    _resolve(other.sync_waiter, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-                if group.is_(GroupState.COMPLETING_REBALANCE):
-                    self._prepare_rebalance(group, "storing the assignment failed")
-            else:
-                if group.is_(GroupState.COMPLETING_REBALANCE) and group.generation == generation:
-                    group.transition(GroupState.STABLE, records.now_ms())
-                    for other in group.members.values():
-                        _resolve(other.sync_waiter, ErrorCode.NONE)
-        error = await waiter
-        return error, member.assignment if error == ErrorCode.NONE else b""
-
-    # -- Heartbeat and expiry -----------------------------------------------------------------
+        now = records.now_ms()
+        return await self._settle(now, self.machine.sync(now, group_id, generation, member_id, group_instance_id,
+                                                         protocol_type, protocol, assignments))
 
     def heartbeat(self, group_id: str, generation: int, member_id: str, group_instance_id: str | None) -> ErrorCode:
         self.check_group_id(group_id, allow_empty=False)
-        group = self.groups.get(group_id)
-        if group is None or group.is_(GroupState.EMPTY, GroupState.DEAD):
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        if group.is_fenced(member_id, group_instance_id):
-            return ErrorCode.FENCED_INSTANCE_ID
-        member = group.members.get(member_id)
-        if member is None:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        if generation != group.generation:
-            return ErrorCode.ILLEGAL_GENERATION
-        self._schedule_expiry(group, member)
-        if group.is_(GroupState.PREPARING_REBALANCE):
-            return ErrorCode.REBALANCE_IN_PROGRESS
-        return ErrorCode.NONE
-
-    def _schedule_expiry(self, group: Group, member: Member) -> None:
-        if member.heartbeat_timer is not None:
-            member.heartbeat_timer.cancel()
-        member.heartbeat_timer = asyncio.get_running_loop().call_later(
-            member.session_timeout_ms / 1000, self._expire_member, group, member)
-
-    def _expire_member(self, group: Group, member: Member) -> None:
-        if group.members.get(member.member_id) is not member:
-            return
-        if member.awaiting_join or member.awaiting_sync:
-            # A member waiting on the rebalance is alive; the rebalance timeout bounds it.
-            self._schedule_expiry(group, member)
-            return
-        log.info("group %s: member %s session expired", group.group_id, member.member_id)
-        self._remove_members(group, [member.member_id], "session expired")
-
-    def _expire_pending(self, group: Group, member_id: str) -> None:
-        if group.pending_members.pop(member_id, False) is not False:
-            self._maybe_complete_join(group)
-            self._forget_if_dead(group)
-
-    def _remove_members(self, group: Group, member_ids: list[str], reason: str) -> None:
-        for member_id in member_ids:
-            member = group.remove(member_id)
-            if member is not None:
-                _resolve(member.join_waiter, JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id))
-                _resolve(member.sync_waiter, ErrorCode.UNKNOWN_MEMBER_ID)
-        if group.is_(GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
-            self._prepare_rebalance(group, reason)
-        elif group.is_(GroupState.PREPARING_REBALANCE):
-            self._maybe_complete_join(group)
-
-    # -- LeaveGroup ---------------------------------------------------------------------------
+        now = records.now_ms()
+        return self._reply_now(now, self.machine.heartbeat(now, group_id, generation, member_id, group_instance_id))
 
     def leave(self, group_id: str, leaving: list[tuple[str, str | None]]) -> list[ErrorCode]:
         """Remove members given as ``(member id, group instance id)``; one error per member."""
         self.check_group_id(group_id, allow_empty=False)
-        group = self.groups.get(group_id)
-        if group is None:
-            return [ErrorCode.UNKNOWN_MEMBER_ID] * len(leaving)
-        errors, removed = [], []
-        for member_id, instance in leaving:
-            if instance is not None:
-                current = group.static_members.get(instance)
-                if current is None:
-                    errors.append(ErrorCode.UNKNOWN_MEMBER_ID)
-                elif member_id and member_id != current:
-                    errors.append(ErrorCode.FENCED_INSTANCE_ID)
-                else:
-                    errors.append(ErrorCode.NONE)
-                    removed.append(current)
-            elif member_id in group.pending_members:
-                group.pending_members.pop(member_id).cancel()
-                errors.append(ErrorCode.NONE)
-            elif member_id in group.members:
-                errors.append(ErrorCode.NONE)
-                removed.append(member_id)
+        now = records.now_ms()
+        return self._reply_now(now, self.machine.leave(now, group_id, leaving))
+
+    # -- carrying out the machine's effects --------------------------------------------------------
+
+    async def _settle(self, now: int, step: Step):
+        """A request's reply: once the group records it hangs on are durable, and its parked
+        future (if it parked) is answered."""
+        parked, held = self._carry_out(now, step.effects)
+        for store, group, task in held:
+            if store.then is AfterStore.REPORT:
+                await self._report_stored(store, group, task)
             else:
-                errors.append(ErrorCode.UNKNOWN_MEMBER_ID)
-        if removed:
-            self._remove_members(group, removed, f"{len(removed)} member(s) left")
-        elif group.is_(GroupState.PREPARING_REBALANCE):
-            self._maybe_complete_join(group)
-        return errors
+                await task  # AfterStore.REPLY: a failure fails the request
+        return step.reply if parked is None else await parked
+
+    def _reply_now(self, now: int, step: Step):
+        self._carry_out(now, step.effects)
+        return step.reply
+
+    def _carry_out(self, now: int, effects: list[Effect]) \
+            -> tuple[asyncio.Future | None, list[tuple[StoreGroup, Group | None, asyncio.Task]]]:
+        """Do what a step asks, in order: (the future of the request it parked, the stores it waits on)."""
+        parked, held = None, []
+        for effect in effects:
+            match effect:
+                case Park(group_id=group_id, member_id=member_id, kind=kind):
+                    parked = self._park((kind, group_id, member_id))
+                case AnswerJoin(group_id=group_id, member_id=member_id, result=result):
+                    self._release((Wait.JOIN, group_id, member_id), result)
+                case AnswerSync(group_id=group_id, member_id=member_id, error=error, assignment=assignment):
+                    self._release((Wait.SYNC, group_id, member_id), (error, assignment))
+                case ArmTimer(key=key, deadline_ms=deadline):
+                    self._arm(key, (deadline - now) / 1000)
+                case CancelTimer(key=key):
+                    self._cancel(key)
+                case StoreGroup(then=then):
+                    task = self._store(effect)
+                    if then is not AfterStore.NOTHING:
+                        held.append((effect, self.groups.get(effect.group_id), task))
+                case Log(level=level, message=message, args=args):
+                    log.log(level, message, *args)
+        return parked, held
+
+    def _park(self, key: tuple[Wait, str, str]) -> asyncio.Future:
+        # A second SyncGroup of a member replaces the first one's future, which is left unanswered.
+        future = self._parked[key] = asyncio.get_running_loop().create_future()
+        future.add_done_callback(functools.partial(self._abandoned, key))
+        return future
+
+    def _release(self, key: tuple[Wait, str, str], answer) -> None:
+        future = self._parked.pop(key, None)
+        if future is not None and not future.done():
+            future.set_result(answer)
+
+    def _abandoned(self, key: tuple[Wait, str, str], future: asyncio.Future) -> None:
+        """A parked request's task was cancelled: the machine must stop counting on it."""
+        if future.cancelled() and self._parked.get(key) is future:
+            del self._parked[key]
+            kind, group_id, member_id = key
+            self.machine.abandoned(group_id, member_id, kind)
+
+    def _arm(self, key: TimerKey, delay: float) -> None:
+        self._cancel(key)
+        # The timer holds its group: one that fires after its group was dropped is ignored.
+        self._timers.setdefault(key.group_id, {})[key] = asyncio.get_running_loop().call_later(
+            delay, self._fire, self.groups.get(key.group_id), key)
+
+    def _fire(self, group: Group | None, key: TimerKey) -> None:
+        self._cancel(key)  # drops the spent handle
+        if self.groups.get(key.group_id) is group:
+            now = records.now_ms()
+            self._carry_out(now, self.machine.timer_fired(now, key))
+
+    def _cancel(self, key: TimerKey) -> None:
+        timers = self._timers.get(key.group_id)
+        if timers is None:
+            return
+        timer = timers.pop(key, None)
+        if timer is not None:
+            timer.cancel()
+        if not timers:
+            del self._timers[key.group_id]
+
+    def _cancel_timers(self, group_id: str) -> None:
+        for timer in self._timers.pop(group_id, {}).values():
+            timer.cancel()
+
+    def _store(self, store: StoreGroup) -> asyncio.Task:
+        """Append the group's record; a failure that no request waits for is logged."""
+        task = asyncio.ensure_future(self._write(store.group_id, [(("group", store.group_id),
+                                                                   records.group_key(store.group_id), store.value)]))
+        task.add_done_callback(_log_failure)
+        return task
+
+    async def _report_stored(self, store: StoreGroup, group: Group | None, task: asyncio.Task) -> None:
+        try:
+            await task
+        except Exception:
+            log.exception("group %s: storing generation %d failed", store.group_id, store.value.generation)
+            stored = False
+        else:
+            stored = True
+        # A group lost (or lost and gained again) meanwhile is another coordinator's affair.
+        if self.groups.get(store.group_id) is group:
+            now = records.now_ms()
+            self._carry_out(now, self.machine.assignment_stored(now, store.group_id, store.value.generation, stored))
 
     # -- offsets ------------------------------------------------------------------------------
 
@@ -637,24 +409,9 @@ class GroupCoordinator:
                      group_instance_id: str | None) -> ErrorCode:
         """Whether this member may commit for this generation (Kafka's checks, in Kafka's order)."""
         self.check_group_id(group_id, allow_empty=True)
-        group = self.groups.get(group_id)
-        if group is None:
-            # Only a "simple" commit (no generation) may create a group.
-            return ErrorCode.NONE if generation < 0 else ErrorCode.ILLEGAL_GENERATION
-        if group.is_(GroupState.DEAD):
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if group.is_fenced(member_id, group_instance_id):
-            return ErrorCode.FENCED_INSTANCE_ID
-        if generation < 0 and group.is_(GroupState.EMPTY):
-            return ErrorCode.NONE
-        if member_id not in group.members:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        if generation != group.generation:
-            return ErrorCode.ILLEGAL_GENERATION
-        if group.is_(GroupState.COMPLETING_REBALANCE):
-            return ErrorCode.REBALANCE_IN_PROGRESS
-        self._schedule_expiry(group, group.members[member_id])
-        return ErrorCode.NONE
+        now = records.now_ms()
+        return self._reply_now(now, self.machine.check_commit(now, group_id, generation, member_id,
+                                                               group_instance_id))
 
     async def commit(self, group_id: str, offsets: dict[tuple[str, int], CommittedOffset]) -> None:
         """Store already-checked offsets; returns once they are durable."""
@@ -710,7 +467,7 @@ class GroupCoordinator:
             return ErrorCode.NON_EMPTY_GROUP
         keyed = [(("offset", group_id, t, p), records.offset_key(group_id, t, p), None) for t, p in group.offsets]
         keyed.append((("group", group_id), records.group_key(group_id), None))
-        self._cancel_timers(group)
+        self._cancel_timers(group_id)
         await self._write(group_id, keyed)
         self.groups.pop(group_id, None)
         group.state = GroupState.DEAD
@@ -756,23 +513,6 @@ class GroupCoordinator:
             log.info("group %s: %d offsets expired", group.group_id, len(doomed))
         return expired
 
-    @staticmethod
-    def _cancel_timers(group: Group) -> None:
-        for timer in [group.rebalance_timer, *group.pending_members.values(),
-                      *(m.heartbeat_timer for m in group.members.values())]:
-            if timer is not None:
-                timer.cancel()
-
-
-def _metadata_value(group: Group) -> GroupMetadataValue:
-    return GroupMetadataValue(
-        protocol_type=group.protocol_type or "", generation=group.generation, protocol=group.protocol,
-        leader=group.leader_id, current_state_timestamp=group.state_timestamp,
-        members=[MemberMetadata(member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
-                                client_host=m.client_host, rebalance_timeout=m.rebalance_timeout_ms,
-                                session_timeout=m.session_timeout_ms,
-                                subscription=m.metadata(group.protocol), assignment=m.assignment)
-                 for m in group.members.values()])
 
 
 def _encode_value(value) -> bytes | None:
@@ -786,8 +526,3 @@ def _encode_value(value) -> bytes | None:
 def _log_failure(task: asyncio.Task) -> None:
     if not task.cancelled() and task.exception() is not None:
         log.error("storing group metadata failed: %s", task.exception())
-
-
-def _resolve(waiter: asyncio.Future | None, result) -> None:
-    if waiter is not None and not waiter.done():
-        waiter.set_result(result)

@@ -11,17 +11,17 @@ protocol:
       +------------------------------------------------------ Stable
     Dead: deleted, or every offset expired with no members; reachable from any state.
 
-This module holds state only; the coordinator drives it (timers, persistence,
-answering the requests that wait on it).
+This module holds the state and its record form; the rules that move it are in
+``machine``, and the coordinator carries out what they ask (timers, persistence,
+answering the requests that wait).
 """
-import asyncio
 import enum
 import struct
 from dataclasses import dataclass, field
 
 from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
 
-from .records import CommittedOffset
+from .records import CommittedOffset, GroupMetadataValue, MemberMetadata
 
 
 class GroupState(enum.Enum):
@@ -56,20 +56,11 @@ class Member:
     protocol_type: str
     protocols: list[tuple[str, bytes]]
     assignment: bytes = b""
-    # The JoinGroup / SyncGroup request waiting for the rebalance to reach it.
-    join_waiter: asyncio.Future | None = None
-    sync_waiter: asyncio.Future | None = None
-    heartbeat_timer: asyncio.TimerHandle | None = None
+    # A JoinGroup / SyncGroup request of this member is parked until the rebalance reaches it.
+    awaiting_join: bool = False
+    awaiting_sync: bool = False
 
-    @property
-    def awaiting_join(self) -> bool:
-        return self.join_waiter is not None and not self.join_waiter.done()
-
-    @property
-    def awaiting_sync(self) -> bool:
-        return self.sync_waiter is not None and not self.sync_waiter.done()
-
-    def metadata(self, protocol: str) -> bytes:
+    def metadata(self, protocol: str | None) -> bytes:
         for name, metadata in self.protocols:
             if name == protocol:
                 return metadata
@@ -89,11 +80,10 @@ class Group:
     leader_id: str | None = None
     members: dict[str, Member] = field(default_factory=dict)
     # Member ids handed out with MEMBER_ID_REQUIRED, not yet joined with them.
-    pending_members: dict[str, asyncio.TimerHandle | None] = field(default_factory=dict)
+    pending_members: set[str] = field(default_factory=set)
     static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
     offsets: dict[tuple[str, int], CommittedOffset] = field(default_factory=dict)
     state_timestamp: int = -1  # ms; when the group last changed state (offset expiry counts from Empty)
-    rebalance_timer: asyncio.TimerHandle | None = None
     # True while the initial rebalance delay of a group leaving Empty runs.
     in_initial_delay: bool = False
 
@@ -123,8 +113,6 @@ class Group:
             return None
         if member.group_instance_id is not None and self.static_members.get(member.group_instance_id) == member_id:
             del self.static_members[member.group_instance_id]
-        if member.heartbeat_timer is not None:
-            member.heartbeat_timer.cancel()
         if self.leader_id == member_id:
             self.leader_id = next(iter(self.members), None)
         # The protocol type outlives the members, as in Kafka: tools list empty groups by it.
@@ -135,7 +123,8 @@ class Group:
         member = self.members.pop(old_id)
         member.member_id = new_id
         self.members[new_id] = member
-        self.static_members[member.group_instance_id] = new_id
+        if member.group_instance_id is not None:
+            self.static_members[member.group_instance_id] = new_id
         if self.leader_id == old_id:
             self.leader_id = new_id
         return member
@@ -193,3 +182,33 @@ class Group:
             except (ValueError, EOFError, struct.error):
                 return None  # not the standard consumer subscription: no topics to name
         return topics
+
+    # -- record form ----------------------------------------------------------------------
+
+    def metadata_value(self) -> GroupMetadataValue:
+        """The generation, leader and assignment as ``__consumer_offsets`` keeps them."""
+        return GroupMetadataValue(
+            protocol_type=self.protocol_type or "", generation=self.generation, protocol=self.protocol,
+            leader=self.leader_id, current_state_timestamp=self.state_timestamp,
+            members=[MemberMetadata(member_id=m.member_id, group_instance_id=m.group_instance_id,
+                                    client_id=m.client_id, client_host=m.client_host,
+                                    rebalance_timeout=m.rebalance_timeout_ms, session_timeout=m.session_timeout_ms,
+                                    subscription=m.metadata(self.protocol), assignment=m.assignment)
+                     for m in self.members.values()])
+
+    def load_metadata(self, value: GroupMetadataValue) -> None:
+        """Take the generation and members a replayed record holds (older record versions lack fields)."""
+        self.generation = value.generation
+        self.protocol_type = value.protocol_type or None
+        self.protocol = value.protocol
+        self.leader_id = value.leader
+        self.state_timestamp = getattr(value, "current_state_timestamp", -1)
+        self.members.clear()
+        self.static_members.clear()
+        for m in value.members:
+            member = Member(m.member_id, getattr(m, "group_instance_id", None), m.client_id, m.client_host,
+                            getattr(m, "rebalance_timeout", m.session_timeout), m.session_timeout,
+                            self.protocol_type or "", [(self.protocol or "", m.subscription)], m.assignment)
+            self.members[member.member_id] = member
+            if member.group_instance_id is not None:
+                self.static_members[member.group_instance_id] = member.member_id
