@@ -33,8 +33,19 @@ from pathlib import Path
 import confluent_kafka
 
 from bench.peer import TansuProcess
-from bench.produce_consume import (MB, clean_up, consume, create_topic, finish_child, fsync_throughput,
-                                   loopback_throughput, machine, percentiles_ms, produce, start_child)
+from bench.produce_consume import (
+    MB,
+    clean_up,
+    consume,
+    create_topic,
+    finish_child,
+    fsync_throughput,
+    loopback_throughput,
+    machine,
+    percentiles_ms,
+    produce,
+    start_child,
+)
 from tests.support.broker_process import BrokerProcess
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results" / "side_by_side.json"

@@ -30,9 +30,9 @@ sys.path.insert(0, HERE)
 
 import cells  # noqa: E402
 import clients  # noqa: E402
+import deployments  # noqa: E402
 import render  # noqa: E402
 import rows as catalogue  # noqa: E402
-import deployments  # noqa: E402
 from tests.support.zookeeper import Ensemble  # noqa: E402
 
 RESULTS = os.path.join(HERE, "results")
@@ -142,7 +142,7 @@ def run(selected: list, out: str, jobs: int, entry_format: str = cells.STORED_AS
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         results = list(pool.map(one, selected))
     statuses = [cell["status"] for result in results for cell in result["cells"].values()]
-    summary = {"commit": commit_of_tree(), "date": datetime.datetime.now(datetime.timezone.utc).strftime(
+    summary = {"commit": commit_of_tree(), "date": datetime.datetime.now(datetime.UTC).strftime(
         "%Y-%m-%d %H:%M UTC"), "seconds": round(time.monotonic() - started), "rows": [r["row"]["id"] for r in results],
         "entry_format": entry_format, "deployment": "3-broker ZooKeeper cluster" if zookeeper else "single node",
         "pass": statuses.count("pass"), "fail": statuses.count("fail"), "n/a": statuses.count("n/a")}

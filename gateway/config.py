@@ -12,7 +12,6 @@ from kgate.protocol.security import SASL_MECHANISMS, SECURITY_PROTOCOLS
 from kgate.storage import entry_formats
 
 
-
 class ConfigError(ValueError):
     pass
 

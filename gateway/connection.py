@@ -18,8 +18,14 @@ from dataclasses import dataclass
 
 from kafka.protocol.api_key import ApiKey
 
-from kgate.protocol.connection import (AuthState, LocalProtocolError, ProtocolViolation, SaslTokenReceived,
-                                       ServerConnection, Waiting)
+from kgate.protocol.connection import (
+    AuthState,
+    LocalProtocolError,
+    ProtocolViolation,
+    SaslTokenReceived,
+    ServerConnection,
+    Waiting,
+)
 
 from .handlers import Context, dispatch
 from .handlers.sasl import authenticate

@@ -6,8 +6,8 @@ interchangeable. Writes are compare-and-set on a node's version.
 """
 import enum
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 
 class NodeExists(Exception):

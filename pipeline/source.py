@@ -8,7 +8,7 @@ only record of progress. Records go to Spark as Arrow record batches, column by
 column, so no per-row Python tuple is ever built.
 """
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from kafka import codec as codecs
 
 from .error_codes import ErrorCode
-from .record_batch import CODEC_NAMES, ZSTD, InvalidBatch
 from .record import Record
+from .record_batch import CODEC_NAMES, ZSTD, InvalidBatch
 
 _HEAD = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
 _TIMESTAMP = struct.Struct(">q")

@@ -17,8 +17,8 @@ import logging
 import time
 from array import array
 from bisect import bisect_left, bisect_right
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
-from typing import Awaitable, Callable
 
 from . import entry
 from .chain_record import ChainConflict, ChainRecord

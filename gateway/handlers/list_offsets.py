@@ -7,8 +7,8 @@ the log start for earliest.
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import ListOffsetsResponse
 
-from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol import conversion
+from kgate.protocol.error_codes import ErrorCode
 from kgate.storage.entry_formats import decode_entry
 
 from . import handles

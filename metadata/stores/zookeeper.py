@@ -9,11 +9,18 @@ created on first use, so one ensemble can hold several kgate clusters.
 """
 import asyncio
 import logging
-from typing import Callable
+from collections.abc import Callable
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import (BadVersionError, ConnectionLoss, NodeExistsError, NoNodeError, NotEmptyError,
-                              OperationTimeoutError, SessionExpiredError)
+from kazoo.exceptions import (
+    BadVersionError,
+    ConnectionLoss,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    OperationTimeoutError,
+    SessionExpiredError,
+)
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
@@ -97,7 +104,7 @@ class ZooKeeperMetadataStore(MetadataStore):
             return await asyncio.wait_for(future, self.session_timeout)
         except _UNAVAILABLE as exc:
             raise StoreUnavailable(f"ZooKeeper at {self.address}: {type(exc).__name__}") from None
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise StoreUnavailable(f"ZooKeeper at {self.address}: no answer within {self.session_timeout} s") \
                 from None
 

@@ -213,7 +213,7 @@ def test_groups_describe_shows_the_lag_a_consumer_has_left(broker_factory):
 def test_reset_offsets_plans_then_executes_and_refuses_a_live_group(broker_factory):
     broker = broker_factory(**FAST_GROUPS)
     client(broker, "topics", "create", "events", "--partitions", "2")
-    day = datetime.datetime(2024, 5, 1, tzinfo=datetime.timezone.utc)
+    day = datetime.datetime(2024, 5, 1, tzinfo=datetime.UTC)
     produce(broker, "events", 10, partition=0, timestamp_ms=int(day.timestamp() * 1000))
     produce(broker, "events", 10, partition=0, timestamp_ms=int((day + datetime.timedelta(days=1)).timestamp() * 1000))
     produce(broker, "events", 6, partition=1)

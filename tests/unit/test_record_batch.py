@@ -6,8 +6,16 @@ from crc32c import crc32c
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kgate.protocol.record_batch import (CRC_START, HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET, InvalidBatch, assigned_prefix,
-                                   iter_headers, validate)
+from kgate.protocol.record_batch import (
+    CRC_START,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    InvalidBatch,
+    assigned_prefix,
+    iter_headers,
+    validate,
+)
 from tests.unit.record_batches import BASE_TIMESTAMP, CODECS, build_batch, compressible_values, read_batch
 
 TIMESTAMPS = [BASE_TIMESTAMP + d for d in (5, 1, 9, 3, 7)]  # the maximum is not the last one
