@@ -38,7 +38,7 @@ async def describe_producers(ctx, request):
     return R(throttle_time_ms=0, topics=[
         TopicResult(name=topic.name, partitions=per_partition(
             ctx.broker, topic.name, topic.partition_indexes, lambda index: index, answer,
-            lambda index, error: PartitionResult(partition_index=index, error_code=error.code,
-                                                 error_message=f"no partition {topic.name}-{index}",
-                                                 active_producers=[])))
+            lambda index, error, name=topic.name: PartitionResult(partition_index=index, error_code=error.code,
+                                                                  error_message=f"no partition {name}-{index}",
+                                                                  active_producers=[])))
         for topic in request.topics])

@@ -68,7 +68,7 @@ def test_validate_at_an_offset_into_a_buffer():
 def test_any_flipped_byte_from_magic_on_is_corrupt_message():
     """CRC-32C catches every single-byte error; Kafka checks the CRC before anything it covers."""
     wrong = {}
-    for codec, data in BATCHES.items():
+    for data in BATCHES.values():
         for index in range(MAGIC_OFFSET, len(data)):
             for mask in (0x01, 0x80, 0xFF):
                 flipped = bytearray(data)
