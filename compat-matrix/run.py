@@ -6,8 +6,8 @@
 Installs the clients (scripts/setup-compat, idempotent), then runs each row against a
 broker of its own (single node, a SASL listener, its metrics endpoint; fresh data
 directory) or, with ``--cluster``, a 3-broker cluster of its own over a ZooKeeper
-ensemble started for the run (see deployments.py), one cell after another, so what the broker reports during a cell is that
-cell's doing. Rows run ``--jobs`` at a time. Writes ``<out>/<row>.json`` per row and
+ensemble started for the run (see deployments.py), one cell after another, so what the broker
+reports during a cell is that cell's doing. Rows run ``--jobs`` at a time. Writes ``<out>/<row>.json`` per row and
 ``<out>/run.json`` (commit, date, counts); a full run into the default folder also
 writes ``baseline.json`` (the passing cells, which the CI subset holds the build to)
 and renders MATRIX.md and MATRIX.html. Progress goes to stderr: a bar on a terminal,
@@ -167,7 +167,8 @@ def main(argv=None) -> int:
     parser.add_argument("--entry-format", default=cells.STORED_AS_PRODUCED,
                         help="the brokers' entry.format (kafka, mixed_kafka, pulsar)")
     parser.add_argument("--cluster", action="store_true",
-                        help=f"run each row against a 3-broker ZooKeeper cluster instead (results into {CLUSTER_RESULTS})")
+                        help="run each row against a 3-broker ZooKeeper cluster instead "
+                             f"(results into {CLUSTER_RESULTS})")
     parser.add_argument("--no-install", action="store_true", help="skip scripts/setup-compat")
     args = parser.parse_args(argv)
     selected = select(args.subset, args.rows)

@@ -158,7 +158,8 @@ class BatchReader(_RangeReading, DataSourceReader):
             subscribed = self.cluster.partitions(self.options.subscription)
             start = self.cluster.resolve(self.options.starting, subscribed, self.options.timestamp_strategy,
                                          self.options.fail_on_data_loss)
-            end = self.cluster.resolve(self.options.ending, subscribed, fail_on_data_loss=self.options.fail_on_data_loss)
+            end = self.cluster.resolve(self.options.ending, subscribed,
+                                       fail_on_data_loss=self.options.fail_on_data_loss)
         finally:
             self.cluster.close()
         backwards = [tp for tp in subscribed if end[tp] < start[tp]]

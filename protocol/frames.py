@@ -48,7 +48,8 @@ class FrameSplitter:
     while later bytes arrive.
     """
 
-    __slots__ = ("_buffer", "_view", "_start", "_end", "_frame", "_frame_size", "_filled", "max_frame_bytes", "limit_name")
+    __slots__ = ("_buffer", "_view", "_start", "_end", "_frame", "_frame_size", "_filled", "max_frame_bytes",
+                 "limit_name")
 
     def __init__(self, max_frame_bytes: int, limit_name: str = "socket.request.max.bytes"):
         # Received and not yet handed out: self._buffer[self._start:self._end].

@@ -352,7 +352,8 @@ class ManagedLedger:
         dropped = 0
         while len(self._segments) > 1 and self._segments[0].info.closed:
             info = self._segments[0].info
-            too_old = self.retention.ms >= 0 and info.max_timestamp >= 0 and now_ms - info.max_timestamp > self.retention.ms
+            too_old = (self.retention.ms >= 0 and info.max_timestamp >= 0
+                       and now_ms - info.max_timestamp > self.retention.ms)
             too_big = self.retention.bytes >= 0 and total - info.size >= self.retention.bytes
             if not (too_old or too_big):
                 break

@@ -122,7 +122,8 @@ async def _alter(broker, resource, change, validate_only):
     except UnknownTopic:
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {name!r}") from None
     except InternalTopic:
-        raise KafkaError(ErrorCode.POLICY_VIOLATION, f"{name} is an internal topic; kgate manages its configs") from None
+        raise KafkaError(ErrorCode.POLICY_VIOLATION,
+                         f"{name} is an internal topic; kgate manages its configs") from None
     except ConfigError as exc:
         raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from None
 

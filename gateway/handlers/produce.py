@@ -151,7 +151,8 @@ def _validate(view: memoryview, version: int) -> ProducedRecords:
         raise record_batch.InvalidBatch(ErrorCode.INVALID_RECORD, f"Produce v{version} must carry magic 2, not {magic}")
     header = record_batch.validate(view)
     if header.size != len(view):
-        raise record_batch.InvalidBatch(ErrorCode.INVALID_RECORD, f"Produce v{version} must carry exactly one record batch")
+        raise record_batch.InvalidBatch(ErrorCode.INVALID_RECORD,
+                                        f"Produce v{version} must carry exactly one record batch")
     if header.compression == record_batch.ZSTD and version < MIN_VERSION_FOR_ZSTD:
         raise record_batch.InvalidBatch(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, f"zstd in Produce v{version}")
     if header.is_control:

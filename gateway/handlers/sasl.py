@@ -37,7 +37,8 @@ async def sasl_handshake(ctx, request):
 async def sasl_authenticate(ctx, request):
     connection = ctx.connection
     if connection.mechanism is None or connection.mechanism.complete:
-        return SaslAuthenticateResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE, error_message="no SASL exchange in progress",
+        return SaslAuthenticateResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE,
+                                        error_message="no SASL exchange in progress",
                                         auth_bytes=b"", session_lifetime_ms=0)
     try:
         answer = await authenticate(ctx.broker, connection, request.auth_bytes)

@@ -70,7 +70,8 @@ async def _create(ctx, creatable, validate_only):
             return failed(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
     topic_configs = [C.CreatableTopicResult.CreatableTopicConfigs(
         name=key, value=configs.get(key, broker.topic_config_default(key)), read_only=False,
-        config_source=ConfigSource.DYNAMIC_TOPIC_CONFIG if key in configs else ConfigSource.DEFAULT_CONFIG, is_sensitive=False)
+        config_source=ConfigSource.DYNAMIC_TOPIC_CONFIG if key in configs else ConfigSource.DEFAULT_CONFIG,
+        is_sensitive=False)
         for key in sorted(broker.topic_config_names())]
     return C.CreatableTopicResult(name=name, topic_id=topic_id, error_code=ErrorCode.NONE, error_message=None,
                                   num_partitions=partitions, replication_factor=1, configs=topic_configs)
