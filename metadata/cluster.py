@@ -236,7 +236,8 @@ class ClusterState:
         self.topics[name] = topic
         return topic
 
-    async def delete_topic(self, name: str) -> Topic:
+    async def delete_topic(self, name: str) -> Topic | None:
+        """The topic as this process knew it: None when it did not, though the node existed and is deleted."""
         topic = self.topics.pop(name, None)
         try:
             await self.store.delete(f"{TOPICS}/{name}")

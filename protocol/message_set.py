@@ -112,7 +112,7 @@ def parse(data, allow_zstd: bool = False) -> MessageSet:
         shallow.append(Shallow(pos, size, message, inner))
         count += 1 if inner is None else len(inner)
         max_timestamp = max(max_timestamp, timestamp)
-    if not shallow:
+    if magic is None:  # no message read: the set is empty
         raise InvalidBatch(ErrorCode.INVALID_RECORD, "empty message set")
     return MessageSet(magic, shallow, count, max_timestamp)
 
