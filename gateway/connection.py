@@ -14,7 +14,7 @@ the protocol machine, which decodes nothing more until it knows it.
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kafka.protocol.api_key import ApiKey
 
@@ -53,7 +53,7 @@ class ConnectionInfo:
     mechanism: Mechanism | None = None
     principal: str | None = None
     # This connection's share of the broker's fetched-bytes budget.
-    responses: HeldResponses | None = None
+    responses: HeldResponses = field(kw_only=True)
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
