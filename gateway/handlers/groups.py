@@ -13,13 +13,13 @@ from kgate.protocol.error_codes import ErrorCode
 
 from ..groups import GroupError, JoinRequest
 from ..groups.group import GroupState
-from . import handles
+from . import Context, handles
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1
 
 
 @handles(ApiKey.FindCoordinator)
-async def find_coordinator(ctx, request):
+async def find_coordinator(ctx: Context, request):
     if ctx.version < 4:
         key_type = request.key_type if ctx.version >= 1 else GROUP_KEY
         error, message, node_id, host, port = _coordinator(ctx, key_type, request.key)
@@ -33,7 +33,7 @@ async def find_coordinator(ctx, request):
     return FindCoordinatorResponse(throttle_time_ms=0, coordinators=coordinators)
 
 
-def _coordinator(ctx, key_type: int, key: str) -> tuple[ErrorCode, str | None, int, str, int]:
+def _coordinator(ctx: Context, key_type: int, key: str) -> tuple[ErrorCode, str | None, int, str, int]:
     """(error, message, node id, host, port): a group's coordinator is the live owner of its
     ``__consumer_offsets`` partition."""
     if key_type == TRANSACTION_KEY:
@@ -49,7 +49,7 @@ def _coordinator(ctx, key_type: int, key: str) -> tuple[ErrorCode, str | None, i
 
 
 @handles(ApiKey.JoinGroup)
-async def join_group(ctx, request):
+async def join_group(ctx: Context, request):
     version = ctx.version
     join = JoinRequest(
         group_id=request.group_id, member_id=request.member_id,
@@ -75,7 +75,7 @@ async def join_group(ctx, request):
 
 
 @handles(ApiKey.SyncGroup)
-async def sync_group(ctx, request):
+async def sync_group(ctx: Context, request):
     version = ctx.version
     try:
         error, assignment = await ctx.broker.groups.sync(
@@ -93,7 +93,7 @@ async def sync_group(ctx, request):
 
 
 @handles(ApiKey.Heartbeat)
-async def heartbeat(ctx, request):
+async def heartbeat(ctx: Context, request):
     try:
         error = ctx.broker.groups.heartbeat(request.group_id, request.generation_id, request.member_id,
                                             request.group_instance_id if ctx.version >= 3 else None)
@@ -103,7 +103,7 @@ async def heartbeat(ctx, request):
 
 
 @handles(ApiKey.LeaveGroup)
-async def leave_group(ctx, request):
+async def leave_group(ctx: Context, request):
     batch = ctx.version >= 3
     leaving = ([(m.member_id, m.group_instance_id) for m in request.members] if batch
                else [(request.member_id, None)])
@@ -120,7 +120,7 @@ async def leave_group(ctx, request):
 
 
 @handles(ApiKey.DescribeGroups)
-async def describe_groups(ctx, request):
+async def describe_groups(ctx: Context, request):
     coordinator = ctx.broker.groups
     described = []
     for group_id in request.groups:
@@ -152,7 +152,7 @@ def _described(group_id, error, state, protocol_type="", protocol="", members=()
 
 
 @handles(ApiKey.ListGroups)
-async def list_groups(ctx, request):
+async def list_groups(ctx: Context, request):
     try:
         groups = ctx.broker.groups.list_groups()
     except GroupError as exc:
@@ -167,7 +167,7 @@ async def list_groups(ctx, request):
 
 
 @handles(ApiKey.DeleteGroups)
-async def delete_groups(ctx, request):
+async def delete_groups(ctx: Context, request):
     results = []
     for group_id in request.groups_names:
         try:

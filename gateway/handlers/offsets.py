@@ -12,14 +12,14 @@ from kgate.storage.ledger import LedgerFenced
 
 from ..groups import GroupError
 from ..groups.records import CommittedOffset, now_ms
-from . import handles
+from . import Context, handles
 
 OCTopic = OffsetCommitResponse.OffsetCommitResponseTopic
 OCPartition = OCTopic.OffsetCommitResponsePartition
 
 
 @handles(ApiKey.OffsetCommit)
-async def offset_commit(ctx, request):
+async def offset_commit(ctx: Context, request):
     version = ctx.version
     broker = ctx.broker
     coordinator = broker.groups
@@ -67,7 +67,7 @@ async def offset_commit(ctx, request):
 
 
 @handles(ApiKey.OffsetFetch)
-async def offset_fetch(ctx, request):
+async def offset_fetch(ctx: Context, request):
     version = ctx.version
     if version >= 8:
         groups = [_fetch_group(ctx, g.group_id, g.topics, version) for g in request.groups]
@@ -77,7 +77,7 @@ async def offset_fetch(ctx, request):
     return OffsetFetchResponse(throttle_time_ms=0, topics=group.topics, error_code=group.error_code)
 
 
-def _fetch_group(ctx, group_id, topics, version):
+def _fetch_group(ctx: Context, group_id, topics, version):
     """One group's answer, in the v8+ shape (the older shape reuses its topics and error)."""
     G = OffsetFetchResponse.OffsetFetchResponseGroup
     T = G.OffsetFetchResponseTopics if version >= 8 else OffsetFetchResponse.OffsetFetchResponseTopic
@@ -102,7 +102,7 @@ def _fetch_group(ctx, group_id, topics, version):
 
 
 @handles(ApiKey.OffsetDelete)
-async def offset_delete(ctx, request):
+async def offset_delete(ctx: Context, request):
     R = OffsetDeleteResponse
     wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
     try:
