@@ -10,7 +10,7 @@ from kafka import errors as _errors
 
 if TYPE_CHECKING:
     # The members come from kafka-python's table at import time, where mypy cannot see
-    # them: every name reads as an ErrorCode, and a misspelt one fails where it runs.
+    # them: every name reads as an ErrorCode, and a misspelt one fails when its line runs.
     class _Named(EnumMeta):
         def __getattr__(cls, name: str) -> "ErrorCode": ...
 
