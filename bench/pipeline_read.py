@@ -18,8 +18,15 @@ import sys
 import time
 from pathlib import Path
 
-from bench.produce_consume import (broker_in_temp_dir, consume, create_topic, finish_child, produce, start_child,
-                                   write_report)
+from bench.produce_consume import (
+    broker_in_temp_dir,
+    consume,
+    create_topic,
+    finish_child,
+    produce,
+    start_child,
+    write_report,
+)
 from kgate.pipeline.source import READ_DEFAULTS
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results" / "pipeline_read.json"

@@ -33,8 +33,19 @@ from pathlib import Path
 import confluent_kafka
 
 from bench.peer import TansuProcess
-from bench.produce_consume import (MB, clean_up, consume, create_topic, finish_child, fsync_throughput,
-                                   loopback_throughput, machine, percentiles_ms, produce, start_child)
+from bench.produce_consume import (
+    MB,
+    clean_up,
+    consume,
+    create_topic,
+    finish_child,
+    fsync_throughput,
+    loopback_throughput,
+    machine,
+    percentiles_ms,
+    produce,
+    start_child,
+)
 from tests.support.broker_process import BrokerProcess
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "results" / "side_by_side.json"
@@ -128,8 +139,8 @@ def produce_cases(quick: bool) -> list[dict]:
     if quick:
         return [{"value_size": 1024, "partitions": 16, "acks": "all", "linger_ms": 5},
                 {"value_size": 100, "partitions": 1, "acks": "1", "linger_ms": 0}]
-    return [{"value_size": v, "partitions": p, "acks": a, "linger_ms": l}
-            for v, p, a, l in itertools.product((100, 1024), (1, 16), ("1", "all"), (0, 5))]
+    return [{"value_size": v, "partitions": p, "acks": a, "linger_ms": linger}
+            for v, p, a, linger in itertools.product((100, 1024), (1, 16), ("1", "all"), (0, 5))]
 
 
 def case_name(case: dict) -> str:

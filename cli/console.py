@@ -89,7 +89,7 @@ def _delivered(futures) -> int:
             future.get(timeout=60)
         except KafkaError as exc:
             raise Failed(f"record {number} was not delivered: {options.reason(exc)}"
-                         + (f" ({exc.message})" if getattr(exc, "message", None) else ""))
+                         + (f" ({exc.message})" if getattr(exc, "message", None) else "")) from None
     return len(futures)
 
 

@@ -207,7 +207,7 @@ def _timestamp_ms(text: str) -> int:
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:
-        raise UsageError(f"--to-datetime expects an ISO 8601 time such as 2024-05-01T12:00:00Z, got {text!r}")
+        raise UsageError(f"--to-datetime expects an ISO 8601 time such as 2024-05-01T12:00:00Z, got {text!r}") from None
     if moment.tzinfo is None:
         moment = moment.astimezone()  # local time, as kafka-consumer-groups.sh reads a zoneless time
     return int(moment.timestamp() * 1000)

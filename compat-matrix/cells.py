@@ -163,7 +163,7 @@ def admin(row: Row, topic: str, broker: Broker) -> bool:
 
 COLUMNS = {
     "records": round_trip,
-    **{codec: (lambda codec: lambda row, topic, broker: round_trip(row, topic, broker, codec=codec))(codec)
+    **{codec: (lambda chosen: lambda row, topic, broker: round_trip(row, topic, broker, codec=chosen))(codec)
        for codec in CODEC_COLUMNS},
     "group": group,
     "sasl-plain": lambda row, topic, broker: round_trip(row, topic, broker,

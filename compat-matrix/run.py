@@ -6,8 +6,8 @@
 Installs the clients (scripts/setup-compat, idempotent), then runs each row against a
 broker of its own (single node, a SASL listener, its metrics endpoint; fresh data
 directory) or, with ``--cluster``, a 3-broker cluster of its own over a ZooKeeper
-ensemble started for the run (see deployments.py), one cell after another, so what the broker reports during a cell is that
-cell's doing. Rows run ``--jobs`` at a time. Writes ``<out>/<row>.json`` per row and
+ensemble started for the run (see deployments.py), one cell after another, so what the broker
+reports during a cell is that cell's doing. Rows run ``--jobs`` at a time. Writes ``<out>/<row>.json`` per row and
 ``<out>/run.json`` (commit, date, counts); a full run into the default folder also
 writes ``baseline.json`` (the passing cells, which the CI subset holds the build to)
 and renders MATRIX.md and MATRIX.html. Progress goes to stderr: a bar on a terminal,
@@ -30,9 +30,9 @@ sys.path.insert(0, HERE)
 
 import cells  # noqa: E402
 import clients  # noqa: E402
+import deployments  # noqa: E402
 import render  # noqa: E402
 import rows as catalogue  # noqa: E402
-import deployments  # noqa: E402
 from tests.support.zookeeper import Ensemble  # noqa: E402
 
 RESULTS = os.path.join(HERE, "results")
@@ -142,7 +142,7 @@ def run(selected: list, out: str, jobs: int, entry_format: str = cells.STORED_AS
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         results = list(pool.map(one, selected))
     statuses = [cell["status"] for result in results for cell in result["cells"].values()]
-    summary = {"commit": commit_of_tree(), "date": datetime.datetime.now(datetime.timezone.utc).strftime(
+    summary = {"commit": commit_of_tree(), "date": datetime.datetime.now(datetime.UTC).strftime(
         "%Y-%m-%d %H:%M UTC"), "seconds": round(time.monotonic() - started), "rows": [r["row"]["id"] for r in results],
         "entry_format": entry_format, "deployment": "3-broker ZooKeeper cluster" if zookeeper else "single node",
         "pass": statuses.count("pass"), "fail": statuses.count("fail"), "n/a": statuses.count("n/a")}
@@ -167,7 +167,8 @@ def main(argv=None) -> int:
     parser.add_argument("--entry-format", default=cells.STORED_AS_PRODUCED,
                         help="the brokers' entry.format (kafka, mixed_kafka, pulsar)")
     parser.add_argument("--cluster", action="store_true",
-                        help=f"run each row against a 3-broker ZooKeeper cluster instead (results into {CLUSTER_RESULTS})")
+                        help="run each row against a 3-broker ZooKeeper cluster instead "
+                             f"(results into {CLUSTER_RESULTS})")
     parser.add_argument("--no-install", action="store_true", help="skip scripts/setup-compat")
     args = parser.parse_args(argv)
     selected = select(args.subset, args.rows)

@@ -12,8 +12,17 @@ import os
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 
-from kgate.metadata.cluster import (BROKERS, OWNERS, TOPICS, BrokerInfo, ClusterState, Topic, TopicExists, UnknownTopic,
-                              ledger_list_path)
+from kgate.metadata.cluster import (
+    BROKERS,
+    OWNERS,
+    TOPICS,
+    BrokerInfo,
+    ClusterState,
+    Topic,
+    TopicExists,
+    UnknownTopic,
+    ledger_list_path,
+)
 from kgate.metadata.events import Event, EventManager
 from kgate.metadata.store import MetadataStore
 from kgate.protocol.error_codes import ErrorCode

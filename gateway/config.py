@@ -12,7 +12,6 @@ from kgate.protocol.security import SASL_MECHANISMS, SECURITY_PROTOCOLS
 from kgate.storage import entry_formats
 
 
-
 class ConfigError(ValueError):
     pass
 
@@ -265,7 +264,7 @@ class Settings:
             settings.listeners = [Listener.parse(item) for item in _listener_items(listen)]
         if data_dir:
             settings.data_dir = data_dir
-        tls = [f"{l.security_protocol}://{l.host}:{l.port}" for l in settings.listeners if l.tls]
+        tls = [f"{item.security_protocol}://{item.host}:{item.port}" for item in settings.listeners if item.tls]
         if tls and not settings["ssl.keystore.location"]:
             raise ConfigError(f"listener {tls[0]} needs ssl.keystore.location (a PEM file with certificate and key)")
         return settings

@@ -14,12 +14,18 @@ the protocol machine, which decodes nothing more until it knows it.
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kafka.protocol.api_key import ApiKey
 
-from kgate.protocol.connection import (AuthState, LocalProtocolError, ProtocolViolation, SaslTokenReceived,
-                                       ServerConnection, Waiting)
+from kgate.protocol.connection import (
+    AuthState,
+    LocalProtocolError,
+    ProtocolViolation,
+    SaslTokenReceived,
+    ServerConnection,
+    Waiting,
+)
 
 from .handlers import Context, dispatch
 from .handlers.sasl import authenticate
@@ -47,7 +53,7 @@ class ConnectionInfo:
     mechanism: Mechanism | None = None
     principal: str | None = None
     # This connection's share of the broker's fetched-bytes budget.
-    responses: HeldResponses | None = None
+    responses: HeldResponses = field(kw_only=True)
 
 
 class KafkaConnection(asyncio.BufferedProtocol):

@@ -8,7 +8,8 @@ class LogfmtFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         when = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
         message = record.getMessage().replace('"', "'")
-        line = f'ts={when}.{int(record.msecs):03d}Z level={record.levelname.lower()} logger={record.name} msg="{message}"'
+        line = (f'ts={when}.{int(record.msecs):03d}Z level={record.levelname.lower()} logger={record.name} '
+                f'msg="{message}"')
         if record.exc_info:
             line += ' exc="' + self.formatException(record.exc_info).replace('"', "'").replace("\n", "\\n") + '"'
         return line

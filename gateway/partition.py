@@ -9,6 +9,7 @@ from kgate.storage.managed_ledger import ManagedLedger
 
 from .producer_state import ProducerStateTable
 
+
 class Partition:
     def __init__(self, topic: str, index: int, ledger: ManagedLedger):
         self.topic = topic

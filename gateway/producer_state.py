@@ -57,15 +57,18 @@ class ProducerStateTable:
         if producer is None:
             if header.base_sequence != 0:
                 raise SequenceError(ErrorCode.UNKNOWN_PRODUCER_ID,
-                                    f"producer {header.producer_id} is unknown and starts at sequence {header.base_sequence}")
+                                    f"producer {header.producer_id} is unknown and starts at sequence "
+                                    f"{header.base_sequence}")
             return None
         if header.producer_epoch < producer.epoch:
             raise SequenceError(ErrorCode.INVALID_PRODUCER_EPOCH,
-                                f"producer {header.producer_id} epoch {header.producer_epoch} < current {producer.epoch}")
+                                f"producer {header.producer_id} epoch {header.producer_epoch} "
+                                f"< current {producer.epoch}")
         if header.producer_epoch > producer.epoch:
             if header.base_sequence != 0:
                 raise SequenceError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
-                                    f"new epoch {header.producer_epoch} must start at sequence 0, not {header.base_sequence}")
+                                    f"new epoch {header.producer_epoch} must start at sequence 0, "
+                                    f"not {header.base_sequence}")
             return None
         for cached in producer.batches:
             if cached.first_sequence == header.base_sequence and cached.last_sequence == header.last_sequence:
@@ -73,7 +76,8 @@ class ProducerStateTable:
         expected = (producer.batches[-1].last_sequence + 1) & 0x7FFFFFFF if producer.batches else 0
         if header.base_sequence != expected:
             raise SequenceError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
-                                f"producer {header.producer_id} sent sequence {header.base_sequence}, expected {expected}")
+                                f"producer {header.producer_id} sent sequence {header.base_sequence}, "
+                                f"expected {expected}")
         return None
 
     def record(self, header: BatchHeader, base_offset: int, durable: asyncio.Future | None) -> None:

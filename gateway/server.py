@@ -41,11 +41,11 @@ async def serve(settings, ready=print) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     servers = []
-    tls = _tls_context(settings) if any(l.tls for l in settings.listeners) else None
+    tls = _tls_context(settings) if any(listener.tls for listener in settings.listeners) else None
     try:
         for listener in settings.listeners:
             server = await loop.create_server(
-                lambda l=listener: KafkaConnection(broker, l), listener.host, listener.port,
+                lambda bound=listener: KafkaConnection(broker, bound), listener.host, listener.port,
                 reuse_address=True, ssl=tls if listener.tls else None, start_serving=False)
             listener.port = server.sockets[0].getsockname()[1]
             servers.append(server)

@@ -215,7 +215,8 @@ class ClusterState:
         reused, so nothing a live topic uses is touched.
         """
         live = {topic.topic_id.hex for topic in (await self.read_topics()).values()}
-        return {topic_id: [f"{LEDGER_LISTS}/{topic_id}/{p}" for p in await self.store.children(f"{LEDGER_LISTS}/{topic_id}")]
+        return {topic_id: [f"{LEDGER_LISTS}/{topic_id}/{p}"
+                           for p in await self.store.children(f"{LEDGER_LISTS}/{topic_id}")]
                 for topic_id in await self.store.children(LEDGER_LISTS) if topic_id not in live}
 
     async def forget_topic_id(self, topic_id: str) -> None:
@@ -235,7 +236,8 @@ class ClusterState:
         self.topics[name] = topic
         return topic
 
-    async def delete_topic(self, name: str) -> Topic:
+    async def delete_topic(self, name: str) -> Topic | None:
+        """The topic as this process knew it: None when it did not, though the node existed and is deleted."""
         topic = self.topics.pop(name, None)
         try:
             await self.store.delete(f"{TOPICS}/{name}")

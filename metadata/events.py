@@ -10,7 +10,7 @@ import asyncio
 import enum
 import logging
 import time
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 log = logging.getLogger(__name__)
 RETRY_SECONDS = 1.0

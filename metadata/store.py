@@ -6,8 +6,8 @@ interchangeable. Writes are compare-and-set on a node's version.
 """
 import enum
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 
 class NodeExists(Exception):
@@ -76,11 +76,11 @@ class MetadataStore(ABC):
         fire one call, so callers re-read the state rather than trust an event's content.
         """
 
-    def on_session(self, callback: Callable[[Session], None]) -> None:
+    def on_session(self, callback: Callable[[Session], None]) -> None:  # noqa: B027 (an optional hook)
         """Call ``callback`` on the event loop when the session changes state (see Session).
 
         A store whose session cannot be lost (the embedded one) never calls it.
         """
 
-    async def close(self) -> None:
+    async def close(self) -> None:  # noqa: B027 (an optional hook)
         pass

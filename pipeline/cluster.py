@@ -108,7 +108,8 @@ class Cluster:
                 out[(topic, partition)] = self._connection().get_watermark_offsets(
                     KafkaTopicPartition(topic, partition), timeout=self._timeout, cached=False)
             except KafkaException as exc:
-                raise broker_error(self.client, f"offsets of {topic}-{partition}", exc, self._consumer, self.errors) from None
+                raise broker_error(self.client, f"offsets of {topic}-{partition}", exc, self._consumer,
+                                   self.errors) from None
         return out
 
     def offsets_for_timestamp(self, partitions: list[TopicPartition], timestamp: int) -> dict[TopicPartition, int]:
@@ -119,7 +120,8 @@ class Cluster:
         try:
             found = self._connection().offsets_for_times(asked, timeout=self._timeout)
         except KafkaException as exc:
-            raise broker_error(self.client, f"offsets for timestamp {timestamp}", exc, self._consumer, self.errors) from None
+            raise broker_error(self.client, f"offsets for timestamp {timestamp}", exc, self._consumer,
+                               self.errors) from None
         return {(tp.topic, tp.partition): tp.offset for tp in found}
 
     def resolve(self, spec: OffsetSpec, partitions: list[TopicPartition], timestamp_strategy: str = "error",

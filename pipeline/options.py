@@ -14,8 +14,8 @@ are by lower-cased name and messages use the documented spelling.
 import json
 import logging
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from .errors import OptionError
 

@@ -9,8 +9,8 @@ Spark retries or fails the job instead of reporting a write that did not happen.
 with Spark's Kafka sink, a task retried after a partial write may write some rows
 twice: delivery is at least once.
 """
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import pyarrow as pa
 from confluent_kafka import KafkaException, Producer

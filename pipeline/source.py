@@ -8,7 +8,7 @@ only record of progress. Records go to Spark as Arrow record batches, column by
 column, so no per-row Python tuple is ever built.
 """
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException
@@ -158,7 +158,8 @@ class BatchReader(_RangeReading, DataSourceReader):
             subscribed = self.cluster.partitions(self.options.subscription)
             start = self.cluster.resolve(self.options.starting, subscribed, self.options.timestamp_strategy,
                                          self.options.fail_on_data_loss)
-            end = self.cluster.resolve(self.options.ending, subscribed, fail_on_data_loss=self.options.fail_on_data_loss)
+            end = self.cluster.resolve(self.options.ending, subscribed,
+                                       fail_on_data_loss=self.options.fail_on_data_loss)
         finally:
             self.cluster.close()
         backwards = [tp for tp in subscribed if end[tp] < start[tp]]

@@ -57,7 +57,7 @@ class RequestReceived:
 class SaslTokenReceived:
     """A raw SASL token frame (after SaslHandshake v0)."""
 
-    token: bytes
+    token: bytes | bytearray
 
 
 class AuthState(Enum):
@@ -92,7 +92,8 @@ class ServerConnection:
         else:
             self._state = AuthState.HANDSHAKE
             self._frames = FrameSplitter(min(sasl_max_bytes, max_frame_bytes), "sasl.server.max.receive.size")
-        self._next_state = None
+        # Where resume() leads; every pause sets it first.
+        self._next_state = self._state
 
     @property
     def auth_state(self) -> AuthState:
@@ -147,18 +148,19 @@ class ServerConnection:
     def _pause(self, then: AuthState) -> None:
         self._state, self._next_state = AuthState.PAUSED, then
 
-    def _decode(self, payload: bytes) -> RequestReceived | ProtocolViolation:
+    def _decode(self, payload: bytes | bytearray) -> RequestReceived | ProtocolViolation:
         api_key, version, correlation_id = peek_header(payload)
         allowed = _BEFORE_AUTHENTICATION.get(self._state)
         if allowed is not None and api_key not in allowed:
             return self._violation(f"api key {api_key} v{version} (correlation id {correlation_id}) "
                                    f"is not allowed before authentication ({self._state.value})")
-        cls = REQUESTS.get(api_key)
         if not is_supported(api_key, version):
             if api_key == ApiKey.ApiVersions:
                 return RequestReceived(RequestHeader(api_key, version, correlation_id, None), None)
-            name = cls.__name__ if cls else f"api key {api_key}"
+            known = REQUESTS.get(api_key)
+            name = known.__name__ if known else f"api key {api_key}"
             return self._violation(f"unsupported request {name} v{version} (correlation id {correlation_id})")
+        cls = REQUESTS[api_key]  # every supported API has its class
         header, body_start = decode_request_header(payload, cls.flexible_version_q(version))
         try:
             request = cls.decode(memoryview(payload)[body_start:], version=version)

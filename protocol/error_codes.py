@@ -1,9 +1,7 @@
 """Kafka's error codes by their protocol names, taken from kafka-python's table.
 
 Handlers speak in the names Kafka's documentation uses (``ErrorCode.CORRUPT_MESSAGE``)
-so an answer can be checked against Kafka's own behaviour at a glance. The enum is
-built at run time from the table, never copied; type checkers see an ``IntEnum`` whose
-every name is an ``ErrorCode`` (a misspelt name fails the first test that reaches it).
+so an answer can be checked against Kafka's own behaviour at a glance.
 """
 from enum import EnumMeta, IntEnum
 from typing import TYPE_CHECKING
@@ -11,11 +9,12 @@ from typing import TYPE_CHECKING
 from kafka import errors as _errors
 
 if TYPE_CHECKING:
-    class _ByName(EnumMeta):
+    # The members come from kafka-python's table at import time, where mypy cannot see
+    # them: every name reads as an ErrorCode, and a misspelt one fails when its line runs.
+    class _Named(EnumMeta):
         def __getattr__(cls, name: str) -> "ErrorCode": ...
 
-    class ErrorCode(IntEnum, metaclass=_ByName):
-        NONE = 0
+    class ErrorCode(IntEnum, metaclass=_Named): ...
 else:
     ErrorCode = IntEnum(
         "ErrorCode",

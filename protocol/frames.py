@@ -48,7 +48,8 @@ class FrameSplitter:
     while later bytes arrive.
     """
 
-    __slots__ = ("_buffer", "_view", "_start", "_end", "_frame", "_frame_size", "_filled", "max_frame_bytes", "limit_name")
+    __slots__ = ("_buffer", "_view", "_start", "_end", "_frame", "_frame_size", "_filled", "max_frame_bytes",
+                 "limit_name")
 
     def __init__(self, max_frame_bytes: int, limit_name: str = "socket.request.max.bytes"):
         # Received and not yet handed out: self._buffer[self._start:self._end].
@@ -70,10 +71,11 @@ class FrameSplitter:
         """
         if self._frame is None:
             self._start_own_buffer()
-        if self._reading_own_buffer():
-            if self._filled == len(self._frame):
-                self._grow_own_buffer()
-            return memoryview(self._frame)[self._filled:]
+        frame = self._frame
+        if frame is not None and self._filled < self._frame_size:  # _reading_own_buffer(), with frame narrowed
+            if self._filled == len(frame):
+                frame = self._grow_own_buffer(frame)
+            return memoryview(frame)[self._filled:]
         if self._start == self._end:
             self._start = self._end = 0
         elif len(self._buffer) - self._end < len(self._buffer) // 4:
@@ -96,13 +98,13 @@ class FrameSplitter:
 
     def feed(self, data: bytes) -> None:
         """Receive ``data`` as if read into the lent buffers (for callers that already hold bytes)."""
-        data = memoryview(data)
-        while data:
+        rest = memoryview(data)
+        while rest:
             buffer = self.get_buffer()
-            count = min(len(buffer), len(data))
-            buffer[:count] = data[:count]
+            count = min(len(buffer), len(rest))
+            buffer[:count] = rest[:count]
             self.buffer_updated(count)
-            data = data[count:]
+            rest = rest[count:]
 
     @property
     def buffered(self) -> int:
@@ -162,16 +164,17 @@ class FrameSplitter:
         self._frame[:self._filled] = self._view[self._start + 4:self._end]
         self._start = self._end = 0
 
-    def _grow_own_buffer(self) -> None:
+    def _grow_own_buffer(self, frame: bytearray) -> bytearray:
         """Double a large frame's buffer (up to its size) once what arrived fills it.
 
         Replaced, never resized: the view lent for the last read may still be held.
         Doubling copies each byte of a frame about once on average, and only for
         frames beyond what real clients send.
         """
-        frame = bytearray(min(self._frame_size, 2 * len(self._frame)))
-        frame[:self._filled] = self._frame
-        self._frame = frame
+        grown = bytearray(min(self._frame_size, 2 * len(frame)))
+        grown[:self._filled] = frame
+        self._frame = grown
+        return grown
 
     def _make_room(self) -> None:
         """Move the unread bytes to the front, or into a larger buffer if they fill most of this one.

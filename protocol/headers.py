@@ -24,14 +24,14 @@ class RequestHeader:
     client_id: str | None
 
 
-def peek_header(frame: bytes) -> tuple[int, int, int]:
+def peek_header(frame: bytes | bytearray) -> tuple[int, int, int]:
     """Return (api_key, api_version, correlation_id): enough to answer any request."""
     if len(frame) < _FIXED.size:
         raise MalformedHeader(f"request of {len(frame)} bytes is shorter than a request header")
     return _FIXED.unpack_from(frame, 0)
 
 
-def _read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
+def _read_uvarint(buf: bytes | bytearray, pos: int) -> tuple[int, int]:
     value = shift = 0
     while True:
         if pos >= len(buf):
@@ -46,7 +46,7 @@ def _read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
             raise MalformedHeader("varint longer than 5 bytes in request header")
 
 
-def decode_request_header(frame: bytes, flexible: bool) -> tuple[RequestHeader, int]:
+def decode_request_header(frame: bytes | bytearray, flexible: bool) -> tuple[RequestHeader, int]:
     """Decode header v1 (or v2 when ``flexible``); return it and where the body starts."""
     api_key, api_version, correlation_id = peek_header(frame)
     pos = _FIXED.size

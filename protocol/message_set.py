@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from kafka import codec as codecs
 
 from .error_codes import ErrorCode
-from .record_batch import CODEC_NAMES, ZSTD, InvalidBatch
 from .record import Record
+from .record_batch import CODEC_NAMES, ZSTD, InvalidBatch
 
 _HEAD = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
 _TIMESTAMP = struct.Struct(">q")
@@ -112,7 +112,7 @@ def parse(data, allow_zstd: bool = False) -> MessageSet:
         shallow.append(Shallow(pos, size, message, inner))
         count += 1 if inner is None else len(inner)
         max_timestamp = max(max_timestamp, timestamp)
-    if not shallow:
+    if magic is None:  # no message read: the set is empty
         raise InvalidBatch(ErrorCode.INVALID_RECORD, "empty message set")
     return MessageSet(magic, shallow, count, max_timestamp)
 
@@ -140,7 +140,8 @@ def _read_messages(data, where: str) -> Iterator[tuple[int, int, Message]]:
         key, after_key = _read_bytes(body, _key_offset(magic), where)
         value, after_value = _read_bytes(body, after_key, where)
         if after_value != total:
-            raise InvalidBatch(ErrorCode.CORRUPT_MESSAGE, f"{where}: {total - after_value} stray bytes in message at {pos}")
+            raise InvalidBatch(ErrorCode.CORRUPT_MESSAGE,
+                               f"{where}: {total - after_value} stray bytes in message at {pos}")
         if attributes & ~(CODEC_MASK | LOG_APPEND_TIME_FLAG) or (magic == 0 and attributes & LOG_APPEND_TIME_FLAG):
             raise InvalidBatch(ErrorCode.CORRUPT_MESSAGE, f"{where}: unknown attribute bits {attributes:#04x}")
         yield pos, total, Message(offset, magic, attributes, timestamp, key, value)
@@ -182,7 +183,8 @@ def _read_bytes(body, pos: int, where: str) -> tuple[bytes | None, int]:
 def _inner_messages(wrapper: Message, allow_zstd: bool) -> list[Message]:
     codec = wrapper.codec
     if codec == ZSTD and not allow_zstd:
-        raise InvalidBatch(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, f"zstd is not allowed in magic {wrapper.magic} messages")
+        raise InvalidBatch(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+                           f"zstd is not allowed in magic {wrapper.magic} messages")
     if codec not in CODEC_NAMES:
         raise InvalidBatch(ErrorCode.CORRUPT_MESSAGE, f"unknown compression codec id {codec}")
     if wrapper.value is None:
@@ -196,7 +198,8 @@ def _inner_messages(wrapper: Message, allow_zstd: bool) -> list[Message]:
         raise InvalidBatch(ErrorCode.INVALID_RECORD, "compressed message holds no messages")
     for message in inner:
         if message.magic != wrapper.magic:
-            raise InvalidBatch(ErrorCode.INVALID_RECORD, f"magic {wrapper.magic} wrapper holds a magic {message.magic} message")
+            raise InvalidBatch(ErrorCode.INVALID_RECORD,
+                               f"magic {wrapper.magic} wrapper holds a magic {message.magic} message")
         if message.codec:
             raise InvalidBatch(ErrorCode.CORRUPT_MESSAGE, "nested compression")
         if wrapper.attributes & LOG_APPEND_TIME_FLAG:

@@ -93,14 +93,17 @@ def validate(data, pos: int = 0) -> BatchHeader:
         raise InvalidBatch(ErrorCode.CORRUPT_MESSAGE, f"expected magic 2, found {header.magic}")
     end = pos + header.size
     if header.batch_length < HEADER_SIZE - LOG_OVERHEAD or end > len(data):
-        raise InvalidBatch(ErrorCode.CORRUPT_MESSAGE, f"batch length {header.batch_length} does not fit the {len(data) - pos} bytes sent")
+        raise InvalidBatch(ErrorCode.CORRUPT_MESSAGE,
+                           f"batch length {header.batch_length} does not fit the {len(data) - pos} bytes sent")
     actual = crc32c(memoryview(data)[pos + CRC_START:end])
     if actual != header.crc:
-        raise InvalidBatch(ErrorCode.CORRUPT_MESSAGE, f"batch CRC {header.crc:#010x} does not match computed {actual:#010x}")
+        raise InvalidBatch(ErrorCode.CORRUPT_MESSAGE,
+                           f"batch CRC {header.crc:#010x} does not match computed {actual:#010x}")
     if header.compression not in CODEC_NAMES:
         raise InvalidBatch(ErrorCode.CORRUPT_MESSAGE, f"unknown compression codec id {header.compression}")
     if header.record_count <= 0 or header.last_offset_delta != header.record_count - 1:
-        raise InvalidBatch(ErrorCode.INVALID_RECORD, f"batch claims {header.record_count} records with last offset delta {header.last_offset_delta}")
+        raise InvalidBatch(ErrorCode.INVALID_RECORD, f"batch claims {header.record_count} records "
+                                                     f"with last offset delta {header.last_offset_delta}")
     return header
 
 

@@ -10,6 +10,7 @@ are. The bytes on the wire are exactly kafka-python's encoding of the original
 response.
 """
 import os
+from typing import Any
 
 from kafka.protocol.consumer import FetchResponse
 from kafka.protocol.schemas.fields.codecs.types import Int32, UnsignedVarInt32
@@ -26,7 +27,7 @@ def _length_prefix(size: int, compact: bool) -> bytes:
 
 def encode_fetch_body(response, version: int) -> list:
     """The response body as buffers: kafka-python's encoding with large record sets passed through."""
-    spliced = []  # (partition data, its record bytes, its marker), in encoding order
+    spliced: list[tuple[Any, Any, bytes]] = []  # (partition data, its record bytes, its marker), in encoding order
     nonce = os.urandom(_MARK_SIZE - 4)
     for topic in response.responses:
         for partition in topic.partitions:

@@ -63,7 +63,7 @@ class Ledger(ABC):
     async def close(self) -> None:
         """Make everything added durable and seal the ledger."""
 
-    def release(self) -> None:
+    def release(self) -> None:  # noqa: B027 (an optional hook)
         """Free what this process holds for the ledger (file handles); it stays stored."""
 
 
@@ -86,5 +86,5 @@ class LedgerStore(ABC):
     @abstractmethod
     def ledger_bytes(self, ledger_id: int) -> int: ...
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 (an optional hook)
         """Release store-wide resources."""

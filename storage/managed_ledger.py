@@ -17,8 +17,8 @@ import logging
 import time
 from array import array
 from bisect import bisect_left, bisect_right
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
-from typing import Awaitable, Callable
 
 from . import entry
 from .chain_record import ChainConflict, ChainRecord
@@ -349,7 +349,8 @@ class ManagedLedger:
         dropped = 0
         while len(self._segments) > 1 and self._segments[0].info.closed:
             info = self._segments[0].info
-            too_old = self.retention.ms >= 0 and info.max_timestamp >= 0 and now_ms - info.max_timestamp > self.retention.ms
+            too_old = (self.retention.ms >= 0 and info.max_timestamp >= 0
+                       and now_ms - info.max_timestamp > self.retention.ms)
             too_big = self.retention.bytes >= 0 and total - info.size >= self.retention.bytes
             if not (too_old or too_big):
                 break

@@ -21,15 +21,29 @@ import time
 import uuid
 from collections import defaultdict
 
+from kgate.metadata.cluster import TopicExists
 from kgate.protocol import record_batch
 from kgate.protocol.error_codes import ErrorCode
+from kgate.protocol.errors import KafkaError
 from kgate.storage import entry_formats
-from kgate.metadata.cluster import TopicExists
 from kgate.storage.entry_formats import ProducedRecords
 
 from . import records
-from .effects import (AfterStore, AnswerJoin, AnswerSync, ArmTimer, CancelTimer, Effect, JoinResult, Log, Park, Step,
-                      StoreGroup, TimerKey, Wait)
+from .effects import (
+    AfterStore,
+    AnswerJoin,
+    AnswerSync,
+    ArmTimer,
+    CancelTimer,
+    Effect,
+    JoinResult,
+    Log,
+    Park,
+    Step,
+    StoreGroup,
+    TimerKey,
+    Wait,
+)
 from .group import Group, GroupState
 from .machine import GroupMachine, JoinRequest
 from .placement import partition_for
@@ -41,12 +55,6 @@ OFFSETS_TOPIC = "__consumer_offsets"
 # Kafka's key and value strings carry an int16 length, so no longer group id can be stored.
 MAX_GROUP_ID_BYTES = 32767
 RECORDS_PER_BATCH = 5000
-
-
-class GroupError(Exception):
-    def __init__(self, error: ErrorCode, message: str = ""):
-        super().__init__(message or error.name)
-        self.error = error
 
 
 class GroupCoordinator:
@@ -196,18 +204,18 @@ class GroupCoordinator:
     def _partition(self, index: int):
         partition = self.broker.partitions.get((OFFSETS_TOPIC, index))
         if partition is None:
-            raise GroupError(ErrorCode.NOT_COORDINATOR, "this broker no longer owns the group's partition")
+            raise KafkaError(ErrorCode.NOT_COORDINATOR, "this broker no longer owns the group's partition")
         return partition
 
     def check_group_id(self, group_id: str | None, allow_empty: bool) -> None:
         """Kafka's rule: only the offset and admin APIs accept an empty group id."""
         if group_id is None or (not group_id and not allow_empty) or len(group_id.encode()) > MAX_GROUP_ID_BYTES:
-            raise GroupError(ErrorCode.INVALID_GROUP_ID, "group id is empty or too long")
+            raise KafkaError(ErrorCode.INVALID_GROUP_ID, "group id is empty or too long")
         if self.partition_of(group_id) not in self._owned:
             owner = self.coordinator_of(group_id)
             if owner is not None and owner.node_id == self.broker.node_id:
-                raise GroupError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
-            raise GroupError(ErrorCode.NOT_COORDINATOR, "another broker coordinates this group")
+                raise KafkaError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+            raise KafkaError(ErrorCode.NOT_COORDINATOR, "another broker coordinates this group")
 
     # -- persistence -----------------------------------------------------------------------
 
@@ -415,8 +423,7 @@ class GroupCoordinator:
 
     async def commit(self, group_id: str, offsets: dict[tuple[str, int], CommittedOffset]) -> None:
         """Store already-checked offsets; returns once they are durable."""
-        await self._write(group_id, [(("offset", group_id, topic, partition),
-                                      records.offset_key(group_id, topic, partition), committed)
+        await self._write(group_id, [_offset_record(group_id, topic, partition, committed)
                                      for (topic, partition), committed in offsets.items()])
 
     def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None) -> dict:
@@ -433,19 +440,18 @@ class GroupCoordinator:
         self.check_group_id(group_id, allow_empty=True)
         group = self.groups.get(group_id)
         if group is None:
-            raise GroupError(ErrorCode.GROUP_ID_NOT_FOUND)
+            raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND)
         if not group.is_(GroupState.EMPTY):
             subscribed = group.subscribed_topics()
             if subscribed is None:
-                raise GroupError(ErrorCode.NON_EMPTY_GROUP)
+                raise KafkaError(ErrorCode.NON_EMPTY_GROUP)
         else:
             subscribed = set()
         results = {tp: ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC if tp[0] in subscribed else ErrorCode.NONE
                    for tp in partitions}
         doomed = [tp for tp, error in results.items() if error == ErrorCode.NONE and tp in group.offsets]
         if doomed:
-            await self._write(group_id, [(("offset", group_id, t, p), records.offset_key(group_id, t, p), None)
-                                         for t, p in doomed])
+            await self._write(group_id, [_offset_record(group_id, t, p, None) for t, p in doomed])
         return results
 
     # -- admin --------------------------------------------------------------------------------
@@ -465,8 +471,8 @@ class GroupCoordinator:
             return ErrorCode.GROUP_ID_NOT_FOUND
         if not group.is_(GroupState.EMPTY):
             return ErrorCode.NON_EMPTY_GROUP
-        keyed = [(("offset", group_id, t, p), records.offset_key(group_id, t, p), None) for t, p in group.offsets]
-        keyed.append((("group", group_id), records.group_key(group_id), None))
+        keyed = [_offset_record(group_id, t, p, None) for t, p in group.offsets]
+        keyed.append(_group_tombstone(group_id))
         self._cancel_timers(group_id)
         await self._write(group_id, keyed)
         self.groups.pop(group_id, None)
@@ -479,9 +485,7 @@ class GroupCoordinator:
         for group in list(self.groups.values()):
             doomed = [(t, p) for t, p in group.offsets if t == topic]
             if doomed:
-                await self._write(group.group_id, [(("offset", group.group_id, t, p),
-                                                    records.offset_key(group.group_id, t, p), None)
-                                                   for t, p in doomed])
+                await self._write(group.group_id, [_offset_record(group.group_id, t, p, None) for t, p in doomed])
 
     # -- offset expiry --------------------------------------------------------------------------
 
@@ -502,12 +506,13 @@ class GroupCoordinator:
                 continue
             doomed = [(t, p) for (t, p), c in group.offsets.items()
                       if (c.expire_timestamp >= 0 and now >= c.expire_timestamp)
-                      or (c.expire_timestamp < 0 and now - max(c.commit_timestamp, group.state_timestamp) >= self.retention_ms)]
+                      or (c.expire_timestamp < 0
+                          and now - max(c.commit_timestamp, group.state_timestamp) >= self.retention_ms)]
             if not doomed:
                 continue
-            keyed = [(("offset", group.group_id, t, p), records.offset_key(group.group_id, t, p), None) for t, p in doomed]
+            keyed = [_offset_record(group.group_id, t, p, None) for t, p in doomed]
             if len(doomed) == len(group.offsets):
-                keyed.append((("group", group.group_id), records.group_key(group.group_id), None))
+                keyed.append(_group_tombstone(group.group_id))
             await self._write(group.group_id, keyed)
             expired += len(doomed)
             log.info("group %s: %d offsets expired", group.group_id, len(doomed))
@@ -526,3 +531,12 @@ def _encode_value(value) -> bytes | None:
 def _log_failure(task: asyncio.Task) -> None:
     if not task.cancelled() and task.exception() is not None:
         log.error("storing group metadata failed: %s", task.exception())
+
+
+def _offset_record(group_id: str, topic: str, partition: int, committed: CommittedOffset | None) -> tuple:
+    """A committed offset as ``(memory key, record key, value)`` for ``_write``; None: its tombstone."""
+    return ("offset", group_id, topic, partition), records.offset_key(group_id, topic, partition), committed
+
+
+def _group_tombstone(group_id: str) -> tuple:
+    return ("group", group_id), records.group_key(group_id), None

@@ -18,8 +18,22 @@ from dataclasses import dataclass
 
 from kgate.protocol.error_codes import ErrorCode
 
-from .effects import (AfterStore, AnswerJoin, AnswerSync, ArmTimer, CancelTimer, Effect, JoinResult, Log, Park, Step,
-                      StoreGroup, Timer, TimerKey, Wait)
+from .effects import (
+    AfterStore,
+    AnswerJoin,
+    AnswerSync,
+    ArmTimer,
+    CancelTimer,
+    Effect,
+    JoinResult,
+    Log,
+    Park,
+    Step,
+    StoreGroup,
+    Timer,
+    TimerKey,
+    Wait,
+)
 from .group import Group, GroupState, Member
 
 

@@ -17,10 +17,20 @@ from kgate.protocol import record_batch
 from . import schemas
 
 
-class OffsetCommitKey(ApiData, load_json=schemas): pass
-class OffsetCommitValue(ApiData, load_json=schemas): pass
-class GroupMetadataKey(ApiData, load_json=schemas): pass
-class GroupMetadataValue(ApiData, load_json=schemas): pass
+class OffsetCommitKey(ApiData, load_json=schemas):
+    pass
+
+
+class OffsetCommitValue(ApiData, load_json=schemas):
+    pass
+
+
+class GroupMetadataKey(ApiData, load_json=schemas):
+    pass
+
+
+class GroupMetadataValue(ApiData, load_json=schemas):
+    pass
 
 
 MemberMetadata = GroupMetadataValue.MemberMetadata

@@ -47,5 +47,22 @@ def implemented() -> set[int]:
     return set(_HANDLERS)
 
 
-from . import (api_versions, cluster, configs, fetch, groups, leader_epochs, list_offsets, log_dirs,  # noqa: E402,F401
-               metadata, offsets, partitions, produce, producer_ids, producers, records, sasl, topics)
+from . import (  # noqa: E402,F401
+    api_versions,
+    cluster,
+    configs,
+    fetch,
+    groups,
+    leader_epochs,
+    list_offsets,
+    log_dirs,
+    metadata,
+    offsets,
+    partitions,
+    produce,
+    producer_ids,
+    producers,
+    records,
+    sasl,
+    topics,
+)

@@ -5,14 +5,14 @@ from kafka.protocol.metadata import ApiVersionsResponse
 from kgate.protocol.api_versions import SUPPORTED, is_supported
 from kgate.protocol.error_codes import ErrorCode
 
-from . import handles
+from . import Context, handles
 
 _KEYS = [ApiVersionsResponse.ApiVersion(api_key=int(key), min_version=low, max_version=high)
          for key, (low, high) in sorted(SUPPORTED.items())]
 
 
 @handles(ApiKey.ApiVersions)
-async def api_versions(ctx, request):
+async def api_versions(ctx: Context, request):
     if request is None or not is_supported(ApiKey.ApiVersions, ctx.version):
         return ApiVersionsResponse(error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=_KEYS)
     if ctx.version >= 3 and request.client_software_name:

@@ -13,7 +13,7 @@ from kafka.protocol.api_key import ApiKey
 
 from kgate.protocol.error_codes import ErrorCode
 
-from . import handles
+from . import Context, handles
 
 R = DescribeClusterResponse
 
@@ -22,7 +22,7 @@ CONTROLLERS = 2
 
 
 @handles(ApiKey.DescribeCluster)
-async def describe_cluster(ctx, request):
+async def describe_cluster(ctx: Context, request):
     broker = ctx.broker
     endpoint_type = request.endpoint_type if ctx.version >= 1 else BROKERS
     if endpoint_type not in (BROKERS, CONTROLLERS):

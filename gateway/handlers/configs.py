@@ -29,7 +29,8 @@ from kgate.protocol.errors import KafkaError
 
 from ..broker import InternalTopic
 from ..config import BROKER_SETTINGS, TOPIC_CONFIG_DEFAULTS, ConfigError, ConfigSource, check_topic_config, config_type
-from . import handles
+from . import Context, handles
+from .broker_view import BrokerView
 
 R = DescribeConfigsResponse
 Result = R.DescribeConfigsResult
@@ -40,12 +41,12 @@ BROKER = 4
 
 
 @handles(ApiKey.DescribeConfigs)
-async def describe_configs(ctx, request):
+async def describe_configs(ctx: Context, request):
     results = [_describe(ctx, resource) for resource in request.resources]
     return R(throttle_time_ms=0, results=results)
 
 
-def _describe(ctx, resource):
+def _describe(ctx: Context, resource):
     broker = ctx.broker
     wanted = set(resource.configuration_keys) if resource.configuration_keys is not None else None
     if resource.resource_type == TOPIC:
@@ -83,16 +84,16 @@ LIST_CONFIGS = frozenset({"cleanup.policy"})
 
 
 @handles(ApiKey.AlterConfigs)
-async def alter_configs(ctx, request):
+async def alter_configs(ctx: Context, request):
     return await _alter_resources(ctx, request, AlterConfigsResponse, _replacement)
 
 
 @handles(ApiKey.IncrementalAlterConfigs)
-async def incremental_alter_configs(ctx, request):
+async def incremental_alter_configs(ctx: Context, request):
     return await _alter_resources(ctx, request, IncrementalAlterConfigsResponse, _increments)
 
 
-async def _alter_resources(ctx, request, response, change_for):
+async def _alter_resources(ctx: Context, request, response, change_for):
     """Each resource on its own: one refused never holds back another."""
     named = Counter((resource.resource_type, resource.resource_name) for resource in request.resources)
     results = []
@@ -110,7 +111,7 @@ async def _alter_resources(ctx, request, response, change_for):
     return response(throttle_time_ms=0, responses=results)
 
 
-async def _alter(broker, resource, change, validate_only):
+async def _alter(broker: BrokerView, resource, change, validate_only):
     name = resource.resource_name
     if resource.resource_type == BROKER:
         _check_broker_unchanged(broker, resource)
@@ -122,12 +123,13 @@ async def _alter(broker, resource, change, validate_only):
     except UnknownTopic:
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {name!r}") from None
     except InternalTopic:
-        raise KafkaError(ErrorCode.POLICY_VIOLATION, f"{name} is an internal topic; kgate manages its configs") from None
+        raise KafkaError(ErrorCode.POLICY_VIOLATION,
+                         f"{name} is an internal topic; kgate manages its configs") from None
     except ConfigError as exc:
         raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from None
 
 
-def _check_broker_unchanged(broker, resource):
+def _check_broker_unchanged(broker: BrokerView, resource):
     """Broker settings are read once at start-up; an empty change is the only one that succeeds."""
     if resource.resource_name not in ("", str(broker.node_id)):
         raise KafkaError(ErrorCode.INVALID_REQUEST,
@@ -148,14 +150,14 @@ def _check_well_formed(resource, needs_value):
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"null value not supported for {', '.join(missing)}")
 
 
-def _replacement(broker, resource):
+def _replacement(broker: BrokerView, resource):
     """AlterConfigs: the named configs become the topic's whole set of dynamic configs."""
     _check_well_formed(resource, lambda config: True)
     wanted = {config.name: config.value for config in resource.configs}
     return lambda _current: {name: check_topic_config(name, value, broker.settings) for name, value in wanted.items()}
 
 
-def _increments(broker, resource):
+def _increments(broker: BrokerView, resource):
     """IncrementalAlterConfigs: each operation applied in turn to the current configs."""
     _check_well_formed(resource, lambda config: config.config_operation != DELETE)
     for config in resource.configs:

@@ -25,7 +25,7 @@ from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
 from kgate.storage.entry_formats import EntryUnreadable, decode_entry
 
-from . import handles
+from . import Context, handles
 from .waiters import wait_woken
 
 R = FetchResponse
@@ -39,7 +39,7 @@ def readable_magic(version: int) -> int:
 
 
 @handles(ApiKey.Fetch)
-async def fetch(ctx, request):
+async def fetch(ctx: Context, request):
     version = ctx.version
     if version >= 7 and (request.session_id != 0 or request.session_epoch > 0):
         return R(throttle_time_ms=0, error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0, responses=[])
@@ -93,7 +93,7 @@ async def fetch(ctx, request):
     return R(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=_group(responses))
 
 
-async def _read(targets, max_bytes, version, progress=True):
+async def _read(targets: list, max_bytes: int, version: int, progress: bool = True) -> tuple[list, int, dict]:
     """Partition responses, their total bytes, and per topic the (bytes, records) served.
 
     With ``progress`` the first partition holding data returns at least one whole batch

@@ -10,16 +10,17 @@ from kafka.protocol.consumer import HeartbeatResponse, JoinGroupResponse, LeaveG
 from kafka.protocol.metadata import FindCoordinatorResponse
 
 from kgate.protocol.error_codes import ErrorCode
+from kgate.protocol.errors import KafkaError
 
-from ..groups import GroupError, JoinRequest
+from ..groups import JoinRequest
 from ..groups.group import GroupState
-from . import handles
+from . import Context, handles
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1
 
 
 @handles(ApiKey.FindCoordinator)
-async def find_coordinator(ctx, request):
+async def find_coordinator(ctx: Context, request):
     if ctx.version < 4:
         key_type = request.key_type if ctx.version >= 1 else GROUP_KEY
         error, message, node_id, host, port = _coordinator(ctx, key_type, request.key)
@@ -33,7 +34,7 @@ async def find_coordinator(ctx, request):
     return FindCoordinatorResponse(throttle_time_ms=0, coordinators=coordinators)
 
 
-def _coordinator(ctx, key_type: int, key: str) -> tuple[ErrorCode, str | None, int, str, int]:
+def _coordinator(ctx: Context, key_type: int, key: str) -> tuple[ErrorCode, str | None, int, str, int]:
     """(error, message, node id, host, port): a group's coordinator is the live owner of its
     ``__consumer_offsets`` partition."""
     if key_type == TRANSACTION_KEY:
@@ -49,7 +50,7 @@ def _coordinator(ctx, key_type: int, key: str) -> tuple[ErrorCode, str | None, i
 
 
 @handles(ApiKey.JoinGroup)
-async def join_group(ctx, request):
+async def join_group(ctx: Context, request):
     version = ctx.version
     join = JoinRequest(
         group_id=request.group_id, member_id=request.member_id,
@@ -61,8 +62,8 @@ async def join_group(ctx, request):
         require_known_member_id=version >= 4, skip_assignment_supported=version >= 9)
     try:
         result = await ctx.broker.groups.join(join)
-    except GroupError as exc:
-        return JoinGroupResponse(throttle_time_ms=0, error_code=exc.error, generation_id=-1, protocol_type=None,
+    except KafkaError as exc:
+        return JoinGroupResponse(throttle_time_ms=0, error_code=exc.code, generation_id=-1, protocol_type=None,
                                  protocol_name=None if version >= 7 else "", leader="", skip_assignment=False,
                                  member_id=request.member_id, members=[])
     return JoinGroupResponse(
@@ -75,7 +76,7 @@ async def join_group(ctx, request):
 
 
 @handles(ApiKey.SyncGroup)
-async def sync_group(ctx, request):
+async def sync_group(ctx: Context, request):
     version = ctx.version
     try:
         error, assignment = await ctx.broker.groups.sync(
@@ -83,34 +84,33 @@ async def sync_group(ctx, request):
             request.group_instance_id if version >= 3 else None,
             request.protocol_type if version >= 5 else None, request.protocol_name if version >= 5 else None,
             {a.member_id: a.assignment for a in request.assignments})
-    except GroupError as exc:
-        error, assignment = exc.error, b""
+    except KafkaError as exc:
+        error, assignment = exc.code, b""
     group = ctx.broker.groups.describe(request.group_id) if error == ErrorCode.NONE else None
-    ok = group is not None
     return SyncGroupResponse(throttle_time_ms=0, error_code=error,
-                             protocol_type=group.protocol_type if ok else None,
-                             protocol_name=group.protocol if ok else None, assignment=assignment)
+                             protocol_type=group.protocol_type if group is not None else None,
+                             protocol_name=group.protocol if group is not None else None, assignment=assignment)
 
 
 @handles(ApiKey.Heartbeat)
-async def heartbeat(ctx, request):
+async def heartbeat(ctx: Context, request):
     try:
         error = ctx.broker.groups.heartbeat(request.group_id, request.generation_id, request.member_id,
                                             request.group_instance_id if ctx.version >= 3 else None)
-    except GroupError as exc:
-        error = exc.error
+    except KafkaError as exc:
+        error = exc.code
     return HeartbeatResponse(throttle_time_ms=0, error_code=error)
 
 
 @handles(ApiKey.LeaveGroup)
-async def leave_group(ctx, request):
+async def leave_group(ctx: Context, request):
     batch = ctx.version >= 3
-    leaving = ([(m.member_id, m.group_instance_id) for m in request.members] if batch
-               else [(request.member_id, None)])
+    leaving: list[tuple[str, str | None]] = (
+        [(m.member_id, m.group_instance_id) for m in request.members] if batch else [(request.member_id, None)])
     try:
         errors = ctx.broker.groups.leave(request.group_id, leaving)
-    except GroupError as exc:
-        return LeaveGroupResponse(throttle_time_ms=0, error_code=exc.error, members=[])
+    except KafkaError as exc:
+        return LeaveGroupResponse(throttle_time_ms=0, error_code=exc.code, members=[])
     if not batch:
         return LeaveGroupResponse(throttle_time_ms=0, error_code=errors[0], members=[])
     # v3+: the top-level error is for the request; members carry their own.
@@ -120,14 +120,14 @@ async def leave_group(ctx, request):
 
 
 @handles(ApiKey.DescribeGroups)
-async def describe_groups(ctx, request):
+async def describe_groups(ctx: Context, request):
     coordinator = ctx.broker.groups
     described = []
     for group_id in request.groups:
         try:
             group = coordinator.describe(group_id)
-        except GroupError as exc:
-            described.append(_described(group_id, exc.error, GroupState.DEAD.value))
+        except KafkaError as exc:
+            described.append(_described(group_id, exc.code, GroupState.DEAD.value))
             continue
         if group is None:
             # Kafka describes an unknown group as Dead, without an error.
@@ -152,11 +152,11 @@ def _described(group_id, error, state, protocol_type="", protocol="", members=()
 
 
 @handles(ApiKey.ListGroups)
-async def list_groups(ctx, request):
+async def list_groups(ctx: Context, request):
     try:
         groups = ctx.broker.groups.list_groups()
-    except GroupError as exc:
-        return ListGroupsResponse(throttle_time_ms=0, error_code=exc.error, groups=[])
+    except KafkaError as exc:
+        return ListGroupsResponse(throttle_time_ms=0, error_code=exc.code, groups=[])
     states = {s.lower() for s in request.states_filter} if ctx.version >= 4 and request.states_filter else None
     types = {t.lower() for t in request.types_filter} if ctx.version >= 5 and request.types_filter else None
     listed = [ListGroupsResponse.ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type or "",
@@ -167,12 +167,12 @@ async def list_groups(ctx, request):
 
 
 @handles(ApiKey.DeleteGroups)
-async def delete_groups(ctx, request):
+async def delete_groups(ctx: Context, request):
     results = []
     for group_id in request.groups_names:
         try:
             error = await ctx.broker.groups.delete_group(group_id)
-        except GroupError as exc:
-            error = exc.error
+        except KafkaError as exc:
+            error = exc.code
         results.append(DeleteGroupsResponse.DeletableGroupResult(group_id=group_id, error_code=error))
     return DeleteGroupsResponse(throttle_time_ms=0, results=results)

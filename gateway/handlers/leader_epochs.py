@@ -24,7 +24,7 @@ from kafka.protocol.consumer import OffsetForLeaderEpochResponse
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
 
-from . import handles
+from . import Context, handles
 from .broker_view import per_partition
 
 R = OffsetForLeaderEpochResponse
@@ -36,7 +36,7 @@ UNDEFINED_OFFSET = -1
 
 
 @handles(ApiKey.OffsetForLeaderEpoch)
-async def offset_for_leader_epoch(ctx, request):
+async def offset_for_leader_epoch(ctx: Context, request):
     async def answer(part, partition):
         current = part.current_leader_epoch if ctx.version >= 2 else -1
         if current != -1 and current < partition.leader_epoch:

@@ -7,11 +7,11 @@ the log start for earliest.
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import ListOffsetsResponse
 
-from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol import conversion
+from kgate.protocol.error_codes import ErrorCode
 from kgate.storage.entry_formats import decode_entry
 
-from . import handles
+from . import Context, handles
 from .broker_view import per_partition
 
 R = ListOffsetsResponse
@@ -25,7 +25,7 @@ LATEST_TIERED = -5
 
 
 @handles(ApiKey.ListOffsets)
-async def list_offsets(ctx, request):
+async def list_offsets(ctx: Context, request):
     async def answer(part, partition):
         if ctx.version == 0:
             return _old_style(partition, part)

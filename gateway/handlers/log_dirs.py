@@ -16,7 +16,7 @@ from kafka.protocol.api_key import ApiKey
 
 from kgate.protocol.error_codes import ErrorCode
 
-from . import handles
+from . import Context, handles
 
 R = DescribeLogDirsResponse
 Result = R.DescribeLogDirsResult
@@ -25,7 +25,7 @@ PartitionResult = TopicResult.DescribeLogDirsPartition
 
 
 @handles(ApiKey.DescribeLogDirs)
-async def describe_log_dirs(ctx, request):
+async def describe_log_dirs(ctx: Context, request):
     broker = ctx.broker
     if request.topics is None:
         wanted = None

@@ -8,7 +8,8 @@ from kgate.metadata.cluster import TopicExists, invalid_topic_name
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
 
-from . import handles
+from . import Context, handles
+from .broker_view import BrokerView
 
 log = logging.getLogger(__name__)
 
@@ -18,7 +19,7 @@ OPERATIONS_OMITTED = None
 
 
 @handles(ApiKey.Metadata)
-async def metadata(ctx, request):
+async def metadata(ctx: Context, request):
     broker = ctx.broker
     version = ctx.version
     requested = request.topics
@@ -47,7 +48,7 @@ async def metadata(ctx, request):
     )
 
 
-async def _describe(broker, name, auto_create):
+async def _describe(broker: BrokerView, name, auto_create):
     if name is None:
         return R.MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, partitions=[],
                                        authorized_operations=OPERATIONS_OMITTED)
@@ -68,7 +69,7 @@ async def _describe(broker, name, auto_create):
         authorized_operations=OPERATIONS_OMITTED)
 
 
-def _partition(broker, topic, index):
+def _partition(broker: BrokerView, topic, index):
     """The partition's leader is its owner. One this broker owns but has not opened yet
     (claimed a moment ago) or one with no live owner has no leader: clients retry."""
     leader = broker.leader(topic, index)

@@ -8,18 +8,18 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import OffsetCommitResponse, OffsetDeleteResponse, OffsetFetchResponse
 
 from kgate.protocol.error_codes import ErrorCode
+from kgate.protocol.errors import KafkaError
 from kgate.storage.ledger import LedgerFenced
 
-from ..groups import GroupError
 from ..groups.records import CommittedOffset, now_ms
-from . import handles
+from . import Context, handles
 
 OCTopic = OffsetCommitResponse.OffsetCommitResponseTopic
 OCPartition = OCTopic.OffsetCommitResponsePartition
 
 
 @handles(ApiKey.OffsetCommit)
-async def offset_commit(ctx, request):
+async def offset_commit(ctx: Context, request):
     version = ctx.version
     broker = ctx.broker
     coordinator = broker.groups
@@ -28,8 +28,8 @@ async def offset_commit(ctx, request):
     try:
         error = coordinator.check_commit(request.group_id, generation, member_id,
                                          request.group_instance_id if version >= 7 else None)
-    except GroupError as exc:
-        error = exc.error
+    except KafkaError as exc:
+        error = exc.code
     now = now_ms()
     # v2-v4 carry a retention time; v1 a per-partition commit timestamp.
     retention = request.retention_time_ms if 2 <= version <= 4 else -1
@@ -67,7 +67,7 @@ async def offset_commit(ctx, request):
 
 
 @handles(ApiKey.OffsetFetch)
-async def offset_fetch(ctx, request):
+async def offset_fetch(ctx: Context, request):
     version = ctx.version
     if version >= 8:
         groups = [_fetch_group(ctx, g.group_id, g.topics, version) for g in request.groups]
@@ -77,7 +77,7 @@ async def offset_fetch(ctx, request):
     return OffsetFetchResponse(throttle_time_ms=0, topics=group.topics, error_code=group.error_code)
 
 
-def _fetch_group(ctx, group_id, topics, version):
+def _fetch_group(ctx: Context, group_id, topics, version):
     """One group's answer, in the v8+ shape (the older shape reuses its topics and error)."""
     G = OffsetFetchResponse.OffsetFetchResponseGroup
     T = G.OffsetFetchResponseTopics if version >= 8 else OffsetFetchResponse.OffsetFetchResponseTopic
@@ -85,8 +85,8 @@ def _fetch_group(ctx, group_id, topics, version):
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
     try:
         found = ctx.broker.groups.fetch_offsets(group_id, wanted)
-    except GroupError as exc:
-        found, error = {tp: None for tp in wanted or ()}, exc.error
+    except KafkaError as exc:
+        found, error = {tp: None for tp in wanted or ()}, exc.code
     else:
         error = ErrorCode.NONE
     by_topic: dict[str, list] = {}
@@ -102,13 +102,13 @@ def _fetch_group(ctx, group_id, topics, version):
 
 
 @handles(ApiKey.OffsetDelete)
-async def offset_delete(ctx, request):
+async def offset_delete(ctx: Context, request):
     R = OffsetDeleteResponse
     wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
     try:
         results = await ctx.broker.groups.delete_offsets(request.group_id, wanted)
-    except GroupError as exc:
-        return R(error_code=exc.error, throttle_time_ms=0, topics=[])
+    except KafkaError as exc:
+        return R(error_code=exc.code, throttle_time_ms=0, topics=[])
     topics: dict[str, list] = {}
     for (topic, partition), error in results.items():
         topics.setdefault(topic, []).append(R.OffsetDeleteResponseTopic.OffsetDeleteResponsePartition(

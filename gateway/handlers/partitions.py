@@ -23,7 +23,8 @@ from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
 
 from ..broker import InternalTopic
-from . import handles
+from . import Context, handles
+from .broker_view import BrokerView
 
 # Kafka's controller refuses an operation that would write more records than this.
 MAX_NEW_PARTITIONS = 10_000
@@ -33,7 +34,7 @@ Result = R.CreatePartitionsTopicResult
 
 
 @handles(ApiKey.CreatePartitions)
-async def create_partitions(ctx, request):
+async def create_partitions(ctx: Context, request):
     named = Counter(topic.name for topic in request.topics)
     results = []
     for name in (name for name, times in named.items() if times > 1):
@@ -57,7 +58,7 @@ async def create_partitions(ctx, request):
     return R(throttle_time_ms=0, results=results)
 
 
-def _check(broker, request_topic):
+def _check(broker: BrokerView, request_topic):
     """What to refuse, given the topic as it is under the broker's topic lock."""
     count, assignments = request_topic.count, request_topic.assignments
 
@@ -81,7 +82,7 @@ def _check(broker, request_topic):
     return check
 
 
-def _check_assignment(broker, broker_ids):
+def _check_assignment(broker: BrokerView, broker_ids):
     if not broker_ids:
         raise KafkaError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
                        "The manual partition assignment includes an empty replica list.")

@@ -22,7 +22,7 @@ from kgate.storage.ledger import LedgerFenced
 
 from ..config import COMPRESSION_TYPES
 from ..partition import Partition
-from . import handles
+from . import Context, handles
 from .waiters import wait_woken, wake
 
 log = logging.getLogger(__name__)
@@ -47,7 +47,7 @@ class _Outcome:
 
 
 @handles(ApiKey.Produce)
-async def produce(ctx, request):
+async def produce(ctx: Context, request):
     metrics = ctx.broker.metrics
     began = time.monotonic()
     results: dict[tuple[str, int], _Outcome] = {}
@@ -70,8 +70,8 @@ async def produce(ctx, request):
         await _all_done(durables, max(request.timeout_ms, 1) / 1000)
         metrics.produce_stage["fsync"].observe(time.monotonic() - appended)
     for result in results.values():
-        durable = result.durable
-        if durable is None:
+        durable, partition = result.durable, result.partition
+        if durable is None or partition is None:  # appended ones have both
             continue
         if not durable.done():
             result.fail(ErrorCode.REQUEST_TIMED_OUT)
@@ -79,7 +79,7 @@ async def produce(ctx, request):
             # Another broker took the partition over before this entry was confirmed.
             result.fail(ErrorCode.NOT_LEADER_FOR_PARTITION)
         elif durable.cancelled() or durable.exception() is not None:
-            log.error("entry for %s was not made durable: %r", result.partition.ledger.name,
+            log.error("entry for %s was not made durable: %r", partition.ledger.name,
                       None if durable.cancelled() else durable.exception())
             result.fail(ErrorCode.KAFKA_STORAGE_ERROR)
     return _response(results)
@@ -110,7 +110,7 @@ async def _all_done(futures, timeout: float) -> None:
             future.remove_done_callback(on_done)
 
 
-async def _append(ctx, request, topic_name, data) -> _Outcome:
+async def _append(ctx: Context, request, topic_name, data) -> _Outcome:
     broker = ctx.broker
     version = ctx.version
     if request.acks not in (-1, 0, 1):
@@ -151,7 +151,8 @@ def _validate(view: memoryview, version: int) -> ProducedRecords:
         raise record_batch.InvalidBatch(ErrorCode.INVALID_RECORD, f"Produce v{version} must carry magic 2, not {magic}")
     header = record_batch.validate(view)
     if header.size != len(view):
-        raise record_batch.InvalidBatch(ErrorCode.INVALID_RECORD, f"Produce v{version} must carry exactly one record batch")
+        raise record_batch.InvalidBatch(ErrorCode.INVALID_RECORD,
+                                        f"Produce v{version} must carry exactly one record batch")
     if header.compression == record_batch.ZSTD and version < MIN_VERSION_FOR_ZSTD:
         raise record_batch.InvalidBatch(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, f"zstd in Produce v{version}")
     if header.is_control:

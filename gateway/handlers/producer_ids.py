@@ -10,13 +10,13 @@ from kafka.protocol.producer import InitProducerIdResponse
 
 from kgate.protocol.error_codes import ErrorCode
 
-from . import handles
+from . import Context, handles
 
 MAX_EPOCH = 32767
 
 
 @handles(ApiKey.InitProducerId)
-async def init_producer_id(ctx, request):
+async def init_producer_id(ctx: Context, request):
     if request.transactional_id is not None:
         return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                                       producer_id=-1, producer_epoch=-1)

@@ -13,7 +13,7 @@ from kafka.protocol.api_key import ApiKey
 
 from kgate.protocol.error_codes import ErrorCode
 
-from . import handles
+from . import Context, handles
 from .broker_view import per_partition
 
 R = DescribeProducersResponse
@@ -26,7 +26,7 @@ NO_TRANSACTION = -1
 
 
 @handles(ApiKey.DescribeProducers)
-async def describe_producers(ctx, request):
+async def describe_producers(ctx: Context, request):
     async def answer(index, partition):
         return PartitionResult(
             partition_index=index, error_code=ErrorCode.NONE, error_message=None,
@@ -35,10 +35,11 @@ async def describe_producers(ctx, request):
                                     coordinator_epoch=NO_COORDINATOR_EPOCH, current_txn_start_offset=NO_TRANSACTION)
                               for p in partition.producers.active()])
 
+    def refused(name):
+        return lambda index, error: PartitionResult(partition_index=index, error_code=error.code,
+                                                    error_message=f"no partition {name}-{index}", active_producers=[])
+
     return R(throttle_time_ms=0, topics=[
         TopicResult(name=topic.name, partitions=await per_partition(
-            ctx.broker, topic.name, topic.partition_indexes, lambda index: index, answer,
-            lambda index, error: PartitionResult(partition_index=index, error_code=error.code,
-                                                 error_message=f"no partition {topic.name}-{index}",
-                                                 active_producers=[])))
+            ctx.broker, topic.name, topic.partition_indexes, lambda index: index, answer, refused(topic.name)))
         for topic in request.topics])

@@ -19,7 +19,8 @@ from kafka.protocol.api_key import ApiKey
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
 
-from . import handles
+from . import Context, handles
+from .broker_view import BrokerView
 
 R = DeleteRecordsResponse
 TopicResult = R.DeleteRecordsTopicResult
@@ -29,7 +30,7 @@ HIGH_WATERMARK = -1
 
 
 @handles(ApiKey.DeleteRecords)
-async def delete_records(ctx, request):
+async def delete_records(ctx: Context, request):
     topics = []
     for topic in request.topics:
         partitions = []
@@ -41,7 +42,7 @@ async def delete_records(ctx, request):
     return R(throttle_time_ms=0, topics=topics)
 
 
-async def _delete(broker, name, index, offset) -> tuple[ErrorCode, int]:
+async def _delete(broker: BrokerView, name, index, offset) -> tuple[ErrorCode, int]:
     if broker.is_internal(name):
         return ErrorCode.INVALID_TOPIC, -1
     topic = broker.topics.get(name)

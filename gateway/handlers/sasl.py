@@ -14,13 +14,14 @@ from kafka.protocol.sasl import SaslAuthenticateResponse, SaslHandshakeResponse
 from kgate.protocol.error_codes import ErrorCode
 
 from .. import sasl
-from . import handles
+from . import Context, handles
+from .broker_view import BrokerView
 
 log = logging.getLogger(__name__)
 
 
 @handles(ApiKey.SaslHandshake)
-async def sasl_handshake(ctx, request):
+async def sasl_handshake(ctx: Context, request):
     broker = ctx.broker
     enabled = broker.sasl_mechanisms
     connection = ctx.connection
@@ -34,10 +35,11 @@ async def sasl_handshake(ctx, request):
 
 
 @handles(ApiKey.SaslAuthenticate)
-async def sasl_authenticate(ctx, request):
+async def sasl_authenticate(ctx: Context, request):
     connection = ctx.connection
     if connection.mechanism is None or connection.mechanism.complete:
-        return SaslAuthenticateResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE, error_message="no SASL exchange in progress",
+        return SaslAuthenticateResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE,
+                                        error_message="no SASL exchange in progress",
                                         auth_bytes=b"", session_lifetime_ms=0)
     try:
         answer = await authenticate(ctx.broker, connection, request.auth_bytes)
@@ -48,7 +50,7 @@ async def sasl_authenticate(ctx, request):
                                     session_lifetime_ms=0)
 
 
-async def authenticate(broker, connection, token: bytes) -> bytes:
+async def authenticate(broker: BrokerView, connection, token: bytes) -> bytes:
     """One client token through the connection's mechanism; raises AuthenticationFailed."""
     address = connection.peer.rpartition(":")[0]
     if broker.login_limiter.blocked(address):

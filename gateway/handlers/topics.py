@@ -11,14 +11,14 @@ from kgate.protocol.error_codes import ErrorCode
 
 from ..broker import InternalTopic
 from ..config import ConfigError, ConfigSource, check_topic_config
-from . import handles
+from . import Context, handles
 
 C = CreateTopicsResponse
 D = DeleteTopicsResponse
 
 
 @handles(ApiKey.CreateTopics)
-async def create_topics(ctx, request):
+async def create_topics(ctx: Context, request):
     results = []
     seen = set()
     for creatable in request.topics:
@@ -32,7 +32,7 @@ async def create_topics(ctx, request):
     return C(throttle_time_ms=0, topics=results)
 
 
-async def _create(ctx, creatable, validate_only):
+async def _create(ctx: Context, creatable, validate_only):
     broker = ctx.broker
     name = creatable.name
 
@@ -70,14 +70,15 @@ async def _create(ctx, creatable, validate_only):
             return failed(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
     topic_configs = [C.CreatableTopicResult.CreatableTopicConfigs(
         name=key, value=configs.get(key, broker.topic_config_default(key)), read_only=False,
-        config_source=ConfigSource.DYNAMIC_TOPIC_CONFIG if key in configs else ConfigSource.DEFAULT_CONFIG, is_sensitive=False)
+        config_source=ConfigSource.DYNAMIC_TOPIC_CONFIG if key in configs else ConfigSource.DEFAULT_CONFIG,
+        is_sensitive=False)
         for key in sorted(broker.topic_config_names())]
     return C.CreatableTopicResult(name=name, topic_id=topic_id, error_code=ErrorCode.NONE, error_message=None,
                                   num_partitions=partitions, replication_factor=1, configs=topic_configs)
 
 
 @handles(ApiKey.DeleteTopics)
-async def delete_topics(ctx, request):
+async def delete_topics(ctx: Context, request):
     broker = ctx.broker
     if ctx.version >= 6:
         wanted = [(t.name, t.topic_id) for t in request.topics]

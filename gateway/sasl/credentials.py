@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
 from kgate.metadata.store import BadVersion, MetadataStore, NodeExists, NoNode
-from kgate.protocol.security import SCRAM_MECHANISMS
 
 USERS = "/config/users"
 _HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}

@@ -10,7 +10,7 @@ import asyncio
 import posixpath
 import sqlite3
 from collections import defaultdict
-from typing import Callable
+from collections.abc import Callable
 
 from ..store import BadVersion, MetadataStore, Node, NodeExists, NoNode
 

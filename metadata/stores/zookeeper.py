@@ -9,11 +9,18 @@ created on first use, so one ensemble can hold several kgate clusters.
 """
 import asyncio
 import logging
-from typing import Callable
+from collections.abc import Callable
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import (BadVersionError, ConnectionLoss, NodeExistsError, NoNodeError, NotEmptyError,
-                              OperationTimeoutError, SessionExpiredError)
+from kazoo.exceptions import (
+    BadVersionError,
+    ConnectionLoss,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    OperationTimeoutError,
+    SessionExpiredError,
+)
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
@@ -40,7 +47,7 @@ class ZooKeeperMetadataStore(MetadataStore):
         self._hosts, self._chroot = split_address(address)
         self.session_timeout = session_timeout_ms / 1000
         self._client: KazooClient | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop: asyncio.AbstractEventLoop  # connect()'s, before kazoo can call back
         self._session_callbacks: list[Callable[[Session], None]] = []
         self._watchers: list = []
 
@@ -97,20 +104,27 @@ class ZooKeeperMetadataStore(MetadataStore):
             return await asyncio.wait_for(future, self.session_timeout)
         except _UNAVAILABLE as exc:
             raise StoreUnavailable(f"ZooKeeper at {self.address}: {type(exc).__name__}") from None
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise StoreUnavailable(f"ZooKeeper at {self.address}: no answer within {self.session_timeout} s") \
                 from None
 
+    def _kazoo(self) -> KazooClient:
+        """The client, there from connect() to close(): a call outside them is our bug, not the ensemble's."""
+        client = self._client
+        if client is None:
+            raise RuntimeError(f"ZooKeeper store {self.address} used before connect() or after close()")
+        return client
+
     async def get(self, path: str) -> Node | None:
         try:
-            data, stat = await self._call(self._client.get_async(path))
+            data, stat = await self._call(self._kazoo().get_async(path))
         except NoNodeError:
             return None
         return Node(data, stat.version)
 
     async def create(self, path: str, data: bytes, ephemeral: bool = False, make_parents: bool = True) -> None:
         try:
-            await self._call(self._client.create_async(path, data, ephemeral=ephemeral, makepath=make_parents))
+            await self._call(self._kazoo().create_async(path, data, ephemeral=ephemeral, makepath=make_parents))
         except NodeExistsError:
             raise NodeExists(path) from None
         except NoNodeError:
@@ -118,7 +132,7 @@ class ZooKeeperMetadataStore(MetadataStore):
 
     async def set(self, path: str, data: bytes, version: int) -> int:
         try:
-            stat = await self._call(self._client.set_async(path, data, version))
+            stat = await self._call(self._kazoo().set_async(path, data, version))
         except BadVersionError:
             raise BadVersion(f"{path} is not at version {version}") from None
         except NoNodeError:
@@ -130,7 +144,7 @@ class ZooKeeperMetadataStore(MetadataStore):
             for child in await self.children(path):
                 await self.delete(f"{path.rstrip('/')}/{child}", recursive=True)
         try:
-            await self._call(self._client.delete_async(path, version))
+            await self._call(self._kazoo().delete_async(path, version))
         except NoNodeError:
             raise NoNode(path) from None
         except BadVersionError:
@@ -140,7 +154,7 @@ class ZooKeeperMetadataStore(MetadataStore):
 
     async def children(self, path: str) -> list[str]:
         try:
-            return sorted(await self._call(self._client.get_children_async(path)))
+            return sorted(await self._call(self._kazoo().get_children_async(path)))
         except NoNodeError:
             return []
 
@@ -149,12 +163,13 @@ class ZooKeeperMetadataStore(MetadataStore):
             self._loop.call_soon_threadsafe(callback)
             return True  # keep watching
 
+        client = self._kazoo()
         if children:
             # A children watch needs its node; kazoo re-arms both kinds after a new session.
-            self._client.ensure_path(path)
-            self._watchers.append(ChildrenWatch(self._client, path, fired))
+            client.ensure_path(path)
+            self._watchers.append(ChildrenWatch(client, path, fired))
         else:
-            self._watchers.append(DataWatch(self._client, path, fired))
+            self._watchers.append(DataWatch(client, path, fired))
 
     async def close(self) -> None:
         client, self._client = self._client, None

@@ -63,6 +63,7 @@ class ProducedRecords:
         if self.message_set is not None:
             return [Record(i, m.timestamp, m.key, m.value, ())
                     for i, (_, m) in enumerate(self.message_set.messages())]
+        assert self.batch is not None  # of_batch or of_message_set set one of the two
         base = self.batch.base_offset
         return [record._replace(offset=record.offset - base) for record in conversion.read(self.data)]
 

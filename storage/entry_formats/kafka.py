@@ -26,6 +26,7 @@ class KafkaFormat(EntryFormat):
     def encode(self, produced: ProducedRecords, base_offset: int, leader_epoch: int, codec: int | None) -> list:
         if produced.batch is not None:
             return [assigned_prefix(produced.batch, base_offset, leader_epoch), produced.data[_PREFIX_SIZE:]]
+        assert produced.message_set is not None  # of_batch or of_message_set set one of the two
         return [message_set.assign_offsets(produced.data, produced.message_set, base_offset)]
 
     def decode(self, payload: memoryview, max_magic: int, zstd: bool):

@@ -339,8 +339,8 @@ def _expect(value, wire_type: int, wanted: int, what: str):
 
 
 def _message_metadata(view, pos: int, end: int) -> dict:
-    found = {"producer_name": None, "sequence_id": None, "compression": NONE, "uncompressed_size": None,
-             "count": None}
+    found: dict[str, bytes | int | None] = {"producer_name": None, "sequence_id": None, "compression": NONE,
+                                            "uncompressed_size": None, "count": None}
     for field, wire_type, value in _fields(view, pos, end, "message metadata"):
         if field == _MM_PRODUCER_NAME:
             found["producer_name"] = bytes(_expect(value, wire_type, LEN, "producer_name"))
@@ -391,7 +391,7 @@ def _decompress(compression: int, data: memoryview, uncompressed_size: int | Non
     return out
 
 
-def _unzstd(data, limit: int) -> bytes:
+def _unzstd(data, limit: int) -> bytearray:
     """At most ``limit`` bytes of the frame, read in chunks: a frame header may claim any size."""
     out = bytearray()
     with zstandard.ZstdDecompressor().stream_reader(bytes(data)) as reader:

@@ -11,8 +11,13 @@ import time
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions, OffsetSpec
 from kafka import KafkaAdminClient
-from kafka.protocol.admin import (CreatePartitionsRequest, DeleteRecordsRequest, DescribeClusterRequest,
-                                  DescribeLogDirsRequest, DescribeProducersRequest)
+from kafka.protocol.admin import (
+    CreatePartitionsRequest,
+    DeleteRecordsRequest,
+    DescribeClusterRequest,
+    DescribeLogDirsRequest,
+    DescribeProducersRequest,
+)
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest, OffsetForLeaderEpochRequest
 from kafka.protocol.metadata import MetadataRequest
 from kafka.structs import TopicPartition as KTopicPartition

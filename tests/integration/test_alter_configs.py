@@ -9,8 +9,14 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource,
-                                  ResourceType)
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    ResourceType,
+)
 from kafka.protocol.admin import AlterConfigsRequest, IncrementalAlterConfigsRequest
 
 from kgate.gateway.config import BROKER_SETTINGS

@@ -155,13 +155,13 @@ def test_produce_from_stdin_then_consume_as_json(broker):
     finally:
         consumer.close()
     assert [(r.key, r.value, r.headers) for r in stored] == \
-        [(k.encode(), v.encode(), [("source", b"cli"), ("n", b"1")]) for k, v in (l.split("|", 1) for l in lines)]
+        [(k.encode(), v.encode(), [("source", b"cli"), ("n", b"1")]) for k, v in (line.split("|", 1) for line in lines)]
 
     result = client(broker, "consume", "lines", "--from-beginning", "--max-messages", str(len(lines)),
                     "--timeout-ms", "20000", "--output", "json")
     consumed = [json.loads(line) for line in result.stdout.splitlines()]
     assert [(c["partition"], c["offset"], c["key"], c["value"], c["headers"]) for c in consumed] == \
-        [(0, i, k, v, [["source", "cli"], ["n", "1"]]) for i, (k, v) in enumerate(l.split("|", 1) for l in lines)]
+        [(0, i, k, v, [["source", "cli"], ["n", "1"]]) for i, (k, v) in enumerate(line.split("|", 1) for line in lines)]
     assert [c["timestamp"] for c in consumed] == [r.timestamp for r in stored]
     assert result.stderr == ""  # no progress when stderr is not a terminal
 
@@ -213,7 +213,7 @@ def test_groups_describe_shows_the_lag_a_consumer_has_left(broker_factory):
 def test_reset_offsets_plans_then_executes_and_refuses_a_live_group(broker_factory):
     broker = broker_factory(**FAST_GROUPS)
     client(broker, "topics", "create", "events", "--partitions", "2")
-    day = datetime.datetime(2024, 5, 1, tzinfo=datetime.timezone.utc)
+    day = datetime.datetime(2024, 5, 1, tzinfo=datetime.UTC)
     produce(broker, "events", 10, partition=0, timestamp_ms=int(day.timestamp() * 1000))
     produce(broker, "events", 10, partition=0, timestamp_ms=int((day + datetime.timedelta(days=1)).timestamp() * 1000))
     produce(broker, "events", 6, partition=1)

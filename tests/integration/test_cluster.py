@@ -9,9 +9,9 @@ import uuid
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import NewTopic
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.producer import ProduceRequest
-from confluent_kafka.admin import NewTopic
 from kazoo.client import KazooClient
 
 from kgate.protocol.error_codes import ErrorCode

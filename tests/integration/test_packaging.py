@@ -60,7 +60,8 @@ def interpreter(code: str, cwd) -> str:
 
 def test_the_development_install_exposes_what_the_wheel_does(tmp_path):
     listed = interpreter("import pkgutil, kgate, pathlib; "
-                         "print(sorted(m.name for m in pkgutil.iter_modules([str(pathlib.Path(kgate.__file__).parents[1])])))",
+                         "print(sorted(m.name for m in "
+                         "pkgutil.iter_modules([str(pathlib.Path(kgate.__file__).parents[1])])))",
                          tmp_path)
     assert listed == "['kgate', 'pyspark_kgate']"
     # What Spark's lookup of data sources does in its Python worker.

@@ -6,7 +6,6 @@ from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, Str
 
 from tests.support import records as R
 
-
 # The source's schema without headers, for readers made without a session.
 SOURCE_SCHEMA = StructType([StructField("key", BinaryType()), StructField("value", BinaryType()),
                             StructField("topic", StringType()), StructField("partition", IntegerType()),

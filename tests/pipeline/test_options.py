@@ -4,8 +4,8 @@ import pickle
 import pytest
 
 from kgate.pipeline import offsets as O
-from kgate.pipeline.errors import OptionError
 from kgate.pipeline.datasource import KgateDataSource
+from kgate.pipeline.errors import OptionError
 from kgate.pipeline.options import parse_read, parse_write
 
 from .spark_records import SOURCE_SCHEMA

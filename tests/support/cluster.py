@@ -128,7 +128,8 @@ class AckedProducer:
                 self.failed.append(str(err))
 
         for i in self._paced():
-            producer.produce(self.topic, key=R.key(i), value=R.value(i), on_delivery=lambda e, m, i=i: delivered(e, m, i))
+            producer.produce(self.topic, key=R.key(i), value=R.value(i),
+                             on_delivery=lambda e, m, i=i: delivered(e, m, i))
             producer.poll(0)
         assert producer.flush(120) == 0, "records undelivered"
 

@@ -54,7 +54,8 @@ def _kafka_python(args, out, stopping):
             pass
 
         def on_partitions_assigned(self, assigned):
-            _write(out, "assigned " + ",".join(str(tp.partition) for tp in sorted(assigned, key=lambda tp: tp.partition)))
+            _write(out, "assigned "
+                   + ",".join(str(tp.partition) for tp in sorted(assigned, key=lambda tp: tp.partition)))
 
     consumer = KafkaConsumer(bootstrap_servers=args.bootstrap, group_id=args.group, auto_offset_reset="earliest",
                              enable_auto_commit=False, session_timeout_ms=args.session_ms,
@@ -64,7 +65,8 @@ def _kafka_python(args, out, stopping):
     try:
         while not stopping and time.monotonic() < deadline:
             batches = consumer.poll(timeout_ms=200, max_records=1000)
-            lines = [f"record {m.partition} {m.offset} {m.key.decode()}" for records in batches.values() for m in records]
+            lines = [f"record {m.partition} {m.offset} {m.key.decode()}"
+                     for records in batches.values() for m in records]
             if lines:
                 _write(out, "\n".join(lines))
                 consumer.commit()

@@ -5,8 +5,6 @@ from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.producer import ProduceRequest
 
 
-
-
 def uvarint(value: int) -> bytes:
     out = bytearray()
     while True:

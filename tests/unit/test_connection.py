@@ -17,9 +17,9 @@ from kgate.protocol.api_versions import SUPPORTED
 from kgate.protocol.connection import CLOSED, ProtocolViolation, RequestReceived, ServerConnection, Waiting
 from kgate.protocol.headers import RequestHeader
 from kgate.protocol.messages import REQUESTS
+from tests.support.wire import encode_request
 from tests.unit.message_strategies import message
 from tests.unit.record_batches import build_batch
-from tests.support.wire import encode_request
 from tests.unit.request_frames import frame, metadata_request, produce_request, request_header
 
 MAX_FRAME = 1 << 20

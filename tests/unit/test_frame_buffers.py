@@ -9,8 +9,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kgate.protocol.frames import (OWN_BUFFER_MIN_BYTES, OWN_BUFFER_UPFRONT_BYTES, RECEIVE_BUFFER_BYTES, FrameSplitter,
-                             FrameTooLarge, InvalidFrameSize)
+from kgate.protocol.frames import (
+    OWN_BUFFER_MIN_BYTES,
+    OWN_BUFFER_UPFRONT_BYTES,
+    RECEIVE_BUFFER_BYTES,
+    FrameSplitter,
+    FrameTooLarge,
+    InvalidFrameSize,
+)
 from tests.unit.request_frames import frame
 
 MAX = 1 << 20

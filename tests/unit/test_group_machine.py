@@ -7,8 +7,20 @@ from collections import defaultdict
 
 import pytest
 
-from kgate.gateway.groups.effects import (AfterStore, AnswerJoin, AnswerSync, ArmTimer, CancelTimer, JoinResult, Log,
-                                          Park, StoreGroup, Timer, TimerKey, Wait)
+from kgate.gateway.groups.effects import (
+    AfterStore,
+    AnswerJoin,
+    AnswerSync,
+    ArmTimer,
+    CancelTimer,
+    JoinResult,
+    Log,
+    Park,
+    StoreGroup,
+    Timer,
+    TimerKey,
+    Wait,
+)
 from kgate.gateway.groups.group import Group, GroupState
 from kgate.gateway.groups.machine import GroupMachine, JoinRequest
 from kgate.protocol.error_codes import ErrorCode

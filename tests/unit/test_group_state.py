@@ -1,6 +1,7 @@
 """The group state machine, Kafka's placement of groups, and the offsets-topic records."""
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from kgate.gateway.groups import records
 from kgate.gateway.groups.group import Group, GroupState, IllegalTransition, Member

@@ -53,7 +53,8 @@ def partition(tmp_path):
 
 async def append(ledger: ManagedLedger, records: int = 1, timestamp: int = 1000, fill: bytes = b"x") -> int:
     await ledger.prepare_append()
-    base, durable = ledger.append(records, timestamp, 2, 0, lambda base: [base.to_bytes(8, "big") + fill * (PAYLOAD - 8)])
+    base, durable = ledger.append(records, timestamp, 2, 0,
+                                  lambda base: [base.to_bytes(8, "big") + fill * (PAYLOAD - 8)])
     await durable
     return base
 

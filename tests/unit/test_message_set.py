@@ -112,7 +112,8 @@ def test_several_top_level_messages_and_wrappers_in_one_set():
 
 def test_null_keys_and_values_survive():
     data = legacy_set(1, values=[None, b"", b"x"], keys=False)
-    assert [(r.key, r.value) for r in kafka_python_records(stored(data, 0))] == [(None, None), (None, b""), (None, b"x")]
+    assert [(r.key, r.value) for r in kafka_python_records(stored(data, 0))] == \
+        [(None, None), (None, b""), (None, b"x")]
 
 
 def _recrc(message: bytearray, start: int = 0) -> bytes:
@@ -198,5 +199,6 @@ def test_writing_magic2_gives_a_valid_batch_at_the_offsets_given(codec):
     records = [Record(70 + i, BASE_TIMESTAMP + i, b"k", v, (("h", b"v"),)) for i, v in enumerate(VALUES)]
     data = conversion.write(records, 2, LEGACY_CODECS.get(codec, 4), (5, 1, 9), leader_epoch=3)
     header = validate(data)
-    assert (header.base_offset, header.partition_leader_epoch, header.producer_id, header.base_sequence) == (70, 3, 5, 9)
+    assert (header.base_offset, header.partition_leader_epoch, header.producer_id,
+            header.base_sequence) == (70, 3, 5, 9)
     assert list(conversion.read(data)) == records

@@ -6,8 +6,16 @@ from crc32c import crc32c
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kgate.protocol.record_batch import (CRC_START, HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET, InvalidBatch, assigned_prefix,
-                                   iter_headers, validate)
+from kgate.protocol.record_batch import (
+    CRC_START,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    InvalidBatch,
+    assigned_prefix,
+    iter_headers,
+    validate,
+)
 from tests.unit.record_batches import BASE_TIMESTAMP, CODECS, build_batch, compressible_values, read_batch
 
 TIMESTAMPS = [BASE_TIMESTAMP + d for d in (5, 1, 9, 3, 7)]  # the maximum is not the last one
@@ -60,7 +68,7 @@ def test_validate_at_an_offset_into_a_buffer():
 def test_any_flipped_byte_from_magic_on_is_corrupt_message():
     """CRC-32C catches every single-byte error; Kafka checks the CRC before anything it covers."""
     wrong = {}
-    for codec, data in BATCHES.items():
+    for data in BATCHES.values():
         for index in range(MAGIC_OFFSET, len(data)):
             for mask in (0x01, 0x80, 0xFF):
                 flipped = bytearray(data)

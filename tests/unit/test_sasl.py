@@ -19,8 +19,16 @@ from kgate.gateway.sasl.credentials import ScramCredential
 from kgate.gateway.sasl.login_limiter import LoginLimiter
 from kgate.gateway.sasl.scram import ScramMechanism
 from kgate.metadata.stores.embedded import EmbeddedMetadataStore
-from kgate.protocol.connection import (NEED_DATA, PAUSED, AuthState, LocalProtocolError, ProtocolViolation,
-                                      RequestReceived, SaslTokenReceived, ServerConnection)
+from kgate.protocol.connection import (
+    NEED_DATA,
+    PAUSED,
+    AuthState,
+    LocalProtocolError,
+    ProtocolViolation,
+    RequestReceived,
+    SaslTokenReceived,
+    ServerConnection,
+)
 from kgate.protocol.frames import frame_prefix
 from tests.support.wire import encode_request
 from tests.unit.request_frames import metadata_request
