@@ -27,11 +27,13 @@ from ..ledger import CorruptLedger, Ledger, LedgerFenced, LedgerStore
 
 log = logging.getLogger(__name__)
 
-# Reads up to this size are made on the event loop: from the page cache they take
-# microseconds, less than handing them to a thread. Larger ones (catch-up reads of
-# many entries, a cold disk) go to the default executor, so a big fetch cannot stall
-# the loop for everyone else.
-INLINE_READ_BYTES = 256 * 1024
+# Reads up to this size are made on the event loop; larger ones (a fetch that asks one
+# partition for many megabytes, a recovery scan) go to the default executor, so they
+# cannot stall the loop for everyone else. Measured here, a pread from the page cache
+# costs 0.06 s of CPU per GB inline at 1 MiB (about 60 us per read) and the hand-off
+# to a thread about 100 us per call (0.14 s/GB at 1 MiB, 1.6 s/GB at 64 KiB): reads of
+# the size consumers ask per partition (1 MiB by default) stay inline.
+INLINE_READ_BYTES = 1024 * 1024
 
 _FRAME = struct.Struct(">II")
 _LENGTH = struct.Struct(">I")
