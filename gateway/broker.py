@@ -140,10 +140,10 @@ class Broker:
             self._retention_task.cancel()
         await self.events.close()
         await self.groups.close()
-        sealed = len(self.partitions)
-        for name, index in list(self.partitions):
+        serving = list(self.partitions)
+        for name, index in serving:
             await self.ownership.lose(name, index, seal=True)
-        log.info("sealed and handed over %d partitions", sealed)
+        log.info("sealed and handed over %d partitions", len(serving))
         self.ledgers.close()
         await self.metadata.close()
 

@@ -57,8 +57,8 @@ class Ownership:
     async def reconcile_all(self) -> None:
         gained = lost = 0
         for topic in list(self.broker.cluster.topics.values()):
-            counts = await self.reconcile(topic, summary=False)
-            gained, lost = gained + counts[0], lost + counts[1]
+            took, handed = await self.reconcile(topic, summary=False)
+            gained, lost = gained + took, lost + handed
         self._summarise("all topics", gained, lost)
 
     def _summarise(self, what: str, gained: int, lost: int) -> None:

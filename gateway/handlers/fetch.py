@@ -68,10 +68,11 @@ async def fetch(ctx: Context, request):
         began = time.monotonic()
         # The room stays this fetch's while its reads are awaited, so a concurrent fetch
         # cannot count on it too; what the answer holds is taken for good below.
-        reserved = max(0, min(max_bytes, room))
+        limit = min(max_bytes, room)
+        reserved = max(0, limit)
         held.take(reserved)
         try:
-            responses, total, served = await _read(targets, min(max_bytes, room), version, progress=room > 0)
+            responses, total, served = await _read(targets, limit, version, progress=room > 0)
         finally:
             held.give(reserved)
         now = time.monotonic()

@@ -162,6 +162,16 @@ def stable(driver, count, **join_options):
     return members, generation
 
 
+def follower_syncing(driver):
+    """A Stable group of two that rejoined (CompletingRebalance), follower b parked in
+    SyncGroup for the new generation; returns a, b and the generation before."""
+    (a, b), generation = stable(driver, 2)
+    driver.join(a)
+    driver.join(b)
+    driver.sync(b, generation + 1)
+    return a, b, generation
+
+
 # -- the first generation -------------------------------------------------------------------------
 
 
@@ -426,10 +436,7 @@ def test_session_expiry_in_stable_rebalances_the_rest():
 
 def test_session_expiry_in_completing_rebalance_answers_the_parked_syncs():
     driver = Driver()
-    (a, b), generation = stable(driver, 2)
-    driver.join(a)
-    driver.join(b)
-    driver.sync(b, generation + 1)  # the leader never syncs, nor heartbeats
+    a, b, generation = follower_syncing(driver)  # the leader never syncs, nor heartbeats
     driver.advance(SESSION_MS - 1)
     driver.heartbeat(b, generation + 1)
     driver.advance(1)
@@ -474,10 +481,7 @@ def test_the_rebalance_timeout_drops_unused_member_ids():
 
 def test_a_member_waiting_in_sync_outlives_its_session():
     driver = Driver()
-    (a, b), generation = stable(driver, 2)
-    driver.join(a)
-    driver.join(b)
-    driver.sync(b, generation + 1)
+    a, b, generation = follower_syncing(driver)
     driver.advance(SESSION_MS - 1)
     driver.heartbeat(a, generation + 1)
     driver.advance(1)
@@ -506,10 +510,7 @@ def test_leaving_while_preparing_completes_the_join_of_the_rest():
 
 def test_leaving_while_completing_answers_the_parked_syncs_and_moves_the_leader():
     driver = Driver()
-    (a, b), generation = stable(driver, 2)
-    driver.join(a)
-    driver.join(b)
-    driver.sync(b, generation + 1)
+    a, b, generation = follower_syncing(driver)
     assert driver.leave((a, None)) == [ErrorCode.NONE]
     assert driver.answer(Wait.SYNC, b) == (ErrorCode.REBALANCE_IN_PROGRESS, b"")
     assert driver.group().leader_id == b
