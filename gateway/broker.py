@@ -12,6 +12,7 @@ import os
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 
+from kgate.metadata.acls import AclStore
 from kgate.metadata.cluster import (
     BROKERS,
     OWNERS,
@@ -32,6 +33,7 @@ from kgate.storage.entry_formats import EntryFormat
 from kgate.storage.ledger import LedgerStore
 from kgate.storage.managed_ledger import ManagedLedger, RetentionPolicy, RolloverPolicy
 
+from .authorizer import Authorizer
 from .chain_records import MetadataChainRecord
 from .config import TOPIC_CONFIG_DEFAULTS, Settings
 from .groups import OFFSETS_TOPIC, GroupCoordinator
@@ -81,6 +83,7 @@ class Broker:
         self.sasl_mechanisms = [m.strip() for m in settings["sasl.enabled.mechanisms"].split(",")]
         self.login_limiter = LoginLimiter(settings["kgate.sasl.max.failed.logins.per.minute"])
         self.metrics = BrokerMetrics(self)
+        self.authorizer = Authorizer(settings, AclStore(metadata), self.metrics.denied)
         self.events = EventManager(observe=self.metrics.metadata_event)
         self.ownership = Ownership(self)
         # How long a restarted broker waits for its previous session's registration to go.
@@ -105,11 +108,12 @@ class Broker:
         events, store = self.events, self.metadata
         for event, handler in ((Event.BROKERS, self._brokers_changed), (Event.TOPICS, self._topics_changed),
                                (Event.TOPIC, self._topic_changed), (Event.OWNERS, self._owners_changed),
-                               (Event.SESSION, self.ownership.session_changed)):
+                               (Event.SESSION, self.ownership.session_changed), (Event.ACLS, self.authorizer.reload)):
             events.on(event, handler)
         store.on_session(self._session_reported)
         await self.cluster.register(self.me(), self.registration_wait)
         await self.cluster.load()
+        await self.authorizer.start(events.poster(Event.ACLS))
         store.watch(BROKERS, events.poster(Event.BROKERS), children=True)
         store.watch(TOPICS, events.poster(Event.TOPICS), children=True)
         for topic in self.cluster.topics.values():

@@ -11,6 +11,8 @@ from enum import IntEnum
 from kgate.protocol.security import SASL_MECHANISMS, SECURITY_PROTOCOLS
 from kgate.storage import entry_formats
 
+from .authorizer import AUTHORIZER_NAMES
+
 
 class ConfigError(ValueError):
     pass
@@ -110,6 +112,13 @@ BROKER_SETTINGS: dict[str, tuple[object, tuple]] = {
     "connection.failed.authentication.delay.ms": (100, _NON_NEGATIVE),
     # Failed logins one client address may make in a minute before its logins are refused.
     "kgate.sasl.max.failed.logins.per.minute": (10, _POSITIVE),
+    # Authorization, with Kafka's names: "acl" (or Kafka's authorizer class names) turns on
+    # the ACL authorizer; super.users is a ;-separated list of principals (User:admin).
+    "authorizer.class.name": ("", ("must be empty (no authorization) or " + ", ".join(AUTHORIZER_NAMES),
+                                   lambda v: v == "" or v in AUTHORIZER_NAMES)),
+    "super.users": ("", ("must be ;-separated principals such as User:admin",
+                         lambda v: all(_is_principal(p.strip()) for p in v.split(";") if p.strip()))),
+    "allow.everyone.if.no.acl.found": (False, _ANY),
     # One PEM file holding the certificate chain and the private key, for SSL listeners.
     "ssl.keystore.location": ("", _ANY),
     "ssl.key.password": ("", _ANY),
@@ -132,6 +141,16 @@ TOPIC_CONFIG_DEFAULTS = {
 }
 CLEANUP_POLICIES = ("delete", "compact", "compact,delete", "delete,compact")
 LIST_CONFIGS = ("cleanup.policy", "sasl.enabled.mechanisms")
+
+
+def is_sensitive(name: str) -> bool:
+    """A setting whose value DescribeConfigs never shows (Kafka's PASSWORD type)."""
+    return "password" in name
+
+
+def _is_principal(text: str) -> bool:
+    kind, _, name = text.partition(":")
+    return bool(kind and name)
 
 
 def _is_host_port(text: str, lowest_port: int = 1) -> bool:

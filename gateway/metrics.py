@@ -49,6 +49,9 @@ class BrokerMetrics:
         self.fetch_budget_waits = Counter("kgate_fetch_budget_waits", "Times a fetch found its connection's or "
                                           "the broker's fetched-bytes budget full and waited for answers to be "
                                           "sent", registry=self.registry)
+        self._denials = Counter("kgate_authorization_denials", "Requests (or parts of them) the authorizer "
+                                "refused, by resource type and operation", ["resource_type", "operation"],
+                                registry=self.registry)
         produce = Histogram("kgate_produce_stage_seconds", "Produce latency by stage", ["stage"],
                             buckets=BUCKETS, registry=self.registry)
         fetch = Histogram("kgate_fetch_stage_seconds", "Fetch latency by stage", ["stage"],
@@ -73,6 +76,9 @@ class BrokerMetrics:
         """Start the HTTP endpoint; returns the port it bound (0 picks a free one)."""
         server, _thread = start_http_server(port, addr=host, registry=self.registry)
         return server.server_address[1]
+
+    def denied(self, resource_type, operation) -> None:
+        self._denials.labels(resource_type.name, operation.name).inc()
 
     def produced(self, topic: str, size: int, records: int) -> None:
         self._topic_in.count(topic, size, records)

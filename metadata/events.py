@@ -21,6 +21,7 @@ class Event(enum.Enum):
     TOPICS = "topics_changed"  # a topic was created or deleted (by any path)
     TOPIC = "topic_changed"  # one topic's node changed (partitions added, configs)
     OWNERS = "owners_changed"  # a claim on one of a topic's partitions was taken or released
+    ACLS = "acls_changed"  # any broker or tool changed the access control lists
     SESSION = "session_changed"  # this broker's metadata session was suspended, restored or lost
 
 

@@ -38,6 +38,9 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.OffsetForLeaderEpoch: (0, 4),
     ApiKey.DescribeLogDirs: (0, 4),
     ApiKey.DescribeProducers: (0, 0),
+    ApiKey.DescribeAcls: (0, 3),
+    ApiKey.CreateAcls: (0, 3),
+    ApiKey.DeleteAcls: (0, 3),
 }
 
 

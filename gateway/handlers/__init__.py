@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from kgate.metadata.acls import Operation, ResourceType
 from kgate.protocol.headers import RequestHeader
 
 from .broker_view import BrokerView
@@ -31,6 +32,17 @@ class Context:
     def version(self) -> int:
         return self.header.api_version
 
+    def allowed(self, operation: Operation, resource_type: ResourceType, name: str, quietly: bool = False) -> bool:
+        """Whether this connection's principal may do ``operation`` to the resource (the authorizer
+        decides). ``quietly`` is for checks that only filter a listing: a refusal there is not
+        logged or counted as a denial (Kafka's logIfDenied=false)."""
+        return self.broker.authorizer.allowed(self.connection, operation, resource_type, name, quietly)
+
+    def allowed_somewhere(self, operation: Operation, resource_type: ResourceType) -> bool:
+        """Whether the principal may do ``operation`` to some resource of the type (Kafka's
+        authorizeByResourceType: an idempotent producer may write if it may write any topic)."""
+        return self.broker.authorizer.allowed_somewhere(self.connection, operation, resource_type)
+
 
 def handles(api_key: int):
     def register(fn):
@@ -48,6 +60,7 @@ def implemented() -> set[int]:
 
 
 from . import (  # noqa: E402,F401
+    acls,
     api_versions,
     cluster,
     configs,

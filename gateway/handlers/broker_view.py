@@ -12,10 +12,12 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from kgate.metadata.cluster import BrokerInfo, Topic
+from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
 from kgate.storage.entry_formats import EntryFormat
 
 if TYPE_CHECKING:
+    from ..authorizer import Authorizer
     from ..config import Settings
     from ..groups import GroupCoordinator
     from ..metrics import BrokerMetrics
@@ -36,6 +38,7 @@ class BrokerView(Protocol):
     credentials: "CredentialStore"
     login_limiter: "LoginLimiter"
     sasl_mechanisms: list[str]
+    authorizer: "Authorizer"
 
     @property
     def topics(self) -> Mapping[str, Topic]: ...
@@ -83,13 +86,16 @@ class BrokerView(Protocol):
 
 async def per_partition(broker: BrokerView, topic: str, asked: Iterable[Asked], index: Callable[[Asked], int],
                         answer: Callable[[Asked, "Partition"], Awaitable[Answer]],
-                        refused: Callable[[Asked, KafkaError], Answer]) -> list[Answer]:
+                        refused: Callable[[Asked, KafkaError], Answer], *, allowed: bool) -> list[Answer]:
     """One answer per partition ``asked`` of ``topic``: ``answer`` for a partition this
-    broker serves, ``refused`` with the Kafka error when it does not serve it or when
+    broker serves, ``refused`` with the Kafka error when the principal is not ``allowed``
+    the topic (TOPIC_AUTHORIZATION_FAILED), when this broker does not serve it, or when
     ``answer`` raises one (an unreadable entry, a fenced epoch, ...)."""
     answers = []
     for item in asked:
         try:
+            if not allowed:
+                raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             answers.append(await answer(item, broker.partition(topic, index(item))))
         except KafkaError as error:
             answers.append(refused(item, error))

@@ -23,12 +23,21 @@ from collections import Counter
 from kafka.protocol.admin import AlterConfigsResponse, DescribeConfigsResponse, IncrementalAlterConfigsResponse
 from kafka.protocol.api_key import ApiKey
 
+from kgate.metadata.acls import CLUSTER_NAME, Operation, ResourceType
 from kgate.metadata.cluster import UnknownTopic
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
 
 from ..broker import InternalTopic
-from ..config import BROKER_SETTINGS, TOPIC_CONFIG_DEFAULTS, ConfigError, ConfigSource, check_topic_config, config_type
+from ..config import (
+    BROKER_SETTINGS,
+    TOPIC_CONFIG_DEFAULTS,
+    ConfigError,
+    ConfigSource,
+    check_topic_config,
+    config_type,
+    is_sensitive,
+)
 from . import Context, handles
 from .broker_view import BrokerView
 
@@ -46,9 +55,21 @@ async def describe_configs(ctx: Context, request):
     return R(throttle_time_ms=0, results=results)
 
 
+def _refusal(ctx: Context, resource, operation: Operation) -> KafkaError | None:
+    """Topic configs need the operation on the topic, broker configs on the cluster (Kafka's rule)."""
+    if resource.resource_type == TOPIC and not ctx.allowed(operation, ResourceType.TOPIC, resource.resource_name):
+        return KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
+    if resource.resource_type == BROKER and not ctx.allowed(operation, ResourceType.CLUSTER, CLUSTER_NAME):
+        return KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
+    return None
+
+
 def _describe(ctx: Context, resource):
     broker = ctx.broker
     wanted = set(resource.configuration_keys) if resource.configuration_keys is not None else None
+    refused = _refusal(ctx, resource, Operation.DESCRIBE_CONFIGS)
+    if refused:
+        return _error(resource, refused.code, refused.message)
     if resource.resource_type == TOPIC:
         topic = broker.topics.get(resource.resource_name)
         if topic is None:
@@ -64,8 +85,10 @@ def _describe(ctx: Context, resource):
                    for name in sorted(BROKER_SETTINGS)]
     else:
         return _error(resource, ErrorCode.INVALID_REQUEST, f"resource type {resource.resource_type} is not supported")
-    configs = [Entry(name=name, value=value, read_only=read_only, config_source=source,
-                     is_default=source == ConfigSource.DEFAULT_CONFIG, is_sensitive=False, synonyms=[],
+    # Secrets are described as Kafka describes them: sensitive, with no value.
+    configs = [Entry(name=name, value=None if is_sensitive(name) else value, read_only=read_only,
+                     config_source=source, is_default=source == ConfigSource.DEFAULT_CONFIG,
+                     is_sensitive=is_sensitive(name), synonyms=[],
                      config_type=config_type(name), documentation=None)
                for name, value, read_only, source in entries if wanted is None or name in wanted]
     return Result(error_code=ErrorCode.NONE, error_message=None, resource_type=resource.resource_type,
@@ -102,6 +125,9 @@ async def _alter_resources(ctx: Context, request, response, change_for):
         try:
             if named[(resource.resource_type, resource.resource_name)] > 1:
                 raise KafkaError(ErrorCode.INVALID_REQUEST, "each resource must appear at most once")
+            refused = _refusal(ctx, resource, Operation.ALTER_CONFIGS)
+            if refused:
+                raise refused
             await _alter(ctx.broker, resource, change_for(ctx.broker, resource), request.validate_only)
         except KafkaError as refused:
             error, message = refused.code, refused.message

@@ -19,6 +19,7 @@ import time
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import FetchResponse
 
+from kgate.metadata.acls import Operation, ResourceType
 from kgate.protocol import message_set
 from kgate.protocol.conversion import magic_of
 from kgate.protocol.error_codes import ErrorCode
@@ -48,9 +49,14 @@ async def fetch(ctx: Context, request):
     for topic_request in request.topics:
         topic = (broker.topics.get(topic_request.topic) if version < 13
                  else broker.topic_by_id(topic_request.topic_id))
+        # By name, Kafka refuses an unauthorized topic whether or not it exists; by id, an unknown id stays unknown.
+        name = topic_request.topic if version < 13 else topic.name if topic else None
+        allowed = name is None or ctx.allowed(Operation.READ, ResourceType.TOPIC, name)
         for part in topic_request.partitions:
             partition, missing = None, None
-            if topic is None:
+            if not allowed:
+                missing = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            elif topic is None:
                 missing = ErrorCode.UNKNOWN_TOPIC_ID if version >= 13 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 try:
@@ -105,9 +111,10 @@ async def _read(targets: list, max_bytes: int, version: int, progress: bool = Tr
     served: dict[str, list[int]] = {}
     for topic_request, part, partition, missing in targets:
         if partition is None:
+            # Empty records, never null: librdkafka rejects a whole response holding a null record set.
             responses.append((topic_request, PD(partition_index=part.partition, error_code=missing,
                                                 high_watermark=-1, last_stable_offset=-1,
-                                                log_start_offset=-1, records=None)))
+                                                log_start_offset=-1, records=b"")))
             continue
         ledger = partition.ledger
         hw = ledger.high_watermark

@@ -9,6 +9,7 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import HeartbeatResponse, JoinGroupResponse, LeaveGroupResponse, SyncGroupResponse
 from kafka.protocol.metadata import FindCoordinatorResponse
 
+from kgate.metadata.acls import CLUSTER_NAME, Operation, ResourceType
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
 
@@ -38,15 +39,25 @@ def _coordinator(ctx: Context, key_type: int, key: str) -> tuple[ErrorCode, str 
     """(error, message, node id, host, port): a group's coordinator is the live owner of its
     ``__consumer_offsets`` partition."""
     if key_type == TRANSACTION_KEY:
+        if not ctx.allowed(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key or ""):
+            return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None, -1, "", -1
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not offered", -1, "", -1
     if key_type != GROUP_KEY:
         return ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}", -1, "", -1
+    if not ctx.allowed(Operation.DESCRIBE, ResourceType.GROUP, key or ""):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED, None, -1, "", -1
     broker = ctx.broker
     owner = broker.groups.coordinator_of(key or "")
     address = broker.live_brokers(ctx.connection).get(owner.node_id) if owner is not None else None
     if address is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, "no live broker owns the group's partition", -1, "", -1
     return ErrorCode.NONE, None, owner.node_id, address[0], address[1]
+
+
+def _may_read(ctx: Context, group_id: str) -> None:
+    """Group membership (join, sync, heartbeat, leave) needs READ on the group, as in Kafka."""
+    if not ctx.allowed(Operation.READ, ResourceType.GROUP, group_id):
+        raise KafkaError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
 
 
 @handles(ApiKey.JoinGroup)
@@ -61,6 +72,7 @@ async def join_group(ctx: Context, request):
         protocol_type=request.protocol_type, protocols=[(p.name, p.metadata) for p in request.protocols],
         require_known_member_id=version >= 4, skip_assignment_supported=version >= 9)
     try:
+        _may_read(ctx, request.group_id)
         result = await ctx.broker.groups.join(join)
     except KafkaError as exc:
         return JoinGroupResponse(throttle_time_ms=0, error_code=exc.code, generation_id=-1, protocol_type=None,
@@ -79,6 +91,7 @@ async def join_group(ctx: Context, request):
 async def sync_group(ctx: Context, request):
     version = ctx.version
     try:
+        _may_read(ctx, request.group_id)
         error, assignment = await ctx.broker.groups.sync(
             request.group_id, request.generation_id, request.member_id,
             request.group_instance_id if version >= 3 else None,
@@ -95,6 +108,7 @@ async def sync_group(ctx: Context, request):
 @handles(ApiKey.Heartbeat)
 async def heartbeat(ctx: Context, request):
     try:
+        _may_read(ctx, request.group_id)
         error = ctx.broker.groups.heartbeat(request.group_id, request.generation_id, request.member_id,
                                             request.group_instance_id if ctx.version >= 3 else None)
     except KafkaError as exc:
@@ -108,6 +122,7 @@ async def leave_group(ctx: Context, request):
     leaving: list[tuple[str, str | None]] = (
         [(m.member_id, m.group_instance_id) for m in request.members] if batch else [(request.member_id, None)])
     try:
+        _may_read(ctx, request.group_id)
         errors = ctx.broker.groups.leave(request.group_id, leaving)
     except KafkaError as exc:
         return LeaveGroupResponse(throttle_time_ms=0, error_code=exc.code, members=[])
@@ -122,16 +137,21 @@ async def leave_group(ctx: Context, request):
 @handles(ApiKey.DescribeGroups)
 async def describe_groups(ctx: Context, request):
     coordinator = ctx.broker.groups
+    authorizer = ctx.broker.authorizer
     described = []
     for group_id in request.groups:
+        operations = (authorizer.authorized_operations(ctx.connection, ResourceType.GROUP, group_id)
+                      if ctx.version >= 3 and request.include_authorized_operations else None)
         try:
+            if not ctx.allowed(Operation.DESCRIBE, ResourceType.GROUP, group_id):
+                raise KafkaError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
             group = coordinator.describe(group_id)
         except KafkaError as exc:
             described.append(_described(group_id, exc.code, GroupState.DEAD.value))
             continue
         if group is None:
             # Kafka describes an unknown group as Dead, without an error.
-            described.append(_described(group_id, ErrorCode.NONE, GroupState.DEAD.value))
+            described.append(_described(group_id, ErrorCode.NONE, GroupState.DEAD.value, operations=operations))
             continue
         stable = group.is_(GroupState.STABLE)
         members = [DescribeGroupsResponse.DescribedGroup.DescribedGroupMember(
@@ -139,16 +159,16 @@ async def describe_groups(ctx: Context, request):
             client_host=m.client_host, member_metadata=m.metadata(group.protocol) if stable else b"",
             member_assignment=m.assignment if stable else b"") for m in group.members.values()]
         described.append(_described(group_id, ErrorCode.NONE, group.state.value, group.protocol_type or "",
-                                    group.protocol or "" if stable else "", members))
+                                    group.protocol or "" if stable else "", members, operations))
     return DescribeGroupsResponse(throttle_time_ms=0, groups=described)
 
 
-def _described(group_id, error, state, protocol_type="", protocol="", members=()):
+def _described(group_id, error, state, protocol_type="", protocol="", members=(), operations=None):
     return DescribeGroupsResponse.DescribedGroup(
         error_code=error, error_message=None, group_id=group_id, group_state=state, protocol_type=protocol_type,
         protocol_data=protocol, members=list(members),
         # kafka-python encodes None as Kafka's "not requested" (INT32_MIN).
-        authorized_operations=None)
+        authorized_operations=operations)
 
 
 @handles(ApiKey.ListGroups)
@@ -159,6 +179,9 @@ async def list_groups(ctx: Context, request):
         return ListGroupsResponse(throttle_time_ms=0, error_code=exc.code, groups=[])
     states = {s.lower() for s in request.states_filter} if ctx.version >= 4 and request.states_filter else None
     types = {t.lower() for t in request.types_filter} if ctx.version >= 5 and request.types_filter else None
+    # Kafka lists every group to a principal that may describe the cluster, else those it may describe.
+    if not ctx.allowed(Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME, quietly=True):
+        groups = [g for g in groups if ctx.allowed(Operation.DESCRIBE, ResourceType.GROUP, g.group_id, quietly=True)]
     listed = [ListGroupsResponse.ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type or "",
                                              group_state=g.state.value, group_type="classic")
               for g in groups
@@ -171,6 +194,8 @@ async def delete_groups(ctx: Context, request):
     results = []
     for group_id in request.groups_names:
         try:
+            if not ctx.allowed(Operation.DELETE, ResourceType.GROUP, group_id):
+                raise KafkaError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
             error = await ctx.broker.groups.delete_group(group_id)
         except KafkaError as exc:
             error = exc.code

@@ -21,6 +21,7 @@ NOT_LEADER_OR_FOLLOWER; an unknown one UNKNOWN_TOPIC_OR_PARTITION.
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import OffsetForLeaderEpochResponse
 
+from kgate.metadata.acls import Operation, ResourceType
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
 
@@ -53,7 +54,8 @@ async def offset_for_leader_epoch(ctx: Context, request):
 
     return R(throttle_time_ms=0, topics=[
         TopicResult(topic=topic.topic, partitions=await per_partition(
-            ctx.broker, topic.topic, topic.partitions, lambda part: part.partition, answer, refused))
+            ctx.broker, topic.topic, topic.partitions, lambda part: part.partition, answer, refused,
+            allowed=ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, topic.topic)))
         for topic in request.topics])
 
 

@@ -7,6 +7,7 @@ the log start for earliest.
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import ListOffsetsResponse
 
+from kgate.metadata.acls import Operation, ResourceType
 from kgate.protocol import conversion
 from kgate.protocol.error_codes import ErrorCode
 from kgate.storage.entry_formats import decode_entry
@@ -39,7 +40,8 @@ async def list_offsets(ctx: Context, request):
 
     return R(throttle_time_ms=0, topics=[
         R.ListOffsetsTopicResponse(name=topic.name, partitions=await per_partition(
-            ctx.broker, topic.name, topic.partitions, lambda part: part.partition_index, answer, refused))
+            ctx.broker, topic.name, topic.partitions, lambda part: part.partition_index, answer, refused,
+            allowed=ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, topic.name)))
         for topic in request.topics])
 
 

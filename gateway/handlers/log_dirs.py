@@ -14,6 +14,7 @@ import shutil
 from kafka.protocol.admin import DescribeLogDirsResponse
 from kafka.protocol.api_key import ApiKey
 
+from kgate.metadata.acls import CLUSTER_NAME, Operation, ResourceType
 from kgate.protocol.error_codes import ErrorCode
 
 from . import Context, handles
@@ -27,6 +28,8 @@ PartitionResult = TopicResult.DescribeLogDirsPartition
 @handles(ApiKey.DescribeLogDirs)
 async def describe_log_dirs(ctx: Context, request):
     broker = ctx.broker
+    if not ctx.allowed(Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        return R(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, results=[])
     if request.topics is None:
         wanted = None
     else:

@@ -4,6 +4,7 @@ import logging
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.metadata import MetadataResponse
 
+from kgate.metadata.acls import CLUSTER_NAME, Operation, ResourceType
 from kgate.metadata.cluster import TopicExists, invalid_topic_name
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
@@ -14,8 +15,6 @@ from .broker_view import BrokerView
 log = logging.getLogger(__name__)
 
 R = MetadataResponse
-# None encodes Kafka's "authorized operations not requested" marker (only bit 31 set).
-OPERATIONS_OMITTED = None
 
 
 @handles(ApiKey.Metadata)
@@ -24,7 +23,9 @@ async def metadata(ctx: Context, request):
     version = ctx.version
     requested = request.topics
     if requested is None or (version == 0 and not requested):
-        names = sorted(broker.topics)
+        # All topics: those the principal may describe (Kafka filters, without logging denials).
+        names = [name for name in sorted(broker.topics)
+                 if ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, name, quietly=True)]
         auto_create = False
     else:
         names = []
@@ -36,7 +37,9 @@ async def metadata(ctx: Context, request):
             names.append(name)
         auto_create = (request.allow_auto_topic_creation if version >= 4 else True) and \
             broker.settings["auto.create.topics.enable"]
-    topics = [await _describe(broker, name, auto_create) for name in names]
+    with_operations = version >= 8 and request.include_topic_authorized_operations
+    topics = [await _describe(ctx, name, auto_create, with_operations) for name in names]
+    authorizer = broker.authorizer
     return R(
         throttle_time_ms=0,
         brokers=[R.MetadataResponseBroker(node_id=node_id, host=host, port=port, rack=rack)
@@ -44,21 +47,32 @@ async def metadata(ctx: Context, request):
         cluster_id=broker.cluster_id,
         controller_id=broker.controller_id,
         topics=topics,
-        authorized_operations=OPERATIONS_OMITTED,
+        # kafka-python encodes None as Kafka's "not requested" marker (only bit 31 set).
+        authorized_operations=authorizer.authorized_operations(ctx.connection, ResourceType.CLUSTER, CLUSTER_NAME)
+        if 8 <= version <= 10 and request.include_cluster_authorized_operations else None,
     )
 
 
-async def _describe(broker: BrokerView, name, auto_create):
+async def _describe(ctx: Context, name, auto_create, with_operations):
+    broker = ctx.broker
     if name is None:
         return R.MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, partitions=[],
-                                       authorized_operations=OPERATIONS_OMITTED)
+                                       authorized_operations=None)
+    operations = (broker.authorizer.authorized_operations(ctx.connection, ResourceType.TOPIC, name)
+                  if with_operations else None)
+    if not ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, name):
+        return R.MetadataResponseTopic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name, partitions=[],
+                                       authorized_operations=None)
     topic = broker.topics.get(name)
     if topic is None:
         problem = invalid_topic_name(name)
-        if problem or not auto_create:
+        may_create = auto_create and (
+            ctx.allowed(Operation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, quietly=True)
+            or ctx.allowed(Operation.CREATE, ResourceType.TOPIC, name))
+        if problem or not may_create:
             return R.MetadataResponseTopic(
                 error_code=ErrorCode.INVALID_TOPIC if problem else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                name=name, partitions=[], authorized_operations=OPERATIONS_OMITTED)
+                name=name, partitions=[], authorized_operations=operations)
         try:
             topic = await broker.create_topic(name, broker.settings["num.partitions"], {})
         except TopicExists:
@@ -66,7 +80,7 @@ async def _describe(broker: BrokerView, name, auto_create):
     return R.MetadataResponseTopic(
         error_code=ErrorCode.NONE, name=topic.name, topic_id=topic.topic_id, is_internal=broker.is_internal(topic.name),
         partitions=[_partition(broker, topic, index) for index in range(topic.partitions)],
-        authorized_operations=OPERATIONS_OMITTED)
+        authorized_operations=operations)
 
 
 def _partition(broker: BrokerView, topic, index):

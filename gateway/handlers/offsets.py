@@ -7,6 +7,7 @@ request still commits, as in Kafka.
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import OffsetCommitResponse, OffsetDeleteResponse, OffsetFetchResponse
 
+from kgate.metadata.acls import Operation, ResourceType
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
 from kgate.storage.ledger import LedgerFenced
@@ -26,6 +27,8 @@ async def offset_commit(ctx: Context, request):
     generation = request.generation_id_or_member_epoch if version >= 1 else -1
     member_id = request.member_id if version >= 1 else ""
     try:
+        if not ctx.allowed(Operation.READ, ResourceType.GROUP, request.group_id):
+            raise KafkaError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
         error = coordinator.check_commit(request.group_id, generation, member_id,
                                          request.group_instance_id if version >= 7 else None)
     except KafkaError as exc:
@@ -37,11 +40,14 @@ async def offset_commit(ctx: Context, request):
     results = {}
     for topic in request.topics:
         known = broker.topics.get(topic.name)
+        readable = ctx.allowed(Operation.READ, ResourceType.TOPIC, topic.name)
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
             metadata = p.committed_metadata or ""
             if error != ErrorCode.NONE:
                 results[tp] = error
+            elif not readable:
+                results[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             elif known is None or not 0 <= p.partition_index < known.partitions:
                 results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             elif len(metadata.encode()) > coordinator.max_metadata_bytes:
@@ -83,12 +89,21 @@ def _fetch_group(ctx: Context, group_id, topics, version):
     T = G.OffsetFetchResponseTopics if version >= 8 else OffsetFetchResponse.OffsetFetchResponseTopic
     P = T.OffsetFetchResponsePartitions if version >= 8 else T.OffsetFetchResponsePartition
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
+    hidden: set[str] = set()
     try:
+        if not ctx.allowed(Operation.DESCRIBE, ResourceType.GROUP, group_id):
+            raise KafkaError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
         found = ctx.broker.groups.fetch_offsets(group_id, wanted)
     except KafkaError as exc:
         found, error = {tp: None for tp in wanted or ()}, exc.code
     else:
         error = ErrorCode.NONE
+        # Named partitions of topics the principal may not describe are refused; asked for
+        # all, the answer leaves those topics out (Kafka's behaviour).
+        hidden = {topic for topic, _ in found
+                  if not ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, topic, quietly=wanted is None)}
+        found = {tp: None if tp[0] in hidden else committed for tp, committed in found.items()
+                 if wanted is not None or tp[0] not in hidden}
     by_topic: dict[str, list] = {}
     for (topic, partition), committed in sorted(found.items(), key=lambda item: item[0]):
         by_topic.setdefault(topic, []).append(P(
@@ -96,7 +111,8 @@ def _fetch_group(ctx: Context, group_id, topics, version):
             committed_leader_epoch=committed.leader_epoch if committed else -1,
             metadata=committed.metadata if committed else "",
             # Before v2 there is no top-level error: each partition carries it.
-            error_code=error if version < 2 else ErrorCode.NONE))
+            error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED if topic in hidden
+            else error if version < 2 else ErrorCode.NONE))
     return G(group_id=group_id, topics=[T(name=name, partitions=parts) for name, parts in by_topic.items()],
              error_code=error)
 
@@ -104,11 +120,16 @@ def _fetch_group(ctx: Context, group_id, topics, version):
 @handles(ApiKey.OffsetDelete)
 async def offset_delete(ctx: Context, request):
     R = OffsetDeleteResponse
-    wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+    if not ctx.allowed(Operation.DELETE, ResourceType.GROUP, request.group_id):
+        return R(error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, throttle_time_ms=0, topics=[])
+    readable = {t.name for t in request.topics if ctx.allowed(Operation.READ, ResourceType.TOPIC, t.name)}
+    wanted = [(t.name, p.partition_index) for t in request.topics for p in t.partitions if t.name in readable]
     try:
         results = await ctx.broker.groups.delete_offsets(request.group_id, wanted)
     except KafkaError as exc:
         return R(error_code=exc.code, throttle_time_ms=0, topics=[])
+    results.update({(t.name, p.partition_index): ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    for t in request.topics if t.name not in readable for p in t.partitions})
     topics: dict[str, list] = {}
     for (topic, partition), error in results.items():
         topics.setdefault(topic, []).append(R.OffsetDeleteResponseTopic.OffsetDeleteResponsePartition(

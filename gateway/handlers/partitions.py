@@ -18,6 +18,7 @@ from collections import Counter
 from kafka.protocol.admin import CreatePartitionsResponse
 from kafka.protocol.api_key import ApiKey
 
+from kgate.metadata.acls import Operation, ResourceType
 from kgate.metadata.cluster import NotAnIncrease, UnknownTopic
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
@@ -44,6 +45,8 @@ async def create_partitions(ctx: Context, request):
             continue
         error, message = ErrorCode.NONE, None
         try:
+            if not ctx.allowed(Operation.ALTER, ResourceType.TOPIC, topic.name):
+                raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
             await ctx.broker.create_partitions(topic.name, topic.count, _check(ctx.broker, topic),
                                                request.validate_only)
         except KafkaError as refused:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.producer import ProduceResponse
 
+from kgate.metadata.acls import Operation, ResourceType
 from kgate.protocol import message_set, record_batch
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
@@ -117,6 +118,8 @@ async def _append(ctx: Context, request, topic_name, data) -> _Outcome:
         raise KafkaError(ErrorCode.INVALID_REQUIRED_ACKS)
     if request.transactional_id is not None:
         raise KafkaError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported")
+    if not ctx.allowed(Operation.WRITE, ResourceType.TOPIC, topic_name):
+        raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     partition = broker.partition(topic_name, data.index)
     topic = broker.topics.get(topic_name)
     if topic is None:  # deleted while its partitions are being dropped

@@ -8,6 +8,7 @@ keeps its id and gets the next epoch.
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.producer import InitProducerIdResponse
 
+from kgate.metadata.acls import CLUSTER_NAME, Operation, ResourceType
 from kgate.protocol.error_codes import ErrorCode
 
 from . import Context, handles
@@ -17,6 +18,13 @@ MAX_EPOCH = 32767
 
 @handles(ApiKey.InitProducerId)
 async def init_producer_id(ctx: Context, request):
+    # Kafka 3's rule (KIP-679): an idempotent producer needs IDEMPOTENT_WRITE on the cluster
+    # or WRITE on some topic.
+    if request.transactional_id is None and not (
+            ctx.allowed_somewhere(Operation.WRITE, ResourceType.TOPIC)
+            or ctx.allowed(Operation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME)):
+        return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+                                      producer_id=-1, producer_epoch=-1)
     if request.transactional_id is not None:
         return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
                                       producer_id=-1, producer_epoch=-1)

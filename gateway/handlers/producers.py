@@ -11,6 +11,7 @@ the log start or were stored in the ``pulsar`` format.
 from kafka.protocol.admin import DescribeProducersResponse
 from kafka.protocol.api_key import ApiKey
 
+from kgate.metadata.acls import Operation, ResourceType
 from kgate.protocol.error_codes import ErrorCode
 
 from . import Context, handles
@@ -41,5 +42,6 @@ async def describe_producers(ctx: Context, request):
 
     return R(throttle_time_ms=0, topics=[
         TopicResult(name=topic.name, partitions=await per_partition(
-            ctx.broker, topic.name, topic.partition_indexes, lambda index: index, answer, refused(topic.name)))
+            ctx.broker, topic.name, topic.partition_indexes, lambda index: index, answer, refused(topic.name),
+            allowed=ctx.allowed(Operation.READ, ResourceType.TOPIC, topic.name)))
         for topic in request.topics])

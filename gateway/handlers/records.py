@@ -16,6 +16,7 @@ Fetch below the start is OFFSET_OUT_OF_RANGE and ListOffsets EARLIEST returns it
 from kafka.protocol.admin import DeleteRecordsResponse
 from kafka.protocol.api_key import ApiKey
 
+from kgate.metadata.acls import Operation, ResourceType
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
 
@@ -35,7 +36,10 @@ async def delete_records(ctx: Context, request):
     for topic in request.topics:
         partitions = []
         for part in topic.partitions:
-            error, low_watermark = await _delete(ctx.broker, topic.name, part.partition_index, part.offset)
+            if ctx.allowed(Operation.DELETE, ResourceType.TOPIC, topic.name):
+                error, low_watermark = await _delete(ctx.broker, topic.name, part.partition_index, part.offset)
+            else:
+                error, low_watermark = ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1
             partitions.append(PartitionResult(partition_index=part.partition_index, low_watermark=low_watermark,
                                               error_code=error))
         topics.append(TopicResult(name=topic.name, partitions=partitions))

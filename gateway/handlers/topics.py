@@ -6,6 +6,7 @@ store, not from broker replicas, so any positive factor is honoured by construct
 from kafka.protocol.admin import CreateTopicsResponse, DeleteTopicsResponse
 from kafka.protocol.api_key import ApiKey
 
+from kgate.metadata.acls import CLUSTER_NAME, Operation, ResourceType
 from kgate.metadata.cluster import TopicExists, UnknownTopic, invalid_topic_name
 from kgate.protocol.error_codes import ErrorCode
 
@@ -40,6 +41,9 @@ async def _create(ctx: Context, creatable, validate_only):
         return C.CreatableTopicResult(name=name, error_code=error, error_message=message,
                                       num_partitions=-1, replication_factor=-1, configs=None)
 
+    if not (ctx.allowed(Operation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, quietly=True)
+            or ctx.allowed(Operation.CREATE, ResourceType.TOPIC, name)):
+        return failed(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
     problem = invalid_topic_name(name)
     if problem:
         return failed(ErrorCode.INVALID_TOPIC, problem)
@@ -92,6 +96,10 @@ async def delete_topics(ctx: Context, request):
         try:
             if name is None:
                 raise UnknownTopic(str(topic_id))
+            if not ctx.allowed(Operation.DELETE, ResourceType.TOPIC, name):
+                results.append(D.DeletableTopicResult(name=name, topic_id=topic_id,
+                                                      error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED))
+                continue
             topic = await broker.delete_topic(name)
             results.append(D.DeletableTopicResult(name=name, topic_id=topic.topic_id, error_code=ErrorCode.NONE))
         except InternalTopic:

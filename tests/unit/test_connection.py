@@ -149,7 +149,7 @@ def test_flexible_response_gets_header_v1():
 
 @pytest.mark.parametrize("api_key,version", [
     (9999, 0),                     # no such API
-    (ApiKey.DescribeAcls, 0),      # a real API kgate does not implement
+    (ApiKey.ExpireDelegationToken, 0),  # a real API kgate does not implement
     (ApiKey.Metadata, 13),         # above our maximum
     (ApiKey.Fetch, 17),            # above our maximum
     (ApiKey.Produce, -1),
