@@ -1,0 +1,218 @@
+"""Authorization with real clients: Kafka's ACL authorizer turned on, users over SASL.
+
+admin is a super user; alice and bob start with no ACLs. Bindings are made with
+confluent-kafka's AdminClient (CreateAcls/DescribeAcls/DeleteAcls), and their effect is
+checked with confluent-kafka, the Java client, and an 0.10-generation client that logs
+in with SaslHandshake v0 and raw tokens.
+"""
+import subprocess
+import sys
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
+from kafka import KafkaProducer
+from kafka.errors import TopicAuthorizationFailedError
+from kafka.protocol.admin.acl import CreateAclsRequest, DescribeAclsRequest
+from kafka.protocol.api_key import ApiKey
+
+from kgate.metadata.acls import Operation, Permission
+from kgate.metadata.acls import PatternType as Pattern
+from kgate.metadata.acls import ResourceType as Kind
+from tests.support.compat_matrix import clients
+from tests.support.member_process import wait_for
+from tests.support.wire import connect, encode_request, read_response
+
+PASSWORDS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
+TIMEOUT = 30
+
+
+def kgate(*args, check=True) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kgate", *args], capture_output=True, text=True, timeout=60,
+                          check=check)
+
+
+@pytest.fixture
+def secured(broker_factory, tmp_path):
+    data_dir = str(tmp_path / "secured")
+    for user, password in PASSWORDS.items():
+        kgate("users", "--data-dir", data_dir, "--create", "add", user, "--password", password)
+    return broker_factory("secured", listeners=("SASL_PLAINTEXT",),
+                          **{"authorizer.class.name": "acl", "super.users": "User:admin"})
+
+
+def login(user):
+    return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": user,
+            "sasl.password": PASSWORDS[user]}
+
+
+def admin_client(broker, user="admin") -> AdminClient:
+    return AdminClient({"bootstrap.servers": broker.address("SASL_PLAINTEXT"), **login(user)})
+
+
+def allow(principal, resource_type, name, operation, pattern=ResourcePatternType.LITERAL) -> AclBinding:
+    return AclBinding(resource_type, name, pattern, principal, "*", operation, AclPermissionType.ALLOW)
+
+
+def create_topic(admin: AdminClient, name: str, config: dict | None = None) -> None:
+    admin.create_topics([NewTopic(name, 1, 1, config=config or {})])[name].result(TIMEOUT)
+
+
+def produce(broker, user, topic, count=5) -> list:
+    """Deliver ``count`` records as ``user``; the delivery errors (empty when all went)."""
+    producer = Producer({"bootstrap.servers": broker.address("SASL_PLAINTEXT"), "message.timeout.ms": 10_000,
+                         **login(user)})
+    errors = []
+    for i in range(count):
+        producer.produce(topic, value=b"v%d" % i, on_delivery=lambda e, _m: e and errors.append(e.code()))
+    producer.flush(TIMEOUT)
+    return errors
+
+
+def read(broker, user, topic, count, group) -> list:
+    """``count`` records of ``topic`` read in ``group``, or the first error the consumer reports."""
+    consumer = Consumer({"bootstrap.servers": broker.address("SASL_PLAINTEXT"), "group.id": group,
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False, **login(user)})
+    consumer.subscribe([topic])
+    got: list = []
+    try:
+        def done():
+            for message in consumer.consume(count, timeout=0.5):
+                got.append(message.error().code() if message.error() else message.value())
+            return len(got) >= count or any(isinstance(g, int) for g in got)
+        wait_for(done, TIMEOUT, f"{count} records or an error for {user}")
+    finally:
+        consumer.close()
+    return got
+
+
+def grant(admin: AdminClient, *bindings: AclBinding) -> None:
+    for future in admin.create_acls(list(bindings)).values():
+        future.result(TIMEOUT)
+
+
+def test_a_user_without_acls_gets_topic_authorization_failed(secured):
+    admin = admin_client(secured)
+    create_topic(admin, "orders")
+    assert produce(secured, "alice", "orders") == [KafkaError.TOPIC_AUTHORIZATION_FAILED] * 5
+    assert read(secured, "alice", "orders", 1, "alice.readers") == [KafkaError.GROUP_AUTHORIZATION_FAILED]
+    grant(admin, allow("User:alice", ResourceType.GROUP, "alice.readers", AclOperation.READ))
+    assert read(secured, "alice", "orders", 1, "alice.readers") == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
+    assert "orders" not in admin_client(secured, "alice").list_topics(timeout=TIMEOUT).topics
+    assert produce(secured, "admin", "orders") == []  # a super user needs no ACL
+
+
+def test_acls_made_with_the_admin_client_take_effect_at_once(secured):
+    admin = admin_client(secured)
+    create_topic(admin, "orders")
+    bindings = [allow("User:alice", ResourceType.TOPIC, "orders", AclOperation.WRITE),
+                allow("User:alice", ResourceType.TOPIC, "ord", AclOperation.READ, ResourcePatternType.PREFIXED),
+                allow("User:alice", ResourceType.GROUP, "team-a.", AclOperation.READ, ResourcePatternType.PREFIXED)]
+    grant(admin, *bindings)
+    described = admin.describe_acls(AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, "User:alice",
+                                                     None, AclOperation.ANY, AclPermissionType.ANY)).result(TIMEOUT)
+    assert sorted(map(str, described)) == sorted(map(str, bindings))
+    matching = admin.describe_acls(AclBindingFilter(ResourceType.TOPIC, "orders", ResourcePatternType.MATCH, None,
+                                                    None, AclOperation.ANY, AclPermissionType.ANY)).result(TIMEOUT)
+    assert sorted(map(str, matching)) == sorted(map(str, bindings[:2]))
+
+    assert produce(secured, "alice", "orders") == []
+    assert read(secured, "alice", "orders", 5, "team-a.readers") == [b"v%d" % i for i in range(5)]
+    assert read(secured, "alice", "orders", 1, "team-b.readers") == [KafkaError.GROUP_AUTHORIZATION_FAILED]
+
+    write_filter = AclBindingFilter(ResourceType.TOPIC, "orders", ResourcePatternType.LITERAL, "User:alice", "*",
+                                    AclOperation.WRITE, AclPermissionType.ALLOW)
+    deleted = admin.delete_acls([write_filter])[write_filter].result(TIMEOUT)
+    assert list(map(str, deleted)) == [str(bindings[0])]
+    assert produce(secured, "alice", "orders", 1) == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
+    assert read(secured, "alice", "orders", 5, "team-a.readers2") == [b"v%d" % i for i in range(5)]
+
+
+def test_alice_cannot_read_alter_or_delete_what_belongs_to_bob(secured):
+    """The finding that opened the issue: alice read bob's topic, changed its retention.ms,
+    deleted bob's group and then the topic."""
+    admin = admin_client(secured)
+    create_topic(admin, "bob.orders", {"retention.ms": "86400000"})
+    grant(admin, allow("User:bob", ResourceType.TOPIC, "bob.", AclOperation.ALL, ResourcePatternType.PREFIXED),
+          allow("User:bob", ResourceType.GROUP, "bob.", AclOperation.ALL, ResourcePatternType.PREFIXED),
+          allow("User:alice", ResourceType.GROUP, "alice.", AclOperation.READ, ResourcePatternType.PREFIXED))
+    assert produce(secured, "bob", "bob.orders") == []
+    assert read(secured, "bob", "bob.orders", 5, "bob.readers") == [b"v%d" % i for i in range(5)]
+
+    alice = admin_client(secured, "alice")
+    assert read(secured, "alice", "bob.orders", 1, "alice.readers") == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
+    resource = ConfigResource(ConfigResource.Type.TOPIC, "bob.orders", incremental_configs=[
+        ConfigEntry("retention.ms", "1", incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(KafkaException) as altered:
+        alice.incremental_alter_configs([resource])[resource].result(TIMEOUT)
+    assert altered.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    with pytest.raises(KafkaException) as group_deleted:
+        alice.delete_consumer_groups(["bob.readers"])["bob.readers"].result(TIMEOUT)
+    assert group_deleted.value.args[0].code() == KafkaError.GROUP_AUTHORIZATION_FAILED
+    with pytest.raises(KafkaException) as topic_deleted:
+        alice.delete_topics(["bob.orders"])["bob.orders"].result(TIMEOUT)
+    assert topic_deleted.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+    # Nothing of bob's changed.
+    described = admin.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, "bob.orders")])
+    configs = next(iter(described.values())).result(TIMEOUT)
+    assert configs["retention.ms"].value == "86400000"
+    assert admin.list_consumer_groups().result(TIMEOUT).valid and "bob.readers" in {
+        g.group_id for g in admin.list_consumer_groups().result(TIMEOUT).valid}
+    assert {g.group_id for g in alice.list_consumer_groups().result(TIMEOUT).valid} <= {"alice.readers"}
+    assert read(secured, "bob", "bob.orders", 5, "bob.again") == [b"v%d" % i for i in range(5)]
+
+
+def test_the_java_client_and_an_sasl_v0_client_meet_the_same_checks(secured):
+    admin = admin_client(secured)
+    for name in ("open", "closed"):
+        create_topic(admin, name)
+    grant(admin, allow("User:alice", ResourceType.TOPIC, "open", AclOperation.WRITE))
+    bootstrap = secured.address("SASL_PLAINTEXT")
+
+    java = clients.Java()
+    sasl = clients.Sasl("SCRAM-SHA-256", "alice", PASSWORDS["alice"])
+    java.produce(bootstrap, "open", 3, sasl=sasl)
+    with pytest.raises(clients.DriverFailed, match="TopicAuthorizationException"):
+        java.produce(bootstrap, "closed", 3, sasl=sasl)
+
+    # kafka-python pinned to 0.10.0 sends SaslHandshake v0 and then raw SASL frames.
+    producer = KafkaProducer(bootstrap_servers=bootstrap, api_version=(0, 10, 0), security_protocol="SASL_PLAINTEXT",
+                             sasl_mechanism="PLAIN", sasl_plain_username="alice",
+                             sasl_plain_password=PASSWORDS["alice"], max_block_ms=TIMEOUT * 1000, retries=0)
+    try:
+        producer.send("open", b"old").get(TIMEOUT)
+        with pytest.raises(TopicAuthorizationFailedError):
+            producer.send("closed", b"old").get(TIMEOUT)
+    finally:
+        producer.close(5)
+
+
+@pytest.mark.parametrize("version", [0, 1, 3])
+def test_acl_apis_answer_security_disabled_without_an_authorizer(broker, version):
+    """As Kafka answers (librdkafka's AdminClient reports it as an empty result, so the wire is read)."""
+    sock = connect(broker.bootstrap)
+    try:
+        sock.sendall(encode_request(DescribeAclsRequest(
+            resource_type_filter=Kind.ANY, resource_name_filter=None, pattern_type_filter=Pattern.ANY,
+            principal_filter=None, host_filter=None, operation=Operation.ANY, permission_type=Permission.ANY), version))
+        assert read_response(sock, ApiKey.DescribeAcls, version, 1).error_code == KafkaError.SECURITY_DISABLED
+        sock.sendall(encode_request(CreateAclsRequest(creations=[CreateAclsRequest.AclCreation(
+            resource_type=Kind.TOPIC, resource_name="t", resource_pattern_type=Pattern.LITERAL, principal="User:x",
+            host="*", operation=Operation.READ, permission_type=Permission.ALLOW)]), version, 2))
+        result = read_response(sock, ApiKey.CreateAcls, version, 2).results[0]
+        assert result.error_code == KafkaError.SECURITY_DISABLED
+    finally:
+        sock.close()
