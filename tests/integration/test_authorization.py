@@ -5,6 +5,7 @@ confluent-kafka's AdminClient (CreateAcls/DescribeAcls/DeleteAcls), and their ef
 checked with confluent-kafka, the Java client, and an 0.10-generation client that logs
 in with SaslHandshake v0 and raw tokens.
 """
+import json
 import subprocess
 import sys
 
@@ -216,3 +217,39 @@ def test_acl_apis_answer_security_disabled_without_an_authorizer(broker, version
         assert result.error_code == KafkaError.SECURITY_DISABLED
     finally:
         sock.close()
+
+
+def test_kgate_acls_cli_with_kafka_acls_flags(secured):
+    def cli(user, *args, check=True):
+        return kgate("acls", *args, "--bootstrap-server", secured.address("SASL_PLAINTEXT"),
+                     "--security-protocol", "SASL_PLAINTEXT", "--sasl-mechanism", "SCRAM-SHA-512",
+                     "--sasl-username", user, "--sasl-password", PASSWORDS[user], check=check)
+
+    added = cli("admin", "add", "--allow-principal", "User:alice", "--operation", "Read", "--operation", "Describe",
+                "--topic", "sales.", "--resource-pattern-type", "prefixed")
+    assert added.stdout.count("added: ALLOW User:alice") == 2
+    cli("admin", "add", "--consumer", "--allow-principal", "User:bob", "--topic", "sales.eu", "--group", "reports")
+    cli("admin", "add", "--deny-principal", "User:bob", "--deny-host", "10.1.2.3", "--operation", "All", "--cluster")
+
+    listed = json.loads(cli("admin", "list", "--output", "json").stdout)
+    assert {(a["resource_type"], a["name"], a["pattern"], a["principal"], a["host"], a["operation"], a["permission"])
+            for a in listed} == {
+        ("TOPIC", "sales.", "PREFIXED", "User:alice", "*", "READ", "ALLOW"),
+        ("TOPIC", "sales.", "PREFIXED", "User:alice", "*", "DESCRIBE", "ALLOW"),
+        ("TOPIC", "sales.eu", "LITERAL", "User:bob", "*", "READ", "ALLOW"),
+        ("TOPIC", "sales.eu", "LITERAL", "User:bob", "*", "DESCRIBE", "ALLOW"),
+        ("GROUP", "reports", "LITERAL", "User:bob", "*", "READ", "ALLOW"),
+        ("CLUSTER", "kafka-cluster", "LITERAL", "User:bob", "10.1.2.3", "ALL", "DENY")}
+    # --resource-pattern-type match lists what applies to one topic: alice's prefix and bob's literal.
+    matching = json.loads(cli("admin", "list", "--topic", "sales.eu", "--resource-pattern-type", "match",
+                              "--output", "json").stdout)
+    assert {a["principal"] for a in matching} == {"User:alice", "User:bob"}
+
+    refused = cli("alice", "add", "--allow-principal", "User:alice", "--operation", "All", "--cluster", check=False)
+    assert refused.returncode == 1 and "CLUSTER_AUTHORIZATION_FAILED" in refused.stderr
+
+    removed = cli("admin", "remove", "--topic", "sales.", "--resource-pattern-type", "prefixed")
+    assert removed.stdout.count("removed: ALLOW User:alice") == 2
+    assert {a["principal"] for a in json.loads(cli("admin", "list", "--output", "json").stdout)} == {"User:bob"}
+    usage = cli("admin", "add", "--topic", "t", "--operation", "Reed", "--allow-principal", "User:x", check=False)
+    assert usage.returncode == 2 and "unknown --operation 'Reed'" in usage.stderr
