@@ -8,8 +8,16 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
-from confluent_kafka.admin import NewTopic
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
+from kafka.protocol.admin.acl import DescribeAclsRequest
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.producer import ProduceRequest
 from kazoo.client import KazooClient
@@ -18,7 +26,7 @@ from kgate.protocol.error_codes import ErrorCode
 from tests.support import records as R
 from tests.support.cluster import SESSION_TIMEOUT_MS, AckedProducer, KgateCluster, check_delivery, read_all
 from tests.support.member_process import wait_for
-from tests.support.wire import Wire, encode_request, read_response
+from tests.support.wire import Wire, connect, encode_request, read_response
 from tests.support.zookeeper import Ensemble
 from tests.unit.record_batches import build_batch
 
@@ -255,3 +263,38 @@ def test_a_0_9_client_and_a_current_client_work_through_any_broker(cluster):
         consumer.close()
     assert keys == {R.key(i) for i in range(300)}
     assert sum(group_offsets(cluster, "old-group").values()) == 300
+
+
+def test_acls_made_through_one_broker_apply_on_every_broker(cluster_factory):
+    """ACLs live in ZooKeeper: every broker re-reads them when any broker changes them.
+    Without SASL every client is User:ANONYMOUS, who may do anything while no ACL names
+    a resource (allow.everyone.if.no.acl.found) and may not once one denies it."""
+    cluster = cluster_factory(size=2, **{"authorizer.class.name": "acl", "allow.everyone.if.no.acl.found": "true"})
+    create(cluster, "locked", 4)
+    first, second = (b.bootstrap for b in cluster.brokers.values())
+    deny = AclBinding(ResourceType.TOPIC, "locked", ResourcePatternType.LITERAL, "User:ANONYMOUS", "*",
+                      AclOperation.WRITE, AclPermissionType.DENY)
+    admin = cluster.admin(first)  # kept: a client destroyed early fails its pending futures
+    for future in admin.create_acls([deny]).values():
+        future.result(timeout=30)
+
+    def listed_by(bootstrap):
+        """DescribeAcls asked of one broker itself (an AdminClient may ask any broker)."""
+        sock = connect(bootstrap)
+        try:
+            sock.sendall(encode_request(DescribeAclsRequest(
+                resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1, principal_filter=None,
+                host_filter=None, operation=1, permission_type=1), 2))
+            return [(r.resource_name, a.operation) for r in read_response(sock, ApiKey.DescribeAcls, 2, 1).resources
+                    for a in r.acls]
+        finally:
+            sock.close()
+    for bootstrap in (first, second):
+        wait_for(lambda: listed_by(bootstrap) == [("locked", AclOperation.WRITE.value)], 30,  # noqa: B023
+                 f"broker {bootstrap} to list the ACL made through the first")
+    producer = Producer({"bootstrap.servers": second, "message.timeout.ms": 10_000})
+    errors = []
+    for partition in range(4):  # partitions owned by either broker
+        producer.produce("locked", b"v", partition=partition, on_delivery=lambda e, _m: errors.append(e and e.code()))
+    producer.flush(30)
+    assert errors == [KafkaError.TOPIC_AUTHORIZATION_FAILED] * 4
