@@ -57,12 +57,10 @@ def host_of(connection) -> str:
     return connection.peer.rpartition(":")[0].strip("[]")
 
 
-def bit_field(operations: Iterable[Operation]) -> int:
-    """Kafka's authorized-operations encoding: bit N set when operation N is allowed."""
-    field = 0
-    for operation in operations:
-        field |= 1 << operation
-    return field
+def bit_field(operations: Iterable[Operation]) -> set[int]:
+    """Kafka's authorized operations (bit N set when operation N is allowed), as the bit
+    numbers kafka-python's schema classes encode into that field."""
+    return {int(operation) for operation in operations}
 
 
 class Authorizer:
@@ -132,7 +130,7 @@ class Authorizer:
             return False
         return _allows(applies, operation)
 
-    def authorized_operations(self, connection, resource_type: ResourceType, name: str) -> int:
+    def authorized_operations(self, connection, resource_type: ResourceType, name: str) -> set[int]:
         """The bit field of the resource's operations this connection may use (all of them
         without an authorizer, as Kafka answers)."""
         supported = SUPPORTED_OPERATIONS[resource_type]

@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicCollection
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -253,3 +253,19 @@ def test_kgate_acls_cli_with_kafka_acls_flags(secured):
     assert {a["principal"] for a in json.loads(cli("admin", "list", "--output", "json").stdout)} == {"User:bob"}
     usage = cli("admin", "add", "--topic", "t", "--operation", "Reed", "--allow-principal", "User:x", check=False)
     assert usage.returncode == 2 and "unknown --operation 'Reed'" in usage.stderr
+
+
+def test_authorized_operations_are_the_allowed_ones(secured):
+    admin = admin_client(secured)
+    create_topic(admin, "orders")
+    grant(admin, allow("User:alice", ResourceType.TOPIC, "orders", AclOperation.READ),
+          # librdkafka names the cluster resource BROKER (Kafka's code 4, CLUSTER).
+          allow("User:alice", ResourceType.BROKER, "kafka-cluster", AclOperation.DESCRIBE))
+    alice = admin_client(secured, "alice")
+    topic = alice.describe_topics(TopicCollection(["orders"]), include_authorized_operations=True)["orders"]
+    assert set(topic.result(TIMEOUT).authorized_operations) == {AclOperation.READ, AclOperation.DESCRIBE}
+    cluster = alice.describe_cluster(include_authorized_operations=True).result(TIMEOUT)
+    assert set(cluster.authorized_operations) == {AclOperation.DESCRIBE}
+    everything = admin.describe_topics(TopicCollection(["orders"]), include_authorized_operations=True)["orders"]
+    assert {AclOperation.WRITE, AclOperation.DELETE, AclOperation.ALTER_CONFIGS} <= set(
+        everything.result(TIMEOUT).authorized_operations)
