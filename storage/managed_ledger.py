@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from . import entry
 from .chain_record import ChainConflict, ChainRecord
 from .entry import EntryHeader
-from .ledger import Ledger, LedgerFenced, LedgerStore
+from .ledger import Ledger, LedgerFenced, LedgerStore, StrandedEntries
 
 log = logging.getLogger(__name__)
 
@@ -127,24 +127,48 @@ class ManagedLedger:
             self._version = node.version
             self._log_start = state["log_start"]
             infos = [LedgerInfo(**info) for info in state["ledgers"]]
-        for info in infos:
-            ledger = await self._store.open_ledger(info.ledger_id, info.last_entry if info.closed else None)
-            segment = _Segment(info, ledger)
+        try:
+            for info in infos:
+                await self._load(info, observe, payload_head)
+        except BaseException as exc:
+            for segment in self._segments:
+                segment.ledger.release()
+            self._closed = True
+            if isinstance(exc, StrandedEntries):
+                raise self._stranded(exc) from exc
+            raise
+        await self._start_ledger(self._segments[-1].next_offset if self._segments else self._log_start)
+        self._high_watermark = self._segments[-1].info.first_offset
+
+    async def _load(self, info: LedgerInfo, observe, payload_head: int) -> None:
+        ledger = await self._store.open_ledger(info.ledger_id, info.last_entry if info.closed else None)
+        segment = _Segment(info, ledger)
+        try:
             for length, head in await ledger.read_heads(0, ledger.last_add_confirmed, entry.SIZE + payload_head):
                 header = EntryHeader.unpack(head)
                 segment.add(header, length - entry.SIZE)
                 if observe is not None and header.last_offset >= self._log_start:
                     observe(header, head[entry.SIZE:])
-            if not info.closed:
-                self._seal_info(segment)
-                log.debug("%s: recovered ledger %d with %d entries", self.name, info.ledger_id, len(segment.ends))
-            if not segment.ends:
-                ledger.release()
-                self._store.delete_ledger(info.ledger_id)
-                continue
-            self._push_segment(segment)
-        await self._start_ledger(self._segments[-1].next_offset if self._segments else self._log_start)
-        self._high_watermark = self._segments[-1].info.first_offset
+        except BaseException:
+            ledger.release()
+            raise
+        if not info.closed:
+            self._seal_info(segment)
+            log.debug("%s: recovered ledger %d with %d entries", self.name, info.ledger_id, len(segment.ends))
+        if not segment.ends:
+            ledger.release()
+            self._store.delete_ledger(info.ledger_id)
+            return
+        self._push_segment(segment)
+
+    def _stranded(self, exc: StrandedEntries) -> StrandedEntries:
+        """The store's refusal, with what the stranded entries hold by their entry headers."""
+        headers = [EntryHeader.unpack(head) for head in exc.heads if len(head) >= entry.SIZE]
+        offsets = (f"offsets {min(h.base_offset for h in headers)}-{max(h.last_offset for h in headers)}"
+                   if headers else "no readable entry header")
+        return StrandedEntries(f"{exc}; {len(exc.heads)} entries holding "
+                               f"{sum(h.record_count for h in headers)} records ({offsets}) lie after the damage; "
+                               "nothing was truncated and the partition is not served", exc.kept, exc.heads)
 
     def _seal_info(self, segment: _Segment) -> None:
         info = segment.info

@@ -8,6 +8,7 @@ from kgate.gateway.chain_records import MetadataChainRecord
 from kgate.metadata.cluster import ClusterState
 from kgate.metadata.stores.embedded import EmbeddedMetadataStore
 from kgate.storage.entry import EntryHeader
+from kgate.storage.ledger import StrandedEntries
 from kgate.storage.managed_ledger import ManagedLedger, RetentionPolicy, RolloverPolicy
 from kgate.storage.stores.file_store import FileLedgerStore
 
@@ -253,3 +254,20 @@ async def test_an_entry_appended_while_a_sync_runs_waits_for_its_own(partition):
     await second
     assert ledger.high_watermark == 2
     await first
+
+
+async def test_damage_before_valid_entries_is_refused_with_what_they_hold(partition):
+    ledger = await partition.open(rollover=RolloverPolicy())
+    for n in COUNTS:
+        await append(ledger, n)
+    await partition.stop(clean=False)
+    path = os.path.join(partition.ledgers_dir, partition.ledger_files()[-1])
+    size = os.path.getsize(path)
+    with open(path, "r+b") as fh:  # a payload byte of the fourth entry (8-byte frames of 22 + 100 bytes)
+        fh.seek(3 * (8 + 22 + PAYLOAD) + 8 + 22 + 50)
+        fh.write(b"!")
+
+    with pytest.raises(StrandedEntries, match=r"6 entries holding 11 records \(offsets 10-20\) lie after the damage"):
+        await partition.open(rollover=RolloverPolicy())
+    await partition.metadata.close()
+    assert os.path.getsize(path) == size  # nothing truncated: a repair can still get them back
