@@ -55,6 +55,9 @@ class BrokerMetrics:
                           "cause: unreadable (missing, cut short, I/O error), checksum (an entry read back "
                           "failed its CRC32C), recovery (valid entries after damage in a crashed ledger)",
                           ["cause"], registry=self.registry)
+        self._write_errors = Counter("kgate_storage_write_errors", "Appends refused with KAFKA_STORAGE_ERROR "
+                                     "because the store could not write (disk full, I/O error)",
+                                     registry=self.registry)
         self._damaged = {cause: damaged.labels(cause) for cause in DAMAGE_CAUSES}
         produce = Histogram("kgate_produce_stage_seconds", "Produce latency by stage", ["stage"],
                             buckets=BUCKETS, registry=self.registry)
@@ -75,6 +78,9 @@ class BrokerMetrics:
         waited, handled = self._events[event]
         waited.observe(queued_seconds)
         handled.observe(processing_seconds)
+
+    def storage_write_failed(self) -> None:
+        self._write_errors.inc()
 
     def ledger_damaged(self, damage: Exception) -> str:
         """Count a partition taken offline; returns the cause it was counted under."""

@@ -44,6 +44,14 @@ class StrandedEntries(CorruptLedger):
 STRANDED_HEAD_BYTES = 64
 
 
+class StoreUnavailable(Exception):
+    """The store refused a write (disk full, I/O error) and nothing was appended.
+
+    Unlike damage this passes: the writer answers the error and tries again on the
+    next append, so the partition serves again once space returns.
+    """
+
+
 class Ledger(ABC):
     ledger_id: int
 

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from . import entry
 from .chain_record import ChainConflict, ChainRecord
 from .entry import EntryHeader
-from .ledger import Ledger, LedgerFenced, LedgerStore, StrandedEntries
+from .ledger import Ledger, LedgerFenced, LedgerStore, StoreUnavailable, StrandedEntries
 
 log = logging.getLogger(__name__)
 
@@ -184,13 +184,22 @@ class ManagedLedger:
         self._next_round = None  # a round confirms one segment's entries
 
     async def _start_ledger(self, first_offset: int) -> None:
+        """The new ledger takes appends only once the chain record lists it, so nothing
+        acknowledged can be in a ledger the chain does not reach."""
         ledger_id = await self._allocate_ledger_id()
         ledger = self._store.create_ledger(ledger_id)
-        self._push_segment(_Segment(LedgerInfo(ledger_id, first_offset, _now_ms()), ledger))
-        await self._persist()
+        segment = _Segment(LedgerInfo(ledger_id, first_offset, _now_ms()), ledger)
+        try:
+            await self._persist([*self._segments, segment])
+        except BaseException:
+            # Left in the store (empty): whether the chain got it is unknown when the write failed.
+            ledger.release()
+            raise
+        self._push_segment(segment)
 
-    async def _persist(self) -> None:
-        state = {"log_start": self._log_start, "ledgers": [asdict(s.info) for s in self._segments]}
+    async def _persist(self, segments: list[_Segment] | None = None) -> None:
+        segments = self._segments if segments is None else segments
+        state = {"log_start": self._log_start, "ledgers": [asdict(s.info) for s in segments]}
         data = json.dumps(state, separators=(",", ":")).encode()
         if self._version < 0:
             self._version = await self._chain.create(data)
@@ -229,7 +238,14 @@ class ManagedLedger:
         if self._needs_rollover():
             async with self._roll_lock:
                 if self._needs_rollover():
-                    await self._roll()
+                    try:
+                        await self._roll()
+                    except (LedgerFenced, ChainConflict):
+                        raise
+                    except Exception as exc:
+                        # The store or the chain record could not take it (a full disk): the
+                        # roll is tried again before the next append, from where it stopped.
+                        raise StoreUnavailable(f"{self.name}: rolling over failed: {exc!r}") from exc
         if self._closed:
             raise LedgerFenced(f"{self.name} is closed")
 
@@ -250,7 +266,10 @@ class ManagedLedger:
         base = segment.next_offset
         header = EntryHeader(base, record_count, max_timestamp, magic, format_code)
         payload = encode(base)
-        segment.ledger.add_entry([header.pack(), *payload])
+        try:
+            segment.ledger.add_entry([header.pack(), *payload])
+        except OSError as exc:
+            raise StoreUnavailable(f"{self.name}: {exc}") from exc
         segment.add(header, sum(len(chunk) for chunk in payload))
         if self._next_round is None:
             self._next_round = asyncio.ensure_future(self._confirm_round(segment))

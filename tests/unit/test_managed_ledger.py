@@ -8,7 +8,7 @@ from kgate.gateway.chain_records import MetadataChainRecord
 from kgate.metadata.cluster import ClusterState
 from kgate.metadata.stores.embedded import EmbeddedMetadataStore
 from kgate.storage.entry import EntryHeader
-from kgate.storage.ledger import StrandedEntries
+from kgate.storage.ledger import StoreUnavailable, StrandedEntries
 from kgate.storage.managed_ledger import ManagedLedger, RetentionPolicy, RolloverPolicy
 from kgate.storage.stores.file_store import FileLedgerStore
 
@@ -271,3 +271,38 @@ async def test_damage_before_valid_entries_is_refused_with_what_they_hold(partit
         await partition.open(rollover=RolloverPolicy())
     await partition.metadata.close()
     assert os.path.getsize(path) == size  # nothing truncated: a repair can still get them back
+
+
+class _FullDisk:
+    """The chain record of a metadata store on a full disk: its next write fails."""
+
+    def __init__(self, chain):
+        self._chain = chain
+        self.full = False
+
+    def __getattr__(self, name):
+        return getattr(self._chain, name)
+
+    async def replace(self, data, version):
+        if self.full:
+            raise OSError(28, "No space left on device")
+        return await self._chain.replace(data, version)
+
+
+async def test_a_rollover_that_cannot_be_recorded_is_refused_and_retried(partition):
+    ledger = await partition.open()
+    chain = ledger._chain = _FullDisk(ledger._chain)
+    for n in COUNTS[:3]:  # the third entry fills the ledger: the next append rolls over first
+        await append(ledger, n)
+    chain.full = True
+    with pytest.raises(StoreUnavailable):
+        await append(ledger)
+    with pytest.raises(StoreUnavailable):  # and again, not an append to the sealed ledger
+        await append(ledger)
+    chain.full = False
+    for n in COUNTS[3:]:
+        await append(ledger, n)
+    await partition.stop(clean=False)
+
+    ledger = await partition.open()
+    assert offsets(await ledger.read(0, 1 << 20)) == contiguous(COUNTS)
