@@ -66,6 +66,8 @@ class _Segment:
     max_timestamps: array = field(default_factory=lambda: array("q"))
     # Cumulative payload bytes through each entry, to size reads without touching them.
     ends: array = field(default_factory=lambda: array("q"))
+    # A confirmation failed: entries past the LAC are given up and the next append rolls over.
+    failed: bool = False
 
     def add(self, header: EntryHeader, length: int) -> None:
         self.last_offsets.append(header.last_offset)
@@ -79,6 +81,13 @@ class _Segment:
     def confirmed_end(self) -> int:
         lac = self.ledger.last_add_confirmed
         return self.last_offsets[lac] + 1 if lac >= 0 else self.info.first_offset
+
+    def drop_unconfirmed(self) -> None:
+        keep = self.ledger.last_add_confirmed + 1
+        del self.last_offsets[keep:]
+        del self.max_timestamps[keep:]
+        del self.ends[keep:]
+        self.failed = True
 
     def entry_for(self, offset: int) -> int:
         return bisect_left(self.last_offsets, offset)
@@ -281,7 +290,14 @@ class ManagedLedger:
         await self._confirm(segment, segment.ledger.last_add_pushed)
 
     async def _confirm(self, segment: _Segment, entry_id: int) -> None:
-        await segment.ledger.sync(entry_id)
+        try:
+            await segment.ledger.sync(entry_id)
+        except OSError:
+            # The store gave up what it had not confirmed (a failed fsync). Never acknowledged
+            # nor read (the high watermark stayed put), those entries' offsets go to the next
+            # appends, in a new ledger.
+            segment.drop_unconfirmed()
+            raise
         end = segment.confirmed_end()
         if end > self._high_watermark:
             self._high_watermark = end
@@ -292,6 +308,8 @@ class ManagedLedger:
 
     def _needs_rollover(self) -> bool:
         segment = self._segments[-1]
+        if segment.failed:
+            return True
         if not segment.ends:
             return False
         return (segment.ends[-1] >= self.rollover.max_bytes

@@ -62,6 +62,7 @@ class FileLedger(Ledger):
         self._writable = writable
         self._lac = len(positions) - 1
         self._syncing: asyncio.Future | None = None
+        self._sync_failure: OSError | None = None
 
     @property
     def last_add_confirmed(self) -> int:
@@ -114,13 +115,29 @@ class FileLedger(Ledger):
         try:
             if self._fd < 0:
                 raise LedgerFenced(f"ledger {self.ledger_id} was released")
-            await asyncio.get_running_loop().run_in_executor(None, os.fdatasync, self._fd)
+            if self._sync_failure is not None:
+                raise self._sync_failure
+            try:
+                await asyncio.get_running_loop().run_in_executor(None, os.fdatasync, self._fd)
+            except OSError as exc:
+                self._unconfirmed_lost(exc)
+                raise
             if os.path.exists(self._fence):
                 self._writable = False
                 raise LedgerFenced(f"ledger {self.ledger_id} was fenced by another writer's recovery")
             self._lac = max(self._lac, target)
         finally:
             self._syncing = None
+
+    def _unconfirmed_lost(self, failure: OSError) -> None:
+        """After a failed fsync the kernel may have dropped the unconfirmed pages and a later
+        fsync would still succeed, so those entries are given up and nothing more is taken:
+        their writers hear the error, and whoever seals this ledger records it at its LAC."""
+        self._sync_failure = failure
+        self._writable = False
+        if self._lac + 1 < len(self._positions):
+            self._end = self._positions[self._lac + 1]
+            del self._positions[self._lac + 1:]
 
     async def read_range(self, first: int, last: int) -> list[memoryview]:
         """Every entry is checked against its stored CRC32C: a damaged one raises

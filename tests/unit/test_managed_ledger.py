@@ -306,3 +306,30 @@ async def test_a_rollover_that_cannot_be_recorded_is_refused_and_retried(partiti
 
     ledger = await partition.open()
     assert offsets(await ledger.read(0, 1 << 20)) == contiguous(COUNTS)
+
+
+async def test_a_failed_fsync_gives_up_the_unconfirmed_entries_and_their_offsets_only(partition, monkeypatch):
+    """After a failed fsync a later one may succeed without the lost pages: the entries it
+    did not confirm are never served, their offsets go to the next appends in a new ledger."""
+    ledger = await partition.open(rollover=RolloverPolicy())
+    for n in COUNTS[:2]:
+        await append(ledger, n)
+    real_fdatasync = os.fdatasync
+
+    def failing(fd):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "fdatasync", failing)
+    await ledger.prepare_append()
+    _, durable = ledger.append(7, 1000, 2, 0, lambda base: [b"lost".ljust(PAYLOAD, b"-")])
+    with pytest.raises(OSError):
+        await durable
+    monkeypatch.setattr(os, "fdatasync", real_fdatasync)
+    assert ledger.high_watermark == sum(COUNTS[:2])
+    for n in COUNTS[2:]:
+        await append(ledger, n)  # continues at the first unconfirmed offset, in a new ledger
+    assert offsets(await ledger.read(0, 1 << 20)) == contiguous(COUNTS)
+    await partition.stop(clean=True)
+    assert offsets(await (await partition.open()).read(0, 1 << 20)) == contiguous(COUNTS)
+    await partition.stop(clean=False)
+    assert offsets(await (await partition.open()).read(0, 1 << 20)) == contiguous(COUNTS)
