@@ -40,7 +40,8 @@ log = logging.getLogger(__name__)
 # cannot stall the loop for everyone else. Measured here, a pread from the page cache
 # costs 0.06 s of CPU per GB inline at 1 MiB (about 60 us per read) and the hand-off
 # to a thread about 100 us per call (0.14 s/GB at 1 MiB, 1.6 s/GB at 64 KiB): reads of
-# the size consumers ask per partition (1 MiB by default) stay inline.
+# the size consumers ask per partition (1 MiB by default) stay inline. Checking each
+# entry's CRC32C on the way adds 0.04-0.07 s/GB (1 MiB and 16 KiB entries).
 INLINE_READ_BYTES = 1024 * 1024
 
 # How much a search for the next valid frame after damage reads at a time.
