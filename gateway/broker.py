@@ -30,7 +30,7 @@ from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
 from kgate.storage import entry_formats
 from kgate.storage.entry_formats import EntryFormat
-from kgate.storage.ledger import LedgerStore
+from kgate.storage.ledger import CorruptLedger, LedgerStore
 from kgate.storage.managed_ledger import ManagedLedger, RetentionPolicy, RolloverPolicy
 
 from .authorizer import Authorizer
@@ -70,6 +70,9 @@ class Broker:
         self.ledgers = ledgers
         self.cluster = ClusterState(metadata)
         self.partitions: dict[tuple[str, int], Partition] = {}
+        # Partitions this broker owns but cannot serve because their ledgers are damaged:
+        # each answers KAFKA_STORAGE_ERROR until the ledger is repaired and the broker restarted.
+        self.offline: dict[tuple[str, int], str] = {}
         self.connections: set = set()
         self.request_bytes = RequestBytesBudget(settings["queued.max.request.bytes"])
         self.response_bytes = ResponseBytesBudget(settings["kgate.queued.max.response.bytes"],
@@ -360,6 +363,8 @@ class Broker:
     def partition(self, name: str, index: int) -> Partition:
         """The partition if this broker serves it; else KafkaError saying why not: it is
         another broker's (clients refresh metadata and go there), or it does not exist."""
+        if (name, index) in self.offline:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR)
         partition = self.partitions.get((name, index))
         if partition is not None:
             return partition
@@ -367,6 +372,18 @@ class Broker:
         if topic is not None and 0 <= index < topic.partitions:
             raise KafkaError(ErrorCode.NOT_LEADER_FOR_PARTITION)
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+
+    def take_offline(self, name: str, index: int, damage: CorruptLedger | OSError) -> None:
+        """Stop serving a partition whose ledger is damaged, saying so once (not per request).
+
+        Its claim stays held, so no other broker serves the damaged log either; a
+        partition served until now stays open so a clean shutdown still seals it.
+        """
+        if (name, index) in self.offline:
+            return
+        self.offline[(name, index)] = str(damage)
+        cause = self.metrics.ledger_damaged(damage)
+        log.error("%s-%d: ledger damaged (%s), answering KAFKA_STORAGE_ERROR: %s", name, index, cause, damage)
 
     def served(self) -> Iterator[tuple[tuple[str, int], Partition]]:
         """The partitions this broker serves, in name and index order."""

@@ -16,10 +16,12 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_
 from prometheus_client.core import GaugeMetricFamily
 
 from kgate.metadata.events import Event
+from kgate.storage.ledger import ChecksumMismatch, StrandedEntries
 
 # 0.5 ms to 10 s: a request either rides the event loop (sub-ms) or waits for fsync.
 BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 PRODUCE_STAGES = ("queued", "decode", "append", "fsync", "respond")
+DAMAGE_CAUSES = ("unreadable", "checksum", "recovery")
 FETCH_STAGES = ("queued", "decode", "wait", "read", "respond")
 
 
@@ -52,6 +54,14 @@ class BrokerMetrics:
         self._denials = Counter("kgate_authorization_denials", "Requests (or parts of them) the authorizer "
                                 "refused, by resource type and operation", ["resource_type", "operation"],
                                 registry=self.registry)
+        damaged = Counter("kgate_damaged_ledgers", "Partitions taken offline because a ledger is damaged, by "
+                          "cause: unreadable (missing, cut short, I/O error), checksum (an entry read back "
+                          "failed its CRC32C), recovery (valid entries after damage in a crashed ledger)",
+                          ["cause"], registry=self.registry)
+        self._write_errors = Counter("kgate_storage_write_errors", "Appends refused with KAFKA_STORAGE_ERROR "
+                                     "because the store could not write (disk full, I/O error)",
+                                     registry=self.registry)
+        self._damaged = {cause: damaged.labels(cause) for cause in DAMAGE_CAUSES}
         produce = Histogram("kgate_produce_stage_seconds", "Produce latency by stage", ["stage"],
                             buckets=BUCKETS, registry=self.registry)
         fetch = Histogram("kgate_fetch_stage_seconds", "Fetch latency by stage", ["stage"],
@@ -71,6 +81,16 @@ class BrokerMetrics:
         waited, handled = self._events[event]
         waited.observe(queued_seconds)
         handled.observe(processing_seconds)
+
+    def storage_write_failed(self) -> None:
+        self._write_errors.inc()
+
+    def ledger_damaged(self, damage: Exception) -> str:
+        """Count a partition taken offline; returns the cause it was counted under."""
+        cause = ("recovery" if isinstance(damage, StrandedEntries)
+                 else "checksum" if isinstance(damage, ChecksumMismatch) else "unreadable")
+        self._damaged[cause].inc()
+        return cause
 
     def serve(self, host: str, port: int) -> int:
         """Start the HTTP endpoint; returns the port it bound (0 picks a free one)."""
@@ -163,6 +183,8 @@ class _StateCollector:
         for topic, count in sorted(collections.Counter(topic for topic, _ in list(broker.partitions)).items()):
             owned.add_metric([topic], count)
         yield owned
+        yield GaugeMetricFamily("kgate_offline_partitions", "Partitions this broker owns but cannot serve "
+                                "(a damaged ledger): each answers KAFKA_STORAGE_ERROR", value=len(broker.offline))
         clients = GaugeMetricFamily("kgate_connections", "Open connections by client software (ApiVersions v3+)",
                                     labels=["client_software_name", "client_software_version"])
         software: dict[tuple[str, str], int] = {}

@@ -20,7 +20,7 @@ from kgate.metadata.cluster import Topic
 from kgate.metadata.events import Event
 from kgate.metadata.store import Session
 from kgate.storage.chain_record import ChainConflict
-from kgate.storage.ledger import LedgerFenced
+from kgate.storage.ledger import CorruptLedger, LedgerFenced
 
 from .groups import OFFSETS_TOPIC
 
@@ -44,7 +44,7 @@ class Ownership:
         broker = self.broker
         gained = lost = 0
         for index, owner in enumerate(self.owners(topic)):
-            serving = (topic.name, index) in broker.partitions
+            serving = (topic.name, index) in broker.partitions or (topic.name, index) in broker.offline
             if owner == broker.node_id and not serving and self.safe:
                 gained += await self._gain(topic, index)
             elif owner != broker.node_id and serving:
@@ -74,6 +74,14 @@ class Ownership:
             return False  # the previous owner still holds it; its release posts OWNERS_CHANGED
         try:
             partition = await broker.open_partition(topic, index)
+        except (CorruptLedger, OSError) as damage:
+            # Held, not served: every other partition starts, and this one answers why not.
+            broker.take_offline(topic.name, index, damage)
+            return True
+        except Exception:
+            await broker.cluster.release(topic.name, index, broker.node_id)
+            raise
+        try:
             partition.epochs = await broker.cluster.new_epoch(topic, index, partition.ledger.next_offset)
         except Exception:
             await broker.cluster.release(topic.name, index, broker.node_id)
@@ -89,7 +97,10 @@ class Ownership:
         drop it (the topic is gone, or the claim was lost with the session)."""
         broker = self.broker
         partition = broker.partitions.pop((name, index), None)
+        offline = broker.offline.pop((name, index), None)
         if partition is None:
+            if offline is not None and not self._expired:
+                await broker.cluster.release(name, index, broker.node_id)
             return
         if name == OFFSETS_TOPIC:
             broker.groups.lose(index)

@@ -1,5 +1,6 @@
 """One partition as the broker serves it: its managed ledger and its producer state."""
 import asyncio
+import logging
 
 from kgate.protocol.record_batch import HEADER_SIZE, read_header
 from kgate.storage import entry_formats
@@ -8,6 +9,8 @@ from kgate.storage.entry_formats import EntryFormat, ProducedRecords
 from kgate.storage.managed_ledger import ManagedLedger
 
 from .producer_state import ProducerStateTable
+
+log = logging.getLogger(__name__)
 
 
 class Partition:
@@ -18,10 +21,23 @@ class Partition:
         self.producers = ProducerStateTable()
         # [[epoch, start offset], ...]: a new epoch each time a broker takes the partition over.
         self.epochs: list[list[int]] = [[0, 0]]
+        # Why writes fail now (a full disk), None while they succeed: said once per episode.
+        self.write_failure: str | None = None
 
     @property
     def leader_epoch(self) -> int:
         return self.epochs[-1][0]
+
+    def writes_failed(self, failure: BaseException) -> None:
+        if self.write_failure is None:
+            log.error("%s-%d: writes fail, answering KAFKA_STORAGE_ERROR until they succeed again: %s",
+                      self.topic, self.index, failure)
+        self.write_failure = str(failure)
+
+    def writes_succeeded(self) -> None:
+        if self.write_failure is not None:
+            log.info("%s-%d: writes succeed again", self.topic, self.index)
+            self.write_failure = None
 
     async def open(self) -> None:
         await self.ledger.open(observe=self._observe, payload_head=HEADER_SIZE)

@@ -28,6 +28,14 @@ class _Producer:
     epoch: int
     batches: deque = field(default_factory=lambda: deque(maxlen=MAX_CACHED_BATCHES))
     last_timestamp: int = -1
+    # The sequence to expect when every cached batch was given up (see ``forget_failed``).
+    resume_at: int = 0
+
+    def forget_failed(self) -> None:
+        """Drop the newest batches whose entries failed to become durable: the ledger gave
+        them up (their offsets go to the next appends), so their retries are new batches."""
+        while self.batches and _failed(self.batches[-1].durable):
+            self.resume_at = self.batches.pop().first_sequence
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,10 +78,12 @@ class ProducerStateTable:
                                     f"new epoch {header.producer_epoch} must start at sequence 0, "
                                     f"not {header.base_sequence}")
             return None
+        producer.forget_failed()
         for cached in producer.batches:
             if cached.first_sequence == header.base_sequence and cached.last_sequence == header.last_sequence:
                 return cached
-        expected = (producer.batches[-1].last_sequence + 1) & 0x7FFFFFFF if producer.batches else 0
+        expected = ((producer.batches[-1].last_sequence + 1) & 0x7FFFFFFF if producer.batches
+                    else producer.resume_at)
         if header.base_sequence != expected:
             raise SequenceError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
                                 f"producer {header.producer_id} sent sequence {header.base_sequence}, "
@@ -94,3 +104,7 @@ class ProducerStateTable:
 
     def __len__(self) -> int:
         return len(self._producers)
+
+
+def _failed(durable: asyncio.Future | None) -> bool:
+    return durable is not None and durable.done() and not durable.cancelled() and durable.exception() is not None

@@ -18,7 +18,38 @@ class LedgerFenced(Exception):
 
 
 class CorruptLedger(Exception):
-    """A ledger's stored bytes failed their checksum below the confirmed point."""
+    """A ledger's stored bytes are not what was confirmed: missing, cut short or damaged."""
+
+
+class ChecksumMismatch(CorruptLedger):
+    """An entry read back does not match the CRC stored with it: its bytes must not be served."""
+
+
+class StrandedEntries(CorruptLedger):
+    """Recovery found a damaged entry with CRC-valid entries after it.
+
+    That is not a torn tail (the last write cut short): entries after the damage may
+    have been acknowledged, so the store truncates nothing and says what it found.
+    ``kept`` is how many entries precede the damage; ``heads`` holds the first
+    ``STRANDED_HEAD_BYTES`` bytes of each valid entry after it, enough for a caller to
+    count what they hold from its own entry headers.
+    """
+
+    def __init__(self, message: str, kept: int, heads: list[bytes]):
+        super().__init__(message)
+        self.kept = kept
+        self.heads = heads
+
+
+STRANDED_HEAD_BYTES = 64
+
+
+class StoreUnavailable(Exception):
+    """The store refused a write (disk full, I/O error) and nothing was appended.
+
+    Unlike damage this passes: the writer answers the error and tries again on the
+    next append, so the partition serves again once space returns.
+    """
 
 
 class Ledger(ABC):

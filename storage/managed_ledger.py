@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from . import entry
 from .chain_record import ChainConflict, ChainRecord
 from .entry import EntryHeader
-from .ledger import Ledger, LedgerFenced, LedgerStore
+from .ledger import Ledger, LedgerFenced, LedgerStore, StoreUnavailable, StrandedEntries
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +66,8 @@ class _Segment:
     max_timestamps: array = field(default_factory=lambda: array("q"))
     # Cumulative payload bytes through each entry, to size reads without touching them.
     ends: array = field(default_factory=lambda: array("q"))
+    # A confirmation failed: entries past the LAC are given up and the next append rolls over.
+    failed: bool = False
 
     def add(self, header: EntryHeader, length: int) -> None:
         self.last_offsets.append(header.last_offset)
@@ -79,6 +81,13 @@ class _Segment:
     def confirmed_end(self) -> int:
         lac = self.ledger.last_add_confirmed
         return self.last_offsets[lac] + 1 if lac >= 0 else self.info.first_offset
+
+    def drop_unconfirmed(self) -> None:
+        keep = self.ledger.last_add_confirmed + 1
+        del self.last_offsets[keep:]
+        del self.max_timestamps[keep:]
+        del self.ends[keep:]
+        self.failed = True
 
     def entry_for(self, offset: int) -> int:
         return bisect_left(self.last_offsets, offset)
@@ -127,24 +136,48 @@ class ManagedLedger:
             self._version = node.version
             self._log_start = state["log_start"]
             infos = [LedgerInfo(**info) for info in state["ledgers"]]
-        for info in infos:
-            ledger = await self._store.open_ledger(info.ledger_id, info.last_entry if info.closed else None)
-            segment = _Segment(info, ledger)
+        try:
+            for info in infos:
+                await self._load(info, observe, payload_head)
+        except BaseException as exc:
+            for segment in self._segments:
+                segment.ledger.release()
+            self._closed = True
+            if isinstance(exc, StrandedEntries):
+                raise self._stranded(exc) from exc
+            raise
+        await self._start_ledger(self._segments[-1].next_offset if self._segments else self._log_start)
+        self._high_watermark = self._segments[-1].info.first_offset
+
+    async def _load(self, info: LedgerInfo, observe, payload_head: int) -> None:
+        ledger = await self._store.open_ledger(info.ledger_id, info.last_entry if info.closed else None)
+        segment = _Segment(info, ledger)
+        try:
             for length, head in await ledger.read_heads(0, ledger.last_add_confirmed, entry.SIZE + payload_head):
                 header = EntryHeader.unpack(head)
                 segment.add(header, length - entry.SIZE)
                 if observe is not None and header.last_offset >= self._log_start:
                     observe(header, head[entry.SIZE:])
-            if not info.closed:
-                self._seal_info(segment)
-                log.debug("%s: recovered ledger %d with %d entries", self.name, info.ledger_id, len(segment.ends))
-            if not segment.ends:
-                ledger.release()
-                self._store.delete_ledger(info.ledger_id)
-                continue
-            self._push_segment(segment)
-        await self._start_ledger(self._segments[-1].next_offset if self._segments else self._log_start)
-        self._high_watermark = self._segments[-1].info.first_offset
+        except BaseException:
+            ledger.release()
+            raise
+        if not info.closed:
+            self._seal_info(segment)
+            log.debug("%s: recovered ledger %d with %d entries", self.name, info.ledger_id, len(segment.ends))
+        if not segment.ends:
+            ledger.release()
+            self._store.delete_ledger(info.ledger_id)
+            return
+        self._push_segment(segment)
+
+    def _stranded(self, exc: StrandedEntries) -> StrandedEntries:
+        """The store's refusal, with what the stranded entries hold by their entry headers."""
+        headers = [EntryHeader.unpack(head) for head in exc.heads if len(head) >= entry.SIZE]
+        offsets = (f"offsets {min(h.base_offset for h in headers)}-{max(h.last_offset for h in headers)}"
+                   if headers else "no readable entry header")
+        return StrandedEntries(f"{exc}; {len(exc.heads)} entries holding "
+                               f"{sum(h.record_count for h in headers)} records ({offsets}) lie after the damage; "
+                               "nothing was truncated and the partition is not served", exc.kept, exc.heads)
 
     def _seal_info(self, segment: _Segment) -> None:
         info = segment.info
@@ -160,13 +193,22 @@ class ManagedLedger:
         self._next_round = None  # a round confirms one segment's entries
 
     async def _start_ledger(self, first_offset: int) -> None:
+        """The new ledger takes appends only once the chain record lists it, so nothing
+        acknowledged can be in a ledger the chain does not reach."""
         ledger_id = await self._allocate_ledger_id()
         ledger = self._store.create_ledger(ledger_id)
-        self._push_segment(_Segment(LedgerInfo(ledger_id, first_offset, _now_ms()), ledger))
-        await self._persist()
+        segment = _Segment(LedgerInfo(ledger_id, first_offset, _now_ms()), ledger)
+        try:
+            await self._persist([*self._segments, segment])
+        except BaseException:
+            # Left in the store (empty): whether the chain got it is unknown when the write failed.
+            ledger.release()
+            raise
+        self._push_segment(segment)
 
-    async def _persist(self) -> None:
-        state = {"log_start": self._log_start, "ledgers": [asdict(s.info) for s in self._segments]}
+    async def _persist(self, segments: list[_Segment] | None = None) -> None:
+        segments = self._segments if segments is None else segments
+        state = {"log_start": self._log_start, "ledgers": [asdict(s.info) for s in segments]}
         data = json.dumps(state, separators=(",", ":")).encode()
         if self._version < 0:
             self._version = await self._chain.create(data)
@@ -205,7 +247,14 @@ class ManagedLedger:
         if self._needs_rollover():
             async with self._roll_lock:
                 if self._needs_rollover():
-                    await self._roll()
+                    try:
+                        await self._roll()
+                    except (LedgerFenced, ChainConflict):
+                        raise
+                    except Exception as exc:
+                        # The store or the chain record could not take it (a full disk): the
+                        # roll is tried again before the next append, from where it stopped.
+                        raise StoreUnavailable(f"{self.name}: rolling over failed: {exc!r}") from exc
         if self._closed:
             raise LedgerFenced(f"{self.name} is closed")
 
@@ -226,7 +275,10 @@ class ManagedLedger:
         base = segment.next_offset
         header = EntryHeader(base, record_count, max_timestamp, magic, format_code)
         payload = encode(base)
-        segment.ledger.add_entry([header.pack(), *payload])
+        try:
+            segment.ledger.add_entry([header.pack(), *payload])
+        except OSError as exc:
+            raise StoreUnavailable(f"{self.name}: {exc}") from exc
         segment.add(header, sum(len(chunk) for chunk in payload))
         if self._next_round is None:
             self._next_round = asyncio.ensure_future(self._confirm_round(segment))
@@ -238,7 +290,14 @@ class ManagedLedger:
         await self._confirm(segment, segment.ledger.last_add_pushed)
 
     async def _confirm(self, segment: _Segment, entry_id: int) -> None:
-        await segment.ledger.sync(entry_id)
+        try:
+            await segment.ledger.sync(entry_id)
+        except OSError:
+            # The store gave up what it had not confirmed (a failed fsync). Never acknowledged
+            # nor read (the high watermark stayed put), those entries' offsets go to the next
+            # appends, in a new ledger.
+            segment.drop_unconfirmed()
+            raise
         end = segment.confirmed_end()
         if end > self._high_watermark:
             self._high_watermark = end
@@ -249,6 +308,8 @@ class ManagedLedger:
 
     def _needs_rollover(self) -> bool:
         segment = self._segments[-1]
+        if segment.failed:
+            return True
         if not segment.ends:
             return False
         return (segment.ends[-1] >= self.rollover.max_bytes

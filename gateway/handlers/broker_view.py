@@ -48,6 +48,9 @@ class BrokerView(Protocol):
     def partition(self, name: str, index: int) -> "Partition":
         """The partition if this broker serves it; KafkaError with the reason otherwise."""
 
+    def take_offline(self, name: str, index: int, damage: Exception) -> None:
+        """Stop serving a partition whose ledger turned out damaged (KAFKA_STORAGE_ERROR from now on)."""
+
     def served(self) -> Iterator[tuple[tuple[str, int], "Partition"]]: ...
 
     @property

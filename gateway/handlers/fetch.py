@@ -25,8 +25,10 @@ from kgate.protocol.conversion import magic_of
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
 from kgate.storage.entry_formats import EntryUnreadable, decode_entry
+from kgate.storage.ledger import CorruptLedger
 
 from . import Context, handles
+from .broker_view import BrokerView
 from .waiters import wait_woken
 
 R = FetchResponse
@@ -78,7 +80,7 @@ async def fetch(ctx: Context, request):
         reserved = max(0, limit)
         held.take(reserved)
         try:
-            responses, total, served = await _read(targets, limit, version, progress=room > 0)
+            responses, total, served = await _read(broker, targets, limit, version, progress=room > 0)
         finally:
             held.give(reserved)
         now = time.monotonic()
@@ -100,7 +102,8 @@ async def fetch(ctx: Context, request):
     return R(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=_group(responses))
 
 
-async def _read(targets: list, max_bytes: int, version: int, progress: bool = True) -> tuple[list, int, dict]:
+async def _read(broker: BrokerView, targets: list, max_bytes: int, version: int,
+                progress: bool = True) -> tuple[list, int, dict]:
     """Partition responses, their total bytes, and per topic the (bytes, records) served.
 
     With ``progress`` the first partition holding data returns at least one whole batch
@@ -111,10 +114,7 @@ async def _read(targets: list, max_bytes: int, version: int, progress: bool = Tr
     served: dict[str, list[int]] = {}
     for topic_request, part, partition, missing in targets:
         if partition is None:
-            # Empty records, never null: librdkafka rejects a whole response holding a null record set.
-            responses.append((topic_request, PD(partition_index=part.partition, error_code=missing,
-                                                high_watermark=-1, last_stable_offset=-1,
-                                                log_start_offset=-1, records=b"")))
+            responses.append((topic_request, _refused(part.partition, missing)))
             continue
         ledger = partition.ledger
         hw = ledger.high_watermark
@@ -124,7 +124,12 @@ async def _read(targets: list, max_bytes: int, version: int, progress: bool = Tr
         if not start <= part.fetch_offset <= hw:
             error = ErrorCode.OFFSET_OUT_OF_RANGE
         elif max_bytes > 0 or (progress and total == 0):
-            entries = await ledger.read(part.fetch_offset, max(min(part.partition_max_bytes, max_bytes), 1))
+            try:
+                entries = await ledger.read(part.fetch_offset, max(min(part.partition_max_bytes, max_bytes), 1))
+            except CorruptLedger as damage:
+                broker.take_offline(partition.topic, partition.index, damage)
+                responses.append((topic_request, _refused(part.partition, ErrorCode.KAFKA_STORAGE_ERROR)))
+                continue
             chunks, error = decode_entries(entries, version)
             if chunks and magic_of(chunks[0]) < 2:
                 chunks[0] = message_set.from_offset(chunks[0], part.fetch_offset)
@@ -138,6 +143,13 @@ async def _read(targets: list, max_bytes: int, version: int, progress: bool = Tr
             partition_index=part.partition, error_code=error, high_watermark=hw, last_stable_offset=hw,
             log_start_offset=start, aborted_transactions=None, preferred_read_replica=-1, records=records)))
     return responses, total, served
+
+
+def _refused(index: int, error: ErrorCode):
+    """A partition answered with an error: empty records, never null (librdkafka rejects a
+    whole response holding a null record set)."""
+    return PD(partition_index=index, error_code=error, high_watermark=-1, last_stable_offset=-1,
+              log_start_offset=-1, records=b"")
 
 
 def decode_entries(entries, version) -> tuple[list, ErrorCode]:

@@ -10,7 +10,9 @@ from kafka.protocol.consumer import ListOffsetsResponse
 from kgate.metadata.acls import Operation, ResourceType
 from kgate.protocol import conversion
 from kgate.protocol.error_codes import ErrorCode
+from kgate.protocol.errors import KafkaError
 from kgate.storage.entry_formats import decode_entry
+from kgate.storage.ledger import CorruptLedger
 
 from . import Context, handles
 from .broker_view import per_partition
@@ -30,7 +32,11 @@ async def list_offsets(ctx: Context, request):
     async def answer(part, partition):
         if ctx.version == 0:
             return _old_style(partition, part)
-        offset, timestamp = await _lookup(partition.ledger, part.timestamp)
+        try:
+            offset, timestamp = await _lookup(partition.ledger, part.timestamp)
+        except CorruptLedger as damage:
+            ctx.broker.take_offline(partition.topic, partition.index, damage)
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR) from None
         return P(partition_index=part.partition_index, error_code=ErrorCode.NONE,
                  timestamp=timestamp, offset=offset, leader_epoch=partition.leader_epoch)
 

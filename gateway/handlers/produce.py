@@ -19,7 +19,7 @@ from kgate.protocol import message_set, record_batch
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
 from kgate.storage.entry_formats import ProducedRecords
-from kgate.storage.ledger import LedgerFenced
+from kgate.storage.ledger import LedgerFenced, StoreUnavailable
 
 from ..config import COMPRESSION_TYPES
 from ..partition import Partition
@@ -80,8 +80,8 @@ async def produce(ctx: Context, request):
             # Another broker took the partition over before this entry was confirmed.
             result.fail(ErrorCode.NOT_LEADER_FOR_PARTITION)
         elif durable.cancelled() or durable.exception() is not None:
-            log.error("entry for %s was not made durable: %r", partition.ledger.name,
-                      None if durable.cancelled() else durable.exception())
+            partition.writes_failed(durable.exception() or asyncio.CancelledError("entry not made durable"))
+            metrics.storage_write_failed()
             result.fail(ErrorCode.KAFKA_STORAGE_ERROR)
     return _response(results)
 
@@ -139,6 +139,11 @@ async def _append(ctx: Context, request, topic_name, data) -> _Outcome:
         base, durable = await partition.append(produced, broker.entry_format(topic), codec)
     except LedgerFenced as exc:
         raise KafkaError(ErrorCode.NOT_LEADER_FOR_PARTITION, str(exc)) from None
+    except StoreUnavailable as exc:
+        partition.writes_failed(exc)
+        broker.metrics.storage_write_failed()
+        raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR) from None
+    partition.writes_succeeded()
     broker.metrics.produced(topic_name, len(records), produced.record_count)
     return _Outcome(ErrorCode.NONE, base, durable, partition)
 

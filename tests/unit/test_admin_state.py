@@ -1,10 +1,12 @@
 """State behind the admin APIs: a log start moved by DeleteRecords across reopens, a
 topic's partition count grown by compare-and-set, the producers DescribeProducers
 lists, and OffsetForLeaderEpoch's answers for a log with one leader epoch."""
+import asyncio
+
 import pytest
 
 from kgate.gateway.handlers.leader_epochs import end_offset_for
-from kgate.gateway.producer_state import ActiveProducer, ProducerStateTable
+from kgate.gateway.producer_state import ActiveProducer, ProducerStateTable, SequenceError
 from kgate.metadata.cluster import ClusterState, NotAnIncrease, UnknownTopic
 from kgate.metadata.stores.embedded import EmbeddedMetadataStore
 from kgate.protocol.record_batch import read_header
@@ -80,6 +82,32 @@ def test_active_producers_report_their_last_batch():
         ActiveProducer(7, 0, 4, BASE_TIMESTAMP + 1), ActiveProducer(9, 2, 0, BASE_TIMESTAMP)]
     table.record(batch(7, 1, 0, 4), 6, None)      # a new epoch starts over
     assert ActiveProducer(7, 1, 3, BASE_TIMESTAMP + 3) in table.active()
+
+
+async def test_batches_the_log_gave_up_are_new_again_for_their_retries():
+    """Entries whose fsync failed are dropped from the log, so a retry of their batches must
+    be stored anew, at the sequence after the last batch that was kept."""
+    loop = asyncio.get_running_loop()
+    kept, lost, also_lost = loop.create_future(), loop.create_future(), loop.create_future()
+    kept.set_result(None)
+    for future in (lost, also_lost):
+        future.set_exception(OSError(5, "Input/output error"))
+    table = ProducerStateTable()
+    table.record(batch(7, 0, 0, 3), 0, kept)
+    table.record(batch(7, 0, 3, 2), 3, lost)
+    table.record(batch(7, 0, 5, 1), 5, also_lost)
+    assert table.check(batch(7, 0, 0, 3)).durable is kept  # still a duplicate of what was kept
+    assert table.check(batch(7, 0, 3, 2)) is None  # the retry is stored, not answered from the cache
+    with pytest.raises(SequenceError):
+        table.check(batch(7, 0, 5, 1))  # and the next one follows it
+
+
+async def test_a_producer_whose_every_cached_batch_was_given_up_resumes_at_the_first():
+    lost = asyncio.get_running_loop().create_future()
+    lost.set_exception(OSError(28, "No space left on device"))
+    table = ProducerStateTable()
+    table.record(batch(7, 0, 10, 2), 0, lost)
+    assert table.check(batch(7, 0, 10, 2)) is None
 
 
 @pytest.mark.parametrize("requested, answer", [

@@ -9,7 +9,7 @@ from crc32c import crc32c
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from kgate.storage.ledger import CorruptLedger, LedgerFenced
+from kgate.storage.ledger import STRANDED_HEAD_BYTES, ChecksumMismatch, CorruptLedger, LedgerFenced, StrandedEntries
 from kgate.storage.stores.file_store import FRAME_SIZE, FileLedgerStore
 
 ENTRIES = [b"first entry", b"", b"third" * 100, bytes(range(256))]
@@ -82,6 +82,48 @@ async def test_sealed_open_with_missing_entries_is_corrupt(tmp_path):
     (await _written(store, 3)).release()
     with pytest.raises(CorruptLedger):
         await store.open_ledger(3, last_entry=len(ENTRIES))
+
+
+def _flip(path: str, at: int) -> None:
+    with open(path, "r+b") as fh:
+        fh.seek(at)
+        byte = fh.read(1)
+        fh.seek(at)
+        fh.write(bytes([byte[0] ^ 0x40]))
+
+
+def _frame_start(entry_id: int) -> int:
+    return sum(FRAME_SIZE + len(entry) for entry in ENTRIES[:entry_id])
+
+
+async def test_reads_of_a_sealed_ledger_check_each_entrys_crc(tmp_path):
+    store = FileLedgerStore(str(tmp_path))
+    (await _written(store, 6, sealed=True)).release()
+    _flip(_path(tmp_path, 6), _frame_start(2) + FRAME_SIZE + 7)
+    ledger = await store.open_ledger(6, last_entry=len(ENTRIES) - 1)
+    assert [bytes(e) for e in await ledger.read_range(0, 1)] == ENTRIES[:2]
+    for first, last in ((2, 2), (0, 3), (1, 2)):
+        with pytest.raises(ChecksumMismatch, match="entry 2"):
+            await ledger.read_range(first, last)
+    assert [bytes(e) for e in await ledger.read_range(3, 3)] == ENTRIES[3:]
+
+
+# (entry, byte in its frame): damage in a payload (the frame's length still leads to the
+# next frame) and in a length (the next frame has to be searched for).
+DAMAGE = {"payload": (2, FRAME_SIZE + 3), "length": (1, 2)}
+
+
+@pytest.mark.parametrize("damaged, at", DAMAGE.values(), ids=DAMAGE.keys())
+async def test_recovery_refuses_damage_followed_by_valid_entries_and_truncates_nothing(tmp_path, damaged, at):
+    store = FileLedgerStore(str(tmp_path))
+    (await _written(store, 8)).release()
+    size = store.ledger_bytes(8)
+    _flip(_path(tmp_path, 8), _frame_start(damaged) + at)
+    with pytest.raises(StrandedEntries) as refused:
+        await store.open_ledger(8, last_entry=None)
+    assert refused.value.kept == damaged
+    assert refused.value.heads == [entry[:STRANDED_HEAD_BYTES] for entry in ENTRIES[damaged + 1:]]
+    assert store.ledger_bytes(8) == size
 
 
 def _half_frame(payload: bytes = b"torn payload") -> bytes:

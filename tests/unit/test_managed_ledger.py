@@ -8,6 +8,7 @@ from kgate.gateway.chain_records import MetadataChainRecord
 from kgate.metadata.cluster import ClusterState
 from kgate.metadata.stores.embedded import EmbeddedMetadataStore
 from kgate.storage.entry import EntryHeader
+from kgate.storage.ledger import StoreUnavailable, StrandedEntries
 from kgate.storage.managed_ledger import ManagedLedger, RetentionPolicy, RolloverPolicy
 from kgate.storage.stores.file_store import FileLedgerStore
 
@@ -253,3 +254,82 @@ async def test_an_entry_appended_while_a_sync_runs_waits_for_its_own(partition):
     await second
     assert ledger.high_watermark == 2
     await first
+
+
+async def test_damage_before_valid_entries_is_refused_with_what_they_hold(partition):
+    ledger = await partition.open(rollover=RolloverPolicy())
+    for n in COUNTS:
+        await append(ledger, n)
+    await partition.stop(clean=False)
+    path = os.path.join(partition.ledgers_dir, partition.ledger_files()[-1])
+    size = os.path.getsize(path)
+    with open(path, "r+b") as fh:  # a payload byte of the fourth entry (8-byte frames of 22 + 100 bytes)
+        fh.seek(3 * (8 + 22 + PAYLOAD) + 8 + 22 + 50)
+        fh.write(b"!")
+
+    with pytest.raises(StrandedEntries, match=r"6 entries holding 11 records \(offsets 10-20\) lie after the damage"):
+        await partition.open(rollover=RolloverPolicy())
+    await partition.metadata.close()
+    assert os.path.getsize(path) == size  # nothing truncated: a repair can still get them back
+
+
+class _FullDisk:
+    """The chain record of a metadata store on a full disk: its next write fails."""
+
+    def __init__(self, chain):
+        self._chain = chain
+        self.full = False
+
+    def __getattr__(self, name):
+        return getattr(self._chain, name)
+
+    async def replace(self, data, version):
+        if self.full:
+            raise OSError(28, "No space left on device")
+        return await self._chain.replace(data, version)
+
+
+async def test_a_rollover_that_cannot_be_recorded_is_refused_and_retried(partition):
+    ledger = await partition.open()
+    chain = ledger._chain = _FullDisk(ledger._chain)
+    for n in COUNTS[:3]:  # the third entry fills the ledger: the next append rolls over first
+        await append(ledger, n)
+    chain.full = True
+    with pytest.raises(StoreUnavailable):
+        await append(ledger)
+    with pytest.raises(StoreUnavailable):  # and again, not an append to the sealed ledger
+        await append(ledger)
+    chain.full = False
+    for n in COUNTS[3:]:
+        await append(ledger, n)
+    await partition.stop(clean=False)
+
+    ledger = await partition.open()
+    assert offsets(await ledger.read(0, 1 << 20)) == contiguous(COUNTS)
+
+
+async def test_a_failed_fsync_gives_up_the_unconfirmed_entries_and_their_offsets_only(partition, monkeypatch):
+    """After a failed fsync a later one may succeed without the lost pages: the entries it
+    did not confirm are never served, their offsets go to the next appends in a new ledger."""
+    ledger = await partition.open(rollover=RolloverPolicy())
+    for n in COUNTS[:2]:
+        await append(ledger, n)
+    real_fdatasync = os.fdatasync
+
+    def failing(fd):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "fdatasync", failing)
+    await ledger.prepare_append()
+    _, durable = ledger.append(7, 1000, 2, 0, lambda base: [b"lost".ljust(PAYLOAD, b"-")])
+    with pytest.raises(OSError):
+        await durable
+    monkeypatch.setattr(os, "fdatasync", real_fdatasync)
+    assert ledger.high_watermark == sum(COUNTS[:2])
+    for n in COUNTS[2:]:
+        await append(ledger, n)  # continues at the first unconfirmed offset, in a new ledger
+    assert offsets(await ledger.read(0, 1 << 20)) == contiguous(COUNTS)
+    await partition.stop(clean=True)
+    assert offsets(await (await partition.open()).read(0, 1 << 20)) == contiguous(COUNTS)
+    await partition.stop(clean=False)
+    assert offsets(await (await partition.open()).read(0, 1 << 20)) == contiguous(COUNTS)

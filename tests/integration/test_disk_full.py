@@ -1,0 +1,138 @@
+"""A full disk under an idempotent producer: KAFKA_STORAGE_ERROR per partition, nothing lost,
+no connection closed, no producer epoch bump, and the broker recovers when space returns.
+
+The data directory is a small tmpfs mounted for the test (it runs as root), filled with a
+file and then freed."""
+import errno
+import os
+import subprocess
+import time
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from kafka.protocol.metadata import MetadataRequest
+from kafka.protocol.producer import ProduceRequest
+
+from kgate.protocol.error_codes import ErrorCode
+from tests.support.broker_process import BrokerProcess
+from tests.support.clients import create_topic
+from tests.support.scrape import scrape, value
+from tests.support.wire import Wire
+from tests.unit.record_batches import build_batch
+
+PD = ProduceRequest.TopicProduceData
+PARTITIONS = 2
+RECORDS = 3_000
+VALUE = 1000
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    mount_point = tmp_path / "disk"
+    mount_point.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(mount_point)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.fail(f"this test mounts a tmpfs as the broker's data directory and needs root: "
+                    f"mount failed: {mounted.stderr.strip()}")
+    try:
+        yield str(mount_point)
+    finally:
+        subprocess.run(["umount", "-l", str(mount_point)], check=True)
+
+
+def _fill(directory: str) -> str:
+    """Write a file until the filesystem refuses another byte."""
+    path = os.path.join(directory, "filler")
+    with open(path, "wb", buffering=0) as fh:
+        for chunk in (1 << 20, 4096, 1):
+            try:
+                while True:
+                    fh.write(bytes(chunk))
+            except OSError as exc:
+                assert exc.errno == errno.ENOSPC, exc
+    return path
+
+
+def _wait_for(condition, what: str, timeout: float = 30):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def _requests(samples: dict, api: str) -> float:
+    return sum(v for (name, labels), v in samples.items()
+               if name == "kgate_requests_total" and dict(labels).get("api") == api)
+
+
+def test_disk_full_answers_storage_error_and_recovers_when_space_returns(tmp_path, small_disk):
+    broker = BrokerProcess(small_disk, {"kgate.metrics.listener": "127.0.0.1:0"},
+                           log_path=str(tmp_path / "broker.log")).start()
+    try:
+        create_topic(broker.bootstrap, "full", PARTITIONS, {"segment.bytes": str(256 * 1024)})
+        create_topic(broker.bootstrap, "probe", 1)
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": True, "acks": "all",
+                             "linger.ms": 5, "message.timeout.ms": 120_000, "retry.backoff.ms": 100,
+                             "retry.backoff.max.ms": 500})
+        acked: dict[tuple[int, int], bytes] = {}
+        failures = []
+
+        def delivered(err, message):
+            if err is not None:
+                failures.append(err)
+            else:
+                acked[(message.partition(), message.offset())] = message.value()
+
+        def produce(first: int, count: int) -> None:
+            for i in range(first, first + count):
+                producer.produce("full", value=b"%06d" % i + bytes(VALUE - 6), partition=i % PARTITIONS,
+                                 on_delivery=delivered)
+                producer.poll(0)
+
+        produce(0, RECORDS // 3)
+        assert producer.flush(30) == 0 and not failures
+        filler = _fill(small_disk)
+        produce(RECORDS // 3, RECORDS - RECORDS // 3)
+        _wait_for(lambda: value(scrape(broker.metrics_url), "kgate_storage_write_errors_total") >= PARTITIONS,
+                  "produce to fail on the full disk")
+
+        with Wire(broker.bootstrap) as wire:  # a client sees the error per partition, on a connection kept open
+            answer = wire.call(ProduceRequest(transactional_id=None, acks=-1, timeout_ms=10_000, topic_data=[
+                PD(name="probe", partition_data=[PD.PartitionProduceData(
+                    index=0, records=build_batch([bytes(64 * 1024)]))])]), 8).responses[0].partition_responses[0]
+            assert answer.error_code == ErrorCode.KAFKA_STORAGE_ERROR
+            assert wire.call(MetadataRequest(topics=None), 1).brokers
+        assert broker.alive()
+
+        os.unlink(filler)
+        assert producer.flush(60) == 0, "records still undelivered after space returned"
+        assert not failures, f"{len(failures)} deliveries failed, first: {failures[0]}"
+        assert len(acked) == RECORDS
+        samples = scrape(broker.metrics_url)
+        assert _requests(samples, "InitProducerId") == 1, "the producer bumped its epoch or started over"
+    finally:
+        broker.stop()
+
+    consumer = Consumer({"bootstrap.servers": broker.restart().bootstrap, "group.id": "unused",
+                         "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition("full", p, 0) for p in range(PARTITIONS)])
+        read: dict[tuple[int, int], bytes] = {}
+        deadline = time.monotonic() + 30
+        while len(read) < RECORDS and time.monotonic() < deadline:
+            for message in consumer.consume(1000, timeout=0.5):
+                assert not message.error(), message.error()
+                assert (message.partition(), message.offset()) not in read, "an offset was served twice"
+                read[(message.partition(), message.offset())] = message.value()
+    finally:
+        consumer.close()
+        broker.stop()
+    assert read == acked, "what was acknowledged is not what is stored"
+    for partition in range(PARTITIONS):
+        offsets = sorted(offset for p, offset in read if p == partition)
+        assert offsets == list(range(len(offsets))), "offsets have gaps or were reused"
+    with open(broker.log_path) as fh:
+        log = fh.read()
+    assert "Traceback" not in log
+    assert log.count("level=error") <= PARTITIONS + 1, "error lines per request, not one per partition"
