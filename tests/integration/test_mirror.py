@@ -1,0 +1,240 @@
+"""kgate mirror against real clusters: two kgate brokers (dc1, dc2), one real ZooKeeper
+for the mirror's state, workers as processes, real confluent-kafka clients.
+"""
+import json
+import threading
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+
+from tests.support import records as R
+from tests.support.broker_process import BrokerProcess
+from tests.support.clients import ConfluentClient, create_topic
+from tests.support.member_process import wait_for
+from tests.support.mirror import MirrorWorker, mirror_command, write_config
+from tests.support.zookeeper import ZooKeeperServer, free_ports
+
+pytestmark = pytest.mark.slow
+ORIGIN = "kgate.mirror.origin"
+
+
+@pytest.fixture(scope="module")
+def zookeeper(tmp_path_factory):
+    server = ZooKeeperServer(str(tmp_path_factory.mktemp("zookeeper")), free_ports(1)[0]).start().wait_serving()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def clusters(tmp_path_factory):
+    base = tmp_path_factory.mktemp("clusters")
+    brokers = {}
+    try:
+        for alias in ("dc1", "dc2"):
+            brokers[alias] = BrokerProcess(str(base / alias), {"group.initial.rebalance.delay.ms": 0}).start()
+        yield {alias: broker.bootstrap for alias, broker in brokers.items()}
+    finally:
+        for broker in brokers.values():
+            broker.stop()
+
+
+@pytest.fixture
+def mirror(tmp_path, zookeeper, clusters):
+    """A configuration of its own (a fresh chroot), and the workers started under it."""
+    chroot = f"/mirror-{uuid.uuid4().hex[:8]}"
+    config = write_config(str(tmp_path / "mirror.toml"), zookeeper.address, chroot, clusters,
+                          **{"zookeeper.session.timeout.ms": 2000, "commit.interval.ms": 100,
+                             "status.interval.ms": 200, "metadata.refresh.interval.ms": 300})
+    workers = []
+
+    class Mirror:
+        path = config
+
+        def worker(self, name: str, *extra: str) -> MirrorWorker:
+            worker = MirrorWorker(config, name, *extra).start()
+            workers.append(worker)
+            return worker
+
+        def run(self, *args: str):
+            return mirror_command(config, *args)
+
+        def read(self, *parts):
+            zk = KazooClient(hosts=zookeeper.address)
+            zk.start(timeout=10)
+            try:
+                data, _ = zk.get("/".join([chroot, *parts]))
+                return json.loads(data)
+            except NoNodeError:
+                return None
+            finally:
+                zk.stop()
+                zk.close()
+
+    yield Mirror()
+    for worker in workers:
+        worker.stop()
+
+
+def unique(name: str) -> str:
+    return f"{name}-{uuid.uuid4().hex[:6]}"
+
+
+def read_topic(bootstrap: str, topic: str, partitions: int, count: int, timeout: float = 30) -> list[R.Consumed]:
+    return ConfluentClient.consume(bootstrap, topic, partitions, count, timeout=timeout)
+
+
+def end_offsets(bootstrap: str, topic: str, partitions: int) -> list[int]:
+    """Each partition's log end offset; -1 for a partition (or topic) the cluster does not have yet."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "probe"})
+    try:
+        ends = []
+        for p in range(partitions):
+            try:
+                ends.append(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1])
+            except KafkaException:
+                ends.append(-1)
+        return ends
+    finally:
+        consumer.close()
+
+
+def test_routes_are_added_listed_refused_and_removed(mirror):
+    with open(mirror.path, "a") as fh:
+        fh.write('[clusters.dc3]\nbootstrap = "127.0.0.1:1"\n')  # routes name clusters; adding never connects
+    assert mirror.run("routes", "add", "--source", "dc1", "--target", "dc2", "--topics", "orders",
+                      "--policy", "identity").returncode == 0
+    assert mirror.run("routes", "add", "--source", "dc2", "--target", "dc1", "--topics", "orders",
+                      "--policy", "identity").returncode == 0  # the two-way hot standby: allowed
+    assert mirror.run("routes", "add", "--source", "dc1", "--target", "dc3", "--topics", "orders,pay-*",
+                      "--policy", "identity").returncode == 0
+    # dc3 -> dc2 would hand dc1's records to dc2 a second time (dc1 -> dc3 -> dc2).
+    refused = mirror.run("routes", "add", "--source", "dc3", "--target", "dc2", "--topics", "ord*",
+                         "--policy", "identity")
+    assert refused.returncode == 1 and "arrive twice" in refused.stderr, refused.stderr
+    # dc3 -> dc1 beside dc1 -> dc3: dc1's own records stop at dc1 (their origin), but dc2's would circle
+    # dc1 -> dc3 -> dc1 forever.
+    looping = mirror.run("routes", "add", "--source", "dc3", "--target", "dc1", "--topics", "orders",
+                         "--policy", "identity")
+    assert looping.returncode == 1 and "loop" in looping.stderr, looping.stderr
+    # Prefix routes rename, so they never loop by name.
+    assert mirror.run("routes", "add", "--source", "dc3", "--target", "dc1", "--topics", "orders").returncode == 0
+    listed = json.loads(mirror.run("routes", "list", "--output", "json").stdout)
+    assert {(r["route"], r["policy"], tuple(r["topics"])) for r in listed} == {
+        ("dc1:dc2", "identity", ("orders",)), ("dc2:dc1", "identity", ("orders",)),
+        ("dc1:dc3", "identity", ("orders", "pay-*")), ("dc3:dc1", "prefix", ("orders",))}
+    changed_policy = mirror.run("routes", "add", "--source", "dc1", "--target", "dc2", "--topics", "x")
+    assert changed_policy.returncode == 1 and "policy identity" in changed_policy.stderr
+    assert mirror.run("routes", "remove", "--source", "dc1", "--target", "dc3", "--topics", "pay-*").returncode == 0
+    assert mirror.run("routes", "remove", "--source", "dc2", "--target", "dc1").returncode == 0
+    missing = mirror.run("routes", "remove", "--source", "dc2", "--target", "dc1")
+    assert missing.returncode == 1 and "no route dc2:dc1" in missing.stderr
+    listed = json.loads(mirror.run("routes", "list", "--output", "json").stdout)
+    assert {(r["route"], tuple(r["topics"])) for r in listed} == {
+        ("dc1:dc2", ("orders",)), ("dc1:dc3", ("orders",)), ("dc3:dc1", ("orders",))}
+    unknown = mirror.run("routes", "add", "--source", "dc9", "--target", "dc1", "--topics", "orders")
+    assert unknown.returncode == 2 and "'dc9'" in unknown.stderr
+
+
+def test_bad_configuration_is_refused_naming_the_key(tmp_path):
+    config = tmp_path / "mirror.toml"
+    config.write_text('metadata = "zookeeper://127.0.0.1:2181/m"\n"commit.interval.ms" = "soon"\n'
+                      '[clusters.dc1]\nbootstrap = "127.0.0.1:9092"\n')
+    result = mirror_command(str(config), "routes", "list")
+    assert result.returncode == 2 and "commit.interval.ms must be int" in result.stderr, result.stderr
+
+
+def test_records_are_copied_one_to_one_and_routes_follow_changes_without_restart(mirror, clusters):
+    topic, count = unique("orders"), 600
+    create_topic(clusters["dc1"], topic, 3, config={"retention.ms": "7200000"})
+    ConfluentClient.produce(clusters["dc1"], topic, count)
+    source = {R.index_of(r): r for r in read_topic(clusters["dc1"], topic, 3, count)}
+    mirror.worker("w1")
+    # The route is added while the worker runs: it takes effect without a restart.
+    assert mirror.run("routes", "add", "--source", "dc1", "--target", "dc2", "--topics", "orders-*").returncode == 0
+    copied = read_topic(clusters["dc2"], f"dc1.{topic}", 3, count)
+    assert len(copied) == count
+    for record in copied:
+        original = source[R.index_of(record)]
+        assert (record.partition, record.offset) == (original.partition, original.offset)
+        assert (record.key, record.value, record.timestamp) == (original.key, original.value, original.timestamp)
+        assert list(record.headers) == [*original.headers, (ORIGIN, b"dc1")]
+    admin = AdminClient({"bootstrap.servers": clusters["dc2"]})
+    resource = ConfigResource("topic", f"dc1.{topic}")
+    assert admin.describe_configs([resource])[resource].result(10)["retention.ms"].value == "7200000"
+    # Partitions added at the source are added at the target, and copied 1-1.
+    source_admin = AdminClient({"bootstrap.servers": clusters["dc1"]})
+    source_admin.create_partitions([NewPartitions(topic, 4)])[topic].result(10)
+    producer = Producer({"bootstrap.servers": clusters["dc1"]})
+    for i in range(count, count + 50):
+        producer.produce(topic, key=R.key(i), value=R.value(i), partition=3, timestamp=R.timestamp(i))
+    assert producer.flush(30) == 0
+    wait_for(lambda: end_offsets(clusters["dc2"], f"dc1.{topic}", 4)[3] == 50, 30,
+             "the added partition to be copied into the target's partition 3")
+    # The route removed: the worker lets its partitions go (and says so in its status).
+    assert mirror.run("routes", "remove", "--source", "dc1", "--target", "dc2").returncode == 0
+    wait_for(lambda: mirror.read("status", "w1")["partitions"] == {}, 30, "the worker to stop copying")
+    assert [mirror.read("positions", "dc1:dc2", topic, str(p))["offset"] for p in range(4)] == \
+        end_offsets(clusters["dc1"], topic, 4)
+
+
+def test_two_way_identity_copies_every_record_once_per_side_and_never_back(mirror, clusters):
+    topic, count = unique("standby"), 300
+    for alias in ("dc1", "dc2"):
+        create_topic(clusters[alias], topic, 2)
+    for source, target in (("dc1", "dc2"), ("dc2", "dc1")):
+        assert mirror.run("routes", "add", "--source", source, "--target", target, "--topics", topic,
+                          "--policy", "identity").returncode == 0
+    mirror.worker("w1")
+    producers = [threading.Thread(target=ConfluentClient.produce, args=(clusters["dc1"], topic, count)),
+                 threading.Thread(target=ConfluentClient.produce, args=(clusters["dc2"], topic, count),
+                                  kwargs={"first": count})]
+    for thread in producers:
+        thread.start()
+    for thread in producers:
+        thread.join()
+    for alias in ("dc1", "dc2"):
+        wait_for(lambda alias=alias: sum(end_offsets(clusters[alias], topic, 2)) >= 2 * count, 30,
+                 f"both sides' records on {alias}")
+
+    def caught_up():
+        """Every copy has stored a position at its source's end: nothing more is on its way."""
+        for source, target in (("dc1", "dc2"), ("dc2", "dc1")):
+            ends = end_offsets(clusters[source], topic, 2)
+            if [mirror.read("positions", f"{source}:{target}", topic, str(p))["offset"] for p in (0, 1)] != ends:
+                return False
+        return True
+
+    wait_for(caught_up, 30, "both routes to store positions at their source's end")
+    for alias in ("dc1", "dc2"):
+        records = read_topic(clusters[alias], topic, 2, 2 * count + 1, timeout=3)
+        assert sorted(R.index_of(r) for r in records) == list(range(2 * count)), f"{alias}: not each record once"
+        local = range(count) if alias == "dc1" else range(count, 2 * count)
+        for record in records:
+            origin = dict(record.headers).get(ORIGIN)
+            assert origin == (None if R.index_of(record) in local else (b"dc2" if alias == "dc1" else b"dc1"))
+
+
+def test_kill_9_of_a_worker_moves_its_partitions_and_loses_nothing(mirror, clusters):
+    topic, count = unique("killed"), 3000
+    create_topic(clusters["dc1"], topic, 4)
+    assert mirror.run("routes", "add", "--source", "dc1", "--target", "dc2", "--topics", topic).returncode == 0
+    first, second = mirror.worker("w1"), mirror.worker("w2")
+    wait_for(lambda: all((mirror.read("assignment") or {"workers": {}})["workers"].get(w) for w in ("w1", "w2")), 30,
+             "both workers to be given partitions")
+    producer = threading.Thread(target=ConfluentClient.produce, args=(clusters["dc1"], topic, count),
+                                kwargs={"linger.ms": 50, "batch.num.messages": 100})
+    producer.start()
+    wait_for(lambda: sum(end_offsets(clusters["dc2"], f"dc1.{topic}", 4)) > count // 10, 30,
+             "copying to be under way")
+    first.kill()
+    producer.join()
+    wait_for(lambda: set(mirror.read("assignment")["workers"]) == {"w2"}, 30,
+             "the dead worker's partitions to move to the survivor")
+    wait_for(lambda: sum(end_offsets(clusters["dc2"], f"dc1.{topic}", 4)) >= count, 30, "every record copied")
+    copied = read_topic(clusters["dc2"], f"dc1.{topic}", 4, sum(end_offsets(clusters["dc2"], f"dc1.{topic}", 4)))
+    assert set(range(count)) <= {R.index_of(r) for r in copied}, "records lost"
+    assert second.process.poll() is None
