@@ -39,6 +39,15 @@ def add_parser(commands) -> None:
     _action(route_actions, "list", "the routes", listing=True)
     remove = _action(route_actions, "remove", "stop copying a route, or some of its topic patterns")
     _route_options(remove, topics_required=False)
+    failover = _action(actions, "failover", "move a consumer group to the other cluster (a dry run unless --execute)",
+                       listing=True)
+    failover.add_argument("--group", required=True, metavar="GROUP")
+    failover.add_argument("--from", required=True, dest="source", metavar="CLUSTER",
+                          help="the cluster the group leaves (its committed offsets are read there)")
+    failover.add_argument("--to", required=True, dest="target", metavar="CLUSTER",
+                          help="the cluster the group resumes on (translated offsets are committed there)")
+    failover.add_argument("--execute", action="store_true",
+                          help="commit the translated offsets (the group must not be active on the target)")
 
 
 def _action(actions, name: str, help: str, listing: bool = False) -> argparse.ArgumentParser:
@@ -66,8 +75,9 @@ def run(args) -> int:
 def _dispatch(args) -> None:
     try:
         config = mirror_config.load(args.config)
+        # serve and failover need confluent-kafka (the mirror extra): imported only for them.
         if args.action == "serve":
-            from .service import serve  # needs confluent-kafka (the mirror extra), only here
+            from .service import serve
             serve(config, args)
             return
         with _state(config) as state:
@@ -123,7 +133,32 @@ def _routes_remove(config, state: MirrorState, args) -> None:
         print(f"removed route {name}")
 
 
+def _failover(config, state: MirrorState, args) -> None:
+    from confluent_kafka import KafkaException
+
+    from .failover import FailoverError, execute, plan
+    config.cluster(args.source)
+    config.cluster(args.target)
+    try:
+        steps = plan(config, state.routes(), args.group, args.source, args.target)
+        output.listing(args, ("TOPIC", "PARTITION", "OFFSET", f"{args.target.upper()} TOPIC",
+                              f"{args.target.upper()} OFFSET", "HOW"),
+                       [(s.topic, s.partition, s.offset, s.to_topic, s.to_offset, s.how) for s in steps],
+                       [s.__dict__ for s in steps])
+        if not args.execute:
+            output.note(f"dry run: nothing committed; --execute commits these offsets for {args.group} "
+                        f"on {args.target}")
+            return
+        count = execute(config, args.group, args.target, steps)
+    except FailoverError as exc:
+        raise Failed(str(exc)) from None
+    except KafkaException as exc:
+        raise Failed(exc.args[0].str()) from None
+    output.note(f"committed {count} offsets for {args.group} on {args.target}")
+
+
 ACTIONS = {
+    ("failover", None): _failover,
     ("routes", "add"): _routes_add,
     ("routes", "list"): _routes_list,
     ("routes", "remove"): _routes_remove,

@@ -34,6 +34,9 @@ SETTINGS = {
     "offset.lag.max": Setting(100, int, 0, help="records a partition may run past its last offset sync "
                                                 "before a new sync is written (MM2's name and default)"),
     "emit.heartbeats.interval.ms": Setting(1000, int, 10, help="heartbeat records into each target"),
+    "emit.checkpoints.interval.ms": Setting(5000, int, 100, help="consumer-group checkpoints into each target"),
+    "sync.group.offsets.enabled": Setting(False, bool, help="also commit translated offsets into target groups "
+                                                            "that have no active member there (MM2's name)"),
     "rebalance.interval.ms": Setting(30000, int, 100, help="how often the controller reweighs partitions"),
     "rebalance.threshold": Setting(0.2, float, help="a worker above the mean load by this fraction gives work away"),
     "lag.factor": Setting(1.0, float, help="weight = bytes-in rate * (1 + lag.factor * lag seconds)"),
@@ -143,7 +146,7 @@ def _clusters(table) -> dict[str, Cluster]:
 def _setting(key: str, setting: Setting, value):
     if setting.kind is float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
-    if not isinstance(value, setting.kind) or isinstance(value, bool):
+    if not isinstance(value, setting.kind) or (isinstance(value, bool) and setting.kind is not bool):
         raise ConfigError(f"{key} must be {setting.kind.__name__}, got {value!r}")
     if setting.choices and value not in setting.choices:
         raise ConfigError(f"{key} must be one of {', '.join(setting.choices)}, got {value!r}")

@@ -10,11 +10,14 @@ import logging
 import threading
 import time
 
+from confluent_kafka import KafkaException
 from kazoo.exceptions import KazooException
 
 from .assignment import assign, weight
+from .checkpoints import CheckpointWriter
 from .config import MirrorConfig
 from .metrics import MirrorMetrics
+from .mm2_formats import HEARTBEATS_TOPIC, checkpoints_topic, offset_syncs_topic
 from .routes import topic_loops
 from .state import Item, MirrorState, item_key
 from .topics import TopicSync
@@ -32,6 +35,7 @@ class Controller:
         self.stopping = stopping
         self.changed = threading.Event()
         self.topics = TopicSync(config)
+        self.checkpoints = CheckpointWriter(config, self.topics)
         self._workers: set[str] = set()
         state.watch_routes(self.changed.set)
         state.client.ChildrenWatch(state.path("workers"), lambda _children: self.changed.set())
@@ -39,18 +43,28 @@ class Controller:
     def lead(self) -> None:
         """Runs while this worker is the controller (kazoo's Election calls it)."""
         log.info("this worker is the mirror controller")
-        next_rebalance = time.monotonic() + self.config["rebalance.interval.ms"] / 1000
-        refresh = self.config["metadata.refresh.interval.ms"] / 1000
+        every = {name: self.config[f"{name}.ms"] / 1000 for name in (
+            "rebalance.interval", "metadata.refresh.interval", "emit.heartbeats.interval", "emit.checkpoints.interval")}
+        due = {name: time.monotonic() for name in every}
+        due["rebalance.interval"] += every["rebalance.interval"]
         while not self.stopping.is_set() and self.state.client.connected:
-            self.changed.clear()
-            due = time.monotonic() >= next_rebalance
+            now = time.monotonic()
+            ready = {name for name, at in due.items() if now >= at}
+            for name in ready:
+                due[name] = now + every[name]
             try:
-                self.reconcile(rebalance=due)
-            except (KazooException, OSError) as exc:
+                if self.changed.is_set() or ready & {"metadata.refresh.interval", "rebalance.interval"}:
+                    self.changed.clear()
+                    self.reconcile(rebalance="rebalance.interval" in ready)
+                routes = list(self.state.routes().values())
+                if "emit.heartbeats.interval" in ready:
+                    self.checkpoints.heartbeats(routes)
+                if "emit.checkpoints.interval" in ready:
+                    for route in routes:
+                        self.checkpoints.checkpoints(route)
+            except (KazooException, KafkaException, OSError) as exc:
                 log.warning("controller pass failed: %s", exc)
-            if due:
-                next_rebalance = time.monotonic() + self.config["rebalance.interval.ms"] / 1000
-            self.changed.wait(refresh)
+            self.changed.wait(max(0.0, min(due.values()) - time.monotonic()))
 
     def items(self) -> set[Item]:
         """Every partition the routes carry now, with its target topic made ready."""
@@ -64,6 +78,9 @@ class Controller:
             except Exception as exc:  # an unreachable cluster stops its routes, not the others
                 log.warning("route %s: cluster metadata unavailable: %s", route.name, exc)
                 continue
+            self.topics.ensure_internal(route.source, offset_syncs_topic(route.target), source)
+            self.topics.ensure_internal(route.target, HEARTBEATS_TOPIC, target)
+            self.topics.ensure_internal(route.target, checkpoints_topic(route.source), target)
             for topic, partitions in sorted(source.items()):
                 if not route.matches(topic):
                     continue

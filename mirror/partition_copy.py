@@ -30,6 +30,7 @@ class PartitionCopy:
     last_upstream: int = -1          # its source offset
     acked_timestamp_ms: int = 0      # record timestamp of the newest acknowledged record
     high_watermark: int = -1
+    synced: tuple[int, int] | None = None  # the (upstream, downstream) pair last written as an offset sync
     bytes_in: int = 0
     records_in: int = 0
     _inflight: deque = field(default_factory=deque)
@@ -76,10 +77,24 @@ class PartitionCopy:
         if epoch == self.epoch:
             self.failed = True
 
+    def sync_due(self, lag_max: int, at_commit: bool) -> tuple[int, int] | None:
+        """The offset sync to write now, if one is due: at the first acknowledgement after
+        a (re)start (copies made twice must begin after a sync), when the target has run
+        ``lag_max`` records past the last sync, and at every commit when anything moved."""
+        if self.last_upstream < 0:
+            return None
+        pair = (self.last_upstream, self.last_target_offset)
+        if self.synced is None or pair[1] - self.synced[1] >= lag_max or (at_commit and pair != self.synced):
+            self.synced = pair
+            return pair
+        return None
+
     def rewind(self) -> int:
         """Forget everything in flight; copying resumes at ``acked``."""
         self.epoch += 1
         self.failed = False
+        self.synced = None
+        self.last_upstream = -1
         self._inflight.clear()
         self._done.clear()
         self._skipped_to = -1

@@ -16,6 +16,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer
 
 from .config import MirrorConfig
 from .metrics import MirrorMetrics
+from .mm2_formats import OffsetSync, offset_syncs_topic
 from .partition_copy import PartitionCopy
 from .routes import ORIGIN_HEADER, Route
 from .state import Item, MirrorState, item_key
@@ -33,6 +34,11 @@ def origin_of(headers: list | None, default: str) -> str:
         if name == ORIGIN_HEADER and value is not None:
             return value.decode()
     return default
+
+
+def _log_failure(error, message) -> None:
+    if error is not None:
+        log.warning("offset sync into %s not written: %s", message.topic(), error.str())
 
 
 class Replicator:
@@ -137,7 +143,7 @@ class Replicator:
                 copy = self.copies.get((name, message.topic(), message.partition()))
                 if copy is not None and not copy.failed:
                     self._copy(copy, message)
-        for producer in self._producers.values():
+        for producer in list(self._producers.values()):  # reports may add the source's producer (offset syncs)
             producer.poll(0)
         if not self._consumers:
             time.sleep(timeout)
@@ -192,7 +198,8 @@ class Replicator:
             if error.fatal():
                 self._fatal.add(copy.route.target)
             return
-        copy.delivered(epoch, offset, message.offset(), timestamp)
+        if copy.delivered(epoch, offset, message.offset(), timestamp):
+            self._write_sync(copy, at_commit=False)
         self.metrics.records.labels(copy.route.name).inc()
         self.metrics.bytes.labels(copy.route.name).inc(size)
         if timestamp > 0:
@@ -219,8 +226,17 @@ class Replicator:
 
     # Positions and status
 
+    def _write_sync(self, copy: PartitionCopy, at_commit: bool) -> None:
+        """An offset sync into the source's mm2-offset-syncs.<target>.internal, as MM2 writes it."""
+        pair = copy.sync_due(self.config["offset.lag.max"], at_commit)
+        if pair is not None:
+            sync = OffsetSync(copy.source_topic, copy.partition, *pair)
+            self.producer(copy.route.source).produce(offset_syncs_topic(copy.route.target), sync.value(), sync.key(),
+                                                     partition=0, on_delivery=_log_failure)
+
     def store_positions(self, copies: list[PartitionCopy]) -> None:
         for copy in copies:
+            self._write_sync(copy, at_commit=True)
             if copy.acked > copy.stored:
                 self.state.put_position(copy.item, {"offset": copy.acked})
                 copy.stored = copy.acked
@@ -252,5 +268,5 @@ class Replicator:
         """Hand everything back cleanly: flush, store positions, close the clients."""
         if self.copies:
             self.release(list(self.copies))
-        for producer in self._producers.values():
+        for producer in list(self._producers.values()):
             producer.flush(RELEASE_FLUSH_TIMEOUT)

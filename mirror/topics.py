@@ -62,6 +62,19 @@ class TopicSync:
         target_counts[name] = max(have or 0, partitions)
         return True
 
+    def ensure_internal(self, alias: str, name: str, counts: dict[str, int]) -> None:
+        """A compacted single-partition topic of MM2's (offset-syncs, checkpoints, heartbeats)."""
+        if name in counts:
+            return
+        new = NewTopic(name, 1, replication_factor=-1, config={"cleanup.policy": "compact"})
+        try:
+            self.admin(alias).create_topics([new], operation_timeout=TIMEOUT)[name].result(TIMEOUT)
+        except KafkaException as exc:
+            if exc.args[0].name() != "TOPIC_ALREADY_EXISTS":
+                log.error("cannot create %s on %s: %s", name, alias, exc.args[0].str())
+                return
+        counts[name] = 1
+
     def topic_configs(self, alias: str, topic: str) -> dict[str, str]:
         """The configs set on the source topic itself (not broker defaults)."""
         resource = ConfigResource("topic", topic)

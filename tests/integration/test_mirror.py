@@ -3,6 +3,7 @@ for the mirror's state, workers as processes, real confluent-kafka clients.
 """
 import json
 import threading
+import time
 import uuid
 
 import pytest
@@ -238,3 +239,64 @@ def test_kill_9_of_a_worker_moves_its_partitions_and_loses_nothing(mirror, clust
     copied = read_topic(clusters["dc2"], f"dc1.{topic}", 4, sum(end_offsets(clusters["dc2"], f"dc1.{topic}", 4)))
     assert set(range(count)) <= {R.index_of(r) for r in copied}, "records lost"
     assert second.process.poll() is None
+
+
+def consume_as_group(bootstrap: str, topic: str, group: str, count: int | None, timeout: float = 30) -> list[int]:
+    """Read ``count`` records (or, with None, until the topic has been quiet for 2 s) as
+    ``group``, commit what was read, leave; returns the record indexes read."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    read, deadline, quiet_since = [], time.monotonic() + timeout, time.monotonic()
+    try:
+        while time.monotonic() < deadline and (count is None or len(read) < count):
+            batch = consumer.consume(count - len(read) if count else 500, 0.5)
+            messages = [m for m in batch if m.error() is None]
+            if messages:
+                quiet_since = time.monotonic()
+                read += [R.index_of_key(m.key()) for m in messages]
+                consumer.commit(asynchronous=False)
+            elif count is None and read and time.monotonic() - quiet_since > 2:
+                break
+    finally:
+        consumer.close()
+    assert count is None or len(read) == count, f"read {len(read)} of {count}"
+    return read
+
+
+def committed_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> list[int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        return [tp.offset for tp in consumer.committed([TopicPartition(topic, p) for p in range(partitions)], 10)]
+    finally:
+        consumer.close()
+
+
+def test_failover_of_a_group_and_back_skips_no_record(mirror, clusters):
+    topic, count, group = unique("payments"), 400, unique("billing")
+    create_topic(clusters["dc1"], topic, 2)
+    assert mirror.run("routes", "add", "--source", "dc1", "--target", "dc2", "--topics", topic).returncode == 0
+    ConfluentClient.produce(clusters["dc1"], topic, count)
+    mirror.worker("w1")
+    wait_for(lambda: sum(end_offsets(clusters["dc2"], f"dc1.{topic}", 2)) == count, 30, "every record copied")
+    on_dc1 = consume_as_group(clusters["dc1"], topic, group, 150)
+
+    dry = mirror.run("failover", "--group", group, "--from", "dc1", "--to", "dc2", "--output", "json")
+    assert dry.returncode == 0, dry.stderr
+    plan = json.loads(dry.stdout)
+    assert {(s["topic"], s["to_topic"], s["how"]) for s in plan} == {(topic, f"dc1.{topic}", "forward")}
+    assert committed_offsets(clusters["dc2"], group, f"dc1.{topic}", 2) == [-1001, -1001]  # a dry run commits nothing
+    executed = mirror.run("failover", "--group", group, "--from", "dc1", "--to", "dc2", "--execute")
+    assert executed.returncode == 0, executed.stderr
+    on_dc2 = consume_as_group(clusters["dc2"], f"dc1.{topic}", group, 100)
+    # Back again: the group's offsets on the copies translate to the source (the reverse mapping).
+    back = mirror.run("failover", "--group", group, "--from", "dc2", "--to", "dc1", "--execute", "--output", "json")
+    assert back.returncode == 0, back.stderr
+    assert {(s["topic"], s["to_topic"], s["how"]) for s in json.loads(back.stdout)} == \
+        {(f"dc1.{topic}", topic, "reverse")}
+    on_dc1_again = consume_as_group(clusters["dc1"], topic, group, None)
+
+    assert set(on_dc1) | set(on_dc2) | set(on_dc1_again) == set(range(count)), "a record was skipped"
+    duplicates = len(on_dc1) + len(on_dc2) - len(set(on_dc1) | set(on_dc2))
+    assert duplicates <= 2 * 100  # at most offset.lag.max per partition on the way there
+    assert not set(on_dc2) & set(on_dc1_again)  # and exact on the way back (copies are dense)
