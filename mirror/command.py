@@ -11,6 +11,7 @@ from kgate.cli import client_options as options
 from kgate.cli import output
 from kgate.cli.client_options import ConnectError, Failed, UsageError
 
+from . import audit
 from . import config as mirror_config
 from .routes import POLICIES, Route, RouteError, merge, parse_route_name, parse_topics, route_name
 from .state import MirrorState, StateUnavailable
@@ -39,6 +40,13 @@ def add_parser(commands) -> None:
     _action(route_actions, "list", "the routes", listing=True)
     remove = _action(route_actions, "remove", "stop copying a route, or some of its topic patterns")
     _route_options(remove, topics_required=False)
+    _action(actions, "status", "per route and partition: worker, lag in records and seconds, throughput",
+            listing=True)
+    audit = _action(actions, "audit", "records per topic and minute at the source and at the target (exit 1 when "
+                                      "records are missing)", listing=True)
+    audit.add_argument("--route", required=True, metavar="SOURCE:TARGET")
+    audit.add_argument("--since", default="1h", metavar="WHEN",
+                       help="a duration back from now (90s, 30m, 1h, 2d) or an ISO-8601 time (default 1h)")
     failover = _action(actions, "failover", "move a consumer group to the other cluster (a dry run unless --execute)",
                        listing=True)
     failover.add_argument("--group", required=True, metavar="GROUP")
@@ -133,6 +141,52 @@ def _routes_remove(config, state: MirrorState, args) -> None:
         print(f"removed route {name}")
 
 
+def _status(config, state: MirrorState, args) -> None:
+    rows = status_rows(state)
+    output.listing(args, ("ROUTE", "TOPIC", "PARTITION", "WORKER", "LAG", "LAG SECONDS", "RECORDS/S", "BYTES/S"),
+                   [(r["route"], r["topic"], r["partition"], r["worker"], r["lag_records"], r["lag_seconds"],
+                     round(r["records_per_second"], 1), round(r["bytes_per_second"])) for r in rows], rows)
+
+
+def _audit(config, state: MirrorState, args) -> None:
+    from .target_counts import CountError, count_target
+    source, target = parse_route_name(args.route)
+    route = state.routes().get(args.route)
+    try:
+        since_ms = audit.parse_since(args.since)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    counted = audit.source_counts(state, args.route, audit.minute_of(since_ms))
+    if route is None and not counted:
+        raise Failed(f"no route {args.route} and no audit counts for it")
+    route = route or Route(source, target, ("*",))
+    try:
+        found = count_target(config.cluster(target), route, set(counted), since_ms)
+    except CountError as exc:
+        raise Failed(f"cannot count the target: {exc}") from None
+    rows = audit.compare(counted, found)
+    output.listing(args, ("TOPIC", "MINUTE", "SOURCE", "TARGET", "MISSING", "DUPLICATED"),
+                   [(r.topic, audit.minute_text(r.minute), r.source, r.target, r.missing, r.duplicated)
+                    for r in rows], [r.to_json() for r in rows])
+    missing = sum(r.missing for r in rows)
+    if missing:
+        raise Failed(f"{missing} records missing on {target} (counted at {source}, not found at {target})")
+
+
+def status_rows(state: MirrorState) -> list[dict]:
+    """Every assigned partition with its worker's latest figures (for `status` and the HTTP API)."""
+    statuses = state.statuses()
+    rows = []
+    for worker, items in sorted(state.assignment()["workers"].items()):
+        figures = statuses.get(worker, {}).get("partitions", {})
+        for route, topic, partition in items:
+            row = {"route": route, "topic": topic, "partition": partition, "worker": worker,
+                   "lag_records": None, "lag_seconds": None, "records_per_second": 0.0, "bytes_per_second": 0.0}
+            row.update({k: v for k, v in figures.get(f"{route}/{topic}/{partition}", {}).items() if k in row})
+            rows.append(row)
+    return sorted(rows, key=lambda r: (r["route"], r["topic"], r["partition"]))
+
+
 def _failover(config, state: MirrorState, args) -> None:
     from confluent_kafka import KafkaException
 
@@ -158,6 +212,8 @@ def _failover(config, state: MirrorState, args) -> None:
 
 
 ACTIONS = {
+    ("status", None): _status,
+    ("audit", None): _audit,
     ("failover", None): _failover,
     ("routes", "add"): _routes_add,
     ("routes", "list"): _routes_list,

@@ -33,6 +33,7 @@ class PartitionCopy:
     synced: tuple[int, int] | None = None  # the (upstream, downstream) pair last written as an offset sync
     bytes_in: int = 0
     records_in: int = 0
+    minute_counts: dict = field(default_factory=dict)  # audit: acknowledged records of the source's own, by minute
     _inflight: deque = field(default_factory=deque)
     _done: dict = field(default_factory=dict)   # source offset -> (target offset, timestamp)
     _skipped_to: int = -1

@@ -14,6 +14,7 @@ from functools import partial
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 
+from . import audit
 from .config import MirrorConfig
 from .metrics import MirrorMetrics
 from .mm2_formats import OffsetSync, offset_syncs_topic
@@ -173,7 +174,7 @@ class Replicator:
             headers = [*(headers or ()), (ORIGIN_HEADER, copy.route.source.encode())]
         _, timestamp = message.timestamp()
         producer = self.producer(copy.route.target)
-        report = partial(self._delivered, copy, copy.epoch, offset, timestamp, size)
+        report = partial(self._delivered, copy, copy.epoch, offset, timestamp, size, origin == copy.route.source)
         while True:
             try:
                 producer.produce(copy.target_topic, value, key, partition=copy.partition, headers=headers,
@@ -190,8 +191,8 @@ class Replicator:
                 return
         copy.sent(offset, size)
 
-    def _delivered(self, copy: PartitionCopy, epoch: int, offset: int, timestamp: int, size: int, error,
-                   message) -> None:
+    def _delivered(self, copy: PartitionCopy, epoch: int, offset: int, timestamp: int, size: int, audited: bool,
+                   error, message) -> None:
         if error is not None:
             log.warning("%s offset %d not copied: %s", item_key(copy.item), offset, error.str())
             copy.delivery_failed(epoch)
@@ -200,6 +201,9 @@ class Replicator:
             return
         if copy.delivered(epoch, offset, message.offset(), timestamp):
             self._write_sync(copy, at_commit=False)
+        if audited:  # on the target, whichever attempt put it there
+            minute = audit.minute_of(timestamp)
+            copy.minute_counts[minute] = copy.minute_counts.get(minute, 0) + 1
         self.metrics.records.labels(copy.route.name).inc()
         self.metrics.bytes.labels(copy.route.name).inc(size)
         if timestamp > 0:
@@ -235,6 +239,18 @@ class Replicator:
                                                      partition=0, on_delivery=_log_failure)
 
     def store_positions(self, copies: list[PartitionCopy]) -> None:
+        """Audit counts first, then positions: a crash between the two makes the successor copy
+        and count those records again (the target holds them twice too), never counts less
+        than the target holds."""
+        counts: dict[tuple[str, str], dict[int, int]] = {}
+        for copy in copies:
+            per_minute = counts.setdefault((copy.route.name, copy.source_topic), {})
+            for minute, count in copy.minute_counts.items():
+                per_minute[minute] = per_minute.get(minute, 0) + count
+            copy.minute_counts = {}
+        for (route, topic), per_minute in counts.items():
+            if per_minute:
+                audit.add_source_counts(self.state, route, topic, per_minute)
         for copy in copies:
             self._write_sync(copy, at_commit=True)
             if copy.acked > copy.stored:

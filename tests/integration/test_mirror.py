@@ -21,6 +21,7 @@ from tests.support.zookeeper import ZooKeeperServer, free_ports
 
 pytestmark = pytest.mark.slow
 ORIGIN = "kgate.mirror.origin"
+SINCE_TEST_RECORDS = "2023-11-14T00:00:00Z"  # test records carry timestamps from R.BASE_TIMESTAMP_MS on
 
 
 @pytest.fixture(scope="module")
@@ -239,6 +240,10 @@ def test_kill_9_of_a_worker_moves_its_partitions_and_loses_nothing(mirror, clust
     copied = read_topic(clusters["dc2"], f"dc1.{topic}", 4, sum(end_offsets(clusters["dc2"], f"dc1.{topic}", 4)))
     assert set(range(count)) <= {R.index_of(r) for r in copied}, "records lost"
     assert second.process.poll() is None
+    audited = mirror.run("audit", "--route", "dc1:dc2", "--since", SINCE_TEST_RECORDS, "--output", "json")
+    assert audited.returncode == 0, audited.stdout + audited.stderr
+    rows = json.loads(audited.stdout)
+    assert sum(r["missing"] for r in rows) == 0 and sum(r["target"] for r in rows) >= count
 
 
 def consume_as_group(bootstrap: str, topic: str, group: str, count: int | None, timeout: float = 30) -> list[int]:
@@ -300,3 +305,16 @@ def test_failover_of_a_group_and_back_skips_no_record(mirror, clusters):
     duplicates = len(on_dc1) + len(on_dc2) - len(set(on_dc1) | set(on_dc2))
     assert duplicates <= 2 * 100  # at most offset.lag.max per partition on the way there
     assert not set(on_dc2) & set(on_dc1_again)  # and exact on the way back (copies are dense)
+
+    def audit():
+        result = mirror.run("audit", "--route", "dc1:dc2", "--since", SINCE_TEST_RECORDS, "--output", "json")
+        assert result.stdout, result.stderr
+        return result.returncode, sum(r["source"] for r in json.loads(result.stdout)), \
+            sum(r["missing"] for r in json.loads(result.stdout))
+
+    wait_for(lambda: audit() == (0, count, 0), 30, "the audit to count every record on both sides")
+    # Records deleted on the target show up as missing, and the audit fails.
+    admin = AdminClient({"bootstrap.servers": clusters["dc2"]})
+    for future in admin.delete_records([TopicPartition(f"dc1.{topic}", 0, 20)]).values():
+        future.result(10)
+    assert audit() == (1, count, 20)
