@@ -11,9 +11,9 @@ from kgate.cli import client_options as options
 from kgate.cli import output
 from kgate.cli.client_options import ConnectError, Failed, UsageError
 
-from . import audit
+from . import audit, operations
 from . import config as mirror_config
-from .routes import POLICIES, Route, RouteError, merge, parse_route_name, parse_topics, route_name
+from .routes import POLICIES, Route, RouteError, parse_route_name, parse_topics, route_name
 from .state import MirrorState, StateUnavailable
 
 # kazoo logs every failed connection attempt; the commands report the failure themselves,
@@ -104,10 +104,8 @@ def _state(config) -> MirrorState:
 
 
 def _routes_add(config, state: MirrorState, args) -> None:
-    config.cluster(args.source)
-    config.cluster(args.target)
-    route = merge(state.routes(), Route(args.source, args.target, parse_topics(args.topics), args.policy))
-    state.put_route(route)
+    route = operations.add_route(config, state, Route(args.source, args.target, parse_topics(args.topics),
+                                                       args.policy))
     print(f"route {route.name} ({route.policy}): {','.join(route.topics)}")
 
 
@@ -120,29 +118,12 @@ def _routes_list(config, state: MirrorState, args) -> None:
 
 def _routes_remove(config, state: MirrorState, args) -> None:
     name = route_name(args.source, args.target)
-    parse_route_name(name)
-    route = state.routes().get(name)
-    if route is None:
-        raise Failed(f"no route {name}")
-    if args.topics is None:
-        state.delete_route(name)
-        print(f"removed route {name}")
-        return
-    dropped = parse_topics(args.topics)
-    unknown = [t for t in dropped if t not in route.topics]
-    if unknown:
-        raise Failed(f"route {name} has no pattern {unknown[0]!r} (it has {','.join(route.topics)})")
-    remaining = tuple(t for t in route.topics if t not in dropped)
-    if remaining:
-        state.put_route(Route(route.source, route.target, remaining, route.policy))
-        print(f"route {name} ({route.policy}): {','.join(remaining)}")
-    else:
-        state.delete_route(name)
-        print(f"removed route {name}")
+    remaining = operations.remove_route(state, name, parse_topics(args.topics) if args.topics is not None else None)
+    print(f"route {name} ({remaining.policy}): {','.join(remaining.topics)}" if remaining else f"removed route {name}")
 
 
 def _status(config, state: MirrorState, args) -> None:
-    rows = status_rows(state)
+    rows = operations.status_rows(state)
     output.listing(args, ("ROUTE", "TOPIC", "PARTITION", "WORKER", "LAG", "LAG SECONDS", "RECORDS/S", "BYTES/S"),
                    [(r["route"], r["topic"], r["partition"], r["worker"], r["lag_records"], r["lag_seconds"],
                      round(r["records_per_second"], 1), round(r["bytes_per_second"])) for r in rows], rows)
@@ -171,20 +152,6 @@ def _audit(config, state: MirrorState, args) -> None:
     missing = sum(r.missing for r in rows)
     if missing:
         raise Failed(f"{missing} records missing on {target} (counted at {source}, not found at {target})")
-
-
-def status_rows(state: MirrorState) -> list[dict]:
-    """Every assigned partition with its worker's latest figures (for `status` and the HTTP API)."""
-    statuses = state.statuses()
-    rows = []
-    for worker, items in sorted(state.assignment()["workers"].items()):
-        figures = statuses.get(worker, {}).get("partitions", {})
-        for route, topic, partition in items:
-            row = {"route": route, "topic": topic, "partition": partition, "worker": worker,
-                   "lag_records": None, "lag_seconds": None, "records_per_second": 0.0, "bytes_per_second": 0.0}
-            row.update({k: v for k, v in figures.get(f"{route}/{topic}/{partition}", {}).items() if k in row})
-            rows.append(row)
-    return sorted(rows, key=lambda r: (r["route"], r["topic"], r["partition"]))
 
 
 def _failover(config, state: MirrorState, args) -> None:

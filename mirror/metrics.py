@@ -2,7 +2,8 @@
 
 Lag is given both ways an operator asks about it: in records (source high watermark
 minus the acknowledged position) and in seconds from a record's own timestamp to the
-target's acknowledgement of it. Served by prometheus-client's server on ``--metrics``.
+target's acknowledgement of it. (Audit mismatches are reported by ``kgate mirror audit``,
+which reads the targets; workers do not re-read what they wrote.) Served by prometheus-client's server on ``--metrics``.
 """
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
@@ -29,9 +30,6 @@ class MirrorMetrics:
                                   "that moved partitions between live workers", registry=self.registry)
         self.moved = Counter("kgate_mirror_partitions_moved", "Partitions moved by rebalances",
                              registry=self.registry)
-        self.audit_missing = Gauge("kgate_mirror_audit_missing_records", "Records counted at the source but not "
-                                   "at the target, per route and topic, as of the last audit",
-                                   ["route", "topic"], registry=self.registry)
 
     def forget(self, route: str, topic: str, partition: int) -> None:
         for gauge in (self.lag_records, self.lag_seconds):
@@ -40,6 +38,8 @@ class MirrorMetrics:
             except KeyError:
                 pass
 
-    def serve(self, address: str) -> None:
+    def serve(self, address: str) -> str:
+        """Serve /metrics on ``address`` (port 0: a free one); the address it listens on."""
         host, _, port = address.rpartition(":")
-        start_http_server(int(port), addr=host or "127.0.0.1", registry=self.registry)
+        server, _thread = start_http_server(int(port), addr=host or "127.0.0.1", registry=self.registry)
+        return f"{host or '127.0.0.1'}:{server.server_port}"

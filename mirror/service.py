@@ -18,6 +18,7 @@ from kazoo.client import KazooState
 
 from .config import MirrorConfig
 from .controller import Controller
+from .http_api import serve_http
 from .metrics import MirrorMetrics
 from .replicator import Replicator
 from .state import MirrorState, worker_info
@@ -109,8 +110,11 @@ def serve(config: MirrorConfig, args) -> None:
     worker_id = args.worker_id or f"{socket.gethostname()}-{os.getpid()}"
     worker = Worker(config, worker_id, args.http)
     if args.metrics:
-        worker.metrics.serve(args.metrics)
+        print(f"kgate mirror metrics on http://{worker.metrics.serve(args.metrics)}/metrics", flush=True)
     worker.start()
+    if args.http:
+        server = serve_http(args.http, config, worker.state)
+        print(f"kgate mirror http api on http://{server.server_address[0]}:{server.server_port}", flush=True)
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: worker.stop())
     print(f"kgate mirror worker {worker_id} running", flush=True)

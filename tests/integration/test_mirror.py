@@ -2,8 +2,11 @@
 for the mirror's state, workers as processes, real confluent-kafka clients.
 """
 import json
+import re
 import threading
 import time
+import urllib.error
+import urllib.request
 import uuid
 
 import pytest
@@ -318,3 +321,41 @@ def test_failover_of_a_group_and_back_skips_no_record(mirror, clusters):
     for future in admin.delete_records([TopicPartition(f"dc1.{topic}", 0, 20)]).values():
         future.result(10)
     assert audit() == (1, count, 20)
+
+
+def test_http_api_and_metrics_of_a_running_worker(mirror, clusters):
+    topic, count = unique("events"), 200
+    create_topic(clusters["dc1"], topic, 2)
+    ConfluentClient.produce(clusters["dc1"], topic, count)
+    worker = mirror.worker("w1", "--http", "127.0.0.1:0", "--metrics", "127.0.0.1:0")
+    api = wait_for(lambda: re.search(r"http api on (http://\S+)", worker.log()), 30, "the HTTP API").group(1)
+    metrics = wait_for(lambda: re.search(r"metrics on (http://\S+)", worker.log()), 30, "metrics").group(1)
+
+    def call(method, path, body=None):
+        request = urllib.request.Request(api + path, method=method,
+                                         data=json.dumps(body).encode() if body is not None else None)
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return response.status, json.loads(response.read())
+        except urllib.error.HTTPError as error:
+            return error.code, json.loads(error.read())
+
+    assert call("POST", "/routes", {"source": "dc1", "target": "dc2", "topics": [topic]}) == \
+        (200, {"source": "dc1", "target": "dc2", "topics": [topic], "policy": "prefix"})
+    assert call("POST", "/routes", {"source": "dc1", "target": "dc2", "topics": "x", "policy": "identity"})[0] == 409
+    assert call("POST", "/routes", {"source": "dc1", "target": "nowhere", "topics": "x"})[0] == 400
+    assert call("GET", "/routes") == (200, [{"source": "dc1", "target": "dc2", "topics": [topic], "policy": "prefix",
+                                             "route": "dc1:dc2"}])
+    wait_for(lambda: sum(end_offsets(clusters["dc2"], f"dc1.{topic}", 2)) == count, 30, "every record copied")
+
+    def caught_up():
+        status, rows = call("GET", "/status")
+        return status == 200 and len(rows) == 2 and all(r["lag_records"] == 0 and r["worker"] == "w1" for r in rows)
+
+    wait_for(caught_up, 30, "status to show both partitions caught up")
+    scraped = urllib.request.urlopen(metrics, timeout=10).read().decode()
+    assert re.search(r'kgate_mirror_records_total\{route="dc1:dc2"\} 200\.0', scraped), scraped
+    assert f'kgate_mirror_lag_records{{partition="0",route="dc1:dc2",topic="{topic}"}} 0.0' in scraped
+    assert "kgate_mirror_replication_latency_seconds_count" in scraped
+    assert call("DELETE", "/routes/dc1:dc2") == (200, {"route": "dc1:dc2", "remaining": None})
+    assert call("DELETE", "/routes/dc1:dc2")[0] == 404
