@@ -2,6 +2,8 @@
 kafka-python) to ``--bootstrap-server``, so they manage any Kafka cluster, not only
 kgate. Nothing here imports the broker: one module per family of commands, and
 ``client_options`` for how every one of them connects, fails and exits."""
+from kgate.mirror import command as mirror_command
+
 from . import acls, brokers, console, groups, pipeline_jobs, topics
 
-FAMILIES = (topics, groups, console, brokers, acls, pipeline_jobs)
+FAMILIES = (topics, groups, console, brokers, acls, pipeline_jobs, mirror_command)

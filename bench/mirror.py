@@ -1,0 +1,176 @@
+"""kgate mirror: replication throughput beside a plain producer, and end-to-end lag at a fixed rate.
+
+    .venv/bin/python -m bench.mirror [--runs 3] [--records 50000] [--lag-seconds 10] [--rate-mb-s 20]
+
+Each run starts one ZooKeeper (the mirror's state) and two kgate brokers (dc1, dc2; temporary
+data directories, stopped by PID), then:
+
+- baseline: one confluent-kafka producer (acks=all, idempotent, linger 5 ms) writes
+  ``--records`` 1 KiB records into dc2, timed from the first send to the last ack;
+- mirror: the same number of 1 KiB records already on dc1; one worker (a process) is
+  started with a route dc1 -> dc2 and timed from the first copied record's arrival on dc2
+  to the last one's (``setup_s``: from the route's creation to that first arrival: target
+  topic creation, assignment, the worker's clients connecting);
+- lag: a producer paced at ``--rate-mb-s`` into dc1 for ``--lag-seconds`` with values
+  stamped with their send time, a consumer on dc2's copy: p50/p99 from send to arrival.
+
+Prints medians over the runs with min and max, and the mirror/baseline ratio taken run by run.
+"""
+import argparse
+import json
+import os
+import statistics
+import struct
+import sys
+import tempfile
+import threading
+import time
+import uuid
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.support.broker_process import BrokerProcess
+from tests.support.mirror import MirrorWorker, mirror_command, write_config
+from tests.support.zookeeper import ZooKeeperServer, free_ports
+
+VALUE = 1024
+PARTITIONS = 8
+
+
+def create(bootstrap: str, topic: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(topic, PARTITIONS, 1)]).values():
+        future.result(30)
+
+
+def produce(bootstrap: str, topic: str, count: int, rate_bytes_s: float | None = None) -> float:
+    """Seconds from the first send to the last acknowledgement; values start with the send time."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                         "linger.ms": 5, "batch.size": 1024 * 1024})
+    padding = b"x" * (VALUE - 8)
+    start = time.perf_counter()
+    for i in range(count):
+        if rate_bytes_s:
+            ahead = start + i * VALUE / rate_bytes_s - time.perf_counter()
+            if ahead > 0:
+                time.sleep(ahead)
+        while True:
+            try:
+                producer.produce(topic, struct.pack(">d", time.time()) + padding, key=b"%d" % i)
+                break
+            except BufferError:
+                producer.poll(0.01)
+        if i % 1000 == 0:
+            producer.poll(0)
+    assert producer.flush(120) == 0
+    return time.perf_counter() - start
+
+
+def end_total(bootstrap: str, topic: str) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-probe"})
+    try:
+        return sum(max(0, consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1])
+                   for p in range(PARTITIONS))
+    except Exception:
+        return 0
+    finally:
+        consumer.close()
+
+
+def wait_total(bootstrap: str, topic: str, count: int, timeout: float) -> float:
+    deadline = time.monotonic() + timeout
+    while end_total(bootstrap, topic) < count:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{topic}: fewer than {count} records after {timeout} s")
+        time.sleep(0.05)
+    return time.perf_counter()
+
+
+def wait_assigned(config: str, topic: str, timeout: float) -> None:
+    """Until the worker copies every partition of ``topic`` (so the lag run measures copying, not set-up)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        rows = json.loads(mirror_command(config, "status", "--output", "json").stdout or "[]")
+        if sum(1 for r in rows if r["topic"] == topic and r["lag_records"] is not None) == PARTITIONS:
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"{topic} not assigned within {timeout} s")
+
+
+def lag_percentiles(bootstrap: str, topic: str, count: int, timeout: float) -> tuple[float, float]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-lag", "fetch.wait.max.ms": 10})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    lags, deadline = [], time.monotonic() + timeout
+    try:
+        while len(lags) < count and time.monotonic() < deadline:
+            for message in consumer.consume(1000, 0.2):
+                if message.error() is None:
+                    lags.append(time.time() - struct.unpack(">d", message.value()[:8])[0])
+    finally:
+        consumer.close()
+    lags.sort()
+    return lags[len(lags) // 2], lags[min(len(lags) - 1, int(len(lags) * 0.99))]
+
+
+def one_run(base: str, args) -> dict:
+    zookeeper = ZooKeeperServer(os.path.join(base, "zk"), free_ports(1)[0]).start().wait_serving()
+    brokers = {alias: BrokerProcess(os.path.join(base, alias)).start() for alias in ("dc1", "dc2")}
+    worker = None
+    try:
+        config = write_config(os.path.join(base, "mirror.toml"), zookeeper.address, "/bench",
+                              {a: b.bootstrap for a, b in brokers.items()}, **{"zookeeper.session.timeout.ms": 4000})
+        dc1, dc2 = brokers["dc1"].bootstrap, brokers["dc2"].bootstrap
+        run_id = uuid.uuid4().hex[:6]
+        baseline_topic, source_topic, lag_topic = f"plain-{run_id}", f"copied-{run_id}", f"lagged-{run_id}"
+        create(dc2, baseline_topic)
+        baseline = args.records * VALUE / produce(dc2, baseline_topic, args.records) / 1e6
+        create(dc1, source_topic)
+        produce(dc1, source_topic, args.records)
+        worker = MirrorWorker(config, "bench").start()
+        routed = time.perf_counter()
+        assert mirror_command(config, "routes", "add", "--source", "dc1", "--target", "dc2",
+                              "--topics", f"copied-{run_id},lagged-{run_id}").returncode == 0
+        started = wait_total(dc2, f"dc1.{source_topic}", 1, 60)
+        finished = wait_total(dc2, f"dc1.{source_topic}", args.records, 600)
+        mirrored = args.records * VALUE / (finished - started) / 1e6
+        create(dc1, lag_topic)
+        count = int(args.rate_mb_s * 1e6 / VALUE * args.lag_seconds)
+        wait_assigned(config, lag_topic, 60)
+        reader = {}
+        thread = threading.Thread(target=lambda: reader.update(
+            p=lag_percentiles(dc2, f"dc1.{lag_topic}", count, args.lag_seconds + 60)))
+        thread.start()
+        produce(dc1, lag_topic, count, rate_bytes_s=args.rate_mb_s * 1e6)
+        thread.join()
+        return {"baseline_mb_s": baseline, "mirror_mb_s": mirrored, "ratio": mirrored / baseline,
+                "setup_s": started - routed,
+                "lag_p50_s": reader["p"][0], "lag_p99_s": reader["p"][1]}
+    finally:
+        if worker is not None:
+            worker.stop()
+        for broker in brokers.values():
+            broker.stop()
+        zookeeper.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--records", type=int, default=50_000)
+    parser.add_argument("--lag-seconds", type=float, default=10.0)
+    parser.add_argument("--rate-mb-s", type=float, default=20.0)
+    args = parser.parse_args()
+    runs = []
+    for number in range(args.runs):
+        with tempfile.TemporaryDirectory(prefix="kgate-mirror-bench-") as base:
+            runs.append(one_run(base, args))
+        print(f"run {number + 1}: " + ", ".join(f"{k} {v:.3f}" for k, v in runs[-1].items()), file=sys.stderr)
+    print(f"{'figure':<16}{'median':>10}{'min':>10}{'max':>10}")
+    for key in runs[0]:
+        values = [r[key] for r in runs]
+        print(f"{key:<16}{statistics.median(values):>10.3f}{min(values):>10.3f}{max(values):>10.3f}")
+
+
+if __name__ == "__main__":
+    main()
