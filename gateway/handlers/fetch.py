@@ -23,6 +23,7 @@ from kgate.protocol import message_set
 from kgate.protocol.conversion import magic_of
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
+from kgate.protocol.inflate import DEFAULT_LIMIT
 from kgate.storage.entry_formats import EntryUnreadable, decode_entry
 
 from . import Context, handles
@@ -31,11 +32,12 @@ from .waiters import wait_woken
 R = FetchResponse
 PD = R.FetchableTopicResponse.PartitionData
 MIN_VERSION_FOR_ZSTD = 10
+MIN_VERSION_READING_ANY_MAGIC = 4
 
 
 def readable_magic(version: int) -> int:
     """The highest message format a Fetch of ``version`` may return (KIP-32, KIP-98)."""
-    return 0 if version <= 1 else 1 if version <= 3 else 2
+    return 0 if version <= 1 else 1 if version < MIN_VERSION_READING_ANY_MAGIC else 2
 
 
 @handles(ApiKey.Fetch)
@@ -72,7 +74,7 @@ async def fetch(ctx: Context, request):
         reserved = max(0, limit)
         held.take(reserved)
         try:
-            responses, total, served = await _read(targets, limit, version, progress=room > 0)
+            responses, total, served = await _read(targets, limit, version, broker.settings, progress=room > 0)
         finally:
             held.give(reserved)
         now = time.monotonic()
@@ -94,11 +96,16 @@ async def fetch(ctx: Context, request):
     return R(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=_group(responses))
 
 
-async def _read(targets: list, max_bytes: int, version: int, progress: bool = True) -> tuple[list, int, dict]:
+async def _read(targets: list, max_bytes: int, version: int, settings,
+                progress: bool = True) -> tuple[list, int, dict]:
     """Partition responses, their total bytes, and per topic the (bytes, records) served.
 
     With ``progress`` the first partition holding data returns at least one whole batch
     even past ``max_bytes``, so a batch larger than the limit is not stuck (as in Kafka).
+
+    Fetches before v4 may need what is stored down-converted, per record: that runs in
+    a thread, each batch inflated within kgate.max.inflated.batch.bytes, so the event
+    loop goes on serving other connections meanwhile.
     """
     responses = []
     total = 0
@@ -118,7 +125,11 @@ async def _read(targets: list, max_bytes: int, version: int, progress: bool = Tr
             error = ErrorCode.OFFSET_OUT_OF_RANGE
         elif max_bytes > 0 or (progress and total == 0):
             entries = await ledger.read(part.fetch_offset, max(min(part.partition_max_bytes, max_bytes), 1))
-            chunks, error = decode_entries(entries, version)
+            if version < MIN_VERSION_READING_ANY_MAGIC:
+                chunks, error = await asyncio.get_running_loop().run_in_executor(
+                    None, decode_entries, entries, version, settings["kgate.max.inflated.batch.bytes"])
+            else:
+                chunks, error = decode_entries(entries, version)
             if chunks and magic_of(chunks[0]) < 2:
                 chunks[0] = message_set.from_offset(chunks[0], part.fetch_offset)
             records = b"".join(chunks)
@@ -133,7 +144,7 @@ async def _read(targets: list, max_bytes: int, version: int, progress: bool = Tr
     return responses, total, served
 
 
-def decode_entries(entries, version) -> tuple[list, ErrorCode]:
+def decode_entries(entries, version, inflate_limit: int = DEFAULT_LIMIT) -> tuple[list, ErrorCode]:
     """Entries as the fetch version can read them, up to the first one that cannot be served.
 
     Entries before it are returned so the client progresses; the error comes back
@@ -143,7 +154,7 @@ def decode_entries(entries, version) -> tuple[list, ErrorCode]:
     chunks = []
     for stored in entries:
         try:
-            chunks.append(decode_entry(stored, max_magic, zstd))
+            chunks.append(decode_entry(stored, max_magic, zstd, inflate_limit))
         except EntryUnreadable as exc:
             return chunks, ErrorCode.NONE if chunks else exc.code
     return chunks, ErrorCode.NONE
