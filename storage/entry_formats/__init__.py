@@ -105,7 +105,7 @@ class EntryFormat(ABC):
         """
 
     @abstractmethod
-    def decode(self, payload: memoryview, max_magic: int, zstd: bool, inflate_limit: int):
+    def decode(self, payload: memoryview, max_magic: int, zstd: bool, inflate_limit: int = DEFAULT_LIMIT):
         """Record-set bytes for a fetch that reads at most ``max_magic`` (and zstd if ``zstd``).
 
         A conversion inflates each compressed batch to ``inflate_limit`` bytes at most.
