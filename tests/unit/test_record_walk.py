@@ -128,3 +128,22 @@ def test_a_real_batch_with_bytes_changed_gives_a_verdict_or_invalid_batch(data, 
         _check(_with_crc(batch))
     except InvalidBatch:
         pass
+
+
+@settings(max_examples=300, deadline=None)
+@given(payload=st.binary(max_size=300), count=st.integers(1, 20), codec=st.sampled_from(["gzip", "snappy", "lz4",
+                                                                                            "zstd"]))
+def test_any_compressed_payload_gives_a_verdict_or_invalid_batch(payload, count, codec):
+    """What a codec library raises on garbage (zlib.error, ZstdError, RuntimeError...) never escapes."""
+    try:
+        _check(raw_batch(b"", count, codec, compressed=payload))
+    except InvalidBatch as refused:
+        assert refused.code in (ErrorCode.CORRUPT_MESSAGE, ErrorCode.INVALID_RECORD, ErrorCode.MESSAGE_SIZE_TOO_LARGE)
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_a_truncated_compressed_payload_is_refused(codec):
+    batch = raw_batch(_records(50, 100), 50, codec)
+    records = batch[61:]
+    with pytest.raises(InvalidBatch):
+        _check(raw_batch(b"", 50, codec, compressed=records[:len(records) // 2]))
