@@ -25,6 +25,9 @@ from kgate.protocol.record_batch import BatchHeader, InvalidBatch
 
 log = logging.getLogger(__name__)
 
+# A produced batch was inflated under the broker's limit when its records were walked.
+_WALKED_ALREADY = 2**63 - 1
+
 
 @dataclass(frozen=True, slots=True)
 class ProducedRecords:
@@ -73,7 +76,7 @@ class ProducedRecords:
         base = self.batch.base_offset
         try:
             return [record._replace(offset=record.offset - base)
-                    for record in conversion.read(self.data, 2**63 - 1)]
+                    for record in conversion.read(self.data, _WALKED_ALREADY)]
         except KafkaError:
             raise
         except Exception as exc:  # kafka-python's reader raises what its parsing meets
