@@ -8,6 +8,7 @@ import tomllib
 from dataclasses import dataclass, field
 from enum import IntEnum
 
+from kgate.protocol import inflate
 from kgate.protocol.security import SASL_MECHANISMS, SECURITY_PROTOCOLS
 from kgate.storage import entry_formats
 
@@ -79,6 +80,12 @@ BROKER_SETTINGS: dict[str, tuple[object, tuple]] = {
     "num.partitions": (1, _POSITIVE),
     "default.replication.factor": (1, _POSITIVE),
     "message.max.bytes": (1024 * 1024 + 12, _POSITIVE),
+    # Compressed record data is inflated under these ceilings, per batch and per request
+    # (produce validation, legacy wrappers, down-conversion for old fetchers): past them
+    # a produce gets MESSAGE_TOO_LARGE. 64 MiB is 64x a 1 MB batch, beyond what real
+    # record data compresses to; a compression bomb stops there.
+    "kgate.max.inflated.batch.bytes": (inflate.DEFAULT_LIMIT, _POSITIVE),
+    "kgate.max.inflated.request.bytes": (2 * inflate.DEFAULT_LIMIT, _POSITIVE),
     "log.retention.ms": (7 * 24 * 3600 * 1000, _RETENTION),
     "log.retention.bytes": (-1, _RETENTION),
     "log.segment.bytes": (1024 * 1024 * 1024, _POSITIVE),

@@ -54,6 +54,9 @@ class ConnectionInfo:
     principal: str | None = None
     # This connection's share of the broker's fetched-bytes budget.
     responses: HeldResponses = field(kw_only=True)
+    # Set while a produce request that paused before appending has not appended yet,
+    # so the connection's later produces wait for it and keep the order they were sent in.
+    appending: asyncio.Future | None = None
 
 
 class KafkaConnection(asyncio.BufferedProtocol):

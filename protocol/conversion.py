@@ -11,8 +11,9 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 
 from . import message_set
 from .error_codes import ErrorCode
+from .inflate import DEFAULT_LIMIT, inflate_all
 from .record import Record
-from .record_batch import MAGIC_OFFSET, ZSTD, InvalidBatch, assigned_prefix, read_header
+from .record_batch import COMPRESSION_MASK, HEADER_SIZE, MAGIC_OFFSET, ZSTD, InvalidBatch, assigned_prefix, read_header
 
 _NO_PRODUCER = (-1, -1, -1)
 
@@ -21,36 +22,49 @@ def magic_of(data) -> int:
     return data[MAGIC_OFFSET] if len(data) > MAGIC_OFFSET else -1
 
 
-def batches(data) -> Iterator[tuple[int, list[Record]]]:
-    """``(codec, records)`` per stored batch (magic-2 batches or legacy sets), absolute offsets."""
+# The codec bits of a magic-2 batch's attributes, in the low byte of the field.
+_ATTRIBUTES_LOW = 22
+
+
+def batches(data, inflate_limit: int = DEFAULT_LIMIT) -> Iterator[tuple[int, list[Record]]]:
+    """``(codec, records)`` per stored batch (magic-2 batches or legacy sets), absolute offsets.
+
+    Compressed batches are inflated under ``inflate_limit`` (see :mod:`.inflate`) and
+    read as the same batch uncompressed: kafka-python's reader would inflate without one.
+    """
     view = memoryview(data)
     pos = 0
     while pos < len(view):
         if magic_of(view[pos:]) != 2:
-            yield from message_set.read_stored(view[pos:])
+            yield from message_set.read_stored(view[pos:], inflate_limit)
             return
         header = read_header(view, pos)
         end = pos + header.size
         if end > len(view):
             raise InvalidBatch(ErrorCode.CORRUPT_MESSAGE, f"stored batch at byte {pos} is truncated")
+        batch = view[pos:end]
+        if header.compression:
+            head = bytearray(batch[:HEADER_SIZE])
+            head[_ATTRIBUTES_LOW] &= ~COMPRESSION_MASK
+            batch = memoryview(head + inflate_all(header.compression, batch[HEADER_SIZE:], inflate_limit))
         yield header.compression, [Record(r.offset, r.timestamp, r.key, r.value, tuple(r.headers))
-                                   for r in DefaultRecordBatch(view[pos:end])]
+                                   for r in DefaultRecordBatch(batch)]
         pos = end
 
 
-def read(data) -> Iterator[Record]:
-    for _codec, records in batches(data):
+def read(data, inflate_limit: int = DEFAULT_LIMIT) -> Iterator[Record]:
+    for _codec, records in batches(data, inflate_limit):
         yield from records
 
 
-def down_convert(data, magic: int) -> bytes:
+def down_convert(data, magic: int, inflate_limit: int = DEFAULT_LIMIT) -> bytes:
     """Stored bytes rewritten at ``magic`` (< 2) for fetchers too old for what is stored.
 
     Each batch keeps its codec, as Kafka's down-conversion does; zstd cannot be
     expressed below magic 2, so such data is refused (UNSUPPORTED_COMPRESSION_TYPE).
     """
     out = bytearray()
-    for codec, records in batches(data):
+    for codec, records in batches(data, inflate_limit):
         if codec == ZSTD:
             raise InvalidBatch(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "zstd data cannot be served below magic 2")
         out += message_set.write(records, magic, codec)

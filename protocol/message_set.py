@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from kafka import codec as codecs
 
 from .error_codes import ErrorCode
+from .inflate import DEFAULT_LIMIT, inflate_all
 from .record import Record
 from .record_batch import CODEC_NAMES, ZSTD, InvalidBatch
 
@@ -31,6 +32,7 @@ _OFFSET = struct.Struct(">q")
 LOG_OVERHEAD = 12  # offset and size: the part of a message its size does not count
 _CRC_START = 16
 _TIMESTAMP_AT = 18
+ATTRIBUTES_AT = 17  # of the first message: its codec says whether the set is compressed
 NO_TIMESTAMP = -1
 LOG_APPEND_TIME_FLAG = 0x08
 CODEC_MASK = 0x07
@@ -77,6 +79,7 @@ class MessageSet:
     shallow: list[Shallow]
     record_count: int
     max_timestamp: int
+    inflated: int = 0  # bytes its wrappers inflated to
 
     def messages(self) -> Iterator[tuple[Shallow, Message]]:
         for entry in self.shallow:
@@ -87,17 +90,19 @@ class MessageSet:
                     yield entry, message
 
 
-def parse(data, allow_zstd: bool = False) -> MessageSet:
+def parse(data, allow_zstd: bool = False, inflate_limit: int = DEFAULT_LIMIT) -> MessageSet:
     """Validate a produced message set as Kafka's log validator does; raise InvalidBatch.
 
     Every CRC is checked, wrappers are decompressed and their inner sets validated,
     and all messages must share one magic. Nothing is trusted that a hostile client
-    could make lie: sizes, lengths and inner offsets are all bounds-checked.
+    could make lie: sizes, lengths and inner offsets are all bounds-checked, and the
+    wrappers of one set inflate to ``inflate_limit`` bytes at most, together.
     """
     shallow = []
     magic = None
     max_timestamp = NO_TIMESTAMP
     count = 0
+    inflated = 0
     for pos, size, message in _read_messages(data, "message set"):
         if magic is None:
             magic = message.magic
@@ -105,7 +110,8 @@ def parse(data, allow_zstd: bool = False) -> MessageSet:
             raise InvalidBatch(ErrorCode.INVALID_RECORD, f"message set mixes magic {magic} and {message.magic}")
         inner = None
         if message.codec:
-            inner = _inner_messages(message, allow_zstd)
+            inner, size_inflated = _inner_messages(message, allow_zstd, inflate_limit - inflated)
+            inflated += size_inflated
             timestamp = max(m.timestamp for m in inner)
         else:
             timestamp = message.timestamp
@@ -114,7 +120,7 @@ def parse(data, allow_zstd: bool = False) -> MessageSet:
         max_timestamp = max(max_timestamp, timestamp)
     if magic is None:  # no message read: the set is empty
         raise InvalidBatch(ErrorCode.INVALID_RECORD, "empty message set")
-    return MessageSet(magic, shallow, count, max_timestamp)
+    return MessageSet(magic, shallow, count, max_timestamp, inflated)
 
 
 def _read_messages(data, where: str) -> Iterator[tuple[int, int, Message]]:
@@ -180,7 +186,8 @@ def _read_bytes(body, pos: int, where: str) -> tuple[bytes | None, int]:
     return bytes(body[pos:pos + length]), pos + length
 
 
-def _inner_messages(wrapper: Message, allow_zstd: bool) -> list[Message]:
+def _inner_messages(wrapper: Message, allow_zstd: bool, inflate_limit: int) -> tuple[list[Message], int]:
+    """The wrapper's inner messages, validated, and how many bytes they inflated to."""
     codec = wrapper.codec
     if codec == ZSTD and not allow_zstd:
         raise InvalidBatch(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
@@ -189,10 +196,7 @@ def _inner_messages(wrapper: Message, allow_zstd: bool) -> list[Message]:
         raise InvalidBatch(ErrorCode.CORRUPT_MESSAGE, f"unknown compression codec id {codec}")
     if wrapper.value is None:
         raise InvalidBatch(ErrorCode.CORRUPT_MESSAGE, "compressed message with a null value")
-    try:
-        raw = decompress(codec, wrapper.value, wrapper.magic)
-    except Exception as exc:  # every codec library raises its own types
-        raise InvalidBatch(ErrorCode.CORRUPT_MESSAGE, f"{CODEC_NAMES[codec]} data does not decompress: {exc}") from None
+    raw = inflate_all(codec, wrapper.value, inflate_limit, wrapper.magic)
     inner = [message for _pos, _size, message in _read_messages(raw, "compressed message set")]
     if not inner:
         raise InvalidBatch(ErrorCode.INVALID_RECORD, "compressed message holds no messages")
@@ -204,17 +208,7 @@ def _inner_messages(wrapper: Message, allow_zstd: bool) -> list[Message]:
             raise InvalidBatch(ErrorCode.CORRUPT_MESSAGE, "nested compression")
         if wrapper.attributes & LOG_APPEND_TIME_FLAG:
             message.timestamp = wrapper.timestamp
-    return inner
-
-
-def decompress(codec: int, data: bytes, magic: int) -> bytes:
-    if codec == _GZIP:
-        return codecs.gzip_decode(data)
-    if codec == _SNAPPY:
-        return codecs.snappy_decode(data)
-    if codec == _LZ4:
-        return codecs.lz4_decode_old_kafka(data) if magic == 0 else codecs.lz4_decode(data)
-    return codecs.zstd_decode(data)
+    return inner, len(raw)
 
 
 def compress(codec: int, data: bytes, magic: int) -> bytes:
@@ -257,13 +251,13 @@ def assign_offsets(data, parsed: MessageSet, base_offset: int) -> bytearray:
     return out
 
 
-def read_stored(data) -> Iterator[tuple[int, list[Record]]]:
+def read_stored(data, inflate_limit: int = DEFAULT_LIMIT) -> Iterator[tuple[int, list[Record]]]:
     """``(codec, records)`` per top-level message of a stored set, with absolute offsets."""
     for _pos, _size, message in _read_messages(data, "stored message set"):
         if not message.codec:
             yield 0, [Record(message.offset, message.timestamp, message.key, message.value, ())]
             continue
-        inner = _inner_messages(message, allow_zstd=True)
+        inner, _inflated = _inner_messages(message, True, inflate_limit)
         shift = message.offset - inner[-1].offset if message.magic == 1 else 0
         yield message.codec, [Record(m.offset + shift, m.timestamp, m.key, m.value, ()) for m in inner]
 

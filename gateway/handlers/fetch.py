@@ -24,6 +24,7 @@ from kgate.protocol import message_set
 from kgate.protocol.conversion import magic_of
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
+from kgate.protocol.inflate import DEFAULT_LIMIT
 from kgate.storage.entry_formats import EntryUnreadable, decode_entry
 from kgate.storage.ledger import CorruptLedger
 
@@ -34,11 +35,12 @@ from .waiters import wait_woken
 R = FetchResponse
 PD = R.FetchableTopicResponse.PartitionData
 MIN_VERSION_FOR_ZSTD = 10
+MIN_VERSION_READING_ANY_MAGIC = 4
 
 
 def readable_magic(version: int) -> int:
     """The highest message format a Fetch of ``version`` may return (KIP-32, KIP-98)."""
-    return 0 if version <= 1 else 1 if version <= 3 else 2
+    return 0 if version <= 1 else 1 if version < MIN_VERSION_READING_ANY_MAGIC else 2
 
 
 @handles(ApiKey.Fetch)
@@ -108,6 +110,10 @@ async def _read(broker: BrokerView, targets: list, max_bytes: int, version: int,
 
     With ``progress`` the first partition holding data returns at least one whole batch
     even past ``max_bytes``, so a batch larger than the limit is not stuck (as in Kafka).
+
+    Fetches before v4 may need what is stored down-converted, per record: that runs in
+    a thread, each batch inflated within kgate.max.inflated.batch.bytes, so the event
+    loop goes on serving other connections meanwhile.
     """
     responses = []
     total = 0
@@ -130,7 +136,11 @@ async def _read(broker: BrokerView, targets: list, max_bytes: int, version: int,
                 broker.take_offline(partition.topic, partition.index, damage)
                 responses.append((topic_request, _refused(part.partition, ErrorCode.KAFKA_STORAGE_ERROR)))
                 continue
-            chunks, error = decode_entries(entries, version)
+            if version < MIN_VERSION_READING_ANY_MAGIC:
+                chunks, error = await asyncio.get_running_loop().run_in_executor(
+                    None, decode_entries, entries, version, broker.settings["kgate.max.inflated.batch.bytes"])
+            else:
+                chunks, error = decode_entries(entries, version)
             if chunks and magic_of(chunks[0]) < 2:
                 chunks[0] = message_set.from_offset(chunks[0], part.fetch_offset)
             records = b"".join(chunks)
@@ -152,7 +162,7 @@ def _refused(index: int, error: ErrorCode):
               log_start_offset=-1, records=b"")
 
 
-def decode_entries(entries, version) -> tuple[list, ErrorCode]:
+def decode_entries(entries, version, inflate_limit: int = DEFAULT_LIMIT) -> tuple[list, ErrorCode]:
     """Entries as the fetch version can read them, up to the first one that cannot be served.
 
     Entries before it are returned so the client progresses; the error comes back
@@ -162,7 +172,7 @@ def decode_entries(entries, version) -> tuple[list, ErrorCode]:
     chunks = []
     for stored in entries:
         try:
-            chunks.append(decode_entry(stored, max_magic, zstd))
+            chunks.append(decode_entry(stored, max_magic, zstd, inflate_limit))
         except EntryUnreadable as exc:
             return chunks, ErrorCode.NONE if chunks else exc.code
     return chunks, ErrorCode.NONE

@@ -15,7 +15,7 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.producer import ProduceResponse
 
 from kgate.metadata.acls import Operation, ResourceType
-from kgate.protocol import message_set, record_batch
+from kgate.protocol import message_set, record_batch, record_walk
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
 from kgate.storage.entry_formats import ProducedRecords
@@ -47,21 +47,75 @@ class _Outcome:
         self.error, self.base_offset = error, -1
 
 
+class _Turn:
+    """Keeps a connection's produces appending in the order they were sent.
+
+    Requests run as concurrent tasks, and one that appends with no pause in between
+    cannot be overtaken. One that pauses first (inflating a large compressed batch
+    in slices, a legacy set parsed off the event loop) holds the connection's turn
+    until it has appended, and every later produce of the connection waits for it.
+    """
+
+    __slots__ = ("connection", "previous", "mine")
+
+    def __init__(self, connection):
+        self.connection = connection
+        self.previous: asyncio.Future | None = connection.appending
+        self.mine: asyncio.Future | None = None
+
+    def hold(self) -> None:
+        if self.mine is None:
+            self.mine = asyncio.get_running_loop().create_future()
+            self.connection.appending = self.mine
+
+    async def wait(self) -> None:
+        """Return once the connection's earlier produces have appended."""
+        previous = self.previous
+        if previous is not None and not previous.done():
+            self.hold()
+            await previous
+        self.previous = None
+
+    def release(self) -> None:
+        if self.mine is not None:
+            self.mine.set_result(None)
+            if self.connection.appending is self.mine:
+                self.connection.appending = None
+
+
+class _Inflation:
+    """What a request's batches may still inflate to (kgate.max.inflated.*.bytes)."""
+
+    __slots__ = ("batch_bytes", "request_left")
+
+    def __init__(self, settings):
+        self.batch_bytes = settings["kgate.max.inflated.batch.bytes"]
+        self.request_left = settings["kgate.max.inflated.request.bytes"]
+
+    def limit(self) -> int:
+        return max(0, min(self.batch_bytes, self.request_left))
+
+
 @handles(ApiKey.Produce)
 async def produce(ctx: Context, request):
     metrics = ctx.broker.metrics
     began = time.monotonic()
     results: dict[tuple[str, int], _Outcome] = {}
-    for topic_data in request.topic_data:
-        for data in topic_data.partition_data:
-            key = (topic_data.name, data.index)
-            try:
-                results[key] = await _append(ctx, request, topic_data.name, data)
-            except KafkaError as refused:
-                if refused.message:
-                    log.warning("produce to %s-%d from %s refused (%s): %s", key[0], key[1],
-                                ctx.connection.peer, refused.code.name, refused.message)
-                results[key] = _Outcome(refused.code)
+    turn = _Turn(ctx.connection)
+    inflation = _Inflation(ctx.broker.settings)
+    try:
+        for topic_data in request.topic_data:
+            for data in topic_data.partition_data:
+                key = (topic_data.name, data.index)
+                try:
+                    results[key] = await _append(ctx, request, topic_data.name, data, turn, inflation)
+                except KafkaError as refused:
+                    if refused.message:
+                        log.warning("produce to %s-%d from %s refused (%s): %s", key[0], key[1],
+                                    ctx.connection.peer, refused.code.name, refused.message)
+                    results[key] = _Outcome(refused.code)
+    finally:
+        turn.release()
     appended = time.monotonic()
     metrics.produce_stage["append"].observe(appended - began)
     if request.acks == 0:
@@ -111,7 +165,7 @@ async def _all_done(futures, timeout: float) -> None:
             future.remove_done_callback(on_done)
 
 
-async def _append(ctx: Context, request, topic_name, data) -> _Outcome:
+async def _append(ctx: Context, request, topic_name, data, turn: _Turn, inflation: _Inflation) -> _Outcome:
     broker = ctx.broker
     version = ctx.version
     if request.acks not in (-1, 0, 1):
@@ -133,8 +187,9 @@ async def _append(ctx: Context, request, topic_name, data) -> _Outcome:
     if len(records) > int(broker.topic_config(topic, "max.message.bytes")):
         raise KafkaError(ErrorCode.MESSAGE_SIZE_TOO_LARGE, f"{len(records)} bytes exceed max.message.bytes")
     view = memoryview(records)
-    produced = _validate(view, version)
+    produced = await _validated(view, version, turn, inflation)
     codec = COMPRESSION_TYPES[broker.topic_config(topic, "compression.type")]
+    await turn.wait()
     try:
         base, durable = await partition.append(produced, broker.entry_format(topic), codec)
     except LedgerFenced as exc:
@@ -148,13 +203,40 @@ async def _append(ctx: Context, request, topic_name, data) -> _Outcome:
     return _Outcome(ErrorCode.NONE, base, durable, partition)
 
 
-def _validate(view: memoryview, version: int) -> ProducedRecords:
-    """Kafka's produce rules by request version: v0-2 carry message sets, v3+ one magic-2 batch."""
-    magic = view[record_batch.MAGIC_OFFSET] if len(view) > record_batch.MAGIC_OFFSET else -1
+async def _validated(view: memoryview, version: int, turn: _Turn, inflation: _Inflation) -> ProducedRecords:
+    """The record set checked through to its last record, inflating within the request's limits.
+
+    Inflating and walking a magic-2 batch runs in slices with the event loop free in
+    between; a compressed legacy set (parsed whole, per message) is parsed in a thread.
+    """
     if version < MIN_VERSION_FOR_BATCHES:
-        if magic == 2:
-            raise record_batch.InvalidBatch(ErrorCode.INVALID_RECORD, f"magic 2 in Produce v{version}")
-        return ProducedRecords.of_message_set(view, message_set.parse(view))
+        _check_legacy(view, version)
+        limit = inflation.limit()
+        if len(view) > message_set.ATTRIBUTES_AT and view[message_set.ATTRIBUTES_AT] & message_set.CODEC_MASK:
+            turn.hold()
+            parsed = await asyncio.get_running_loop().run_in_executor(None, message_set.parse, view, False, limit)
+        else:
+            parsed = message_set.parse(view, inflate_limit=limit)
+        inflation.request_left -= parsed.inflated
+        return ProducedRecords.of_message_set(view, parsed)
+    header = _validate_batch(view, version)
+    walked = record_walk.Walked()
+    for _slice in record_walk.walk(view, header, inflation.limit(), walked):
+        turn.hold()
+        await asyncio.sleep(0)
+    inflation.request_left -= walked.inflated
+    return ProducedRecords.of_batch(view, header)
+
+
+def _check_legacy(view: memoryview, version: int) -> None:
+    magic = view[record_batch.MAGIC_OFFSET] if len(view) > record_batch.MAGIC_OFFSET else -1
+    if magic == 2:
+        raise record_batch.InvalidBatch(ErrorCode.INVALID_RECORD, f"magic 2 in Produce v{version}")
+
+
+def _validate_batch(view: memoryview, version: int) -> record_batch.BatchHeader:
+    """Kafka's produce rules for v3+: exactly one magic-2 batch, header and CRC valid."""
+    magic = view[record_batch.MAGIC_OFFSET] if len(view) > record_batch.MAGIC_OFFSET else -1
     if magic != 2:
         raise record_batch.InvalidBatch(ErrorCode.INVALID_RECORD, f"Produce v{version} must carry magic 2, not {magic}")
     header = record_batch.validate(view)
@@ -167,7 +249,7 @@ def _validate(view: memoryview, version: int) -> ProducedRecords:
         raise record_batch.InvalidBatch(ErrorCode.INVALID_RECORD, "clients may not produce control batches")
     if header.is_transactional:
         raise record_batch.InvalidBatch(ErrorCode.INVALID_TXN_STATE, "transactions are not supported")
-    return ProducedRecords.of_batch(view, header)
+    return header
 
 
 def _response(results) -> ProduceResponse:

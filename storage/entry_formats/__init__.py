@@ -18,11 +18,15 @@ from dataclasses import dataclass
 from kgate.protocol import conversion
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
+from kgate.protocol.inflate import DEFAULT_LIMIT
 from kgate.protocol.message_set import MessageSet
 from kgate.protocol.record import Record
-from kgate.protocol.record_batch import BatchHeader
+from kgate.protocol.record_batch import BatchHeader, InvalidBatch
 
 log = logging.getLogger(__name__)
+
+# A produced batch was inflated under the broker's limit when its records were walked.
+_WALKED_ALREADY = 2**63 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,13 +63,24 @@ class ProducedRecords:
         return self.batch.producer_id, self.batch.producer_epoch, self.batch.base_sequence
 
     def records(self) -> list[Record]:
-        """Every record, offsets relative to the first (0..n-1). Per-record work."""
+        """Every record, offsets relative to the first (0..n-1). Per-record work.
+
+        A magic-2 batch's records were walked when it was validated, so they inflate
+        within the limit; what kafka-python's reader still refuses (a header key that
+        is not UTF-8) is INVALID_RECORD, never an error that escapes the produce.
+        """
         if self.message_set is not None:
             return [Record(i, m.timestamp, m.key, m.value, ())
                     for i, (_, m) in enumerate(self.message_set.messages())]
         assert self.batch is not None  # of_batch or of_message_set set one of the two
         base = self.batch.base_offset
-        return [record._replace(offset=record.offset - base) for record in conversion.read(self.data)]
+        try:
+            return [record._replace(offset=record.offset - base)
+                    for record in conversion.read(self.data, _WALKED_ALREADY)]
+        except KafkaError:
+            raise
+        except Exception as exc:  # kafka-python's reader raises what its parsing meets
+            raise InvalidBatch(ErrorCode.INVALID_RECORD, f"records cannot be read: {exc!r}") from None
 
 
 class EntryUnreadable(KafkaError):
@@ -93,8 +108,11 @@ class EntryFormat(ABC):
         """
 
     @abstractmethod
-    def decode(self, payload: memoryview, max_magic: int, zstd: bool):
-        """Record-set bytes for a fetch that reads at most ``max_magic`` (and zstd if ``zstd``)."""
+    def decode(self, payload: memoryview, max_magic: int, zstd: bool, inflate_limit: int = DEFAULT_LIMIT):
+        """Record-set bytes for a fetch that reads at most ``max_magic`` (and zstd if ``zstd``).
+
+        A conversion inflates each compressed batch to ``inflate_limit`` bytes at most.
+        """
 
 
 class UnknownEntryFormat(LookupError):
@@ -122,7 +140,7 @@ def names() -> list[str]:
     return sorted(_BY_NAME)
 
 
-def decode_entry(stored, max_magic: int = 2, zstd: bool = True):
+def decode_entry(stored, max_magic: int = 2, zstd: bool = True, inflate_limit: int = DEFAULT_LIMIT):
     """The record-set bytes of a stored entry for a reader, or EntryUnreadable.
 
     Any failure inside a decoder (a corrupt payload can make codec and parsing
@@ -134,7 +152,7 @@ def decode_entry(stored, max_magic: int = 2, zstd: bool = True):
                   stored.header.format_code)
         raise EntryUnreadable(ErrorCode.KAFKA_STORAGE_ERROR, f"unknown entry format code {stored.header.format_code}")
     try:
-        return entry_format.decode(stored.payload, max_magic, zstd)
+        return entry_format.decode(stored.payload, max_magic, zstd, inflate_limit)
     except EntryUnreadable:
         raise
     except Exception as exc:

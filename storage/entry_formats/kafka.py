@@ -7,6 +7,7 @@ them; only readers too old for what is stored pay for a conversion.
 """
 from kgate.protocol import conversion, message_set
 from kgate.protocol.error_codes import ErrorCode
+from kgate.protocol.inflate import DEFAULT_LIMIT
 from kgate.protocol.record_batch import COMPRESSION_MASK, LOG_OVERHEAD, ZSTD, assigned_prefix
 
 from . import EntryFormat, EntryUnreadable, ProducedRecords, register
@@ -29,18 +30,18 @@ class KafkaFormat(EntryFormat):
         assert produced.message_set is not None  # of_batch or of_message_set set one of the two
         return [message_set.assign_offsets(produced.data, produced.message_set, base_offset)]
 
-    def decode(self, payload: memoryview, max_magic: int, zstd: bool):
-        return serve_stored(payload, max_magic, zstd)
+    def decode(self, payload: memoryview, max_magic: int, zstd: bool, inflate_limit: int = DEFAULT_LIMIT):
+        return serve_stored(payload, max_magic, zstd, inflate_limit)
 
 
-def serve_stored(payload, max_magic: int, zstd: bool):
+def serve_stored(payload, max_magic: int, zstd: bool, inflate_limit: int):
     """Stored Kafka record bytes as a reader may receive them: as they are when it can."""
     magic = conversion.magic_of(payload)
     if magic == 2 and payload[_ATTRIBUTES_LOW] & COMPRESSION_MASK == ZSTD and not (zstd and max_magic == 2):
         raise EntryUnreadable(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, "zstd data for a fetch older than v10")
     if magic <= max_magic:
         return payload
-    return conversion.down_convert(payload, max_magic)
+    return conversion.down_convert(payload, max_magic, inflate_limit)
 
 
 register(KafkaFormat())

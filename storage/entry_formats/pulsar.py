@@ -84,6 +84,7 @@ import zstandard
 from crc32c import crc32c
 
 from kgate.protocol import conversion
+from kgate.protocol.inflate import DEFAULT_LIMIT
 from kgate.protocol.record import Record
 
 from . import EntryFormat, ProducedRecords, register
@@ -263,7 +264,9 @@ class PulsarFormat(EntryFormat):
         _U32.pack_into(head, checksum_at, checksum)
         return [head, payload]
 
-    def decode(self, payload: memoryview, max_magic: int, zstd: bool):
+    def decode(self, payload: memoryview, max_magic: int, zstd: bool, inflate_limit: int = DEFAULT_LIMIT):
+        # The entry's own uncompressed_size bounds its inflating (_decompress), and what
+        # is served is never compressed, so the inflate limit has nothing to add here.
         entry = read_entry(payload)
         return conversion.write(entry.records, min(max_magic, 2), 0, producer=entry.producer, leader_epoch=-1)
 

@@ -16,6 +16,7 @@ from kafka.record import MemoryRecords
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
 from kgate.protocol import conversion, message_set
+from kgate.protocol.inflate import DEFAULT_LIMIT, inflate_all
 from kgate.protocol.record import Record
 from kgate.protocol.record_batch import InvalidBatch, validate
 from tests.unit.record_batches import BASE_TIMESTAMP, build_batch, compressible_values
@@ -83,7 +84,7 @@ def test_a_magic0_wrapper_is_recompressed_with_absolute_inner_offsets(codec):
     out = stored(legacy_set(0, codec), 77)
     wrapper_offset, = struct.unpack_from(">q", out)
     assert wrapper_offset == 77 + len(VALUES) - 1
-    inner = message_set.decompress(out[17] & 7, _wrapper_value(out), 0)
+    inner = inflate_all(out[17] & 7, _wrapper_value(out), DEFAULT_LIMIT, 0)
     assert [m.offset for _, _, m in message_set._read_messages(inner, "inner")] == list(range(77, 77 + len(VALUES)))
 
 
