@@ -79,7 +79,8 @@ class Broker:
         self.groups = GroupCoordinator(self)
         self.credentials = CredentialStore(metadata)
         self.sasl_mechanisms = [m.strip() for m in settings["sasl.enabled.mechanisms"].split(",")]
-        self.login_limiter = LoginLimiter(settings["kgate.sasl.max.failed.logins.per.minute"])
+        self.login_limiter = LoginLimiter(settings["kgate.sasl.max.failed.logins.per.minute"],
+                                          settings["kgate.sasl.max.failed.logins.per.address.per.minute"])
         self.metrics = BrokerMetrics(self)
         self.events = EventManager(observe=self.metrics.metadata_event)
         self.ownership = Ownership(self)

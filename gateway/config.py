@@ -108,8 +108,11 @@ BROKER_SETTINGS: dict[str, tuple[object, tuple]] = {
                                  lambda v: all(m.strip() in SASL_MECHANISMS for m in v.split(",")))),
     "sasl.server.max.receive.size": (64 * 1024, _POSITIVE),
     "connection.failed.authentication.delay.ms": (100, _NON_NEGATIVE),
-    # Failed logins one client address may make in a minute before its logins are refused.
+    # Failed logins for one user from one client address in a minute before that user's
+    # logins from that address are refused; and failed logins from one address, whatever
+    # the users, before every login from it is (gateway/sasl/login_limiter.py says why).
     "kgate.sasl.max.failed.logins.per.minute": (10, _POSITIVE),
+    "kgate.sasl.max.failed.logins.per.address.per.minute": (100, _POSITIVE),
     # One PEM file holding the certificate chain and the private key, for SSL listeners.
     "ssl.keystore.location": ("", _ANY),
     "ssl.key.password": ("", _ANY),
