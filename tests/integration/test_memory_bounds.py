@@ -83,9 +83,9 @@ def _stalled_consumer(bootstrap: str) -> socket.socket:
     return sock
 
 
-def _fetch(correlation_id: int) -> bytes:
-    request = FetchRequest[4](replica_id=-1, max_wait_ms=200, min_bytes=1, max_bytes=FETCH_MAX, isolation_level=0,
-                              topics=[("stalled", [(0, 0, FETCH_MAX)])])
+def _fetch(correlation_id: int, topic: str = "stalled", size: int = FETCH_MAX) -> bytes:
+    request = FetchRequest[4](replica_id=-1, max_wait_ms=200, min_bytes=1, max_bytes=size, isolation_level=0,
+                              topics=[(topic, [(0, 0, size)])])
     return encode_request(request, 4, correlation_id=correlation_id)
 
 
@@ -124,5 +124,31 @@ def test_a_consumer_that_stops_reading_holds_no_more_than_its_share(broker_facto
         assert first_offsets and set(first_offsets) == {0}
     finally:
         stalled.close()
+    wait_for(lambda: value(scrape(broker.metrics_url), "kgate_queued_response_bytes") == 0, 30,
+             "the fetched-bytes budget to drain")
+
+
+def test_consumers_that_stop_reading_do_not_starve_the_others(broker_factory):
+    """Stalled connections as many as the budget holds of their caps (four at the defaults' ratio) used to
+    leave every other consumer empty fetches for as long as they stayed."""
+    share = 2 * MIB
+    broker = broker_factory(**{"kgate.metrics.listener": "127.0.0.1:0",
+                               "kgate.queued.max.response.bytes.per.connection": share,
+                               "kgate.queued.max.response.bytes": 4 * share})
+    records = 4000
+    create_topic(broker.bootstrap, "shared", 1)
+    ConfluentClient.produce(broker.bootstrap, "shared", records, value_size=1000)
+    stalled = [_stalled_consumer(broker.bootstrap) for _ in range(4)]
+    try:
+        for sock in stalled:
+            sock.sendall(b"".join(_fetch(i, "shared", 4 * MIB) for i in range(10)))
+        wait_for(lambda: value(scrape(broker.metrics_url), "kgate_fetch_budget_waits_total") >= 12, 60,
+                 "fetches of the stalled connections to find their shares full")
+        assert value(scrape(broker.metrics_url), "kgate_queued_response_bytes") > 0
+        read = ConfluentClient.consume(broker.bootstrap, "shared", 1, records, timeout=30)
+        assert [m.offset for m in read] == list(range(records))
+    finally:
+        for sock in stalled:
+            sock.close()
     wait_for(lambda: value(scrape(broker.metrics_url), "kgate_queued_response_bytes") == 0, 30,
              "the fetched-bytes budget to drain")

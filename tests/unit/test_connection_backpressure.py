@@ -3,6 +3,10 @@ fetched bytes count against the response budget until the socket has taken them.
 import asyncio
 import types
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
 from kgate.gateway import connection as connection_module
@@ -12,6 +16,8 @@ from kgate.gateway.request_budget import RequestBytesBudget
 from kgate.gateway.response_budget import ResponseBytesBudget
 from kgate.protocol.frames import RECEIVE_BUFFER_BYTES
 from tests.support.wire import encode_request
+
+MIB = 1024 * 1024
 
 
 class _Transport(asyncio.Transport):
@@ -187,16 +193,59 @@ async def test_a_lost_connection_gives_back_its_fetched_bytes_and_takes_no_more(
 async def test_a_fetch_waits_for_room_until_another_connection_gives_bytes_back():
     budget = ResponseBytesBudget(limit=1000, per_connection=800)
     first, second = budget.connection(), budget.connection()
-    first.take(800)
-    assert first.room() == 0 and second.room() == 200
-    second.take(200)
-    assert second.room() == 0
+    assert first.room() == 250  # a quarter of what the others leave free
+    first.take(250)
+    assert first.room() == 0 and second.room() == 187
+    second.take(187)
+    assert second.room() == 0 and first.room() == 0
     assert not await second.wait_for_room(0.01)
     waiting = asyncio.ensure_future(second.wait_for_room(30))
     await _drain()
     assert not waiting.done()
-    first.give(300)
-    assert await waiting and second.room() == 300
+    first.give(200)
+    assert await waiting and second.room() == 950 // 4 - 187
+
+
+def _stall(budget: ResponseBytesBudget):
+    """A consumer that never reads: every fetch takes all the room it is given, and nothing comes back."""
+    stalled = budget.connection()
+    while (room := stalled.room()) > 0:
+        stalled.take(room)
+    return stalled
+
+
+@pytest.mark.parametrize("stalled", [1, 4, 10])
+def test_consumers_that_stop_reading_cannot_starve_the_others(stalled):
+    """Four stalled connections at the default caps (64 of 256 MiB each) used to leave the others nothing."""
+    budget = ResponseBytesBudget(limit=256 * MIB, per_connection=64 * MIB)
+    holders = [_stall(budget) for _ in range(stalled)]
+    assert all(0 < holder.held <= 64 * MIB for holder in holders)
+    assert budget.limit - budget.total >= budget.limit * 0.75 ** stalled
+    reader = budget.connection()
+    assert reader.room() >= (budget.limit - budget.total) // 4 >= MIB  # several batches per fetch
+
+
+def test_a_connection_alone_still_gets_its_whole_cap_at_the_defaults():
+    assert ResponseBytesBudget(limit=256 * MIB, per_connection=64 * MIB).connection().room() == 64 * MIB
+
+
+@settings(max_examples=200, deadline=None)
+@given(steps=st.lists(st.tuples(st.integers(0, 7), st.booleans(), st.integers(0, 5000)), max_size=60),
+       limit=st.integers(1, 10_000), per_connection=st.integers(1, 10_000))
+def test_fetches_and_answers_in_any_order_keep_every_bound(steps, limit, per_connection):
+    """Each connection within its cap and a quarter of what the others left when it took; the total within the limit."""
+    budget = ResponseBytesBudget(limit=limit, per_connection=per_connection)
+    connections = [budget.connection() for _ in range(8)]
+    for index, take, size in steps:
+        connection = connections[index]
+        if take:
+            size = min(size, connection.room())
+            left_by_others = limit - (budget.total - connection.held)
+            connection.take(size)
+            assert size == 0 or connection.held <= left_by_others // 4
+        else:
+            connection.give(min(size, connection.held))
+        assert 0 <= connection.held <= per_connection and 0 <= budget.total <= limit
 
 
 async def test_answers_ready_together_go_out_in_one_write(monkeypatch):
