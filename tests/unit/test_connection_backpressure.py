@@ -6,7 +6,6 @@ import types
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
 from kgate.gateway import connection as connection_module
