@@ -129,6 +129,15 @@ class ServerConnection:
     def buffered_bytes(self) -> int:
         return self._frames.buffered
 
+    @property
+    def frame_buffer_bytes(self) -> int:
+        """See :attr:`FrameSplitter.frame_buffer_bytes`."""
+        return self._frames.frame_buffer_bytes
+
+    @property
+    def large_frame_arriving(self) -> bool:
+        return self._frames.large_frame_arriving
+
     def next_event(self) -> RequestReceived | SaslTokenReceived | ProtocolViolation | Waiting:
         if self._closed:
             return CLOSED

@@ -140,27 +140,58 @@ class FrameSplitter:
             raise FrameTooLarge(f"frame of {size} bytes exceeds {self.limit_name}={self.max_frame_bytes}")
         return size
 
-    def _start_own_buffer(self) -> None:
-        """Move a large frame whose prefix has arrived, and only part of its payload, to a buffer of its own.
+    @property
+    def frame_buffer_bytes(self) -> int:
+        """The size of the buffer of its own a large frame holds, or gets at the next :meth:`get_buffer`.
+
+        What a frame still arriving costs beyond the shared buffer, so the I/O layer can
+        count it against its request budgets before lending the memory, and stop reading
+        instead when they have no room.
+        """
+        frame = self._frame
+        if frame is None:
+            size = self._own_buffer_frame_size()
+            return 0 if size is None else self._upfront_bytes(size)
+        if self._filled == len(frame) < self._frame_size:
+            return self._grown_bytes(frame)
+        return len(frame)
+
+    @property
+    def large_frame_arriving(self) -> bool:
+        """A frame read into a buffer of its own has started and is not yet whole."""
+        return self._reading_own_buffer() or (self._frame is None and self._own_buffer_frame_size() is not None)
+
+    def _own_buffer_frame_size(self) -> int | None:
+        """The size of the first unread frame if it is to go to a buffer of its own, else None.
 
         Only when that frame is the first unread one: frames before it are still to be
-        handed out from the shared buffer. A prefix :meth:`next_frame` will refuse
-        allocates nothing, and a frame over ``OWN_BUFFER_UPFRONT_BYTES`` starts with
-        that much (Kafka allocates the whole frame on its prefix; here a peer that stops
-        after a prefix cannot make the broker hold the frame limit).
+        handed out from the shared buffer. A prefix :meth:`next_frame` will refuse gets none.
         """
         pending = self._end - self._start
         if pending < 4:
-            return
+            return None
         try:
             size = self._checked_size()
         except (InvalidFrameSize, FrameTooLarge):
-            return
+            return None
         if size < OWN_BUFFER_MIN_BYTES or pending - 4 >= size:
+            return None
+        return size
+
+    def _upfront_bytes(self, size: int) -> int:
+        """A frame over ``OWN_BUFFER_UPFRONT_BYTES`` starts with that much (Kafka allocates the
+        whole frame on its prefix; here a peer that stops after a prefix cannot make the
+        broker hold the frame limit)."""
+        return max(min(size, OWN_BUFFER_UPFRONT_BYTES), self._end - self._start - 4)
+
+    def _start_own_buffer(self) -> None:
+        """Move a large frame whose prefix has arrived, and only part of its payload, to a buffer of its own."""
+        size = self._own_buffer_frame_size()
+        if size is None:
             return
-        self._filled = pending - 4
+        self._filled = self._end - self._start - 4
         self._frame_size = size
-        self._frame = bytearray(max(min(size, OWN_BUFFER_UPFRONT_BYTES), self._filled))
+        self._frame = bytearray(self._upfront_bytes(size))
         self._frame[:self._filled] = self._view[self._start + 4:self._end]
         self._start = self._end = 0
 
@@ -171,10 +202,13 @@ class FrameSplitter:
         Doubling copies each byte of a frame about once on average, and only for
         frames beyond what real clients send.
         """
-        grown = bytearray(min(self._frame_size, 2 * len(frame)))
+        grown = bytearray(self._grown_bytes(frame))
         grown[:self._filled] = frame
         self._frame = grown
         return grown
+
+    def _grown_bytes(self, frame: bytearray) -> int:
+        return min(self._frame_size, 2 * len(frame))
 
     def _make_room(self) -> None:
         """Move the unread bytes to the front, or into a larger buffer if they fill most of this one.

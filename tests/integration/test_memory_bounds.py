@@ -2,8 +2,11 @@
 small broker-wide request budget all complete with nothing lost, and the broker's RSS
 stays under a bound; a consumer that stops reading its socket holds no more fetched
 bytes than its share while other consumers go on reading."""
+import select
 import socket
+import struct
 import threading
+import time
 
 import confluent_kafka
 from kafka.protocol.api_key import ApiKey
@@ -152,3 +155,53 @@ def test_consumers_that_stop_reading_do_not_starve_the_others(broker_factory):
             sock.close()
     wait_for(lambda: value(scrape(broker.metrics_url), "kgate_queued_response_bytes") == 0, 30,
              "the fetched-bytes budget to drain")
+
+
+def _trickle_large_prefixes(bootstrap: str, connections: int, payload: int) -> list[socket.socket]:
+    """Connections that each announce a 100 MB frame and send ``payload`` bytes of it, as fast as the broker reads
+    (bounded in time); returns them open."""
+    host, port = bootstrap.rsplit(":", 1)
+    socks = []
+    for _ in range(connections):
+        sock = socket.create_connection((host, int(port)), timeout=TIMEOUT)
+        sock.setblocking(False)
+        sock.send(struct.pack(">i", 100 * 1000 * 1000))
+        socks.append(sock)
+    left = {sock: payload for sock in socks}
+    chunk = bytes(64 * 1024)
+    deadline = time.monotonic() + 20
+    while left and time.monotonic() < deadline:
+        _, writable, _ = select.select([], list(left), [], 1.0)
+        if not writable:
+            break  # every connection is paused: the broker reads none of them
+        for sock in writable:
+            try:
+                left[sock] -= sock.send(chunk[:left[sock]])
+            except BlockingIOError:
+                continue
+            if left[sock] <= 0:
+                del left[sock]
+    return socks
+
+
+def test_frames_still_arriving_count_against_the_request_budget(broker_factory):
+    """Peers sending a 100 MB size prefix and then bytes slowly used to hold their buffers past the budget."""
+    limit = 32 * MIB
+    broker = broker_factory(**{"kgate.metrics.listener": "127.0.0.1:0", "queued.max.request.bytes": limit})
+    rss_before = memory_kib(broker.process.pid)["VmRSS"]
+    socks = _trickle_large_prefixes(broker.bootstrap, 40, 4 * MIB)
+    try:
+        queued = value(scrape(broker.metrics_url), "kgate_queued_request_bytes")
+        # Frames still arriving hold half the budget, and one frame's next buffer (8 MiB, once 4 MiB have
+        # arrived) more: a frame larger than the budget must still be able to arrive alone.
+        assert limit // 2 <= queued <= limit // 2 + 8 * MIB
+        # Unbounded, the 40 buffers would hold 160 MiB.
+        assert memory_kib(broker.process.pid)["VmRSS"] - rss_before < 64 * 1024
+        # Whole requests keep the other half: the broker still serves.
+        create_topic(broker.bootstrap, "meanwhile", 1)
+        ConfluentClient.produce(broker.bootstrap, "meanwhile", 100)
+    finally:
+        for sock in socks:
+            sock.close()
+    wait_for(lambda: value(scrape(broker.metrics_url), "kgate_queued_request_bytes") == 0, 30,
+             "the request budget to be given back")

@@ -1,6 +1,8 @@
 """A connection stops reading once too many requests or request bytes are in flight, and reads again as they drain;
 fetched bytes count against the response budget until the socket has taken them."""
 import asyncio
+import struct
+import tracemalloc
 import types
 
 import pytest
@@ -255,17 +257,79 @@ async def test_answers_ready_together_go_out_in_one_write(monkeypatch):
     await _drain()
     assert len(transport.written) == 5 and transport.writes == 1
     assert [int.from_bytes(frame[4:8], "big") for frame in transport.written] == [1, 2, 3, 4, 5]
-async def test_a_large_request_read_into_its_own_buffer_is_counted_once_whole(monkeypatch):
+async def test_a_large_request_is_counted_as_its_buffer_is_lent_then_once_whole(monkeypatch):
     """Its bytes arrive in several reads, most of them straight into the frame's own buffer."""
     large = encode_request(MetadataRequest[0](topics=["t" * 100] * 3000), 0, correlation_id=1)
     assert len(large) > RECEIVE_BUFFER_BYTES
     broker, release = _blocked_broker(monkeypatch)
     conn, _ = _connect(broker)
     _receive(conn, large[:-1])
-    assert broker.request_bytes.total == 0
+    assert broker.request_bytes.total == len(large) - 4  # its own buffer, the size of its payload
     _receive(conn, large[-1:] + _request(2))
     assert broker.request_bytes.total == len(large) + len(_request(2))
     release.set()
     await _drain()
     assert broker.request_bytes.total == 0
     conn.connection_lost(None)
+
+
+def _trickle(connections, data: bytes, chunk: int, sent: list | None = None) -> None:
+    """Each connection's peer sends ``data`` in reads of up to ``chunk``, round robin, until every one has sent it
+    or is paused (``sent``: how much each had sent before); paused connections read nothing, as with the event
+    loop's transport, which stops calling ``get_buffer``."""
+    sent = sent if sent is not None else [0] * len(connections)
+    while True:
+        progressed = False
+        for i, (conn, transport) in enumerate(connections):
+            if not transport.paused and sent[i] < len(data):
+                buffer = conn.get_buffer(-1)
+                count = min(len(buffer), chunk, len(data) - sent[i])
+                buffer[:count] = data[sent[i]:sent[i] + count]
+                conn.buffer_updated(count)
+                sent[i] += count
+                progressed = True
+        if not progressed:
+            return
+
+
+async def test_frames_still_arriving_cannot_hold_more_than_the_request_budget(monkeypatch):
+    """Peers that send a 100 MB size prefix and trickle bytes used to hold their buffers outside every budget."""
+    limit = 4 * MIB
+    broker, _ = _blocked_broker(monkeypatch, f"queued.max.request.bytes={limit}")
+    connections = [_connect(broker) for _ in range(20)]
+    data = struct.pack(">i", 100 * 1000 * 1000) + bytes(3 * MIB)
+    tracemalloc.start()
+    try:
+        _trickle(connections, data, 256 * 1024)
+        held = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    # Each frame's buffer is counted before it is lent. Frames still arriving hold at most half the budget, and
+    # one frame's next buffer more (a frame larger than the budget must still be able to arrive alone); whole
+    # requests keep the rest. Unbounded, the 20 would hold 60 MiB.
+    assert broker.request_bytes.arriving == broker.request_bytes.total
+    assert limit // 2 <= broker.request_bytes.total <= limit // 2 + 4 * MIB  # the 3 MiB sent need 4 MiB
+    assert held <= broker.request_bytes.total + MIB
+    assert sum(transport.paused for _, transport in connections) >= 16
+    for conn, _ in connections:
+        conn.connection_lost(None)
+    assert broker.request_bytes.total == 0
+
+
+async def test_large_frames_arriving_together_all_complete_under_a_small_budget(monkeypatch):
+    """No frame waits for ever for a buffer others hold: each completes, is answered, and frees room for the next."""
+    broker, release = _blocked_broker(monkeypatch, f"queued.max.request.bytes={3 * MIB}")
+    release.set()
+    connections = [_connect(broker) for _ in range(6)]
+    large = encode_request(MetadataRequest[0](topics=["t" * 100] * 25_000), 0, correlation_id=1)
+    assert len(large) > 2 * MIB
+    sent = [0] * len(connections)
+    for _ in range(200):  # bounded: each round delivers what unpaused connections will read, then answers drain
+        _trickle(connections, large, 128 * 1024, sent)
+        await _drain()
+        if all(len(transport.written) == 1 for _, transport in connections):
+            break
+    assert [len(transport.written) for _, transport in connections] == [1] * 6
+    assert broker.request_bytes.total == 0
+    for conn, _ in connections:
+        conn.connection_lost(None)

@@ -175,3 +175,24 @@ def test_a_prefix_alone_holds_no_more_than_the_upfront_buffer():
         tracemalloc.stop()
     assert allocated < OWN_BUFFER_UPFRONT_BYTES + 64 * 1024
     assert splitter.next_frame() is None and splitter.buffered == 1004
+
+
+def test_the_buffer_a_large_frame_needs_is_told_before_it_is_lent():
+    """The I/O layer counts it against its budgets first (and may read no more instead)."""
+    size = 3 * OWN_BUFFER_UPFRONT_BYTES
+    splitter = FrameSplitter(8 * OWN_BUFFER_UPFRONT_BYTES)
+    assert splitter.frame_buffer_bytes == 0 and not splitter.large_frame_arriving
+    read(splitter, struct.pack(">i", size) + b"x" * 1000)
+    assert splitter.frame_buffer_bytes == OWN_BUFFER_UPFRONT_BYTES and splitter.large_frame_arriving
+    lent = splitter.get_buffer()
+    assert len(lent.obj) == OWN_BUFFER_UPFRONT_BYTES
+    read(splitter, b"y" * len(lent))  # the buffer is full: the next one lent is twice as large
+    assert splitter.frame_buffer_bytes == 2 * OWN_BUFFER_UPFRONT_BYTES
+    assert len(splitter.get_buffer().obj) == 2 * OWN_BUFFER_UPFRONT_BYTES
+    read(splitter, b"z" * 1000)
+    assert splitter.frame_buffer_bytes == 2 * OWN_BUFFER_UPFRONT_BYTES and splitter.large_frame_arriving
+    read(splitter, b"z" * (OWN_BUFFER_UPFRONT_BYTES - 1000))
+    assert splitter.frame_buffer_bytes == size  # no more than the frame
+    read(splitter, b"z" * OWN_BUFFER_UPFRONT_BYTES)
+    assert not splitter.large_frame_arriving
+    assert len(splitter.next_frame()) == size and splitter.frame_buffer_bytes == 0
