@@ -118,6 +118,10 @@ BROKER_SETTINGS: dict[str, tuple[object, tuple]] = {
     "ssl.key.password": ("", _ANY),
     # HOST:PORT of the Prometheus endpoint (``kgate serve --metrics``); empty: none.
     "kgate.metrics.listener": ("", ("must be HOST:PORT or empty", lambda v: v == "" or _is_host_port(v, 0))),
+    # HTTP basic auth on the metrics endpoint: the user, and a file whose first line is the
+    # password (kept out of the command line and DescribeConfigs); empty user: no auth.
+    "kgate.metrics.basic.auth.user": ("", ("must not contain ':'", lambda v: ":" not in v)),
+    "kgate.metrics.basic.auth.password.file": ("", _ANY),
     "log.level": ("INFO", ("must be DEBUG, INFO, WARNING or ERROR",
                            lambda v: v in ("DEBUG", "INFO", "WARNING", "ERROR"))),
 }
@@ -267,6 +271,9 @@ class Settings:
             settings.listeners = [Listener.parse(item) for item in _listener_items(listen)]
         if data_dir:
             settings.data_dir = data_dir
+        if settings["kgate.metrics.basic.auth.user"] and not settings["kgate.metrics.basic.auth.password.file"]:
+            raise ConfigError("kgate.metrics.basic.auth.user needs kgate.metrics.basic.auth.password.file "
+                              "(a file whose first line is the password)")
         tls = [f"{item.security_protocol}://{item.host}:{item.port}" for item in settings.listeners if item.tls]
         if tls and not settings["ssl.keystore.location"]:
             raise ConfigError(f"listener {tls[0]} needs ssl.keystore.location (a PEM file with certificate and key)")
