@@ -97,8 +97,8 @@ def test_basic_auth_guards_the_endpoint(broker_factory, tmp_path):
 def test_bad_metrics_auth_settings_stop_start_up_naming_the_setting(tmp_path, settings, named):
     command = [sys.executable, "-m", "kgate", "serve", "--listen", "127.0.0.1:0", "--data-dir", str(tmp_path / "b"),
                "--metrics", "127.0.0.1:0"]
-    for key, value in settings.items():
-        command += ["--set", f"{key}={value}"]
+    for key, setting in settings.items():
+        command += ["--set", f"{key}={setting}"]
     result = subprocess.run(command, capture_output=True, text=True, timeout=60,
                             cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
     assert result.returncode == 2 and named in result.stderr
