@@ -34,6 +34,7 @@ from kgate.storage.managed_ledger import ManagedLedger, RetentionPolicy, Rollove
 
 from .chain_records import MetadataChainRecord
 from .config import TOPIC_CONFIG_DEFAULTS, Settings
+from .connection_limits import ConnectionLimits, parse_overrides
 from .groups import OFFSETS_TOPIC, GroupCoordinator
 from .metrics import BrokerMetrics
 from .ownership import Ownership
@@ -69,6 +70,8 @@ class Broker:
         self.cluster = ClusterState(metadata)
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.connections: set = set()
+        self.connection_limits = ConnectionLimits(settings["max.connections"], settings["max.connections.per.ip"],
+                                                  parse_overrides(settings["max.connections.per.ip.overrides"]))
         self.request_bytes = RequestBytesBudget(settings["queued.max.request.bytes"])
         self.response_bytes = ResponseBytesBudget(settings["kgate.queued.max.response.bytes"],
                                                   settings["kgate.queued.max.response.bytes.per.connection"])

@@ -11,6 +11,8 @@ from enum import IntEnum
 from kgate.protocol.security import SASL_MECHANISMS, SECURITY_PROTOCOLS
 from kgate.storage import entry_formats
 
+from .connection_limits import parse_overrides
+
 
 class ConfigError(ValueError):
     pass
@@ -45,6 +47,14 @@ def config_type(name: str) -> ConfigType:
 # compression.type values -> codec id; None keeps the producer's codec.
 COMPRESSION_TYPES = {"producer": None, "uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
+def _is_overrides(text: str) -> bool:
+    try:
+        parse_overrides(text)
+    except ValueError:
+        return False
+    return True
+
+
 # name -> (default, (rule, check)). The default's type is the setting's type.
 _POSITIVE = ("must be > 0", lambda v: v > 0)
 _NON_NEGATIVE = ("must be >= 0", lambda v: v >= 0)
@@ -63,6 +73,11 @@ BROKER_SETTINGS: dict[str, tuple[object, tuple]] = {
     "zookeeper.session.timeout.ms": (18_000, ("must be >= 1000", lambda v: v >= 1000)),
     "socket.request.max.bytes": (100 * 1024 * 1024, _POSITIVE),
     "connections.max.idle.ms": (600_000, _POSITIVE),
+    # Connections past these are closed at accept (Kafka's names and defaults: no limit);
+    # overrides are HOST:COUNT,... for given client addresses.
+    "max.connections": (2**31 - 1, _POSITIVE),
+    "max.connections.per.ip": (2**31 - 1, _POSITIVE),
+    "max.connections.per.ip.overrides": ("", ("must be HOST:COUNT[,HOST:COUNT...]", _is_overrides)),
     # Requests one connection may have in flight before the broker stops reading it.
     "kgate.max.inflight.requests.per.connection": (100, _POSITIVE),
     # Request bytes read but not yet answered, broker-wide (Kafka's name) and per connection;

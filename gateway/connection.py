@@ -84,6 +84,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._corked_bytes = 0
         self._idle_timer: asyncio.TimerHandle | None = None
         self._last_activity = time.monotonic()
+        self._address = "?"
         self.info: ConnectionInfo | None = None
 
     # -- asyncio.BufferedProtocol callbacks ----------------------------------------------
@@ -91,6 +92,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def connection_made(self, transport: asyncio.Transport) -> None:
         self._transport = transport
         peer = transport.get_extra_info("peername")
+        self._address = peer[0] if peer else "?"
+        if not self._broker.connection_limits.admit(self._address):
+            transport.abort()
+            return
         self.info = ConnectionInfo(f"{peer[0]}:{peer[1]}" if peer else "?", self._listener.host, self._listener.port,
                                    self._listener.security_protocol, sasl_listener=self._sasl,
                                    responses=self._broker.response_bytes.connection())
@@ -151,6 +156,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._writable.set()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self.info is None:  # refused at accept
+            return
+        self._broker.connection_limits.release(self._address)
         self._broker.connections.discard(self)
         self._lost = True
         self._budget.forget(self)

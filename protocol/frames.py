@@ -20,10 +20,15 @@ _SIZE = struct.Struct(">i")
 # At 64 KiB a copy takes a few microseconds, about one pass of the event loop.
 OWN_BUFFER_MIN_BYTES = 64 * 1024
 
-# The reusable buffer: as large as asyncio's own socket reads, so small frames still
-# come many to a read, and at least four times a small frame, so moving the unread
-# part of one to the front (when less than a quarter is left free) is rare and short.
+# The reusable buffer, at its largest: as large as asyncio's own socket reads, so small
+# frames still come many to a read, and at least four times a small frame, so moving the
+# unread part of one to the front (when less than a quarter is left free) is rare and short.
 RECEIVE_BUFFER_BYTES = 256 * 1024
+# ... and at its smallest. It starts there and doubles while reads fill it, and goes back
+# there once it is empty after a read that used less than a quarter of it: a busy
+# connection reads 256 KiB at a time, an idle one (most of them, in an estate of old
+# clients) holds 16 KiB, not 256 (2,000 idle connections held 560 MiB).
+RECEIVE_BUFFER_MIN_BYTES = 16 * 1024
 
 # A large frame's own buffer is allocated whole up to this size (what real clients'
 # requests stay under: librdkafka's message.max.bytes and Java's max.request.size are
@@ -49,13 +54,16 @@ class FrameSplitter:
     """
 
     __slots__ = ("_buffer", "_view", "_start", "_end", "_frame", "_frame_size", "_filled", "max_frame_bytes",
-                 "limit_name")
+                 "limit_name", "_lent", "_last_read")
 
     def __init__(self, max_frame_bytes: int, limit_name: str = "socket.request.max.bytes"):
         # Received and not yet handed out: self._buffer[self._start:self._end].
-        self._buffer = bytearray(RECEIVE_BUFFER_BYTES)
+        self._buffer = bytearray(RECEIVE_BUFFER_MIN_BYTES)
         self._view = memoryview(self._buffer)
         self._start = self._end = 0
+        # How much of the shared buffer the last read was lent, and how much it filled (-1: fitted since).
+        self._lent = 0
+        self._last_read = -1
         # A large frame read into a buffer of its own (until taken), and how much of it has arrived.
         self._frame: bytearray | None = None
         self._frame_size = 0
@@ -78,9 +86,32 @@ class FrameSplitter:
             return memoryview(frame)[self._filled:]
         if self._start == self._end:
             self._start = self._end = 0
-        elif len(self._buffer) - self._end < len(self._buffer) // 4:
+        self._fit_to_reads()
+        if len(self._buffer) - self._end < len(self._buffer) // 4:
             self._make_room()
-        return self._view[self._end:]
+        view = self._view[self._end:]
+        self._lent = len(view)
+        return view
+
+    def _fit_to_reads(self) -> None:
+        """Size the shared buffer to the last read: double it if that filled what it was lent, back
+        to the smallest once empty if it used less than a quarter. Replaced, never resized (a view
+        lent for the last read may still be held); unread bytes move to the front of the new one."""
+        last_read, self._last_read = self._last_read, -1
+        size = len(self._buffer)
+        if last_read < 0:  # no read since the last fitting (get_buffer called again)
+            return
+        if last_read >= self._lent and size < RECEIVE_BUFFER_BYTES:
+            size = min(2 * size, RECEIVE_BUFFER_BYTES)
+        elif last_read < size // 4 and size > RECEIVE_BUFFER_MIN_BYTES and self._start == self._end:
+            size = RECEIVE_BUFFER_MIN_BYTES
+        else:
+            return
+        pending = self._end - self._start
+        view, self._buffer = self._view, bytearray(size)
+        self._view = memoryview(self._buffer)
+        self._view[:pending] = view[self._start:self._end]
+        self._start, self._end = 0, pending
 
     def buffer_updated(self, nbytes: int) -> None:
         """``nbytes`` were written at the start of the buffer :meth:`get_buffer` returned last."""
@@ -88,6 +119,7 @@ class FrameSplitter:
             self._filled += nbytes
         else:
             self._end += nbytes
+            self._last_read = nbytes
 
     def _reading_own_buffer(self) -> bool:
         """A large frame is still arriving in its own buffer.

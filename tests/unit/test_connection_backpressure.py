@@ -13,6 +13,7 @@ from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 from kgate.gateway import connection as connection_module
 from kgate.gateway.config import Listener, Settings
 from kgate.gateway.connection import KafkaConnection
+from kgate.gateway.connection_limits import ConnectionLimits
 from kgate.gateway.request_budget import RequestBytesBudget
 from kgate.gateway.response_budget import ResponseBytesBudget
 from kgate.protocol.frames import RECEIVE_BUFFER_BYTES
@@ -69,6 +70,8 @@ def _blocked_broker(monkeypatch, *overrides, fetched=0):
     settings = Settings.load(overrides=list(overrides))
     metrics = types.SimpleNamespace(decoded=lambda *a: None, started=lambda *a: None, answered=lambda *a: None)
     broker = types.SimpleNamespace(settings=settings, metrics=metrics, connections=set(),
+                                   connection_limits=ConnectionLimits(settings["max.connections"],
+                                                                      settings["max.connections.per.ip"], {}),
                                    request_bytes=RequestBytesBudget(settings["queued.max.request.bytes"]),
                                    response_bytes=ResponseBytesBudget(
                                        settings["kgate.queued.max.response.bytes"],
