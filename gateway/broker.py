@@ -36,6 +36,7 @@ from kgate.storage.managed_ledger import ManagedLedger, RetentionPolicy, Rollove
 from .authorizer import Authorizer
 from .chain_records import MetadataChainRecord
 from .config import TOPIC_CONFIG_DEFAULTS, Settings
+from .connection_limits import ConnectionLimits, parse_overrides
 from .groups import OFFSETS_TOPIC, GroupCoordinator
 from .metrics import BrokerMetrics
 from .ownership import Ownership
@@ -74,6 +75,8 @@ class Broker:
         # each answers KAFKA_STORAGE_ERROR until the ledger is repaired and the broker restarted.
         self.offline: dict[tuple[str, int], str] = {}
         self.connections: set = set()
+        self.connection_limits = ConnectionLimits(settings["max.connections"], settings["max.connections.per.ip"],
+                                                  parse_overrides(settings["max.connections.per.ip.overrides"]))
         self.request_bytes = RequestBytesBudget(settings["queued.max.request.bytes"])
         self.response_bytes = ResponseBytesBudget(settings["kgate.queued.max.response.bytes"],
                                                   settings["kgate.queued.max.response.bytes.per.connection"])
@@ -84,7 +87,8 @@ class Broker:
         self.groups = GroupCoordinator(self)
         self.credentials = CredentialStore(metadata)
         self.sasl_mechanisms = [m.strip() for m in settings["sasl.enabled.mechanisms"].split(",")]
-        self.login_limiter = LoginLimiter(settings["kgate.sasl.max.failed.logins.per.minute"])
+        self.login_limiter = LoginLimiter(settings["kgate.sasl.max.failed.logins.per.minute"],
+                                          settings["kgate.sasl.max.failed.logins.per.address.per.minute"])
         self.metrics = BrokerMetrics(self)
         self.authorizer = Authorizer(settings, AclStore(metadata), self.metrics.denied)
         self.events = EventManager(observe=self.metrics.metadata_event)

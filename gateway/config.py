@@ -13,6 +13,7 @@ from kgate.protocol.security import SASL_MECHANISMS, SECURITY_PROTOCOLS
 from kgate.storage import entry_formats
 
 from .authorizer import AUTHORIZER_NAMES
+from .connection_limits import parse_overrides
 
 
 class ConfigError(ValueError):
@@ -48,6 +49,14 @@ def config_type(name: str) -> ConfigType:
 # compression.type values -> codec id; None keeps the producer's codec.
 COMPRESSION_TYPES = {"producer": None, "uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
+def _is_overrides(text: str) -> bool:
+    try:
+        parse_overrides(text)
+    except ValueError:
+        return False
+    return True
+
+
 # name -> (default, (rule, check)). The default's type is the setting's type.
 _POSITIVE = ("must be > 0", lambda v: v > 0)
 _NON_NEGATIVE = ("must be >= 0", lambda v: v >= 0)
@@ -66,6 +75,11 @@ BROKER_SETTINGS: dict[str, tuple[object, tuple]] = {
     "zookeeper.session.timeout.ms": (18_000, ("must be >= 1000", lambda v: v >= 1000)),
     "socket.request.max.bytes": (100 * 1024 * 1024, _POSITIVE),
     "connections.max.idle.ms": (600_000, _POSITIVE),
+    # Connections past these are closed at accept (Kafka's names and defaults: no limit);
+    # overrides are HOST:COUNT,... for given client addresses.
+    "max.connections": (2**31 - 1, _POSITIVE),
+    "max.connections.per.ip": (2**31 - 1, _POSITIVE),
+    "max.connections.per.ip.overrides": ("", ("must be HOST:COUNT[,HOST:COUNT...]", _is_overrides)),
     # Requests one connection may have in flight before the broker stops reading it.
     "kgate.max.inflight.requests.per.connection": (100, _POSITIVE),
     # Request bytes read but not yet answered, broker-wide (Kafka's name) and per connection;
@@ -117,8 +131,11 @@ BROKER_SETTINGS: dict[str, tuple[object, tuple]] = {
                                  lambda v: all(m.strip() in SASL_MECHANISMS for m in v.split(",")))),
     "sasl.server.max.receive.size": (64 * 1024, _POSITIVE),
     "connection.failed.authentication.delay.ms": (100, _NON_NEGATIVE),
-    # Failed logins one client address may make in a minute before its logins are refused.
+    # Failed logins for one user from one client address in a minute before that user's
+    # logins from that address are refused; and failed logins from one address, whatever
+    # the users, before every login from it is (gateway/sasl/login_limiter.py says why).
     "kgate.sasl.max.failed.logins.per.minute": (10, _POSITIVE),
+    "kgate.sasl.max.failed.logins.per.address.per.minute": (100, _POSITIVE),
     # Authorization, with Kafka's names: "acl" (or Kafka's authorizer class names) turns on
     # the ACL authorizer; super.users is a ;-separated list of principals (User:admin).
     "authorizer.class.name": ("", ("must be empty (no authorization) or " + ", ".join(AUTHORIZER_NAMES),
@@ -131,6 +148,10 @@ BROKER_SETTINGS: dict[str, tuple[object, tuple]] = {
     "ssl.key.password": ("", _ANY),
     # HOST:PORT of the Prometheus endpoint (``kgate serve --metrics``); empty: none.
     "kgate.metrics.listener": ("", ("must be HOST:PORT or empty", lambda v: v == "" or _is_host_port(v, 0))),
+    # HTTP basic auth on the metrics endpoint: the user, and a file whose first line is the
+    # password (kept out of the command line and DescribeConfigs); empty user: no auth.
+    "kgate.metrics.basic.auth.user": ("", ("must not contain ':'", lambda v: ":" not in v)),
+    "kgate.metrics.basic.auth.password.file": ("", _ANY),
     "log.level": ("INFO", ("must be DEBUG, INFO, WARNING or ERROR",
                            lambda v: v in ("DEBUG", "INFO", "WARNING", "ERROR"))),
 }
@@ -290,6 +311,9 @@ class Settings:
             settings.listeners = [Listener.parse(item) for item in _listener_items(listen)]
         if data_dir:
             settings.data_dir = data_dir
+        if settings["kgate.metrics.basic.auth.user"] and not settings["kgate.metrics.basic.auth.password.file"]:
+            raise ConfigError("kgate.metrics.basic.auth.user needs kgate.metrics.basic.auth.password.file "
+                              "(a file whose first line is the password)")
         tls = [f"{item.security_protocol}://{item.host}:{item.port}" for item in settings.listeners if item.tls]
         if tls and not settings["ssl.keystore.location"]:
             raise ConfigError(f"listener {tls[0]} needs ssl.keystore.location (a PEM file with certificate and key)")

@@ -70,7 +70,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
                                           settings["sasl.server.max.receive.size"] if listener.sasl else None)
         self._max_inflight = settings["kgate.max.inflight.requests.per.connection"]
         self._max_queued_bytes = settings["kgate.queued.max.request.bytes.per.connection"]
-        self._queued_bytes = 0  # request bytes decoded and not yet answered
+        self._queued_bytes = 0  # request bytes decoded and not yet answered, and _partial
+        self._partial = 0  # the buffer of a large frame still arriving, counted as it is lent
         self._budget = broker.request_bytes
         self._lost = False
         self._idle_seconds = settings["connections.max.idle.ms"] / 1000
@@ -86,6 +87,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._corked_bytes = 0
         self._idle_timer: asyncio.TimerHandle | None = None
         self._last_activity = time.monotonic()
+        self._address = "?"
         self.info: ConnectionInfo | None = None
 
     # -- asyncio.BufferedProtocol callbacks ----------------------------------------------
@@ -93,6 +95,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def connection_made(self, transport: asyncio.Transport) -> None:
         self._transport = transport
         peer = transport.get_extra_info("peername")
+        self._address = peer[0] if peer else "?"
+        if not self._broker.connection_limits.admit(self._address):
+            transport.abort()
+            return
         self.info = ConnectionInfo(f"{peer[0]}:{peer[1]}" if peer else "?", self._listener.host, self._listener.port,
                                    self._listener.security_protocol, sasl_listener=self._sasl,
                                    responses=self._broker.response_bytes.connection())
@@ -116,11 +122,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
             buffered = self._protocol.buffered_bytes
             event = self._protocol.next_event()
             if isinstance(event, Waiting):
-                if self._reading and self._over_limits():
+                if self._reading and not self._may_read_on():
                     # Back-pressure: read no more until answers drain (resumed as they are written).
                     self._reading = False
                     self._transport.pause_reading()
-                    if self._budget.spent():
+                    if self._waits_for_budget():
                         self._budget.wait(self)
                 return
             size = buffered - self._protocol.buffered_bytes
@@ -153,11 +159,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._writable.set()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self.info is None:  # refused at accept
+            return
+        self._broker.connection_limits.release(self._address)
         self._broker.connections.discard(self)
         self._lost = True
         self._budget.forget(self)
-        self._budget.give(self._queued_bytes)
-        self._queued_bytes = 0
+        self._budget.arrive(-self._partial)
+        self._budget.give(self._queued_bytes - self._partial)
+        self._queued_bytes = self._partial = 0
         self.info.responses.close()
         if self._idle_timer is not None:
             self._idle_timer.cancel()
@@ -178,11 +188,36 @@ class KafkaConnection(asyncio.BufferedProtocol):
         return (self._inflight >= self._max_inflight or self._queued_bytes >= self._max_queued_bytes
                 or self._budget.spent())
 
+    def _may_read_on(self) -> bool:
+        """Whether to go on reading, counting the buffer of a large frame still arriving first.
+
+        Frames still arriving count against the request budgets as their buffers are
+        lent (gateway/request_budget.py), so peers that send large size prefixes and
+        trickle bytes cannot make the broker hold more than the budgets. A frame whose
+        buffer is counted is read to its end whatever the limits (its memory is already
+        accounted for); one that needs a new or larger buffer waits until there is room.
+        Its own buffer is left out of that check, so a frame larger than the limits can
+        still arrive alone, and frames started together never wait on each other for ever.
+        """
+        needed = self._protocol.frame_buffer_bytes
+        if needed > self._partial and (self._queued_bytes - self._partial >= self._max_queued_bytes
+                                       or not self._budget.room_for_arriving(self._partial)):
+            return False
+        change, self._partial = needed - self._partial, needed
+        self._queued_bytes += change
+        self._budget.arrive(change)
+        return self._protocol.large_frame_arriving or not self._over_limits()
+
+    def _waits_for_budget(self) -> bool:
+        """Paused for the broker-wide budget (so resumed by it), not only for this connection's own limits."""
+        return self._budget.spent() or (self._protocol.frame_buffer_bytes > self._partial
+                                        and not self._budget.room_for_arriving(self._partial))
+
     def resume_if_under_limits(self) -> None:
-        if not self._reading and not self._lost and not self._over_limits():
+        if not self._reading and not self._lost and self._may_read_on():
             self._reading = True
             self._transport.resume_reading()
-        elif not self._reading and not self._lost and self._budget.spent():
+        elif not self._reading and not self._lost and self._waits_for_budget():
             self._budget.wait(self)
 
     def _send(self, frame: list) -> None:

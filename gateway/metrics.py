@@ -5,14 +5,14 @@ and fetch latency split by stage, as KoP publishes them, so a slow request can b
 pinned on decoding, the ledger, fsync or the response path; and, computed at each
 scrape, group states, ledgers, partitions owned, and connections by client software
 (ApiVersions v3+), which shows which old clients still connect; and how long metadata
-events wait and take, by event, which shows a broker slow to follow the cluster. Served over HTTP by
-prometheus-client's own server when ``--metrics HOST:PORT`` is given.
+events wait and take, by event, which shows a broker slow to follow the cluster. Served over HTTP at
+``/metrics`` when ``--metrics HOST:PORT`` is given (gateway/metrics_endpoint.py).
 """
 import collections
 import time
 
 from kafka.protocol.api_key import ApiKey
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 
 from kgate.metadata.events import Event
@@ -91,11 +91,6 @@ class BrokerMetrics:
                  else "checksum" if isinstance(damage, ChecksumMismatch) else "unreadable")
         self._damaged[cause].inc()
         return cause
-
-    def serve(self, host: str, port: int) -> int:
-        """Start the HTTP endpoint; returns the port it bound (0 picks a free one)."""
-        server, _thread = start_http_server(port, addr=host, registry=self.registry)
-        return server.server_address[1]
 
     def denied(self, resource_type, operation) -> None:
         self._denials.labels(resource_type.name, operation.name).inc()

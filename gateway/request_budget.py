@@ -5,6 +5,12 @@ own per-connection limit) could still make the broker hold unbounded request byt
 Connections take from the budget as they decode a request and give back when its
 answer is written; a connection that finds the budget spent pauses reading and waits
 here, and is resumed when answers bring the total back under the limit.
+
+Frames still arriving count too, by the buffers they are read into (a peer that
+announces a 100 MB frame and trickles its bytes holds memory as surely as a whole
+request), but they may take at most half of the budget: whole requests keep the
+other half, so peers that start frames and never finish them cannot stop every other
+client, only other frames large enough to need buffers of their own.
 """
 
 
@@ -12,10 +18,27 @@ class RequestBytesBudget:
     def __init__(self, limit: int):
         self.limit = limit  # -1: no limit
         self.total = 0
+        self.arriving = 0  # the part of total held by buffers of frames still arriving
         self._waiting: set = set()
 
     def spent(self) -> bool:
         return 0 < self.limit <= self.total
+
+    def room_for_arriving(self, own: int) -> bool:
+        """Whether a frame still arriving, whose buffer holds ``own`` bytes already, may have a larger one.
+
+        Its own buffer is left out, so a frame larger than the budget can still arrive
+        alone: the total may run past the limit by one frame's buffer.
+        """
+        return self.limit <= 0 or (self.arriving - own < self.limit // 2 and self.total - own < self.limit)
+
+    def arrive(self, change: int) -> None:
+        """A frame still arriving got a buffer ``change`` bytes larger (negative: it was handed out whole)."""
+        self.arriving += change
+        if change >= 0:
+            self.take(change)
+        else:
+            self.give(-change)
 
     def take(self, size: int) -> None:
         self.total += size

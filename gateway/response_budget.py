@@ -8,8 +8,23 @@ connection at a time and sending from the file; kgate pipelines requests, so it
 counts instead: a fetch reads no more than the room left in its connection's share
 and in the broker's total, waits (within its ``max_wait_ms``) when there is none, and
 the connection gives the bytes back once its socket has taken them.
+
+The broker-wide total is shared by a rule that leaves room for others: a connection
+may hold at most a quarter of what the other connections leave free (and at most its
+per-connection cap). A connection alone still gets its whole cap at the defaults (64
+of 256 MiB); each connection that stops reading holds at most a quarter of what was
+free when it took, so N of them leave at least ``(3/4)**N`` of the budget to the
+rest (ten stalled consumers at the defaults leave 14 MiB, from which a reading
+consumer may take a quarter per fetch, and at least one batch). Before, first come
+first served, ``limit / per_connection`` stalled consumers (four at the defaults)
+filled the budget and every other consumer got empty fetches for as long as they
+stayed. Many more stalled connections than that are bounded by ``max.connections``
+and ``max.connections.per.ip``.
 """
 import asyncio
+
+# A connection may hold at most 1/SHARE_OF_FREE of what the others leave free.
+SHARE_OF_FREE = 4
 
 
 class ResponseBytesBudget:
@@ -49,8 +64,10 @@ class HeldResponses:
         self._closed = False
 
     def room(self) -> int:
+        """How many more bytes this connection may take now (never negative)."""
         budget = self._budget
-        return min(budget.per_connection - self.held, budget.limit - budget.total)
+        left_by_others = budget.limit - (budget.total - self.held)
+        return max(0, min(budget.per_connection, left_by_others // SHARE_OF_FREE) - self.held)
 
     async def wait_for_room(self, timeout: float) -> bool:
         """Whether there is room, waiting up to ``timeout`` seconds for bytes to be given back."""

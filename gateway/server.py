@@ -8,6 +8,7 @@ import logging
 import signal
 import ssl
 
+from . import metrics_endpoint
 from .broker import open_broker
 from .config import ConfigError
 from .connection import KafkaConnection
@@ -33,6 +34,9 @@ async def serve(settings, ready=print) -> None:
     Listeners are bound first so the broker registers the ports it really has (port 0
     picks one), and accept only once the broker has claimed its partitions.
     """
+    user = settings["kgate.metrics.basic.auth.user"]
+    metrics_credentials = (user, metrics_endpoint.read_password(settings["kgate.metrics.basic.auth.password.file"])) \
+        if user else None
     broker = await open_broker(settings)
     loop = asyncio.get_running_loop()
     # Installed before anything is announced: a SIGTERM that follows the ready line at
@@ -58,7 +62,7 @@ async def serve(settings, ready=print) -> None:
         metrics_at = broker.settings["kgate.metrics.listener"]
         if metrics_at:
             host, _, port = metrics_at.rpartition(":")
-            port = broker.metrics.serve(host, int(port))
+            port = metrics_endpoint.serve(broker.metrics.registry, host, int(port), metrics_credentials)
             ready(f"kgate metrics on http://{host}:{port}/metrics", flush=True)
         await stop.wait()
         log.info("shutting down")

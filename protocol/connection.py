@@ -26,6 +26,7 @@ from .api_versions import is_supported
 from .frames import FrameSplitter, FrameTooLarge, InvalidFrameSize, frame_prefix
 from .headers import MalformedHeader, RequestHeader, decode_request_header, encode_response_header, peek_header
 from .messages import REQUESTS, RESPONSES
+from .null_fields import null_field
 from .record_splice import encode_fetch_body
 
 
@@ -129,6 +130,15 @@ class ServerConnection:
     def buffered_bytes(self) -> int:
         return self._frames.buffered
 
+    @property
+    def frame_buffer_bytes(self) -> int:
+        """See :attr:`FrameSplitter.frame_buffer_bytes`."""
+        return self._frames.frame_buffer_bytes
+
+    @property
+    def large_frame_arriving(self) -> bool:
+        return self._frames.large_frame_arriving
+
     def next_event(self) -> RequestReceived | SaslTokenReceived | ProtocolViolation | Waiting:
         if self._closed:
             return CLOSED
@@ -166,6 +176,10 @@ class ServerConnection:
             request = cls.decode(memoryview(payload)[body_start:], version=version)
         except Exception as exc:  # kafka-python raises whatever its codecs hit on garbage
             return self._violation(f"undecodable {cls.__name__} v{version} body: {exc!r}")
+        null = null_field(cls, request, version)
+        if null is not None:  # Kafka's reader refuses it and the broker closes the connection
+            return self._violation(f"{cls.__name__} v{version} (correlation id {correlation_id}): "
+                                   f"non-nullable field {null} is null")
         if allowed is not None and api_key == ApiKey.SaslHandshake:
             self._pause(AuthState.RAW_TOKENS if version == 0 else AuthState.AUTHENTICATE)
         elif allowed is not None and api_key == ApiKey.SaslAuthenticate:

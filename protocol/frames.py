@@ -20,10 +20,15 @@ _SIZE = struct.Struct(">i")
 # At 64 KiB a copy takes a few microseconds, about one pass of the event loop.
 OWN_BUFFER_MIN_BYTES = 64 * 1024
 
-# The reusable buffer: as large as asyncio's own socket reads, so small frames still
-# come many to a read, and at least four times a small frame, so moving the unread
-# part of one to the front (when less than a quarter is left free) is rare and short.
+# The reusable buffer, at its largest: as large as asyncio's own socket reads, so small
+# frames still come many to a read, and at least four times a small frame, so moving the
+# unread part of one to the front (when less than a quarter is left free) is rare and short.
 RECEIVE_BUFFER_BYTES = 256 * 1024
+# ... and at its smallest. It starts there and doubles while reads fill it, and goes back
+# there once it is empty after a read that used less than a quarter of it: a busy
+# connection reads 256 KiB at a time, an idle one (most of them, in an estate of old
+# clients) holds 16 KiB, not 256 (2,000 idle connections held 560 MiB).
+RECEIVE_BUFFER_MIN_BYTES = 16 * 1024
 
 # A large frame's own buffer is allocated whole up to this size (what real clients'
 # requests stay under: librdkafka's message.max.bytes and Java's max.request.size are
@@ -49,13 +54,16 @@ class FrameSplitter:
     """
 
     __slots__ = ("_buffer", "_view", "_start", "_end", "_frame", "_frame_size", "_filled", "max_frame_bytes",
-                 "limit_name")
+                 "limit_name", "_lent", "_last_read")
 
     def __init__(self, max_frame_bytes: int, limit_name: str = "socket.request.max.bytes"):
         # Received and not yet handed out: self._buffer[self._start:self._end].
-        self._buffer = bytearray(RECEIVE_BUFFER_BYTES)
+        self._buffer = bytearray(RECEIVE_BUFFER_MIN_BYTES)
         self._view = memoryview(self._buffer)
         self._start = self._end = 0
+        # How much of the shared buffer the last read was lent, and how much it filled (-1: fitted since).
+        self._lent = 0
+        self._last_read = -1
         # A large frame read into a buffer of its own (until taken), and how much of it has arrived.
         self._frame: bytearray | None = None
         self._frame_size = 0
@@ -78,9 +86,32 @@ class FrameSplitter:
             return memoryview(frame)[self._filled:]
         if self._start == self._end:
             self._start = self._end = 0
-        elif len(self._buffer) - self._end < len(self._buffer) // 4:
+        self._fit_to_reads()
+        if len(self._buffer) - self._end < len(self._buffer) // 4:
             self._make_room()
-        return self._view[self._end:]
+        view = self._view[self._end:]
+        self._lent = len(view)
+        return view
+
+    def _fit_to_reads(self) -> None:
+        """Size the shared buffer to the last read: double it if that filled what it was lent, back
+        to the smallest once empty if it used less than a quarter. Replaced, never resized (a view
+        lent for the last read may still be held); unread bytes move to the front of the new one."""
+        last_read, self._last_read = self._last_read, -1
+        size = len(self._buffer)
+        if last_read < 0:  # no read since the last fitting (get_buffer called again)
+            return
+        if last_read >= self._lent and size < RECEIVE_BUFFER_BYTES:
+            size = min(2 * size, RECEIVE_BUFFER_BYTES)
+        elif last_read < size // 4 and size > RECEIVE_BUFFER_MIN_BYTES and self._start == self._end:
+            size = RECEIVE_BUFFER_MIN_BYTES
+        else:
+            return
+        pending = self._end - self._start
+        view, self._buffer = self._view, bytearray(size)
+        self._view = memoryview(self._buffer)
+        self._view[:pending] = view[self._start:self._end]
+        self._start, self._end = 0, pending
 
     def buffer_updated(self, nbytes: int) -> None:
         """``nbytes`` were written at the start of the buffer :meth:`get_buffer` returned last."""
@@ -88,6 +119,7 @@ class FrameSplitter:
             self._filled += nbytes
         else:
             self._end += nbytes
+            self._last_read = nbytes
 
     def _reading_own_buffer(self) -> bool:
         """A large frame is still arriving in its own buffer.
@@ -140,27 +172,58 @@ class FrameSplitter:
             raise FrameTooLarge(f"frame of {size} bytes exceeds {self.limit_name}={self.max_frame_bytes}")
         return size
 
-    def _start_own_buffer(self) -> None:
-        """Move a large frame whose prefix has arrived, and only part of its payload, to a buffer of its own.
+    @property
+    def frame_buffer_bytes(self) -> int:
+        """The size of the buffer of its own a large frame holds, or gets at the next :meth:`get_buffer`.
+
+        What a frame still arriving costs beyond the shared buffer, so the I/O layer can
+        count it against its request budgets before lending the memory, and stop reading
+        instead when they have no room.
+        """
+        frame = self._frame
+        if frame is None:
+            size = self._own_buffer_frame_size()
+            return 0 if size is None else self._upfront_bytes(size)
+        if self._filled == len(frame) < self._frame_size:
+            return self._grown_bytes(frame)
+        return len(frame)
+
+    @property
+    def large_frame_arriving(self) -> bool:
+        """A frame read into a buffer of its own has started and is not yet whole."""
+        return self._reading_own_buffer() or (self._frame is None and self._own_buffer_frame_size() is not None)
+
+    def _own_buffer_frame_size(self) -> int | None:
+        """The size of the first unread frame if it is to go to a buffer of its own, else None.
 
         Only when that frame is the first unread one: frames before it are still to be
-        handed out from the shared buffer. A prefix :meth:`next_frame` will refuse
-        allocates nothing, and a frame over ``OWN_BUFFER_UPFRONT_BYTES`` starts with
-        that much (Kafka allocates the whole frame on its prefix; here a peer that stops
-        after a prefix cannot make the broker hold the frame limit).
+        handed out from the shared buffer. A prefix :meth:`next_frame` will refuse gets none.
         """
         pending = self._end - self._start
         if pending < 4:
-            return
+            return None
         try:
             size = self._checked_size()
         except (InvalidFrameSize, FrameTooLarge):
-            return
+            return None
         if size < OWN_BUFFER_MIN_BYTES or pending - 4 >= size:
+            return None
+        return size
+
+    def _upfront_bytes(self, size: int) -> int:
+        """A frame over ``OWN_BUFFER_UPFRONT_BYTES`` starts with that much (Kafka allocates the
+        whole frame on its prefix; here a peer that stops after a prefix cannot make the
+        broker hold the frame limit)."""
+        return max(min(size, OWN_BUFFER_UPFRONT_BYTES), self._end - self._start - 4)
+
+    def _start_own_buffer(self) -> None:
+        """Move a large frame whose prefix has arrived, and only part of its payload, to a buffer of its own."""
+        size = self._own_buffer_frame_size()
+        if size is None:
             return
-        self._filled = pending - 4
+        self._filled = self._end - self._start - 4
         self._frame_size = size
-        self._frame = bytearray(max(min(size, OWN_BUFFER_UPFRONT_BYTES), self._filled))
+        self._frame = bytearray(self._upfront_bytes(size))
         self._frame[:self._filled] = self._view[self._start + 4:self._end]
         self._start = self._end = 0
 
@@ -171,10 +234,13 @@ class FrameSplitter:
         Doubling copies each byte of a frame about once on average, and only for
         frames beyond what real clients send.
         """
-        grown = bytearray(min(self._frame_size, 2 * len(frame)))
+        grown = bytearray(self._grown_bytes(frame))
         grown[:self._filled] = frame
         self._frame = grown
         return grown
+
+    def _grown_bytes(self, frame: bytearray) -> int:
+        return min(self._frame_size, 2 * len(frame))
 
     def _make_room(self) -> None:
         """Move the unread bytes to the front, or into a larger buffer if they fill most of this one.

@@ -3,7 +3,7 @@
 Handshake v0 clients then send raw token frames, which the connection hands to
 :func:`authenticate` directly; handshake v1 clients wrap the same tokens in
 SaslAuthenticate requests, whose errors travel in the response. Either way a failed
-login is logged once, counted against the client's address, and ends with the
+login is logged once, counted against the client's address and the user it claimed, and ends with the
 connection closed (Kafka's behaviour), after ``connection.failed.authentication.delay.ms``.
 """
 import logging
@@ -53,14 +53,17 @@ async def sasl_authenticate(ctx: Context, request):
 async def authenticate(broker: BrokerView, connection, token: bytes) -> bytes:
     """One client token through the connection's mechanism; raises AuthenticationFailed."""
     address = connection.peer.rpartition(":")[0]
-    if broker.login_limiter.blocked(address):
-        log.warning("SASL login from %s refused: too many failed logins", connection.peer)
-        raise sasl.AuthenticationFailed(f"Too many failed logins from {address}; retry later")
     mechanism = connection.mechanism
+    token = bytes(token)
+    user = mechanism.claimed_user(token)
+    refusal = broker.login_limiter.refusal(address, user)
+    if refusal is not None:
+        log.warning("SASL login for %r from %s refused: too many failed logins", user, connection.peer)
+        raise sasl.AuthenticationFailed(refusal)
     try:
-        answer = await mechanism.evaluate(bytes(token))
+        answer = await mechanism.evaluate(token)
     except sasl.AuthenticationFailed as exc:
-        broker.login_limiter.failed(address)
+        broker.login_limiter.failed(address, user)
         log.warning("SASL %s login from %s failed: %s", mechanism.name, connection.peer, exc)
         raise
     if mechanism.complete:

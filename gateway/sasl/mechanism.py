@@ -16,5 +16,12 @@ class Mechanism(ABC):
         return self.principal is not None
 
     @abstractmethod
+    def claimed_user(self, token: bytes) -> str | None:
+        """The user ``token`` claims to be, read before any credential is checked (None: it names none).
+
+        The login limiter keys on it, so a locked-out user's password is never tried.
+        """
+
+    @abstractmethod
     async def evaluate(self, token: bytes) -> bytes:
         """The server's answer to one client token; raises AuthenticationFailed."""

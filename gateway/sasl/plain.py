@@ -18,15 +18,21 @@ class PlainMechanism(Mechanism):
     def __init__(self, credentials: CredentialStore):
         self._credentials = credentials
 
+    def claimed_user(self, token: bytes) -> str | None:
+        parts = token.split(b"\x00")
+        try:
+            return parts[1].decode() if len(parts) == 3 else None
+        except UnicodeDecodeError:
+            return None
+
     async def evaluate(self, token: bytes) -> bytes:
         parts = token.split(b"\x00")
         if len(parts) != 3:
             raise AuthenticationFailed("Invalid SASL/PLAIN response: expected 3 tokens")
         authzid, user, password = parts
-        try:
-            username = user.decode()
-        except UnicodeDecodeError:
-            raise AuthenticationFailed(INVALID) from None
+        username = self.claimed_user(token)
+        if username is None:
+            raise AuthenticationFailed(INVALID)
         if not username or not password:
             raise AuthenticationFailed("Authentication failed: username or password is empty")
         if authzid and authzid != user:

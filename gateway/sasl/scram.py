@@ -33,6 +33,18 @@ def _saslname(name: str) -> str:
     return name.replace("=2C", ",").replace("=3D", "=")
 
 
+def _client_first_parts(message: str) -> tuple[str, str, str, dict[str, str]]:
+    """The GS2 flag, authzid, bare message and its attributes (user name and nonce among them)."""
+    flag, sep1, rest = message.partition(",")
+    authzid, sep2, bare = rest.partition(",")
+    if not (sep1 and sep2) or flag not in ("n", "y"):
+        raise AuthenticationFailed("Invalid SCRAM client-first message (channel binding is not supported)")
+    fields = _attributes(bare)
+    if "n" not in fields or "r" not in fields or not fields["r"]:
+        raise AuthenticationFailed("Invalid SCRAM client-first message: user name or nonce missing")
+    return flag, authzid, bare, fields
+
+
 class ScramMechanism(Mechanism):
     def __init__(self, name: str, credentials: CredentialStore):
         self.name = name
@@ -56,14 +68,16 @@ class ScramMechanism(Mechanism):
             return self._client_final(message)
         raise AuthenticationFailed("Unexpected SCRAM message after the exchange completed")
 
+    def claimed_user(self, token: bytes) -> str | None:
+        if self._state != "first":
+            return self._user
+        try:
+            return _saslname(_client_first_parts(token.decode())[3]["n"])
+        except (UnicodeDecodeError, AuthenticationFailed):
+            return None
+
     async def _client_first(self, message: str) -> bytes:
-        flag, sep1, rest = message.partition(",")
-        authzid, sep2, bare = rest.partition(",")
-        if not (sep1 and sep2) or flag not in ("n", "y"):
-            raise AuthenticationFailed("Invalid SCRAM client-first message (channel binding is not supported)")
-        fields = _attributes(bare)
-        if "n" not in fields or "r" not in fields or not fields["r"]:
-            raise AuthenticationFailed("Invalid SCRAM client-first message: user name or nonce missing")
+        flag, authzid, bare, fields = _client_first_parts(message)
         self._user = _saslname(fields["n"])
         if authzid and _saslname(authzid.removeprefix("a=")) != self._user:
             raise AuthenticationFailed("Authentication failed: Client requested an authorization id "

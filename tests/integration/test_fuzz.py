@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.protocol.admin import CreateTopicsRequest
 from kafka.protocol.api_key import ApiKey
+from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer import ListOffsetsRequest
 from kafka.protocol.metadata import ApiVersionsRequest
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
@@ -216,3 +217,35 @@ def test_corrupt_batch_gets_corrupt_message_and_stores_nothing(broker, wire):
         sock.sendall(_produce_frame(CORRUPT, good, 9, -1))
         again = read_response(sock, ApiKey.Produce, 9, 1).responses[0].partition_responses[0]
     assert (again.error_code, again.base_offset) == (ErrorCode.NONE, 3)
+
+
+def _null_where_none_is_allowed(key: int):
+    """A request at the highest advertised version with its first non-nullable array sent as null, or None."""
+    cls = REQUESTS[key]
+    version = SUPPORTED[key][1]
+    field = next((f for f in cls._struct.untagged_fields(version)
+                  if f.is_array() and not f.nullable_for_version_q(version)), None)
+    if field is None:
+        return None
+    request = cls(version=version)
+    setattr(request, field.name, None)
+    tags = {} if cls.flexible_version_q(version) else None
+    body = ApiMessage.encode(request, version=version, header=False)
+    return frame(request_header(key, version, 5, "null-arrays", tags=tags) + body)
+
+
+def test_null_arrays_close_the_connection_with_one_warning_and_no_traceback(broker, wire):
+    """A -1 count for a non-nullable array reached handlers as None: a TypeError traceback per request."""
+    frames = [f for f in map(_null_where_none_is_allowed, sorted(SUPPORTED)) if f is not None]
+    assert len(frames) >= 20
+    with open(broker.log_path) as log:
+        log.seek(0, 2)
+        for payload in frames:
+            with connect(broker.bootstrap) as sock:
+                sock.sendall(payload)
+                _drain_until_closed(sock)  # the broker hangs up on its own: a recv timeout fails the test
+        assert wire.latest_offset(LIVE) == 0  # still serving
+        logged = log.read()
+    assert "Traceback" not in logged and "level=error" not in logged
+    warnings = [line for line in logged.splitlines() if "level=warning" in line]
+    assert len(warnings) == len(frames) and all("non-nullable field" in line for line in warnings), warnings[:3]

@@ -1,4 +1,12 @@
 """The Prometheus endpoint, scraped after real traffic: every figure moves as the traffic says."""
+import base64
+import os
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+
+import pytest
 from confluent_kafka import Consumer
 
 from tests.support.clients import ConfluentClient, create_topic
@@ -45,3 +53,52 @@ def test_metrics_follow_the_traffic(broker_factory):
     assert value(samples, "kgate_partitions_owned", topic=TOPIC) == 3
     assert value(samples, "kgate_metadata_event_processing_seconds_count", event="topics_changed") >= 1
     assert value(samples, "kgate_metadata_event_queue_seconds_count", event="topics_changed") >= 1
+
+
+def _get(url: str, auth: tuple[str, str] | None = None) -> tuple[int, bytes]:
+    request = urllib.request.Request(url)
+    if auth is not None:
+        request.add_header("Authorization", "Basic " + base64.b64encode(":".join(auth).encode()).decode())
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
+
+
+def test_the_endpoint_serves_only_metrics(broker_factory):
+    broker = broker_factory(**{"kgate.metrics.listener": "127.0.0.1:0"})
+    base = broker.metrics_url.removesuffix("/metrics")
+    status, body = _get(broker.metrics_url + "?name[]=kgate_requests_total")
+    assert status == 200 and b"kgate_queued_request_bytes" in body
+    for path in ("/", "/metrics/x", "/metricsx", "/anything", "/favicon.ico"):
+        assert _get(base + path)[0] == 404, path
+
+
+def test_basic_auth_guards_the_endpoint(broker_factory, tmp_path):
+    password_file = tmp_path / "metrics-password"
+    password_file.write_text("s3cret:with colon\n")
+    broker = broker_factory(**{"kgate.metrics.listener": "127.0.0.1:0", "kgate.metrics.basic.auth.user": "prom",
+                               "kgate.metrics.basic.auth.password.file": str(password_file)})
+    assert _get(broker.metrics_url)[0] == 401
+    assert _get(broker.metrics_url, ("prom", "wrong"))[0] == 401
+    assert _get(broker.metrics_url, ("other", "s3cret:with colon"))[0] == 401
+    status, body = _get(broker.metrics_url, ("prom", "s3cret:with colon"))
+    assert status == 200 and b"kgate_queued_request_bytes" in body
+
+
+@pytest.mark.parametrize("settings,named", [
+    ({"kgate.metrics.basic.auth.user": "prom"}, "kgate.metrics.basic.auth.password.file"),
+    ({"kgate.metrics.basic.auth.user": "prom", "kgate.metrics.basic.auth.password.file": "/nonexistent/pw"},
+     "kgate.metrics.basic.auth.password.file"),
+    ({"kgate.metrics.basic.auth.user": "a:b", "kgate.metrics.basic.auth.password.file": "x"},
+     "kgate.metrics.basic.auth.user"),
+])
+def test_bad_metrics_auth_settings_stop_start_up_naming_the_setting(tmp_path, settings, named):
+    command = [sys.executable, "-m", "kgate", "serve", "--listen", "127.0.0.1:0", "--data-dir", str(tmp_path / "b"),
+               "--metrics", "127.0.0.1:0"]
+    for key, setting in settings.items():
+        command += ["--set", f"{key}={setting}"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=60,
+                            cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    assert result.returncode == 2 and named in result.stderr

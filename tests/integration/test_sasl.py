@@ -117,10 +117,10 @@ def closed_by_broker(sock) -> bool:
         return True
 
 
-def plain_login(address, password, version=1) -> tuple[int, str | None, socket.socket]:
+def plain_login(address, password, version=1, user=USER) -> tuple[int, str | None, socket.socket]:
     sock = connect(address)
     assert call(sock, SaslHandshakeRequest(mechanism="PLAIN"), version).error_code == ErrorCode.NONE
-    token = f"\x00{USER}\x00{password}".encode()
+    token = f"\x00{user}\x00{password}".encode()
     if version == 0:
         sock.sendall(frame_prefix(len(token)) + token)
         try:
@@ -183,12 +183,17 @@ def test_a_kafka_request_where_a_token_belongs_and_the_reverse_close_the_connect
 
 
 @pytest.mark.parametrize("secured", [{"kgate.sasl.max.failed.logins.per.minute": 3}], indirect=True)
-def test_failed_logins_are_limited_per_client_address(secured):
+def test_failed_logins_are_limited_per_client_address_and_user(secured):
     address = secured.address("SASL_PLAINTEXT")
+    kgate_users(secured.data_dir, "add", "bob", "--password", "bob-secret")
     for _ in range(3):
         assert plain_login(address, "guess")[0] == ErrorCode.SASL_AUTHENTICATION_FAILED
     error, message, _ = plain_login(address, PASSWORD)
     assert error == ErrorCode.SASL_AUTHENTICATION_FAILED and "Too many failed logins" in message
+    # Another user behind the same address is not locked out: by a raw login or a real client.
+    assert plain_login(address, "bob-secret", user="bob")[0] == ErrorCode.NONE
+    confluent_round_trip(address, "t-bob", [b"one", b"two"], **{**sasl_config("SCRAM-SHA-256", "bob-secret"),
+                                                                 "sasl.username": "bob"})
     host, port = address.rsplit(":", 1)
     other = socket.create_connection((host, int(port)), timeout=TIMEOUT, source_address=("127.0.0.2", 0))
     assert call(other, SaslHandshakeRequest(mechanism="PLAIN"), 1).error_code == ErrorCode.NONE

@@ -1,17 +1,25 @@
 """A connection stops reading once too many requests or request bytes are in flight, and reads again as they drain;
 fetched bytes count against the response budget until the socket has taken them."""
 import asyncio
+import struct
+import tracemalloc
 import types
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
 from kgate.gateway import connection as connection_module
 from kgate.gateway.config import Listener, Settings
 from kgate.gateway.connection import KafkaConnection
+from kgate.gateway.connection_limits import ConnectionLimits
 from kgate.gateway.request_budget import RequestBytesBudget
 from kgate.gateway.response_budget import ResponseBytesBudget
 from kgate.protocol.frames import RECEIVE_BUFFER_BYTES
 from tests.support.wire import encode_request
+
+MIB = 1024 * 1024
 
 
 class _Transport(asyncio.Transport):
@@ -62,6 +70,8 @@ def _blocked_broker(monkeypatch, *overrides, fetched=0):
     settings = Settings.load(overrides=list(overrides))
     metrics = types.SimpleNamespace(decoded=lambda *a: None, started=lambda *a: None, answered=lambda *a: None)
     broker = types.SimpleNamespace(settings=settings, metrics=metrics, connections=set(),
+                                   connection_limits=ConnectionLimits(settings["max.connections"],
+                                                                      settings["max.connections.per.ip"], {}),
                                    request_bytes=RequestBytesBudget(settings["queued.max.request.bytes"]),
                                    response_bytes=ResponseBytesBudget(
                                        settings["kgate.queued.max.response.bytes"],
@@ -187,16 +197,59 @@ async def test_a_lost_connection_gives_back_its_fetched_bytes_and_takes_no_more(
 async def test_a_fetch_waits_for_room_until_another_connection_gives_bytes_back():
     budget = ResponseBytesBudget(limit=1000, per_connection=800)
     first, second = budget.connection(), budget.connection()
-    first.take(800)
-    assert first.room() == 0 and second.room() == 200
-    second.take(200)
-    assert second.room() == 0
+    assert first.room() == 250  # a quarter of what the others leave free
+    first.take(250)
+    assert first.room() == 0 and second.room() == 187
+    second.take(187)
+    assert second.room() == 0 and first.room() == 0
     assert not await second.wait_for_room(0.01)
     waiting = asyncio.ensure_future(second.wait_for_room(30))
     await _drain()
     assert not waiting.done()
-    first.give(300)
-    assert await waiting and second.room() == 300
+    first.give(200)
+    assert await waiting and second.room() == 950 // 4 - 187
+
+
+def _stall(budget: ResponseBytesBudget):
+    """A consumer that never reads: every fetch takes all the room it is given, and nothing comes back."""
+    stalled = budget.connection()
+    while (room := stalled.room()) > 0:
+        stalled.take(room)
+    return stalled
+
+
+@pytest.mark.parametrize("stalled", [1, 4, 10])
+def test_consumers_that_stop_reading_cannot_starve_the_others(stalled):
+    """Four stalled connections at the default caps (64 of 256 MiB each) used to leave the others nothing."""
+    budget = ResponseBytesBudget(limit=256 * MIB, per_connection=64 * MIB)
+    holders = [_stall(budget) for _ in range(stalled)]
+    assert all(0 < holder.held <= 64 * MIB for holder in holders)
+    assert budget.limit - budget.total >= budget.limit * 0.75 ** stalled
+    reader = budget.connection()
+    assert reader.room() >= (budget.limit - budget.total) // 4 >= MIB  # several batches per fetch
+
+
+def test_a_connection_alone_still_gets_its_whole_cap_at_the_defaults():
+    assert ResponseBytesBudget(limit=256 * MIB, per_connection=64 * MIB).connection().room() == 64 * MIB
+
+
+@settings(max_examples=200, deadline=None)
+@given(steps=st.lists(st.tuples(st.integers(0, 7), st.booleans(), st.integers(0, 5000)), max_size=60),
+       limit=st.integers(1, 10_000), per_connection=st.integers(1, 10_000))
+def test_fetches_and_answers_in_any_order_keep_every_bound(steps, limit, per_connection):
+    """Each connection within its cap and a quarter of what the others left when it took; the total within the limit."""
+    budget = ResponseBytesBudget(limit=limit, per_connection=per_connection)
+    connections = [budget.connection() for _ in range(8)]
+    for index, take, size in steps:
+        connection = connections[index]
+        if take:
+            size = min(size, connection.room())
+            left_by_others = limit - (budget.total - connection.held)
+            connection.take(size)
+            assert size == 0 or connection.held <= left_by_others // 4
+        else:
+            connection.give(min(size, connection.held))
+        assert 0 <= connection.held <= per_connection and 0 <= budget.total <= limit
 
 
 async def test_answers_ready_together_go_out_in_one_write(monkeypatch):
@@ -207,17 +260,79 @@ async def test_answers_ready_together_go_out_in_one_write(monkeypatch):
     await _drain()
     assert len(transport.written) == 5 and transport.writes == 1
     assert [int.from_bytes(frame[4:8], "big") for frame in transport.written] == [1, 2, 3, 4, 5]
-async def test_a_large_request_read_into_its_own_buffer_is_counted_once_whole(monkeypatch):
+async def test_a_large_request_is_counted_as_its_buffer_is_lent_then_once_whole(monkeypatch):
     """Its bytes arrive in several reads, most of them straight into the frame's own buffer."""
     large = encode_request(MetadataRequest[0](topics=["t" * 100] * 3000), 0, correlation_id=1)
     assert len(large) > RECEIVE_BUFFER_BYTES
     broker, release = _blocked_broker(monkeypatch)
     conn, _ = _connect(broker)
     _receive(conn, large[:-1])
-    assert broker.request_bytes.total == 0
+    assert broker.request_bytes.total == len(large) - 4  # its own buffer, the size of its payload
     _receive(conn, large[-1:] + _request(2))
     assert broker.request_bytes.total == len(large) + len(_request(2))
     release.set()
     await _drain()
     assert broker.request_bytes.total == 0
     conn.connection_lost(None)
+
+
+def _trickle(connections, data: bytes, chunk: int, sent: list | None = None) -> None:
+    """Each connection's peer sends ``data`` in reads of up to ``chunk``, round robin, until every one has sent it
+    or is paused (``sent``: how much each had sent before); paused connections read nothing, as with the event
+    loop's transport, which stops calling ``get_buffer``."""
+    sent = sent if sent is not None else [0] * len(connections)
+    while True:
+        progressed = False
+        for i, (conn, transport) in enumerate(connections):
+            if not transport.paused and sent[i] < len(data):
+                buffer = conn.get_buffer(-1)
+                count = min(len(buffer), chunk, len(data) - sent[i])
+                buffer[:count] = data[sent[i]:sent[i] + count]
+                conn.buffer_updated(count)
+                sent[i] += count
+                progressed = True
+        if not progressed:
+            return
+
+
+async def test_frames_still_arriving_cannot_hold_more_than_the_request_budget(monkeypatch):
+    """Peers that send a 100 MB size prefix and trickle bytes used to hold their buffers outside every budget."""
+    limit = 4 * MIB
+    broker, _ = _blocked_broker(monkeypatch, f"queued.max.request.bytes={limit}")
+    connections = [_connect(broker) for _ in range(20)]
+    data = struct.pack(">i", 100 * 1000 * 1000) + bytes(3 * MIB)
+    tracemalloc.start()
+    try:
+        _trickle(connections, data, 256 * 1024)
+        held = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    # Each frame's buffer is counted before it is lent. Frames still arriving hold at most half the budget, and
+    # one frame's next buffer more (a frame larger than the budget must still be able to arrive alone); whole
+    # requests keep the rest. Unbounded, the 20 would hold 60 MiB.
+    assert broker.request_bytes.arriving == broker.request_bytes.total
+    assert limit // 2 <= broker.request_bytes.total <= limit // 2 + 4 * MIB  # the 3 MiB sent need 4 MiB
+    assert held <= broker.request_bytes.total + MIB
+    assert sum(transport.paused for _, transport in connections) >= 16
+    for conn, _ in connections:
+        conn.connection_lost(None)
+    assert broker.request_bytes.total == 0
+
+
+async def test_large_frames_arriving_together_all_complete_under_a_small_budget(monkeypatch):
+    """No frame waits for ever for a buffer others hold: each completes, is answered, and frees room for the next."""
+    broker, release = _blocked_broker(monkeypatch, f"queued.max.request.bytes={3 * MIB}")
+    release.set()
+    connections = [_connect(broker) for _ in range(6)]
+    large = encode_request(MetadataRequest[0](topics=["t" * 100] * 25_000), 0, correlation_id=1)
+    assert len(large) > 2 * MIB
+    sent = [0] * len(connections)
+    for _ in range(200):  # bounded: each round delivers what unpaused connections will read, then answers drain
+        _trickle(connections, large, 128 * 1024, sent)
+        await _drain()
+        if all(len(transport.written) == 1 for _, transport in connections):
+            break
+    assert [len(transport.written) for _, transport in connections] == [1] * 6
+    assert broker.request_bytes.total == 0
+    for conn, _ in connections:
+        conn.connection_lost(None)

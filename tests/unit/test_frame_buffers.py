@@ -13,6 +13,7 @@ from kgate.protocol.frames import (
     OWN_BUFFER_MIN_BYTES,
     OWN_BUFFER_UPFRONT_BYTES,
     RECEIVE_BUFFER_BYTES,
+    RECEIVE_BUFFER_MIN_BYTES,
     FrameSplitter,
     FrameTooLarge,
     InvalidFrameSize,
@@ -109,7 +110,7 @@ def test_a_large_frame_is_handed_out_in_the_buffer_it_was_read_into(prefix_cut):
     read(splitter, stream[100:])
     taken = splitter.next_frame()
     assert taken == data and lent.obj is taken
-    assert splitter.buffered == 0 and len(splitter.get_buffer()) == RECEIVE_BUFFER_BYTES
+    assert splitter.buffered == 0 and len(splitter.get_buffer()) == RECEIVE_BUFFER_MIN_BYTES
 
 
 def test_frames_handed_out_stay_intact_while_more_arrives():
@@ -175,3 +176,59 @@ def test_a_prefix_alone_holds_no_more_than_the_upfront_buffer():
         tracemalloc.stop()
     assert allocated < OWN_BUFFER_UPFRONT_BYTES + 64 * 1024
     assert splitter.next_frame() is None and splitter.buffered == 1004
+
+
+def test_the_buffer_a_large_frame_needs_is_told_before_it_is_lent():
+    """The I/O layer counts it against its budgets first (and may read no more instead)."""
+    size = 3 * OWN_BUFFER_UPFRONT_BYTES
+    splitter = FrameSplitter(8 * OWN_BUFFER_UPFRONT_BYTES)
+    assert splitter.frame_buffer_bytes == 0 and not splitter.large_frame_arriving
+    read(splitter, struct.pack(">i", size) + b"x" * 1000)
+    assert splitter.frame_buffer_bytes == OWN_BUFFER_UPFRONT_BYTES and splitter.large_frame_arriving
+    lent = splitter.get_buffer()
+    assert len(lent.obj) == OWN_BUFFER_UPFRONT_BYTES
+    read(splitter, b"y" * len(lent))  # the buffer is full: the next one lent is twice as large
+    assert splitter.frame_buffer_bytes == 2 * OWN_BUFFER_UPFRONT_BYTES
+    assert len(splitter.get_buffer().obj) == 2 * OWN_BUFFER_UPFRONT_BYTES
+    read(splitter, b"z" * 1000)
+    assert splitter.frame_buffer_bytes == 2 * OWN_BUFFER_UPFRONT_BYTES and splitter.large_frame_arriving
+    read(splitter, b"z" * (OWN_BUFFER_UPFRONT_BYTES - 1000))
+    assert splitter.frame_buffer_bytes == size  # no more than the frame
+    read(splitter, b"z" * OWN_BUFFER_UPFRONT_BYTES)
+    assert not splitter.large_frame_arriving
+    assert len(splitter.next_frame()) == size and splitter.frame_buffer_bytes == 0
+
+
+def test_the_shared_buffer_grows_while_reads_fill_it_and_shrinks_once_they_do_not():
+    """An idle connection holds the smallest buffer; a busy one reads up to 256 KiB at a time."""
+    splitter = FrameSplitter(MAX)
+    small = frame(payload(100, 1))
+    assert len(splitter.get_buffer()) == RECEIVE_BUFFER_MIN_BYTES
+    stream = b"".join(frame(payload(1000, seed)) for seed in range(1000))  # about 1 MB of small frames
+    sizes, pos, frames = [], 0, []
+    while pos < len(stream):
+        lent = splitter.get_buffer()
+        sizes.append(len(lent.obj))
+        count = min(len(lent), len(stream) - pos)  # the peer keeps the socket full: each read fills the buffer
+        read(splitter, stream[pos:pos + count])
+        pos += count
+        frames += take(splitter)
+    assert len(frames) == 1000
+    assert sizes[:5] == [RECEIVE_BUFFER_MIN_BYTES * 2**i for i in range(5)] and max(sizes) == RECEIVE_BUFFER_BYTES
+    read(splitter, small)  # traffic falls to a small request now and then
+    assert take(splitter) == [payload(100, 1)]
+    assert len(splitter.get_buffer()) == RECEIVE_BUFFER_MIN_BYTES
+
+
+def test_idle_connections_hold_the_smallest_buffer():
+    tracemalloc.start()
+    try:
+        splitters = [FrameSplitter(MAX) for _ in range(200)]
+        for splitter in splitters:
+            read(splitter, frame(payload(60, 2)))
+            take(splitter)
+            splitter.get_buffer()
+        held = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert held < 200 * (RECEIVE_BUFFER_MIN_BYTES + 2048)

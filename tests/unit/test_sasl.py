@@ -141,16 +141,41 @@ def test_user_names_with_slashes_are_kept_apart(credentials):
         evaluate(start("PLAIN", credentials), b"\x00a\x00one")
 
 
-def test_the_login_limiter_blocks_an_address_for_the_window_only():
+def test_the_login_limiter_blocks_a_user_behind_an_address_for_the_window_only():
     now = [0.0]
-    limiter = LoginLimiter(3, window=60, clock=lambda: now[0])
+    limiter = LoginLimiter(3, 100, window=60, clock=lambda: now[0])
     for _ in range(3):
-        assert not limiter.blocked("10.0.0.1")
-        limiter.failed("10.0.0.1")
+        assert limiter.refusal("10.0.0.1", "bob") is None
+        limiter.failed("10.0.0.1", "bob")
         now[0] += 1
-    assert limiter.blocked("10.0.0.1") and not limiter.blocked("10.0.0.2")
+    assert "Too many failed logins" in limiter.refusal("10.0.0.1", "bob")
+    # Other users behind the same address, and the same user elsewhere, still log in.
+    assert limiter.refusal("10.0.0.1", "alice") is None and limiter.refusal("10.0.0.2", "bob") is None
     now[0] = 60.5  # the first failure has left the window
-    assert not limiter.blocked("10.0.0.1")
+    assert limiter.refusal("10.0.0.1", "bob") is None
+
+
+def test_failures_across_users_from_one_address_are_bounded_too():
+    """Password spraying: a few guesses for each of many users still meets the address's bound."""
+    limiter = LoginLimiter(3, 10, clock=lambda: 0.0)
+    for i in range(5):
+        limiter.failed("10.0.0.1", f"user{i}")
+        limiter.failed("10.0.0.1", f"user{i}")
+    assert "from 10.0.0.1" in limiter.refusal("10.0.0.1", "alice")
+    assert limiter.refusal("10.0.0.2", "alice") is None
+
+
+@pytest.mark.parametrize("mechanism,token,user", [
+    ("PLAIN", b"\x00bob\x00secret", "bob"),
+    ("PLAIN", b"bob\x00bob\x00secret", "bob"),
+    ("PLAIN", b"bob-only", None),
+    ("PLAIN", b"\x00\xff\x00pw", None),
+    ("SCRAM-SHA-256", b"n,,n=b=2Cob,r=nonce", "b,ob"),
+    ("SCRAM-SHA-512", b"n,,r=nonce", None),
+    ("SCRAM-SHA-512", b"\xff", None),
+])
+def test_each_mechanism_tells_the_user_a_token_claims_before_checking_it(credentials, mechanism, token, user):
+    assert start(mechanism, credentials).claimed_user(token) == user
 
 
 # -- the unauthenticated states of the protocol machine ------------------------------------
