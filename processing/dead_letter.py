@@ -60,8 +60,10 @@ class DeadLetterWriter:
             await loop.run_in_executor(None, self._producer.poll, 0.05)
 
     def close(self, timeout_s: float) -> int:
-        """Flush; the number of records still undelivered."""
-        return self._producer.flush(timeout_s)
+        """Flush and let the producer go; the number of records still undelivered."""
+        undelivered = self._producer.flush(timeout_s)
+        del self._producer
+        return undelivered
 
 
 def _settle(future: asyncio.Future, err) -> None:

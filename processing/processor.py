@@ -200,7 +200,10 @@ class Processor:
             "partition.assignment.strategy": "cooperative-sticky",
             # librdkafka otherwise waits up to 1 s before refetching a partition whose records the
             # application has not yet taken; with it at 0 a plain loop reads ~6x faster here.
-            "fetch.queue.backoff.ms": 0, "on_commit": self._on_commit, **self.config})
+            "fetch.queue.backoff.ms": 0,
+            # What librdkafka prefetches is memory too: bounded like the records the processor holds.
+            "queued.max.messages.kbytes": max(1, min(self.max_bytes // 1024, 2_097_151)),
+            "on_commit": self._on_commit, **self.config})
         if self.dead_letter_topic:
             self._dead_letters = DeadLetterWriter(self.dead_letter_topic, {**common, **self._producer_config()})
         self._consumer.subscribe(self.topics, on_assign=self._on_assign, on_revoke=self._on_revoke,
