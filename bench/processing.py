@@ -128,7 +128,8 @@ def main(argv=None) -> int:
     ceiling = args.concurrency / (args.handler_ms / 1000)
     labels = {"slow": f"{args.handler_ms:g} ms handler, concurrency {args.concurrency}", "noop": "no-op handler",
               "plain": "plain consumer loop"}
-    print(f"\n{args.records:,} records of {args.value_size} B, {args.partitions} partitions; medians of {args.runs} runs")
+    print(f"\n{args.records:,} records of {args.value_size} B, {args.partitions} partitions; "
+          f"medians of {args.runs} runs")
     for name, label in labels.items():
         rates = [rate for rate, _cpu in figures[name]]
         print(f"  {label:42} {statistics.median(rates):>10,.0f} records/s (min {min(rates):,.0f}, "
