@@ -342,24 +342,29 @@ class Processor:
     async def _call(self, record: Record) -> tuple[BaseException | None, bool, float | None]:
         """One handler attempt: (error, whether it may be retried, seconds of a requested delay)."""
         started = time.perf_counter()
-        deadline = asyncio.timeout(self.handler_timeout_s)
+        deadline = asyncio.timeout(self.handler_timeout_s) if self.handler_timeout_s is not None else None
         try:
-            async with deadline:
-                if self._is_async:
-                    await self._handler(record)
-                else:
-                    await self._loop.run_in_executor(self._handler_threads, self._handler, record)
+            if deadline is None:  # the common case costs no timeout context per record
+                await self._invoke(record)
+            else:
+                async with deadline:
+                    await self._invoke(record)
             return None, False, None
         except Delay as delay:
             return None, False, delay.seconds
         except TimeoutError as error:
-            if deadline.expired():
+            if deadline is not None and deadline.expired():
                 return TimeoutError(f"handler timed out after {self.handler_timeout_s} s"), self.retry_timeouts, None
             return error, True, None
         except Exception as error:
             return error, True, None
         finally:
             self.metrics.latency.observe(time.perf_counter() - started)
+
+    def _invoke(self, record: Record):
+        if self._is_async:
+            return self._handler(record)
+        return self._loop.run_in_executor(self._handler_threads, self._handler, record)
 
     def _later(self, work: _Work, seconds: float) -> None:
         """Put ``work`` off; it stays the head of its key, so later records of its key wait."""

@@ -206,3 +206,45 @@ def test_a_slow_handler_pauses_fetching_and_memory_stays_bounded(broker, tmp_pat
     assert len(handled(tmp_path / "handled.log")) < count / 2, "the handler kept up: nothing to hold back"
     print(f"\nRSS early {rss_early} KiB, peak {peak_kib} KiB; topic holds {count * value_size // 1024} KiB")
     assert peak_kib < rss_early + 16 * 1024, f"peak RSS {peak_kib} KiB grew > 16 MiB past {rss_early} KiB"
+
+
+async def test_a_member_joining_moves_partitions_without_handling_a_record_twice(broker):
+    count, partitions = 20_000, 8
+    create_topic(broker.bootstrap, "events", partitions)
+    produce_keyed(broker.bootstrap, "events", count, keys=1_000)
+    handled_by: dict[str, list[tuple[int, int, float]]] = {"a": [], "b": []}
+    apps = {}
+    for name in handled_by:
+        app = Processor(broker.bootstrap, "rebalance", ["events"], concurrency=50, commit_interval_ms=100,
+                        revoke_timeout_s=10, config=CONSUMER_CONFIG)
+
+        @app.handler
+        async def handle(record, log=handled_by[name]):
+            await asyncio.sleep(0.005)
+            log.append((record.partition, record.offset, time.monotonic()))
+
+        apps[name] = app
+    first = asyncio.ensure_future(apps["a"].run_async())
+    second = None
+    deadline = time.monotonic() + 60
+    try:
+        while len({(p, o) for log in handled_by.values() for p, o, _t in log}) < count:
+            assert time.monotonic() < deadline, "not every record handled within 60 s"
+            if second is None and len(handled_by["a"]) >= 2_000:
+                second, joined_at = asyncio.ensure_future(apps["b"].run_async()), time.monotonic()
+            for task in (first, second):
+                if task is not None and task.done():
+                    task.result()
+            await asyncio.sleep(0.02)
+    finally:
+        for app in apps.values():
+            app.stop()
+        await asyncio.wait_for(asyncio.gather(*(t for t in (first, second) if t is not None)), 30)
+    a = [(p, o) for p, o, _t in handled_by["a"]]
+    b = [(p, o) for p, o, _t in handled_by["b"]]
+    assert b, "the second member got no partition"
+    assert not set(a) & set(b), f"{len(set(a) & set(b))} records handled by both members"
+    assert len(a) == len(set(a)) and len(b) == len(set(b))
+    moved = {p for p, _o in b}
+    kept = [p for p, _o, t in handled_by["a"] if t > joined_at and p not in moved]
+    assert kept, "the first member's remaining partitions stopped flowing during the rebalance"
