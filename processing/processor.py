@@ -1,9 +1,13 @@
 """The processor: takes records from a consumer group, runs the handler, commits what is done.
 
-One asyncio loop owns all state; the consumer's blocking calls run in one thread of
-their own, so the loop stays free for handlers. Its rebalance callbacks run in that
-thread and hand their work to the loop (and wait for it), so the state is never touched
-from two threads. Plain-function handlers run in a thread pool.
+One asyncio loop owns all state; every call into the consumer runs in one thread of its
+own, so the loop stays free for handlers. Its rebalance callbacks run in that thread
+and hand their work to the loop (and wait for it), so the state is never touched from
+two threads. The loop itself never calls the consumer: librdkafka's pause, resume,
+assignment and commit wait for its group thread, which may be waiting for a rebalance
+callback that waits for the loop. So the loop decides (pause or not, what to commit)
+and the consumer thread applies it before each consume. Plain-function handlers run in
+a thread pool.
 
 A record's life: taken (offset tracked in its partition's OffsetTracker, counted in the
 memory bound, queued behind its key), running once it is the head of its key and a
@@ -153,6 +157,9 @@ class Processor:
         self._buffered_records = self._buffered_bytes = 0
         self._buffered_records_max = self._buffered_bytes_max = 0
         self._paused = False
+        """Whether the records in memory are at a bound (the loop's decision)..."""
+        self._fetching_paused = False
+        """... and whether the consumer's partitions are paused (the consumer thread's state)."""
         self._stopping = False
         self._fatal: ProcessingError | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -208,11 +215,9 @@ class Processor:
             self._dead_letters = DeadLetterWriter(self.dead_letter_topic, {**common, **self._producer_config()})
         self._consumer.subscribe(self.topics, on_assign=self._on_assign, on_revoke=self._on_revoke,
                                  on_lost=self._on_lost)
-        committer = asyncio.ensure_future(self._commit_periodically())
         try:
             await self._consume()
         finally:
-            committer.cancel()
             await self._shutdown()
         if self._fatal is not None:
             raise self._fatal
@@ -225,10 +230,14 @@ class Processor:
 
     async def _consume(self) -> None:
         loop = asyncio.get_running_loop()
-        consume = self._consumer.consume
+        next_commit = time.monotonic() + self.commit_interval_s
         while not self._stopping:
             room = max(1, min(BATCH, self.max_records - self._buffered_records))
-            batch = await loop.run_in_executor(self._consumer_thread, consume, room, POLL_S)
+            offsets = []
+            if time.monotonic() >= next_commit:
+                offsets = self._positions(self._partitions.values())
+                next_commit = time.monotonic() + self.commit_interval_s
+            batch = await loop.run_in_executor(self._consumer_thread, self._poll, room, offsets, self._paused)
             for message in batch:
                 error = message.error()
                 if error is None:
@@ -239,6 +248,23 @@ class Processor:
                     log.warning("consumer: %s", error)
             self._limit()
             self._pump()
+
+    def _poll(self, room: int, offsets: list[TopicPartition], paused: bool) -> list:
+        """In the consumer's thread: apply the loop's pause decision, commit, take records."""
+        consumer = self._consumer
+        if paused != self._fetching_paused:
+            partitions = consumer.assignment()
+            if paused:
+                consumer.pause(partitions)
+            else:
+                consumer.resume(partitions)
+            self._fetching_paused = paused
+        if offsets:
+            try:
+                consumer.commit(offsets=offsets, asynchronous=True)
+            except KafkaException as error:
+                log.warning("commit of %d partition(s) failed: %s", len(offsets), error)
+        return consumer.consume(room, POLL_S)
 
     async def _shutdown(self) -> None:
         """Stop taking, give running handlers ``revoke_timeout_s``, commit what is finished, close."""
@@ -287,7 +313,6 @@ class Processor:
         if not self._paused and (self._buffered_records >= self.max_records
                                  or self._buffered_bytes >= self.max_bytes):
             self._paused = True
-            self._consumer.pause(self._consumer.assignment())
 
     def _forget(self, work: _Work) -> None:
         work.partition.works.discard(work)
@@ -296,7 +321,6 @@ class Processor:
         if self._paused and self._buffered_records < self.max_records * RESUME_FRACTION \
                 and self._buffered_bytes < self.max_bytes * RESUME_FRACTION:
             self._paused = False
-            self._consumer.resume(self._consumer.assignment())
 
     # --- running handlers ---------------------------------------------------------------------
 
@@ -422,7 +446,7 @@ class Processor:
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self._in_loop(self._assigned(partitions))
         consumer.incremental_assign(partitions)
-        if self._paused:
+        if self._fetching_paused:
             consumer.pause(partitions)
 
     async def _assigned(self, partitions: list[TopicPartition]) -> None:
@@ -472,16 +496,6 @@ class Processor:
                 self._consumer.commit(offsets=offsets, asynchronous=False)
             except KafkaException as error:
                 log.warning("commit of %d partition(s) failed: %s", len(offsets), error)
-
-    async def _commit_periodically(self) -> None:
-        while True:
-            await asyncio.sleep(self.commit_interval_s)
-            offsets = self._positions(self._partitions.values())
-            if offsets:
-                try:
-                    self._consumer.commit(offsets=offsets, asynchronous=True)
-                except KafkaException as error:
-                    log.warning("commit of %d partition(s) failed: %s", len(offsets), error)
 
     def _on_commit(self, error, partitions: list[TopicPartition]) -> None:
         """Acknowledged commits (in the consumer's thread): the positions to compare and the commit age."""
