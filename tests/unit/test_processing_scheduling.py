@@ -97,3 +97,27 @@ def test_retry_delays_grow_to_the_ceiling_with_jitter():
         delays = [retry_delay_s(attempt, 100, 30_000, rng) for _ in range(200)]
         assert all(step_ms / 2000 <= d <= step_ms / 1000 for d in delays)
         assert max(delays) - min(delays) > step_ms / 4000, "no jitter"
+
+
+def test_kgate_process_refuses_what_is_not_an_application(capsys):
+    from kgate.command import main
+
+    assert main(["process", "--app", "no_such_module_here:app"]) == 2
+    assert main(["process", "--app", "json:dumps"]) == 2
+    assert main(["process", "--app", "json"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot import no_such_module_here" in err and "not a kgate.processing.Processor" in err
+    assert "expected MODULE:APP" in err
+
+
+def test_bad_settings_are_refused_naming_the_setting():
+    import pytest
+
+    from kgate.processing import Processor
+
+    for settings, named in (({"concurrency": 0}, "concurrency"), ({"retry_backoff_ms": (500, 100)}, "retry_backoff_ms"),
+                            ({"max_bytes": -1}, "max_bytes"), ({"handler_timeout_s": 0}, "handler_timeout_s")):
+        with pytest.raises(ValueError, match=named):
+            Processor("127.0.0.1:9", "g", ["t"], **settings)
+    with pytest.raises(ValueError, match="topics"):
+        Processor("127.0.0.1:9", "g", "t")
