@@ -4,6 +4,6 @@ kgate. Nothing here imports the broker: one module per family of commands, and
 ``client_options`` for how every one of them connects, fails and exits."""
 from kgate.mirror import command as mirror_command
 
-from . import acls, brokers, console, groups, pipeline_jobs, topics
+from . import acls, brokers, console, groups, pipeline_jobs, process, topics
 
-FAMILIES = (topics, groups, console, brokers, acls, pipeline_jobs, mirror_command)
+FAMILIES = (topics, groups, console, brokers, acls, pipeline_jobs, mirror_command, process)
