@@ -101,16 +101,16 @@ class Authorizer:
                 quietly: bool = False) -> bool:
         if not self.enabled:
             return True
-        principal, host = principal_of(connection), host_of(connection)
-        key = (principal, host, operation, resource_type, name)
+        # Keyed by the connection's own fields: the principal and host strings are made only on a miss.
+        key = (connection.principal, connection.peer, operation, resource_type, name)
         decision = self._decisions.get(key)
         if decision is None:
-            decision = self._decide(principal, host, operation, resource_type, name)
+            decision = self._decide(principal_of(connection), host_of(connection), operation, resource_type, name)
             if len(self._decisions) >= MAX_CACHED:
                 self._decisions.clear()
             self._decisions[key] = decision
         if not decision and not quietly:
-            self._denied(key)
+            self._denied(principal_of(connection), host_of(connection), operation, resource_type, name)
         return decision
 
     def allowed_somewhere(self, connection, operation: Operation, resource_type: ResourceType) -> bool:
@@ -159,8 +159,8 @@ class Authorizer:
                 found += prefixes.get(name[:end], ())
         return found
 
-    def _denied(self, key: tuple) -> None:
-        principal, host, operation, resource_type, name = key
+    def _denied(self, principal: str, host: str, operation: Operation, resource_type: ResourceType,
+                name: str) -> None:
         self._on_denied(resource_type, operation)
         now = time.monotonic()
         logged = (principal, resource_type, name)

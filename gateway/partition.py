@@ -21,23 +21,23 @@ class Partition:
         self.producers = ProducerStateTable()
         # [[epoch, start offset], ...]: a new epoch each time a broker takes the partition over.
         self.epochs: list[list[int]] = [[0, 0]]
-        # Why writes fail now (a full disk), None while they succeed: said once per episode.
-        self.write_failure: str | None = None
+        # Whether writes fail now (a full disk): said once when they start and once when they stop.
+        self.writes_failing = False
 
     @property
     def leader_epoch(self) -> int:
         return self.epochs[-1][0]
 
     def writes_failed(self, failure: BaseException) -> None:
-        if self.write_failure is None:
+        if not self.writes_failing:
             log.error("%s-%d: writes fail, answering KAFKA_STORAGE_ERROR until they succeed again: %s",
                       self.topic, self.index, failure)
-        self.write_failure = str(failure)
+        self.writes_failing = True
 
     def writes_succeeded(self) -> None:
-        if self.write_failure is not None:
+        if self.writes_failing:
             log.info("%s-%d: writes succeed again", self.topic, self.index)
-            self.write_failure = None
+            self.writes_failing = False
 
     async def open(self) -> None:
         await self.ledger.open(observe=self._observe, payload_head=HEADER_SIZE)

@@ -16,6 +16,7 @@ from kafka.protocol.producer import ProduceResponse
 
 from kgate.metadata.acls import Operation, ResourceType
 from kgate.protocol import message_set, record_batch, record_walk
+from kgate.protocol.conversion import magic_of
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
 from kgate.storage.entry_formats import ProducedRecords
@@ -134,10 +135,15 @@ async def produce(ctx: Context, request):
             # Another broker took the partition over before this entry was confirmed.
             result.fail(ErrorCode.NOT_LEADER_FOR_PARTITION)
         elif durable.cancelled() or durable.exception() is not None:
-            partition.writes_failed(durable.exception() or asyncio.CancelledError("entry not made durable"))
-            metrics.storage_write_failed()
+            _writes_failed(ctx, partition, durable.exception() or asyncio.CancelledError("entry not made durable"))
             result.fail(ErrorCode.KAFKA_STORAGE_ERROR)
     return _response(results)
+
+
+def _writes_failed(ctx: Context, partition: Partition, failure: BaseException) -> None:
+    """The store refused or lost a write: counted each time, said once per episode (by the partition)."""
+    partition.writes_failed(failure)
+    ctx.broker.metrics.storage_write_failed()
 
 
 async def _all_done(futures, timeout: float) -> None:
@@ -195,8 +201,7 @@ async def _append(ctx: Context, request, topic_name, data, turn: _Turn, inflatio
     except LedgerFenced as exc:
         raise KafkaError(ErrorCode.NOT_LEADER_FOR_PARTITION, str(exc)) from None
     except StoreUnavailable as exc:
-        partition.writes_failed(exc)
-        broker.metrics.storage_write_failed()
+        _writes_failed(ctx, partition, exc)
         raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR) from None
     partition.writes_succeeded()
     broker.metrics.produced(topic_name, len(records), produced.record_count)
@@ -229,14 +234,13 @@ async def _validated(view: memoryview, version: int, turn: _Turn, inflation: _In
 
 
 def _check_legacy(view: memoryview, version: int) -> None:
-    magic = view[record_batch.MAGIC_OFFSET] if len(view) > record_batch.MAGIC_OFFSET else -1
-    if magic == 2:
+    if magic_of(view) == 2:
         raise record_batch.InvalidBatch(ErrorCode.INVALID_RECORD, f"magic 2 in Produce v{version}")
 
 
 def _validate_batch(view: memoryview, version: int) -> record_batch.BatchHeader:
     """Kafka's produce rules for v3+: exactly one magic-2 batch, header and CRC valid."""
-    magic = view[record_batch.MAGIC_OFFSET] if len(view) > record_batch.MAGIC_OFFSET else -1
+    magic = magic_of(view)
     if magic != 2:
         raise record_batch.InvalidBatch(ErrorCode.INVALID_RECORD, f"Produce v{version} must carry magic 2, not {magic}")
     header = record_batch.validate(view)
