@@ -30,11 +30,14 @@ RECEIVE_BUFFER_BYTES = 256 * 1024
 # clients) holds 16 KiB, not 256 (2,000 idle connections held 560 MiB).
 RECEIVE_BUFFER_MIN_BYTES = 16 * 1024
 
-# A large frame's own buffer is allocated whole up to this size (what real clients'
-# requests stay under: librdkafka's message.max.bytes and Java's max.request.size are
-# 1 MB) and grows by doubling beyond it as bytes arrive, so a peer that sends a prefix
-# and stops holds at most this much, not the frame limit (100 MiB by default).
-OWN_BUFFER_UPFRONT_BYTES = 1024 * 1024
+# A large frame's own buffer starts at twice what has arrived of it (at least the
+# smallest receive buffer) and doubles whenever arriving bytes fill it, so the memory a
+# frame still arriving holds, and counts against the request budget, is proportional to
+# what its peer has actually sent: a peer that sends a 100 MB prefix and trickles bytes
+# (slowloris) holds 16 KiB, where a buffer allocated on the prefix (as Kafka allocates the
+# whole frame) let a few dozen such peers take the budget every real large produce needs.
+# A streaming client's frame is copied about once on the way up, a few microseconds per
+# 100 KiB.
 
 
 class FrameTooLarge(Exception):
@@ -211,10 +214,11 @@ class FrameSplitter:
         return size
 
     def _upfront_bytes(self, size: int) -> int:
-        """A frame over ``OWN_BUFFER_UPFRONT_BYTES`` starts with that much (Kafka allocates the
-        whole frame on its prefix; here a peer that stops after a prefix cannot make the
-        broker hold the frame limit)."""
-        return max(min(size, OWN_BUFFER_UPFRONT_BYTES), self._end - self._start - 4)
+        """Twice what has arrived of the frame, at least the smallest receive buffer, at most the frame.
+
+        Proportional to what the peer has sent (see the note on own buffers at the top).
+        """
+        return min(size, max(RECEIVE_BUFFER_MIN_BYTES, 2 * (self._end - self._start - 4)))
 
     def _start_own_buffer(self) -> None:
         """Move a large frame whose prefix has arrived, and only part of its payload, to a buffer of its own."""
@@ -231,8 +235,7 @@ class FrameSplitter:
         """Double a large frame's buffer (up to its size) once what arrived fills it.
 
         Replaced, never resized: the view lent for the last read may still be held.
-        Doubling copies each byte of a frame about once on average, and only for
-        frames beyond what real clients send.
+        Doubling copies each byte of a frame about once on average.
         """
         grown = bytearray(self._grown_bytes(frame))
         grown[:self._filled] = frame
