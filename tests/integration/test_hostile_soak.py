@@ -26,8 +26,7 @@ from kafka.protocol.consumer import FetchRequest
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
 from bench.side_by_side import memory_kib
-from tests.integration.test_sasl import kgate_users
-from tests.support.clients import create_topic
+from tests.support.clients import create_topic, kgate_users
 from tests.support.wire import encode_request, read_response
 from tests.unit.record_batches import raw_batch, raw_record
 from tests.unit.request_frames import produce_request
