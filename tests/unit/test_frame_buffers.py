@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from kgate.protocol.frames import (
     OWN_BUFFER_MIN_BYTES,
+    OWN_BUFFER_STREAMING_BYTES,
     RECEIVE_BUFFER_BYTES,
     RECEIVE_BUFFER_MIN_BYTES,
     FrameSplitter,
@@ -192,14 +193,14 @@ def test_the_buffer_a_large_frame_needs_is_told_before_it_is_lent():
     assert splitter.frame_buffer_bytes == start and splitter.large_frame_arriving
     lent = splitter.get_buffer()
     assert len(lent.obj) == start
-    read(splitter, b"y" * len(lent))  # the buffer is full: the next one lent is twice as large
-    assert splitter.frame_buffer_bytes == 2 * start
-    assert len(splitter.get_buffer().obj) == 2 * start
+    read(splitter, b"y" * len(lent))  # the first buffer is full: the peer is streaming, so 1 MiB next
+    assert splitter.frame_buffer_bytes == OWN_BUFFER_STREAMING_BYTES == MIB
+    assert len(splitter.get_buffer().obj) == MIB
     read(splitter, b"z" * 1000)
-    assert splitter.frame_buffer_bytes == 2 * start and splitter.large_frame_arriving
-    while splitter.frame_buffer_bytes < size:
+    assert splitter.frame_buffer_bytes == MIB and splitter.large_frame_arriving
+    while splitter.frame_buffer_bytes < size:  # then doubling, up to the frame
         read(splitter, b"z" * len(splitter.get_buffer()))
-    assert splitter.frame_buffer_bytes == size  # no more than the frame
+    assert splitter.frame_buffer_bytes == size
     read(splitter, b"z" * len(splitter.get_buffer()))
     assert not splitter.large_frame_arriving
     assert len(splitter.next_frame()) == size and splitter.frame_buffer_bytes == 0
