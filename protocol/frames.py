@@ -30,11 +30,16 @@ RECEIVE_BUFFER_BYTES = 256 * 1024
 # clients) holds 16 KiB, not 256 (2,000 idle connections held 560 MiB).
 RECEIVE_BUFFER_MIN_BYTES = 16 * 1024
 
-# A large frame's own buffer is allocated whole up to this size (what real clients'
-# requests stay under: librdkafka's message.max.bytes and Java's max.request.size are
-# 1 MB) and grows by doubling beyond it as bytes arrive, so a peer that sends a prefix
-# and stops holds at most this much, not the frame limit (100 MiB by default).
-OWN_BUFFER_UPFRONT_BYTES = 1024 * 1024
+# A large frame's own buffer starts at twice what has arrived of it (at least the
+# smallest receive buffer), so a peer that sends a 100 MB prefix and trickles bytes
+# (slowloris) holds 16 KiB of memory and of the request budget, where a buffer allocated
+# on the prefix (as Kafka allocates the whole frame) let a few dozen such peers take the
+# budget every real large produce needs. Once that first buffer fills, the peer is
+# streaming: the frame grows to this size at once (what real clients' requests stay under:
+# librdkafka's message.max.bytes and Java's max.request.size are 1 MB), then doubles. Not
+# doubling from the start, because fresh memory costs a page fault per 4 KiB, and a buffer
+# doubling from 32 KiB to 1 MiB cost milliseconds a frame here.
+OWN_BUFFER_STREAMING_BYTES = 1024 * 1024
 
 
 class FrameTooLarge(Exception):
@@ -211,10 +216,11 @@ class FrameSplitter:
         return size
 
     def _upfront_bytes(self, size: int) -> int:
-        """A frame over ``OWN_BUFFER_UPFRONT_BYTES`` starts with that much (Kafka allocates the
-        whole frame on its prefix; here a peer that stops after a prefix cannot make the
-        broker hold the frame limit)."""
-        return max(min(size, OWN_BUFFER_UPFRONT_BYTES), self._end - self._start - 4)
+        """Twice what has arrived of the frame, at least the smallest receive buffer, at most the frame.
+
+        Proportional to what the peer has sent (see the note on own buffers at the top).
+        """
+        return min(size, max(RECEIVE_BUFFER_MIN_BYTES, 2 * (self._end - self._start - 4)))
 
     def _start_own_buffer(self) -> None:
         """Move a large frame whose prefix has arrived, and only part of its payload, to a buffer of its own."""
@@ -228,11 +234,10 @@ class FrameSplitter:
         self._start = self._end = 0
 
     def _grow_own_buffer(self, frame: bytearray) -> bytearray:
-        """Double a large frame's buffer (up to its size) once what arrived fills it.
+        """Grow a large frame's buffer (up to its size) once what arrived fills it.
 
         Replaced, never resized: the view lent for the last read may still be held.
-        Doubling copies each byte of a frame about once on average, and only for
-        frames beyond what real clients send.
+        Growing copies the first buffer once, and beyond 1 MiB each byte about once more.
         """
         grown = bytearray(self._grown_bytes(frame))
         grown[:self._filled] = frame
@@ -240,7 +245,7 @@ class FrameSplitter:
         return grown
 
     def _grown_bytes(self, frame: bytearray) -> int:
-        return min(self._frame_size, 2 * len(frame))
+        return min(self._frame_size, max(2 * len(frame), OWN_BUFFER_STREAMING_BYTES))
 
     def _make_room(self) -> None:
         """Move the unread bytes to the front, or into a larger buffer if they fill most of this one.

@@ -9,7 +9,10 @@ as Kafka's record reader does (``DefaultRecord.readFrom``: a length, attributes,
 timestamp delta, an offset delta, key, value and headers, each inside the record,
 the record exactly as long as it says) and checks the offset deltas run 0..n-1.
 
-It reads field lengths only: no record object, key or value is made. A compressed
+It reads field lengths only: no record object, key or value is made, and the
+per-record loop is compiled (``_record_span.c``; ``tests/unit/record_walk_reference.py``
+is the same loop in plain Python, which the compiled one is fuzzed against), since in
+Python it cost a microsecond a record, a third of a 1 KiB record's produce. A compressed
 batch is inflated in chunks (:mod:`.inflate`, under the caller's limit) and walked
 chunk by chunk, so memory holds a chunk and at most one record that spans chunks.
 The walk is a generator that yields between slices of :data:`SLICE_RECORDS`
@@ -21,6 +24,7 @@ cannot read; inflating errors come from :mod:`.inflate`.
 """
 from collections.abc import Iterator
 
+from ._record_span import span
 from .error_codes import ErrorCode
 from .inflate import inflate
 from .record_batch import HEADER_SIZE, BatchHeader, InvalidBatch
@@ -48,7 +52,7 @@ def walk(data, header: BatchHeader, inflate_limit: int, walked: Walked | None = 
     records = memoryview(data)[HEADER_SIZE:header.size]
     if header.compression:
         return _walk_compressed(records, header, inflate_limit, walked or Walked())
-    return _walk_plain(bytes(records), header.record_count)
+    return _walk_plain(records, header.record_count)
 
 
 def check(data, header: BatchHeader, inflate_limit: int) -> None:
@@ -61,12 +65,12 @@ def _invalid(message: str) -> InvalidBatch:
     return InvalidBatch(ErrorCode.INVALID_RECORD, message)
 
 
-def _walk_plain(buf: bytes, count: int) -> Iterator[None]:
+def _walk_plain(buf: memoryview, count: int) -> Iterator[None]:
     pos = index = 0
     end = len(buf)
     while index < count:
         stop = min(count, index + SLICE_RECORDS)
-        pos, index = _walk_span(buf, pos, end, index, stop)
+        pos, index = _walk_span(buf, pos, index, stop)
         if index < stop:
             raise _invalid(f"record {index} of {count} runs past the end of the batch")
         if index < count:
@@ -94,7 +98,7 @@ def _walk_compressed(records, header: BatchHeader, limit: int, walked: Walked) -
         pos = 0
         while True:
             stop = min(count, index + SLICE_RECORDS)
-            pos, index = _walk_span(buf, pos, len(buf), index, stop)
+            pos, index = _walk_span(buf, pos, index, stop)
             if index < stop or index == count:
                 break
             yield
@@ -135,95 +139,15 @@ def _raw_varint(buf: bytes, pos: int, max_bytes: int) -> tuple[int, int]:
     raise _invalid(f"varint at byte {pos} is longer than {max_bytes} bytes")
 
 
-def _walk_span(buf: bytes, pos: int, end: int, index: int, stop: int) -> tuple[int, int]:
-    """Walk whole records in ``buf[pos:end]`` from record ``index`` up to ``stop``.
+def _walk_span(buf, pos: int, index: int, stop: int) -> tuple[int, int]:
+    """Walk whole records in ``buf`` from byte ``pos``, record ``index``, up to record ``stop``.
 
     Returns where the walk stopped and the index of the next record: at ``stop``, or at
-    the first record that is not wholly inside ``buf[:end]`` (for a caller with more
-    data to come to finish). A record that is wholly inside but malformed raises.
-
-    This loop is the produce hot path's per-record cost, so varints of one and two
-    bytes (nearly all of a real batch's) are decoded inline rather than by a call,
-    which costs more than the rest of the loop. Varints are compared in their zigzag
-    form: ``raw & 1`` is the sign, ``raw >> 1`` the size of a non-negative length, and
-    offset delta ``i`` is ``2 * i``.
+    the first record that is not wholly inside ``buf`` (for a caller with more data to
+    come to finish). A record that is wholly inside but malformed raises. The loop is
+    compiled (``_record_span.c``): it is the produce hot path's per-record cost.
     """
-    varint = _raw_varint
-    while index < stop:
-        start = pos
-        try:
-            byte = buf[pos]
-            if byte < 0x80:
-                raw = byte
-                pos += 1
-            elif buf[pos + 1] < 0x80:
-                raw = (byte & 0x7F) | (buf[pos + 1] << 7)
-                pos += 2
-            else:
-                raw, pos = varint(buf, pos, _VARINT_MAX)
-        except IndexError:
-            return start, index
-        if raw & 1 or raw == 0:
-            raise _invalid(f"record {index} has length {(raw >> 1) ^ -(raw & 1)}")
-        size = raw >> 1
-        record_end = pos + size
-        if record_end > end:
-            return start, index
-        try:
-            pos += 1  # attributes: unused by magic 2
-            byte = buf[pos]  # timestamp delta (varlong): skipped
-            if byte < 0x80:
-                pos += 1
-            elif buf[pos + 1] < 0x80:
-                pos += 2
-            else:
-                pos = varint(buf, pos, _VARLONG_MAX)[1]
-            byte = buf[pos]  # offset delta
-            if byte < 0x80:
-                raw = byte
-                pos += 1
-            elif buf[pos + 1] < 0x80:
-                raw = (byte & 0x7F) | (buf[pos + 1] << 7)
-                pos += 2
-            else:
-                raw, pos = varint(buf, pos, _VARINT_MAX)
-            if raw != index << 1:
-                raise _invalid(f"record {index} has offset delta {(raw >> 1) ^ -(raw & 1)}")
-            for _field in (0, 1):  # key, value; a negative length (-1) is null, as Kafka reads it
-                byte = buf[pos]
-                if byte < 0x80:
-                    raw = byte
-                    pos += 1
-                elif buf[pos + 1] < 0x80:
-                    raw = (byte & 0x7F) | (buf[pos + 1] << 7)
-                    pos += 2
-                else:
-                    raw, pos = varint(buf, pos, _VARINT_MAX)
-                if not raw & 1:
-                    pos += raw >> 1
-            byte = buf[pos]  # header count
-            pos += 1
-            if byte:
-                pos = _skip_headers(buf, pos - 1, record_end, index)
-        except IndexError:  # a length ran past the whole buffer, so past the record
-            raise _invalid(f"record {index}'s fields run past its {size} bytes") from None
-        if pos != record_end:
-            raise _invalid(f"record {index} is {size} bytes long but its fields take {pos - record_end + size}")
-        index += 1
+    pos, index, problem = span(buf, pos, index, stop)
+    if problem is not None:
+        raise _invalid(problem)
     return pos, index
-
-
-def _skip_headers(buf: bytes, pos: int, record_end: int, index: int) -> int:
-    """Past a record's headers (count, then key and value per header); rare, so not inlined."""
-    raw, pos = _raw_varint(buf, pos, _VARINT_MAX)
-    count = (raw >> 1) ^ -(raw & 1)
-    if count < 0 or 2 * count > record_end - pos:
-        raise _invalid(f"record {index} has {count} headers in {record_end - pos} bytes")
-    for _ in range(count):
-        raw, pos = _raw_varint(buf, pos, _VARINT_MAX)
-        if raw & 1:
-            raise _invalid(f"record {index} has a header key of length {(raw >> 1) ^ -(raw & 1)}")
-        raw, pos = _raw_varint(buf, pos + (raw >> 1), _VARINT_MAX)
-        if not raw & 1:
-            pos += raw >> 1
-    return pos

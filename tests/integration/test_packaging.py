@@ -49,6 +49,8 @@ def test_the_wheel_holds_every_module_of_every_room(wheel):
         for path in (ROOT / room).rglob("*"):
             if path.suffix in (".py", ".json"):
                 assert f"kgate/{room}/{path.relative_to(ROOT / room)}" in names
+    # The produce path's record walk is compiled, so a wheel without it could not import it.
+    assert any(name.startswith("kgate/protocol/_record_span.") and name.endswith(".so") for name in names)
 
 
 def interpreter(code: str, cwd) -> str:

@@ -19,17 +19,13 @@ from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.frames import frame_prefix
+from tests.support.clients import kgate_users
 from tests.support.member_process import wait_for
 from tests.support.wire import TIMEOUT, encode_request, read_response, recv_exactly
 
 USER, PASSWORD = "alice", "alice-secret"
 SCRAM = ["SCRAM-SHA-256", "SCRAM-SHA-512"]
 COUNT = 200
-
-
-def kgate_users(data_dir, *args, check=True) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kgate", "users", "--data-dir", data_dir, *args],
-                          capture_output=True, text=True, timeout=60, check=check)
 
 
 @pytest.fixture

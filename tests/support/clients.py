@@ -3,12 +3,20 @@
 Each client family gets the same two operations so acceptance tests can be
 parametrized over clients instead of copied per client.
 """
+import subprocess
+import sys
 import time
 
 from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from . import records as R
+
+
+def kgate_users(data_dir, *args, check=True) -> subprocess.CompletedProcess:
+    """``kgate users ...`` (the CLI that keeps SASL users in a data directory)."""
+    return subprocess.run([sys.executable, "-m", "kgate", "users", "--data-dir", data_dir, *args],
+                          capture_output=True, text=True, timeout=60, check=check)
 
 
 def create_topic(bootstrap: str, name: str, partitions: int, config: dict | None = None) -> None:

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from kgate.protocol.frames import (
     OWN_BUFFER_MIN_BYTES,
-    OWN_BUFFER_UPFRONT_BYTES,
+    OWN_BUFFER_STREAMING_BYTES,
     RECEIVE_BUFFER_BYTES,
     RECEIVE_BUFFER_MIN_BYTES,
     FrameSplitter,
@@ -21,6 +21,7 @@ from kgate.protocol.frames import (
 from tests.unit.request_frames import frame
 
 MAX = 1 << 20
+MIB = 1024 * 1024
 
 
 def payload(size: int, seed: int) -> bytes:
@@ -99,15 +100,17 @@ def test_any_reads_of_any_frames_give_exactly_those_frames(sizes, read_sizes, le
 
 @pytest.mark.parametrize("prefix_cut", [1, 2, 3, 4])
 def test_a_large_frame_is_handed_out_in_the_buffer_it_was_read_into(prefix_cut):
-    """No copy of the payload beyond the part that came in the read with its prefix."""
+    """No copy when it is handed out: the last buffer it grew into is the frame."""
     data = payload(3 * RECEIVE_BUFFER_BYTES, 1)
     stream = frame(data)
     splitter = FrameSplitter(MAX)
     read(splitter, stream[:prefix_cut])
     read(splitter, stream[prefix_cut:100])
-    lent = splitter.get_buffer()
-    assert len(lent) == len(stream) - 100
-    read(splitter, stream[100:])
+    at = 100
+    while at < len(stream):
+        lent = splitter.get_buffer()
+        read(splitter, stream[at:at + len(lent)])
+        at += len(lent)
     taken = splitter.next_frame()
     assert taken == data and lent.obj is taken
     assert splitter.buffered == 0 and len(splitter.get_buffer()) == RECEIVE_BUFFER_MIN_BYTES
@@ -155,46 +158,50 @@ def test_a_large_frame_of_exactly_the_limit_is_accepted_and_one_more_byte_refuse
         receive(FrameSplitter(limit), frame(data + b"x"), [5, 1000], True, True)
 
 
-@pytest.mark.parametrize("size", [OWN_BUFFER_UPFRONT_BYTES - 1, OWN_BUFFER_UPFRONT_BYTES, OWN_BUFFER_UPFRONT_BYTES + 1,
-                                  3 * OWN_BUFFER_UPFRONT_BYTES + 5])
-def test_a_frame_beyond_the_upfront_buffer_grows_into_place(size):
+@pytest.mark.parametrize("size", [OWN_BUFFER_MIN_BYTES, MIB - 1, MIB, MIB + 1, 3 * MIB + 5])
+def test_a_large_frame_grows_into_place(size):
     data = payload(size, 11)
     tail = payload(100, 12)
-    frames = receive(FrameSplitter(8 * OWN_BUFFER_UPFRONT_BYTES), frame(data) + frame(tail), [70_001, 300_000, 9],
-                     True, True)
+    frames = receive(FrameSplitter(8 * MIB), frame(data) + frame(tail), [70_001, 300_000, 9], True, True)
     assert frames == [data, tail]
 
 
-def test_a_prefix_alone_holds_no_more_than_the_upfront_buffer():
-    splitter = FrameSplitter(100 * 1024 * 1024)
+@pytest.mark.parametrize("sent", [0, 1000, 16_000])
+def test_a_frame_still_arriving_holds_memory_in_proportion_to_what_was_sent(sent):
+    """A 100 MB prefix and then a trickle (slowloris) used to hold a 1 MiB buffer; now twice what arrived."""
+    splitter = FrameSplitter(100 * MIB)
     tracemalloc.start()
     try:
-        read(splitter, struct.pack(">i", 50 * 1024 * 1024) + b"x" * 1000)  # and then the peer sends nothing
+        read(splitter, struct.pack(">i", 50 * MIB) + b"x" * sent)  # and then the peer sends nothing
         splitter.get_buffer()
         allocated = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert allocated < OWN_BUFFER_UPFRONT_BYTES + 64 * 1024
-    assert splitter.next_frame() is None and splitter.buffered == 1004
+    own = max(RECEIVE_BUFFER_MIN_BYTES, 2 * sent)
+    assert splitter.frame_buffer_bytes == own
+    assert allocated < own + RECEIVE_BUFFER_BYTES + 64 * 1024  # and the shared buffer the bytes came in
+    assert splitter.next_frame() is None and splitter.buffered == 4 + sent
 
 
 def test_the_buffer_a_large_frame_needs_is_told_before_it_is_lent():
     """The I/O layer counts it against its budgets first (and may read no more instead)."""
-    size = 3 * OWN_BUFFER_UPFRONT_BYTES
-    splitter = FrameSplitter(8 * OWN_BUFFER_UPFRONT_BYTES)
+    size = 3 * MIB
+    splitter = FrameSplitter(8 * MIB)
     assert splitter.frame_buffer_bytes == 0 and not splitter.large_frame_arriving
-    read(splitter, struct.pack(">i", size) + b"x" * 1000)
-    assert splitter.frame_buffer_bytes == OWN_BUFFER_UPFRONT_BYTES and splitter.large_frame_arriving
+    read(splitter, struct.pack(">i", size) + b"x" * 10_000)
+    start = 2 * 10_000
+    assert splitter.frame_buffer_bytes == start and splitter.large_frame_arriving
     lent = splitter.get_buffer()
-    assert len(lent.obj) == OWN_BUFFER_UPFRONT_BYTES
-    read(splitter, b"y" * len(lent))  # the buffer is full: the next one lent is twice as large
-    assert splitter.frame_buffer_bytes == 2 * OWN_BUFFER_UPFRONT_BYTES
-    assert len(splitter.get_buffer().obj) == 2 * OWN_BUFFER_UPFRONT_BYTES
+    assert len(lent.obj) == start
+    read(splitter, b"y" * len(lent))  # the first buffer is full: the peer is streaming, so 1 MiB next
+    assert splitter.frame_buffer_bytes == OWN_BUFFER_STREAMING_BYTES == MIB
+    assert len(splitter.get_buffer().obj) == MIB
     read(splitter, b"z" * 1000)
-    assert splitter.frame_buffer_bytes == 2 * OWN_BUFFER_UPFRONT_BYTES and splitter.large_frame_arriving
-    read(splitter, b"z" * (OWN_BUFFER_UPFRONT_BYTES - 1000))
-    assert splitter.frame_buffer_bytes == size  # no more than the frame
-    read(splitter, b"z" * OWN_BUFFER_UPFRONT_BYTES)
+    assert splitter.frame_buffer_bytes == MIB and splitter.large_frame_arriving
+    while splitter.frame_buffer_bytes < size:  # then doubling, up to the frame
+        read(splitter, b"z" * len(splitter.get_buffer()))
+    assert splitter.frame_buffer_bytes == size
+    read(splitter, b"z" * len(splitter.get_buffer()))
     assert not splitter.large_frame_arriving
     assert len(splitter.next_frame()) == size and splitter.frame_buffer_bytes == 0
 
