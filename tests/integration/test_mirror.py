@@ -404,3 +404,29 @@ def test_a_foreign_cluster_tansu_is_both_target_and_source(mirror, clusters):
     assert_copied_one_to_one(on_dc2, read_topic(clusters["tansu"], incoming, 2, count), b"tansu")
     # The source side of the audit is counted by the worker, so a foreign source audits too.
     wait_for(lambda: audit_totals(mirror, "tansu:dc2") == (0, count, 0), 30, "the audit of tansu:dc2 to pass")
+
+
+def test_aggregation_of_two_sources_into_one_target_keeps_every_record_once(mirror, clusters):
+    topic, count = unique("orders"), 500
+    for alias in ("dc1", "dc2"):
+        create_topic(clusters[alias], topic, 3)
+        assert mirror.run("routes", "add", "--source", alias, "--target", "hub", "--topics", topic).returncode == 0
+    mirror.worker("w1")
+    mirror.worker("w2")
+    producers = [threading.Thread(target=ConfluentClient.produce, args=(clusters["dc1"], topic, count)),
+                 threading.Thread(target=ConfluentClient.produce, args=(clusters["dc2"], topic, count),
+                                  kwargs={"first": count})]
+    for thread in producers:
+        thread.start()
+    for thread in producers:
+        thread.join()
+    for alias, first in (("dc1", 0), ("dc2", count)):
+        copied = read_topic(clusters["hub"], f"{alias}.{topic}", 3, count)
+        assert_copied_one_to_one(copied, read_topic(clusters[alias], topic, 3, count), alias.encode())
+        assert sorted(R.index_of(r) for r in copied) == list(range(first, first + count))
+        wait_for(lambda alias=alias: audit_totals(mirror, f"{alias}:hub") == (0, count, 0), 30,
+                 f"the audit of {alias}:hub to pass")
+        # Nothing more than the source's records: the copy ends where its source ends.
+        assert end_offsets(clusters["hub"], f"{alias}.{topic}", 3) == end_offsets(clusters[alias], topic, 3)
+    assert sorted(t for t in AdminClient({"bootstrap.servers": clusters["hub"]}).list_topics(timeout=10).topics
+                  if t.endswith(topic)) == [f"dc1.{topic}", f"dc2.{topic}"]
