@@ -17,6 +17,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from bench.peer import TansuProcess
+from kgate.mirror.mm2_formats import Checkpoint, Heartbeat
 from tests.support import records as R
 from tests.support.broker_process import BrokerProcess
 from tests.support.clients import ConfluentClient, create_topic
@@ -57,7 +58,8 @@ def mirror(tmp_path, zookeeper, clusters):
     chroot = f"/mirror-{uuid.uuid4().hex[:8]}"
     config = write_config(str(tmp_path / "mirror.toml"), zookeeper.address, chroot, clusters,
                           **{"zookeeper.session.timeout.ms": 2000, "commit.interval.ms": 100,
-                             "status.interval.ms": 200, "metadata.refresh.interval.ms": 300})
+                             "status.interval.ms": 200, "metadata.refresh.interval.ms": 300,
+                             "emit.checkpoints.interval.ms": 500})
     workers = []
 
     class Mirror:
@@ -430,3 +432,55 @@ def test_aggregation_of_two_sources_into_one_target_keeps_every_record_once(mirr
         assert end_offsets(clusters["hub"], f"{alias}.{topic}", 3) == end_offsets(clusters[alias], topic, 3)
     assert sorted(t for t in AdminClient({"bootstrap.servers": clusters["hub"]}).list_topics(timeout=10).topics
                   if t.endswith(topic)) == [f"dc1.{topic}", f"dc2.{topic}"]
+
+
+def read_internal(bootstrap: str, topic: str) -> list[tuple[bytes, bytes]]:
+    """(key, value) of every record of a single-partition internal topic, read to its end."""
+    end = end_offsets(bootstrap, topic, 1)[0]
+    return [(r.key, r.value) for r in read_topic(bootstrap, topic, 1, max(end, 0), timeout=10)]
+
+
+def test_checkpoints_in_mirrormaker_2_format_and_failover_there_and_back(mirror, clusters):
+    topic, count, group = unique("ledger"), 400, unique("accounts")
+    create_topic(clusters["dc1"], topic, 2)
+    assert mirror.run("routes", "add", "--source", "dc1", "--target", "dc2", "--topics", topic).returncode == 0
+    ConfluentClient.produce(clusters["dc1"], topic, count)
+    mirror.worker("w1")
+    wait_for(lambda: end_offsets(clusters["dc2"], f"dc1.{topic}", 2) == end_offsets(clusters["dc1"], topic, 2), 30,
+             "every record copied")
+    on_dc1 = consume_as_group(clusters["dc1"], topic, group, 250)
+    upstream = committed_offsets(clusters["dc1"], group, topic, 2)
+
+    def checkpoints() -> dict[int, Checkpoint]:
+        """The group's newest checkpoint per partition, decoded as MirrorMaker 2 writes them."""
+        newest = {}
+        for key, value in read_internal(clusters["dc2"], "dc1.checkpoints.internal"):
+            checkpoint = Checkpoint.decode(key, value)
+            if checkpoint.group == group:
+                newest[checkpoint.partition] = checkpoint
+        return newest if [newest.get(p, Checkpoint("", "", p, -1, -1)).upstream for p in (0, 1)] == upstream \
+            else None
+
+    found = wait_for(checkpoints, 30, "checkpoints of the group's committed offsets on dc2")
+    assert {c.topic for c in found.values()} == {f"dc1.{topic}"}
+    for checkpoint in found.values():
+        # The copy is 1-1 and dense here, so a checkpoint never points past the group's own offset
+        # (no record skipped) and lags it by at most offset.lag.max (the duplicates).
+        assert 0 <= checkpoint.upstream - checkpoint.downstream <= 100, checkpoint
+    beats = [Heartbeat.decode(k, v) for k, v in read_internal(clusters["dc2"], "heartbeats")]
+    assert any((b.source, b.target) == ("dc1", "dc2") and b.timestamp_ms > 0 for b in beats)
+
+    # failover translates through the same offset syncs: it commits what the checkpoints say.
+    executed = mirror.run("failover", "--group", group, "--from", "dc1", "--to", "dc2", "--execute")
+    assert executed.returncode == 0, executed.stderr
+    assert committed_offsets(clusters["dc2"], group, f"dc1.{topic}", 2) == [found[p].downstream for p in (0, 1)]
+    on_dc2 = consume_as_group(clusters["dc2"], f"dc1.{topic}", group, None)
+    assert set(on_dc1) | set(on_dc2) == set(range(count)), "a record was skipped on the way to dc2"
+
+    # And back: the group read the copies to their end; on dc1 it resumes exactly at the end
+    # (target -> source translation), so it reads the records written since, and only them.
+    back = mirror.run("failover", "--group", group, "--from", "dc2", "--to", "dc1", "--execute")
+    assert back.returncode == 0, back.stderr
+    assert committed_offsets(clusters["dc1"], group, topic, 2) == end_offsets(clusters["dc1"], topic, 2)
+    ConfluentClient.produce(clusters["dc1"], topic, 100, first=count)
+    assert sorted(consume_as_group(clusters["dc1"], topic, group, None)) == list(range(count, count + 100))
