@@ -9,6 +9,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+from datetime import UTC, datetime
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
@@ -56,14 +57,19 @@ def clusters(tmp_path_factory):
 def mirror(tmp_path, zookeeper, clusters):
     """A configuration of its own (a fresh chroot), and the workers started under it."""
     chroot = f"/mirror-{uuid.uuid4().hex[:8]}"
-    config = write_config(str(tmp_path / "mirror.toml"), zookeeper.address, chroot, clusters,
-                          **{"zookeeper.session.timeout.ms": 2000, "commit.interval.ms": 100,
-                             "status.interval.ms": 200, "metadata.refresh.interval.ms": 300,
-                             "emit.checkpoints.interval.ms": 500})
+    # Test records carry timestamps of 2023 (R.timestamp): their audit counts must outlive the default retention.
+    settings = {"zookeeper.session.timeout.ms": 2000, "commit.interval.ms": 100, "status.interval.ms": 200,
+                "metadata.refresh.interval.ms": 300, "emit.checkpoints.interval.ms": 500,
+                "audit.retention.ms": 100 * 365 * 86_400_000}
+    config = write_config(str(tmp_path / "mirror.toml"), zookeeper.address, chroot, clusters, **settings)
     workers = []
 
     class Mirror:
         path = config
+
+        def configure(self, **changes):
+            """Other settings for this test (before its workers start)."""
+            write_config(config, zookeeper.address, chroot, clusters, **(settings | changes))
 
         def worker(self, name: str, *extra: str) -> MirrorWorker:
             worker = MirrorWorker(config, name, *extra).start()
@@ -72,6 +78,17 @@ def mirror(tmp_path, zookeeper, clusters):
 
         def run(self, *args: str):
             return mirror_command(config, *args)
+
+        def children(self, *parts) -> list[str]:
+            zk = KazooClient(hosts=zookeeper.address)
+            zk.start(timeout=10)
+            try:
+                return zk.get_children("/".join([chroot, *parts]))
+            except NoNodeError:
+                return []
+            finally:
+                zk.stop()
+                zk.close()
 
         def read(self, *parts):
             zk = KazooClient(hosts=zookeeper.address)
@@ -484,3 +501,43 @@ def test_checkpoints_in_mirrormaker_2_format_and_failover_there_and_back(mirror,
     assert committed_offsets(clusters["dc1"], group, topic, 2) == end_offsets(clusters["dc1"], topic, 2)
     ConfluentClient.produce(clusters["dc1"], topic, 100, first=count)
     assert sorted(consume_as_group(clusters["dc1"], topic, group, None)) == list(range(count, count + 100))
+
+
+def test_audit_finds_deleted_records_raises_the_metric_and_prunes_old_counts(mirror, clusters):
+    topic, count = unique("audited"), 200
+    mirror.configure(**{"audit.interval.ms": 300, "audit.window.ms": 600_000, "audit.retention.ms": 60_000})
+    create_topic(clusters["dc1"], topic, 2)
+    producer = Producer({"bootstrap.servers": clusters["dc1"], "linger.ms": 5})
+    stamps = [int(time.time() * 1000) - 10 * (count - i) for i in range(count)]  # inside the window and retention
+    for i, stamp in enumerate(stamps):
+        producer.produce(topic, key=R.key(i), value=R.value(i), partition=i % 2, timestamp=stamp)
+    assert producer.flush(30) == 0
+    ConfluentClient.produce(clusters["dc1"], topic, count, first=count)  # stamped in 2023: past the retention
+    assert mirror.run("routes", "add", "--source", "dc1", "--target", "dc2", "--topics", topic).returncode == 0
+    worker = mirror.worker("w1", "--metrics", "127.0.0.1:0")
+    metrics = wait_for(lambda: re.search(r"metrics on (http://\S+)", worker.log()), 30, "metrics").group(1)
+    wait_for(lambda: end_offsets(clusters["dc2"], f"dc1.{topic}", 2) == end_offsets(clusters["dc1"], topic, 2), 30,
+             "every record copied")
+
+    def gauge(name: str) -> float | None:
+        scraped = urllib.request.urlopen(metrics, timeout=10).read().decode()
+        found = re.search(rf'{name}{{route="dc1:dc2",topic="{topic}"}} (\S+)', scraped)
+        return float(found.group(1)) if found else None
+
+    # Counts of minutes older than audit.retention.ms leave ZooKeeper; the recent ones stay.
+    def minutes() -> dict[int, int]:
+        return {int(m): mirror.read("audit", "dc1:dc2", topic, m)["source"]
+                for m in mirror.children("audit", "dc1:dc2", topic)}
+
+    wait_for(lambda: sum(minutes().values()) == count and min(minutes()) * 60_000 > R.BASE_TIMESTAMP_MS + 86_400_000,
+             30, "the 2023 minutes pruned and the recent records counted")
+    wait_for(lambda: gauge("kgate_mirror_audit_missing_records") == 0, 30, "a clean periodic audit")
+    # Since a moment inside a minute: both sides are counted from that minute's start.
+    since = datetime.fromtimestamp(stamps[count // 2] / 1000, UTC).isoformat()
+    assert audit_totals(mirror, "dc1:dc2", since)[::2] == (0, 0)
+
+    admin = AdminClient({"bootstrap.servers": clusters["dc2"]})
+    for future in admin.delete_records([TopicPartition(f"dc1.{topic}", 0, 30)]).values():
+        future.result(10)
+    assert audit_totals(mirror, "dc1:dc2", "10m") == (1, count, 30)
+    wait_for(lambda: gauge("kgate_mirror_audit_missing_records") == 30, 30, "the audit metric to show 30 missing")
