@@ -72,14 +72,19 @@ class Replicator:
                 "group.id": f"kgate-mirror-{route.name}",  # required by librdkafka; never joined nor committed
                 "enable.auto.commit": False, "enable.auto.offset.store": False,
                 "enable.partition.eof": False, "auto.offset.reset": self.config["start"],
-                "fetch.max.bytes": 32 * 1024 * 1024, "client.id": f"kgate-mirror-{self.worker_id}"}))
+                # Fetches of at least 64 KiB or 50 ms: under load each request carries many records
+                # (the source broker's work is per request), idle partitions wait at most 50 ms.
+                "fetch.max.bytes": 32 * 1024 * 1024, "fetch.min.bytes": 64 * 1024, "fetch.wait.max.ms": 50,
+                "client.id": f"kgate-mirror-{self.worker_id}"}))
         return self._consumers[route.name]
 
     def producer(self, target: str) -> Producer:
         if target not in self._producers:
             self._producers[target] = Producer(self.config.cluster(target).client_config(**{
                 "enable.idempotence": True, "acks": "all", "message.timeout.ms": 0,
-                "linger.ms": 5, "batch.size": 1024 * 1024, "compression.type": "none",
+                # 20 ms of linger fills larger batches (the target's work is per request too), well
+                # inside the lag a mirror is allowed.
+                "linger.ms": 20, "batch.size": 1024 * 1024, "compression.type": "none",
                 "queue.buffering.max.kbytes": 256 * 1024, "client.id": f"kgate-mirror-{self.worker_id}"}))
         return self._producers[target]
 
