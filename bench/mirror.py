@@ -177,10 +177,10 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="kgate-mirror-bench-") as base:
             runs.append(one_run(base, args))
         print(f"run {number + 1}: " + ", ".join(f"{k} {v:.3f}" for k, v in runs[-1].items()), file=sys.stderr)
-    print(f"{'figure':<16}{'median':>10}{'min':>10}{'max':>10}")
+    print(f"{'figure':<26}{'median':>10}{'min':>10}{'max':>10}")
     for key in runs[0]:
         values = [r[key] for r in runs]
-        print(f"{key:<16}{statistics.median(values):>10.3f}{min(values):>10.3f}{max(values):>10.3f}")
+        print(f"{key:<26}{statistics.median(values):>10.3f}{min(values):>10.3f}{max(values):>10.3f}")
 
 
 if __name__ == "__main__":
