@@ -25,7 +25,8 @@ class MirrorMetrics:
         self.bytes = Counter("kgate_mirror_bytes", "Key and value bytes acknowledged by the target, per route",
                              ["route"], registry=self.registry)
         self.latency = Histogram("kgate_mirror_replication_latency_seconds", "From a record's timestamp to the "
-                                 "target's acknowledgement (the newest record of each partition per copy step)", ["route"], buckets=LATENCY_BUCKETS,
+                                 "target's acknowledgement (the newest record of each partition per copy step)",
+                                 ["route"], buckets=LATENCY_BUCKETS,
                                  registry=self.registry)
         self.rebalances = Counter("kgate_mirror_controller_rebalances", "Assignments the controller published "
                                   "that moved partitions between live workers", registry=self.registry)
