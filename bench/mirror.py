@@ -14,7 +14,9 @@ data directories, stopped by PID), then:
 - lag: a producer paced at ``--rate-mb-s`` into dc1 for ``--lag-seconds`` with values
   stamped with their send time, a consumer on dc2's copy: p50/p99 from send to arrival.
 
-Prints medians over the runs with min and max, and the mirror/baseline ratio taken run by run.
+Prints medians over the runs with min and max, and the mirror/baseline ratio taken run by run;
+``worker_cpu_us_per_record`` is the worker process's CPU (user + system) over the copy, per
+record: the figure that shows per-record work in the copy path whatever else loads the machine.
 """
 import argparse
 import json
@@ -87,6 +89,13 @@ def wait_total(bootstrap: str, topic: str, count: int, timeout: float) -> float:
     return time.perf_counter()
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU a process has used so far (Linux /proc)."""
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def wait_assigned(config: str, topic: str, timeout: float) -> None:
     """Until the worker copies every partition of ``topic`` (so the lag run measures copying, not set-up)."""
     deadline = time.monotonic() + timeout
@@ -132,7 +141,9 @@ def one_run(base: str, args) -> dict:
         assert mirror_command(config, "routes", "add", "--source", "dc1", "--target", "dc2",
                               "--topics", f"copied-{run_id},lagged-{run_id}").returncode == 0
         started = wait_total(dc2, f"dc1.{source_topic}", 1, 60)
+        cpu_started = cpu_seconds(worker.process.pid)
         finished = wait_total(dc2, f"dc1.{source_topic}", args.records, 600)
+        cpu_used = cpu_seconds(worker.process.pid) - cpu_started
         mirrored = args.records * VALUE / (finished - started) / 1e6
         create(dc1, lag_topic)
         count = int(args.rate_mb_s * 1e6 / VALUE * args.lag_seconds)
@@ -144,7 +155,7 @@ def one_run(base: str, args) -> dict:
         produce(dc1, lag_topic, count, rate_bytes_s=args.rate_mb_s * 1e6)
         thread.join()
         return {"baseline_mb_s": baseline, "mirror_mb_s": mirrored, "ratio": mirrored / baseline,
-                "setup_s": started - routed,
+                "setup_s": started - routed, "worker_cpu_us_per_record": cpu_used / args.records * 1e6,
                 "lag_p50_s": reader["p"][0], "lag_p99_s": reader["p"][1]}
     finally:
         if worker is not None:
@@ -166,10 +177,10 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="kgate-mirror-bench-") as base:
             runs.append(one_run(base, args))
         print(f"run {number + 1}: " + ", ".join(f"{k} {v:.3f}" for k, v in runs[-1].items()), file=sys.stderr)
-    print(f"{'figure':<16}{'median':>10}{'min':>10}{'max':>10}")
+    print(f"{'figure':<26}{'median':>10}{'min':>10}{'max':>10}")
     for key in runs[0]:
         values = [r[key] for r in runs]
-        print(f"{key:<16}{statistics.median(values):>10.3f}{min(values):>10.3f}{max(values):>10.3f}")
+        print(f"{key:<26}{statistics.median(values):>10.3f}{min(values):>10.3f}{max(values):>10.3f}")
 
 
 if __name__ == "__main__":

@@ -39,6 +39,12 @@ def parse_since(text: str, now_ms: int | None = None) -> int:
     return int(moment.timestamp() * 1000)
 
 
+def window_start(since_ms: int) -> int:
+    """``since_ms`` back to the start of its minute: source counts are kept per whole minute,
+    so the target must be counted from the same instant or the first minute looks short."""
+    return minute_of(since_ms) * MINUTE_MS
+
+
 def add_source_counts(state: MirrorState, route: str, topic: str, per_minute: dict[int, int]) -> None:
     for minute, count in per_minute.items():
         state.update(lambda old, count=count: {"source": (old or {}).get("source", 0) + count},
@@ -53,6 +59,21 @@ def source_counts(state: MirrorState, route: str, since_minute: int) -> dict[str
                 body = state.read("audit", route, topic, minute, default={})
                 found.setdefault(topic, {})[int(minute)] = body.get("source", 0)
     return found
+
+
+def prune(state: MirrorState, before_minute: int) -> int:
+    """Remove the counts of minutes before ``before_minute`` (``audit.retention.ms``), so the
+    audit's nodes do not grow forever; returns how many minutes went."""
+    removed = 0
+    for route in state.children("audit"):
+        for topic in state.children("audit", route):
+            minutes = state.children("audit", route, topic)
+            for minute in minutes:
+                if int(minute) < before_minute and state.delete("audit", route, topic, minute):
+                    removed += 1
+            if minutes and all(int(m) < before_minute for m in minutes):
+                state.delete_if_empty("audit", route, topic)
+    return removed
 
 
 @dataclass(frozen=True)

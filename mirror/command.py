@@ -130,22 +130,19 @@ def _status(config, state: MirrorState, args) -> None:
 
 
 def _audit(config, state: MirrorState, args) -> None:
-    from .target_counts import CountError, count_target
+    from .target_counts import CountError, audit_route
     source, target = parse_route_name(args.route)
-    route = state.routes().get(args.route)
     try:
         since_ms = audit.parse_since(args.since)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    counted = audit.source_counts(state, args.route, audit.minute_of(since_ms))
-    if route is None and not counted:
+    route = state.routes().get(args.route)
+    if route is None and not state.children("audit", args.route):
         raise Failed(f"no route {args.route} and no audit counts for it")
-    route = route or Route(source, target, ("*",))
     try:
-        found = count_target(config.cluster(target), route, set(counted), since_ms)
+        rows = audit_route(state, config.cluster(target), route or Route(source, target, ("*",)), since_ms)
     except CountError as exc:
         raise Failed(f"cannot count the target: {exc}") from None
-    rows = audit.compare(counted, found)
     output.listing(args, ("TOPIC", "MINUTE", "SOURCE", "TARGET", "MISSING", "DUPLICATED"),
                    [(r.topic, audit.minute_text(r.minute), r.source, r.target, r.missing, r.duplicated)
                     for r in rows], [r.to_json() for r in rows])

@@ -2,6 +2,9 @@
 
 It reacts to routes added or removed and workers joining or leaving (watches), and
 re-reads source topics periodically (new topics matching a pattern, added partitions).
+It also audits every route over the recent window (for the audit metrics, in a thread
+of its own: reading the targets must not hold up assignment) and prunes audit counts
+older than ``audit.retention.ms``.
 Before a partition is assigned its target topic exists with the right partition count.
 Every placement that can survive a change does (assignment.assign), so only partitions
 whose worker died, or that a periodic rebalance moves, ever stop.
@@ -13,6 +16,7 @@ import time
 from confluent_kafka import KafkaException
 from kazoo.exceptions import KazooException
 
+from . import audit
 from .assignment import assign, weight
 from .checkpoints import CheckpointWriter
 from .config import MirrorConfig
@@ -20,6 +24,7 @@ from .metrics import MirrorMetrics
 from .mm2_formats import HEARTBEATS_TOPIC, checkpoints_topic, offset_syncs_topic
 from .routes import topic_loops
 from .state import Item, MirrorState, item_key
+from .target_counts import CountError, audit_route
 from .topics import TopicSync
 
 log = logging.getLogger(__name__)
@@ -37,6 +42,7 @@ class Controller:
         self.topics = TopicSync(config)
         self.checkpoints = CheckpointWriter(config, self.topics)
         self._workers: set[str] = set()
+        self._auditing: threading.Thread | None = None
         state.watch_routes(self.changed.set)
         state.client.ChildrenWatch(state.path("workers"), lambda _children: self.changed.set())
 
@@ -44,7 +50,12 @@ class Controller:
         """Runs while this worker is the controller (kazoo's Election calls it)."""
         log.info("this worker is the mirror controller")
         every = {name: self.config[f"{name}.ms"] / 1000 for name in (
-            "rebalance.interval", "metadata.refresh.interval", "emit.heartbeats.interval", "emit.checkpoints.interval")}
+            "rebalance.interval", "metadata.refresh.interval", "emit.heartbeats.interval", "emit.checkpoints.interval",
+            "audit.interval")}
+        if not every["audit.interval"]:
+            del every["audit.interval"]
+        # Pruning lets counts outlive the retention by at most 1% of it (a minute's nodes a pass).
+        every["audit.prune"] = min(max(self.config["audit.retention.ms"] / 100_000, 1.0), 3600.0)
         due = {name: time.monotonic() for name in every}
         due["rebalance.interval"] += every["rebalance.interval"]
         while not self.stopping.is_set() and self.state.client.connected:
@@ -62,6 +73,14 @@ class Controller:
                 if "emit.checkpoints.interval" in ready:
                     for route in routes:
                         self.checkpoints.checkpoints(route)
+                if "audit.interval" in ready and not (self._auditing and self._auditing.is_alive()):
+                    self._auditing = threading.Thread(target=self.audit, args=(routes,), name="mirror-audit",
+                                                      daemon=True)
+                    self._auditing.start()
+                if "audit.prune" in ready:
+                    horizon = int(time.time() * 1000) - self.config["audit.retention.ms"]
+                    if audit.prune(self.state, audit.minute_of(horizon)):
+                        log.info("audit counts before %s pruned", audit.minute_text(audit.minute_of(horizon)))
             except (KazooException, KafkaException, OSError) as exc:
                 log.warning("controller pass failed: %s", exc)
             self.changed.wait(max(0.0, min(due.values()) - time.monotonic()))
@@ -114,3 +133,25 @@ class Controller:
         if moved:
             self.metrics.rebalances.inc()
             self.metrics.moved.inc(moved)
+
+    def audit(self, routes: list) -> None:
+        """Audit every route over the last ``audit.window.ms`` into the audit gauges."""
+        since = int(time.time() * 1000) - self.config["audit.window.ms"]
+        missing, duplicated = {}, {}
+        for route in routes:
+            try:
+                rows = audit_route(self.state, self.config.cluster(route.target), route, since)
+            except (CountError, KazooException) as exc:
+                log.warning("route %s: not audited this time: %s", route.name, exc)
+                continue
+            for row in rows:
+                labels = (route.name, row.topic)
+                missing[labels] = missing.get(labels, 0) + row.missing
+                duplicated[labels] = duplicated.get(labels, 0) + row.duplicated
+        for gauge, values in ((self.metrics.audit_missing, missing), (self.metrics.audit_duplicated, duplicated)):
+            gauge.clear()
+            for labels, value in values.items():
+                gauge.labels(*labels).set(value)
+        if any(missing.values()):
+            log.warning("audit: records missing on targets: %s",
+                        {f"{r}/{t}": n for (r, t), n in missing.items() if n})

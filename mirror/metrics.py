@@ -2,8 +2,9 @@
 
 Lag is given both ways an operator asks about it: in records (source high watermark
 minus the acknowledged position) and in seconds from a record's own timestamp to the
-target's acknowledgement of it. (Audit mismatches are reported by ``kgate mirror audit``,
-which reads the targets; workers do not re-read what they wrote.) Served by prometheus-client's server on ``--metrics``.
+target's acknowledgement of it. Audit mismatches come from the controller's periodic audit
+(``audit.interval.ms``), so only the controller's worker reports them. Served by
+prometheus-client's server on ``--metrics``.
 """
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
@@ -24,10 +25,17 @@ class MirrorMetrics:
         self.bytes = Counter("kgate_mirror_bytes", "Key and value bytes acknowledged by the target, per route",
                              ["route"], registry=self.registry)
         self.latency = Histogram("kgate_mirror_replication_latency_seconds", "From a record's timestamp to the "
-                                 "target's acknowledgement", ["route"], buckets=LATENCY_BUCKETS,
+                                 "target's acknowledgement (the newest record of each partition per copy step)",
+                                 ["route"], buckets=LATENCY_BUCKETS,
                                  registry=self.registry)
         self.rebalances = Counter("kgate_mirror_controller_rebalances", "Assignments the controller published "
                                   "that moved partitions between live workers", registry=self.registry)
+        self.audit_missing = Gauge("kgate_mirror_audit_missing_records", "Records counted at the source but not "
+                                   "found on the target, per route and source topic, in the controller's latest "
+                                   "audit of the last audit.window.ms", ["route", "topic"], registry=self.registry)
+        self.audit_duplicated = Gauge("kgate_mirror_audit_duplicated_records", "Records found on the target more "
+                                      "often than counted at the source, in the controller's latest audit",
+                                      ["route", "topic"], registry=self.registry)
         self.moved = Counter("kgate_mirror_partitions_moved", "Partitions moved by rebalances",
                              registry=self.registry)
 

@@ -13,7 +13,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from .routes import Route
+from .routes import ORIGIN_HEADER, Route
 from .state import Item
 
 
@@ -34,9 +34,15 @@ class PartitionCopy:
     bytes_in: int = 0
     records_in: int = 0
     minute_counts: dict = field(default_factory=dict)  # audit: acknowledged records of the source's own, by minute
+    reported_records: int = 0        # acknowledged since the metrics last took them
+    reported_bytes: int = 0
+    origin_header: tuple = field(init=False)  # what every record first written to the source carries on the target
     _inflight: deque = field(default_factory=deque)
     _done: dict = field(default_factory=dict)   # source offset -> (target offset, timestamp)
     _skipped_to: int = -1
+
+    def __post_init__(self):
+        self.origin_header = (ORIGIN_HEADER, self.route.source.encode())
 
     @property
     def partition(self) -> int:

@@ -31,10 +31,17 @@ METADATA_TIMEOUT = 5.0
 
 
 def origin_of(headers: list | None, default: str) -> str:
-    for name, value in headers or ():
-        if name == ORIGIN_HEADER and value is not None:
-            return value.decode()
-    return default
+    origin = _origin_header(headers)
+    return default if origin is None else origin
+
+
+def _origin_header(headers: list | None) -> str | None:
+    """The origin a record's headers name, None when they name none (it was first written here)."""
+    if headers:
+        for name, value in headers:
+            if name == ORIGIN_HEADER and value is not None:
+                return value.decode()
+    return None
 
 
 def _log_failure(error, message) -> None:
@@ -65,14 +72,19 @@ class Replicator:
                 "group.id": f"kgate-mirror-{route.name}",  # required by librdkafka; never joined nor committed
                 "enable.auto.commit": False, "enable.auto.offset.store": False,
                 "enable.partition.eof": False, "auto.offset.reset": self.config["start"],
-                "fetch.max.bytes": 32 * 1024 * 1024, "client.id": f"kgate-mirror-{self.worker_id}"}))
+                # Fetches of at least 64 KiB or 50 ms: under load each request carries many records
+                # (the source broker's work is per request), idle partitions wait at most 50 ms.
+                "fetch.max.bytes": 32 * 1024 * 1024, "fetch.min.bytes": 64 * 1024, "fetch.wait.max.ms": 50,
+                "client.id": f"kgate-mirror-{self.worker_id}"}))
         return self._consumers[route.name]
 
     def producer(self, target: str) -> Producer:
         if target not in self._producers:
             self._producers[target] = Producer(self.config.cluster(target).client_config(**{
                 "enable.idempotence": True, "acks": "all", "message.timeout.ms": 0,
-                "linger.ms": 5, "batch.size": 1024 * 1024, "compression.type": "none",
+                # 20 ms of linger fills larger batches (the target's work is per request too), well
+                # inside the lag a mirror is allowed.
+                "linger.ms": 20, "batch.size": 1024 * 1024, "compression.type": "none",
                 "queue.buffering.max.kbytes": 256 * 1024, "client.id": f"kgate-mirror-{self.worker_id}"}))
         return self._producers[target]
 
@@ -118,6 +130,7 @@ class Replicator:
         for target in {self.copies[i].route.target for i in items}:
             self.producer(target).flush(RELEASE_FLUSH_TIMEOUT)
         self.store_positions([self.copies[i] for i in items])
+        self._publish()
         for item in items:
             copy = self.copies.pop(item)
             consumer = self._consumers[copy.route.name]
@@ -146,6 +159,7 @@ class Replicator:
                     self._copy(copy, message)
         for producer in list(self._producers.values()):  # reports may add the source's producer (offset syncs)
             producer.poll(0)
+        self._publish()
         if not self._consumers:
             time.sleep(timeout)
         self._recover()
@@ -166,12 +180,13 @@ class Replicator:
         headers = message.headers()
         key, value = message.key(), message.value()
         size = (len(key) if key else 0) + (len(value) if value else 0)
-        origin = origin_of(headers, copy.route.source)
-        if origin == copy.route.target:
+        origin = _origin_header(headers)
+        if origin is None:
+            origin = copy.route.source
+            headers = [*headers, copy.origin_header] if headers else [copy.origin_header]
+        elif origin == copy.route.target:
             copy.skipped(offset, size)
             return
-        if origin == copy.route.source and not any(name == ORIGIN_HEADER for name, _ in headers or ()):
-            headers = [*(headers or ()), (ORIGIN_HEADER, copy.route.source.encode())]
         _, timestamp = message.timestamp()
         producer = self.producer(copy.route.target)
         report = partial(self._delivered, copy, copy.epoch, offset, timestamp, size, origin == copy.route.source)
@@ -204,10 +219,22 @@ class Replicator:
         if audited:  # on the target, whichever attempt put it there
             minute = audit.minute_of(timestamp)
             copy.minute_counts[minute] = copy.minute_counts.get(minute, 0) + 1
-        self.metrics.records.labels(copy.route.name).inc()
-        self.metrics.bytes.labels(copy.route.name).inc(size)
-        if timestamp > 0:
-            self.metrics.latency.labels(copy.route.name).observe(max(0.0, time.time() - timestamp / 1000))
+        copy.reported_records += 1
+        copy.reported_bytes += size
+
+    def _publish(self) -> None:
+        """Acknowledgements into the metrics once per step, not per record: the counters take
+        the step's totals, and the latency histogram the newest acknowledged record of each
+        partition that moved (a sample per partition and step)."""
+        now = time.time()
+        for copy in self.copies.values():
+            if copy.reported_records:
+                name = copy.route.name
+                self.metrics.records.labels(name).inc(copy.reported_records)
+                self.metrics.bytes.labels(name).inc(copy.reported_bytes)
+                copy.reported_records = copy.reported_bytes = 0
+                if copy.acked_timestamp_ms > 0:
+                    self.metrics.latency.labels(name).observe(max(0.0, now - copy.acked_timestamp_ms / 1000))
 
     def _recover(self) -> None:
         """Rewind partitions whose records the target did not take, and replace a producer

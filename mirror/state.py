@@ -11,6 +11,7 @@ route added from any host reaches every worker through a watch, and a worker's d
     positions/<route>/<topic>/<p>     {"offset": next source offset to copy, "target_offset": ...}
     status/<worker id>                ephemeral {"partitions": {"route/topic/p": {rate, lag, ...}}}
     audit/<route>/<topic>/<minute>    {"source": n} records copied, by record timestamp minute
+                                      (minutes older than audit.retention.ms are pruned by the controller)
 
 Positions are written only after the target acknowledged every record below them, so
 a worker that dies loses nothing: its successor starts from the stored position and at
@@ -22,7 +23,7 @@ import socket
 from collections.abc import Callable
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
 from kazoo.handlers.threading import KazooTimeoutError
 
 from .config import MirrorConfig
@@ -112,6 +113,14 @@ class MirrorState:
             return sorted(self.client.get_children(self.path(*parts)))
         except NoNodeError:
             return []
+
+    def delete_if_empty(self, *parts) -> bool:
+        """Delete a node unless it has children (a writer may have added one meanwhile)."""
+        try:
+            self.client.delete(self.path(*parts))
+            return True
+        except (NoNodeError, NotEmptyError):
+            return False
 
     def delete(self, *parts, recursive: bool = False) -> bool:
         try:

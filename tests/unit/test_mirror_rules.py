@@ -3,6 +3,7 @@ assignment, and the acknowledged position of a partition copy."""
 import pytest
 
 from kgate.mirror.assignment import MIN_WEIGHT, assign
+from kgate.mirror.audit import minute_of, parse_since, window_start
 from kgate.mirror.config import ConfigError, parse
 from kgate.mirror.partition_copy import PartitionCopy
 from kgate.mirror.routes import Route, RouteError, merge, parse_topics, topic_loops
@@ -148,3 +149,13 @@ def test_a_failed_delivery_rewinds_to_the_acknowledged_position_and_ignores_late
     assert not copy.delivered(0, 1, 1, 0) and copy.acked == 1
     assert copy.rewind() == 1 and copy.epoch == 1 and copy.idle
     assert not copy.delivered(0, 2, 2, 0) and copy.acked == 1
+
+
+def test_audit_windows_start_at_a_whole_minute_as_source_counts_do():
+    since = parse_since("2023-11-14T22:13:20.500Z")
+    assert since == 1_700_000_000_500
+    assert window_start(since) == 1_699_999_980_000 == minute_of(since) * 60_000
+    assert window_start(window_start(since)) == window_start(since)
+    assert parse_since("90s", now_ms=1_000_000) == 910_000
+    with pytest.raises(ValueError, match="time zone"):
+        parse_since("2023-11-14T22:13:20")
