@@ -45,7 +45,7 @@ SETTINGS = {
                                             help="a worker silent this long loses its partitions"),
     "metadata.refresh.interval.ms": Setting(2000, int, 100,
                                             help="how often source topics and partition counts are re-read"),
-    "audit.interval.ms": Setting(300000, int, 0, help="how often the controller audits every route over the last "
+    "audit.interval.ms": Setting(900000, int, 0, help="how often the controller audits every route over the last "
                                                       "audit.window.ms, for the audit metrics (0: never)"),
     "audit.window.ms": Setting(900000, int, 60000, help="the record-time window each periodic audit re-reads from "
                                                         "the targets"),
