@@ -7,7 +7,8 @@ import pytest
 
 from kgate.storage.ledger import ChecksumMismatch, CorruptLedger, LedgerFenced
 from kgate.storage.stores import wal_object
-from kgate.storage.stores.object_client import BucketLocation, ObjectClient
+from kgate.storage.stores.bucket_location import BucketLocation
+from kgate.storage.stores.object_client import ObjectClient
 from kgate.storage.stores.s3_store import S3LedgerStore
 from tests.conftest import SEAWEEDFS_BUCKET
 
