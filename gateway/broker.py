@@ -90,6 +90,8 @@ class Broker:
         self.login_limiter = LoginLimiter(settings["kgate.sasl.max.failed.logins.per.minute"],
                                           settings["kgate.sasl.max.failed.logins.per.address.per.minute"])
         self.metrics = BrokerMetrics(self)
+        for collector in ledgers.collectors():
+            self.metrics.registry.register(collector)
         self.authorizer = Authorizer(settings, AclStore(metadata), self.metrics.denied)
         self.events = EventManager(observe=self.metrics.metadata_event)
         self.ownership = Ownership(self)

@@ -105,12 +105,13 @@ def _piece_seq(key: str) -> int:
     return int(key.rsplit("index-", 1)[1].split(".")[0])
 
 
-@dataclass
+@dataclass(eq=False)
 class _Batch:
     """Entries waiting for one WAL object: per ledger, (entry id, framed buffers, length, head)."""
 
     generation: int
     entries: dict["S3Ledger", list[tuple[int, list, int, bytes]]] = field(default_factory=dict)
+    began: float = field(default_factory=time.monotonic)
     size: int = 0
     done: asyncio.Future = field(default_factory=lambda: asyncio.get_running_loop().create_future())
 
@@ -283,16 +284,23 @@ class _Wal:
         self._since_checkpoint = 0
         self._task: asyncio.Task | None = None
         self._uploads: set[asyncio.Task] = set()
+        self._waiting: set[_Batch] = set()  # batches not yet confirmed or failed
 
     @property
     def next_seq(self) -> int:
         return self._seq
+
+    def lag_seconds(self) -> float:
+        """How long the oldest entry not yet confirmed has waited (0 when none waits)."""
+        oldest = min((batch.began for batch in self._waiting), default=None)
+        return 0.0 if oldest is None else time.monotonic() - oldest
 
     def add(self, ledger: S3Ledger, entry_id: int, chunks) -> int:
         if self._task is None:
             self._task = asyncio.ensure_future(self._run())
         if self._batch is None:
             self._batch = _Batch(self._store.lease.generation)
+            self._waiting.add(self._batch)
             self._kick.set()
         buffers, length = wal_object.frame(chunks)
         self._batch.entries.setdefault(ledger, []).append((entry_id, buffers, length, wal_object.head_of(chunks)))
@@ -341,9 +349,9 @@ class _Wal:
             data, runs = self._build(batch)
             if runs:
                 try:
-                    began = time.monotonic()
                     await self._store.client.put(key, data)
-                    self._store.put_seconds.append(time.monotonic() - began)
+                    self._store.wal_objects += 1
+                    self._store.wal_bytes += len(data)
                 except Exception as exc:
                     failure = ObjectStoreUnavailable(f"WAL object {key}: {exc}")
         finally:
@@ -354,6 +362,7 @@ class _Wal:
                                              and await self._store.lease.confirm(batch.generation)):
             failure = LedgerFenced(f"WAL object {key}: this broker's metadata session was lost; "
                                    "its ledgers may have been recovered by another broker")
+        self._waiting.discard(batch)
         for ledger, run in runs:
             if failure is not None:
                 ledger.fail(failure)
@@ -404,7 +413,8 @@ class S3LedgerStore(LedgerStore):
         self.lease: WriterLease = lease or Unleased()
         self.cache = BlockCache(cache_bytes)
         self.wal = _Wal(self, commit_interval_ms / 1000)
-        self.put_seconds: list[float] = []
+        self.wal_objects = 0
+        self.wal_bytes = 0
         self._ledgers: dict[int, S3Ledger] = {}
         self._gets = asyncio.Semaphore(MAX_INFLIGHT_GETS)
         self._fetching: dict[tuple[str, int], asyncio.Future] = {}
@@ -577,6 +587,10 @@ class S3LedgerStore(LedgerStore):
     def ledger_bytes(self, ledger_id: int) -> int:
         ledger = self._ledgers.get(ledger_id)
         return ledger.length if ledger is not None else 0
+
+    def collectors(self) -> list:
+        from .object_store_metrics import ObjectStoreCollector
+        return [ObjectStoreCollector(self)]
 
     def close(self) -> None:
         self.wal.close()

@@ -13,6 +13,7 @@ from tests.support import records as R
 from tests.support.clients import ConfluentClient, create_topic
 from tests.support.cluster import SESSION_TIMEOUT_MS, AckedProducer, KgateCluster, check_delivery, read_all
 from tests.support.member_process import wait_for
+from tests.support.scrape import scrape, value
 from tests.support.wire import Wire, encode_request, read_response
 from tests.support.zookeeper import ZooKeeperServer, free_ports
 
@@ -44,11 +45,17 @@ def cluster(tmp_path, zookeeper, bucket_url):
 
 
 def test_one_broker_on_s3_produces_and_consumes_and_restarts_from_objects(broker_factory, bucket_url):
-    broker = broker_factory(**{"kgate.storage": bucket_url})
+    broker = broker_factory(**{"kgate.storage": bucket_url, "kgate.metrics.listener": "127.0.0.1:0"})
     create_topic(broker.bootstrap, "on-s3", 2)
     ConfluentClient.produce(broker.bootstrap, "on-s3", 500, value_size=300)
     assert sorted(c.key for c in ConfluentClient.consume(broker.bootstrap, "on-s3", 2, 500)) == \
         sorted(R.key(i) for i in range(500))
+    samples = scrape(broker.metrics_url)
+    wal_objects = value(samples, "kgate_wal_objects_total")
+    assert 0 < wal_objects <= value(samples, "kgate_object_requests_total", kind="put")
+    assert value(samples, "kgate_wal_object_bytes_total") > 500 * 300
+    # The consumer read what this broker had just written: from memory, with no GET.
+    assert value(samples, "kgate_object_cache_hit_ratio") == 1.0
     broker.stop()
     again = broker_factory(**{"kgate.storage": bucket_url})
     assert sorted(c.key for c in ConfluentClient.consume(again.bootstrap, "on-s3", 2, 500)) == \
