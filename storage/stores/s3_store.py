@@ -551,9 +551,8 @@ class S3LedgerStore(LedgerStore):
                 try:
                     data = await self.client.get_range(object_key, start, end)
                 except FileNotFoundError as exc:
+                    # Damage, unlike an unreachable store (whose errors pass through as they are).
                     raise CorruptLedger(f"ledger {ledger.ledger_id}: object {object_key} is missing") from exc
-                except Exception as exc:
-                    raise CorruptLedger(f"ledger {ledger.ledger_id}: reading {object_key}: {exc}") from exc
             if len(data) != end - start:
                 raise CorruptLedger(f"ledger {ledger.ledger_id}: object {object_key} is cut short")
             self.cache.reads.put(key, data)

@@ -133,3 +133,15 @@ async def test_puts_are_bounded_by_the_commit_interval_not_the_number_of_ledgers
     # 40 ledgers x 5 entries, written at once: a handful of objects, not one per ledger or entry.
     assert wal_puts <= 3
     writer.close()
+
+
+async def test_a_missing_object_is_corruption_of_that_ledger(location):
+    writer = store(location)
+    ledger = writer.create_ledger(5)
+    await write(ledger, 0, 3)
+    await ledger.close()
+    client = ObjectClient(location)
+    await client.delete(await client.keys("wal/w1/"))
+    opened = await store(location, writer="w2").open_ledger(5, 2)  # the sealed piece still says where
+    with pytest.raises(CorruptLedger, match="missing"):
+        await opened.read_range(0, 2)
