@@ -90,6 +90,8 @@ class Broker:
         self.login_limiter = LoginLimiter(settings["kgate.sasl.max.failed.logins.per.minute"],
                                           settings["kgate.sasl.max.failed.logins.per.address.per.minute"])
         self.metrics = BrokerMetrics(self)
+        for collector in ledgers.collectors():
+            self.metrics.registry.register(collector)
         self.authorizer = Authorizer(settings, AclStore(metadata), self.metrics.denied)
         self.events = EventManager(observe=self.metrics.metadata_event)
         self.ownership = Ownership(self)
@@ -453,7 +455,26 @@ async def open_broker(settings: Settings) -> Broker:
         node_id = await _derived_broker_id(settings.data_dir, ClusterState(metadata))
     storage_at = settings["kgate.storage"] or "file:" + os.path.join(settings.data_dir, "ledgers")
     settings.values["broker.id"] = node_id
-    return Broker(settings, metadata, FileLedgerStore(storage_at.removeprefix("file:")))
+    if storage_at.startswith("s3://"):
+        ledgers: LedgerStore = await _object_store(settings, metadata, node_id)
+    else:
+        ledgers = FileLedgerStore(storage_at.removeprefix("file:"))
+    return Broker(settings, metadata, ledgers)
+
+
+async def _object_store(settings: Settings, metadata: MetadataStore, node_id: int) -> LedgerStore:
+    """The object ledger store, writing WAL objects under a writer name no other process has
+    used: the broker id and an epoch drawn from the metadata store at each start."""
+    from kgate.storage.stores.bucket_location import BucketLocation
+    from kgate.storage.stores.object_client import ObjectClient
+    from kgate.storage.stores.s3_store import S3LedgerStore
+
+    from .writer_lease import MetadataWriterLease
+
+    epoch = await ClusterState(metadata).allocate("wal-writer-epoch")
+    return S3LedgerStore(ObjectClient(BucketLocation.parse(settings["kgate.storage"])), f"{node_id}-{epoch}",
+                         MetadataWriterLease(metadata), settings["kgate.s3.wal.commit.interval.ms"],
+                         settings["kgate.s3.cache.bytes"])
 
 
 async def open_metadata(metadata_at: str, data_dir: str, session_timeout_ms: int, retry: bool = True) -> MetadataStore:

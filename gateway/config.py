@@ -11,6 +11,7 @@ from enum import IntEnum
 from kgate.protocol import inflate
 from kgate.protocol.security import SASL_MECHANISMS, SECURITY_PROTOCOLS
 from kgate.storage import entry_formats
+from kgate.storage.stores.bucket_location import BucketLocation
 
 from .authorizer import AUTHORIZER_NAMES
 from .connection_limits import parse_overrides
@@ -49,6 +50,14 @@ def config_type(name: str) -> ConfigType:
 # compression.type values -> codec id; None keeps the producer's codec.
 COMPRESSION_TYPES = {"producer": None, "uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 
+def _is_bucket(text: str) -> bool:
+    try:
+        BucketLocation.parse(text)
+    except ValueError:
+        return False
+    return True
+
+
 def _is_overrides(text: str) -> bool:
     try:
         parse_overrides(text)
@@ -70,8 +79,18 @@ BROKER_SETTINGS: dict[str, tuple[object, tuple]] = {
     # "embedded" (SQLite in the data dir) or zookeeper://HOST:PORT[,HOST:PORT...][/CHROOT]
     "kgate.metadata": ("embedded", ("must be embedded or zookeeper://HOST:PORT[,HOST:PORT...][/CHROOT]",
                                     lambda v: v == "embedded" or _is_zookeeper(v))),
-    # file:DIR, a directory every broker of the cluster reaches; empty: <data dir>/ledgers
-    "kgate.storage": ("", ("must be file:DIR or empty", lambda v: v == "" or (v.startswith("file:") and len(v) > 5))),
+    # file:DIR, a directory every broker of the cluster reaches; empty: <data dir>/ledgers; or
+    # s3://BUCKET/PREFIX?endpoint=URL&region=REGION, object storage (storage/stores/s3_store.py).
+    "kgate.storage": ("", ("must be file:DIR, s3://BUCKET/PREFIX?endpoint=URL&region=REGION or empty",
+                           lambda v: v == "" or (v.startswith("file:") and len(v) > 5) or _is_bucket(v))),
+    # Where the object store's acknowledged entries are first made durable: "s3", one WAL
+    # object per commit interval (no local disk). Only used with s3:// storage.
+    "kgate.wal": ("s3", ("must be s3 (a local file WAL is not available yet)", lambda v: v == "s3")),
+    # How long the S3 WAL gathers entries for one object: its PUT rate per broker is at most
+    # 1000 / this, whatever the partition count; acks wait up to this plus one PUT.
+    "kgate.s3.wal.commit.interval.ms": (100, _POSITIVE),
+    # Memory for ledger bytes read from or just written to objects (half for each).
+    "kgate.s3.cache.bytes": (256 * 1024 * 1024, _POSITIVE),
     "zookeeper.session.timeout.ms": (18_000, ("must be >= 1000", lambda v: v >= 1000)),
     "socket.request.max.bytes": (100 * 1024 * 1024, _POSITIVE),
     "connections.max.idle.ms": (600_000, _POSITIVE),

@@ -29,9 +29,12 @@ def add_parser(commands) -> None:
                      help="serve Prometheus metrics at http://HOST:PORT/metrics (kgate.metrics.listener)")
     run.add_argument("--metadata", metavar="embedded|zookeeper://HOST:PORT[,...][/CHROOT]",
                      help="the metadata store (kgate.metadata; default embedded, in the data directory)")
-    run.add_argument("--storage", metavar="file:DIR",
+    run.add_argument("--storage", metavar="file:DIR|s3://BUCKET/PREFIX?endpoint=URL&region=REGION",
                      help="the ledger store, shared by every broker of a cluster (kgate.storage; "
-                          "default file:<data-dir>/ledgers)")
+                          "default file:<data-dir>/ledgers); S3 credentials come from the AWS environment")
+    run.add_argument("--wal", metavar="s3",
+                     help="with s3:// storage, where entries are durable before they are acknowledged (kgate.wal; "
+                          "default s3: one object per kgate.s3.wal.commit.interval.ms, no local disk)")
     run.add_argument("--broker-id", metavar="N", help="this broker's id (broker.id; default derived once, then kept)")
     run.add_argument("--advertise", metavar="HOST:PORT",
                      help="the address clients are told to use (advertised.listeners)")
@@ -40,7 +43,8 @@ def add_parser(commands) -> None:
 def run(args) -> int:
     try:
         flags = {"kgate.metrics.listener": args.metrics, "kgate.metadata": args.metadata,
-                 "kgate.storage": args.storage, "broker.id": args.broker_id, "advertised.listeners": args.advertise}
+                 "kgate.storage": args.storage, "kgate.wal": args.wal, "broker.id": args.broker_id,
+                 "advertised.listeners": args.advertise}
         overrides = args.overrides + [f"{key}={value}" for key, value in flags.items() if value is not None]
         settings = Settings.load(args.listen, args.data_dir, args.config, overrides)
     except ConfigError as exc:

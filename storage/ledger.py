@@ -117,5 +117,9 @@ class LedgerStore(ABC):
     @abstractmethod
     def ledger_bytes(self, ledger_id: int) -> int: ...
 
+    def collectors(self) -> list:
+        """Prometheus collectors of what the store does (an object store's requests, say)."""
+        return []
+
     def close(self) -> None:  # noqa: B027 (an optional hook)
         """Release store-wide resources."""

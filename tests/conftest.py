@@ -42,3 +42,20 @@ def pytest_pyfunc_call(pyfuncitem):
         asyncio.run(pyfuncitem.obj(**args))
         return True
     return None
+
+
+@pytest.fixture(scope="session")
+def seaweedfs(tmp_path_factory):
+    """One real SeaweedFS S3 engine for the whole session (it takes ~4 s to answer), with one
+    bucket; tests keep apart by prefix. Stopped by PID at the end."""
+    from tests.support.seaweedfs import SeaweedFS
+
+    server = SeaweedFS(str(tmp_path_factory.mktemp("seaweedfs"))).start()
+    try:
+        server.make_bucket(SEAWEEDFS_BUCKET)
+        yield server
+    finally:
+        server.stop()
+
+
+SEAWEEDFS_BUCKET = "kgate-tests"

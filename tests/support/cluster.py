@@ -20,10 +20,13 @@ SESSION_TIMEOUT_MS = 4000
 
 
 class KgateCluster:
-    def __init__(self, base_dir: str, zookeeper: str, chroot: str, size: int = 3, **settings):
+    def __init__(self, base_dir: str, zookeeper: str, chroot: str, size: int = 3, storage: str | None = None,
+                 **settings):
+        """``storage``: the ledger store every broker names (default: one shared directory)."""
         self.base_dir = base_dir
         self.metadata = f"zookeeper://{zookeeper}{chroot}"
         self.storage = os.path.join(base_dir, "shared-ledgers")
+        self.storage_at = storage or f"file:{self.storage}"
         self.settings = {"zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS, "offsets.topic.num.partitions": 6,
                          "group.initial.rebalance.delay.ms": 0, **settings}
         self.size = size
@@ -31,7 +34,7 @@ class KgateCluster:
 
     def start_broker(self, node_id: int, listeners: tuple[str, ...] = (), **settings) -> BrokerProcess:
         broker = BrokerProcess(os.path.join(self.base_dir, f"broker-{node_id}"), {
-            **self.settings, "kgate.metadata": self.metadata, "kgate.storage": f"file:{self.storage}",
+            **self.settings, "kgate.metadata": self.metadata, "kgate.storage": self.storage_at,
             "broker.id": node_id, **settings}, listeners=listeners)
         self.brokers[node_id] = broker.start(timeout=60)
         return broker

@@ -1,0 +1,129 @@
+"""The object ledger store with the S3 WAL beside the file store, on this machine.
+
+One run produces ``--records`` records of ``--value-size`` bytes into ``--partitions``
+partitions with acks=all (confluent-kafka, in a process of its own), once to a broker
+on the file store and once to a broker on a SeaweedFS started here with ``--wal s3``;
+then it restarts the S3 broker (its caches empty) and consumes everything from offset
+0: the cold catch-up read, all from range GETs. Flat-out produce latency is mostly time
+queued in the producer, so each run also produces at a paced ``--paced-mb-s`` first:
+its acknowledgement p50/p99 is what the commit interval costs. Printed: produce MB/s, acknowledgement
+p50/p99, PUTs and GETs per GB written or read (from the broker's own metrics), cold read
+MB/s; medians of ``--runs`` runs, with S3/file ratios taken run by run.
+
+    .venv/bin/python -m bench.object_store [--runs 3] [--records 60000]
+"""
+import argparse
+import os
+import statistics
+import tempfile
+import time
+import uuid
+
+from bench.produce_consume import MB, consume, create_topic, finish_child, produce, start_child
+from tests.support.broker_process import BrokerProcess
+from tests.support.scrape import scrape, value
+from tests.support.seaweedfs import SeaweedFS
+
+BUCKET = "kgate-bench"
+GB = 1e9
+
+
+def _broker(work_dir: str, name: str, storage: str | None, interval_ms: int) -> BrokerProcess:
+    settings = {"kgate.metrics.listener": "127.0.0.1:0", "kgate.s3.wal.commit.interval.ms": interval_ms}
+    if storage is not None:
+        settings["kgate.storage"] = storage
+    return BrokerProcess(os.path.join(work_dir, name), settings).start(timeout=60)
+
+
+def _requests(broker: BrokerProcess) -> dict[str, float]:
+    samples = scrape(broker.metrics_url)
+    return {**{kind: value(samples, "kgate_object_requests_total", kind=kind) for kind in ("put", "get")},
+            "objects": value(samples, "kgate_wal_objects_total"),
+            "bytes": value(samples, "kgate_wal_object_bytes_total")}
+
+
+def _settled(broker: BrokerProcess) -> dict[str, float]:
+    """The request counts once the new partitions' ledgers are all created (no PUT for 1 s)."""
+    last = _requests(broker)
+    for _ in range(30):
+        time.sleep(1)
+        now = _requests(broker)
+        if now == last:
+            return now
+        last = now
+    return last
+
+
+def one_run(work_dir: str, storage: str | None, args) -> dict:
+    broker = _broker(work_dir, f"broker-{uuid.uuid4().hex[:6]}", storage, args.interval_ms)
+    try:
+        paced_topic = create_topic(broker.bootstrap, args.partitions)
+        paced = finish_child(start_child(produce, broker.bootstrap, paced_topic, 10**9, args.value_size,
+                                         args.paced_seconds, None, args.paced_mb_s * MB), args.timeout + 90)
+        topic = create_topic(broker.bootstrap, args.partitions)
+        before = _settled(broker)
+        produced = finish_child(start_child(produce, broker.bootstrap, topic, args.records, args.value_size,
+                                            args.timeout), args.timeout + 30)
+        after = _requests(broker)
+    finally:
+        broker.stop()
+    figures = {"produce_mb_s": produced["bytes"] / produced["seconds"] / MB,
+               "ack_p50_ms": produced["p50_ms"], "ack_p99_ms": produced["p99_ms"],
+               "paced_ack_p50_ms": paced["p50_ms"], "paced_ack_p99_ms": paced["p99_ms"]}
+    if storage is None:
+        return figures
+    written = produced["bytes"] / GB
+    figures["puts_per_gb"] = (after["put"] - before["put"]) / written
+    figures["gets_per_gb_written"] = (after["get"] - before["get"]) / written
+    figures["wal_objects_per_s"] = (after["objects"] - before["objects"]) / produced["seconds"]
+    figures["wal_object_mb"] = (after["bytes"] - before["bytes"]) / max(1, after["objects"] - before["objects"]) / MB
+    cold = _broker(work_dir, os.path.basename(broker.data_dir), storage, args.interval_ms)
+    try:
+        before = _requests(cold)
+        consumed = finish_child(start_child(consume, cold.bootstrap, topic, args.partitions, produced["records"],
+                                            args.timeout), args.timeout + 30)
+        after = _requests(cold)
+    finally:
+        cold.stop()
+    figures["cold_read_mb_s"] = consumed["bytes"] / consumed["seconds"] / MB
+    figures["gets_per_gb_read"] = (after["get"] - before["get"]) / (consumed["bytes"] / GB)
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--records", type=int, default=60_000)
+    parser.add_argument("--value-size", type=int, default=1024)
+    parser.add_argument("--partitions", type=int, default=16)
+    parser.add_argument("--interval-ms", type=int, default=100, help="kgate.s3.wal.commit.interval.ms")
+    parser.add_argument("--paced-mb-s", type=float, default=4.0,
+                        help="the rate of the paced produce whose acknowledgement latency is reported beside")
+    parser.add_argument("--paced-seconds", type=float, default=5.0)
+    parser.add_argument("--timeout", type=float, default=300)
+    args = parser.parse_args()
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "bench")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
+    runs: dict[str, list[dict]] = {"file": [], "s3": []}
+    with tempfile.TemporaryDirectory(prefix="kgate-object-bench-") as work_dir, \
+            SeaweedFS.started(os.path.join(work_dir, "seaweedfs")) as weed:
+        weed.make_bucket(BUCKET)
+        for run in range(args.runs):
+            runs["file"].append(one_run(work_dir, None, args))
+            storage = f"s3://{BUCKET}/run{run}?endpoint={weed.endpoint}&region=us-east-1"
+            runs["s3"].append(one_run(work_dir, storage, args))
+    print(f"{args.records} x {args.value_size} B into {args.partitions} partitions, acks=all, "
+          f"commit interval {args.interval_ms} ms; medians of {args.runs} runs")
+    print(f"{'figure':<24} {'file store':>11} {'S3 WAL':>9} {'S3/file':>8}")
+    for key in runs["s3"][0]:
+        s3 = statistics.median(r[key] for r in runs["s3"])
+        if key in runs["file"][0]:
+            file = statistics.median(r[key] for r in runs["file"])
+            ratio = statistics.median(s[key] / f[key] for s, f in zip(runs["s3"], runs["file"]))
+            print(f"{key:<24} {file:>11.1f} {s3:>9.1f} {ratio:>8.2f}")
+        else:
+            print(f"{key:<24} {'':>11} {s3:>9.1f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,603 @@
+"""The object ledger store: ledgers in S3-compatible object storage, written through a WAL.
+
+With ``--wal s3`` a broker keeps nothing on local disk. Every entry it adds, for every
+ledger it writes, goes into the next *WAL object*: one PUT per commit interval
+(``kgate.s3.wal.commit.interval.ms``, or sooner once ``MAX_OBJECT_BYTES`` are waiting)
+under ``wal/<writer>/<seq>``, where the writer is the broker id and an epoch taken from
+the metadata store at start-up, so no two processes ever write the same key. A sync
+resolves only after the PUT holding its entry succeeded, so an acknowledged entry is in
+an object. The PUT rate is bounded by the interval, not by the number of partitions.
+
+Where entries are is kept in the objects, never only in memory: each WAL object ends
+with an index of the runs it holds (storage.stores.wal_object), and each ledger has
+``ledgers/<id>/writer`` (written with If-None-Match: * before its first entry can be
+confirmed: which writer, from which WAL object on) and *index pieces*
+``ledgers/<id>/index-<seq>`` (its runs through WAL object ``seq``), written in the
+background every ``CHECKPOINT_OBJECTS`` WAL objects and, marked ``.sealed``, when it is
+closed. Another broker with an empty data directory opens a ledger from these alone:
+the pieces, then the indexes of the writer's WAL objects after the last piece.
+
+Fencing. A ledger's recovery (``open_ledger`` with no last entry) keeps the entries
+from 0 up to the first one it cannot find, and seals that in a ``.sealed`` piece. The
+old writer must not acknowledge anything past it: after each PUT, before confirming,
+the WAL asks its ``WriterLease`` (the broker backs it with its metadata session, which
+holds the ownership claims). Recovery starts only after the old owner's claim is gone,
+so a PUT confirmed while the lease held was listed by it; a writer that was paused past
+its session finds the lease gone and confirms nothing more (its late objects hold ids
+past the sealed end, which no reader takes). Conditional PUTs guard the writer and
+sealed records as a second line, off the hot path.
+
+Reads never block the loop: tail entries come from memory (the runs this broker just
+wrote stay in a bounded cache), older ones with range GETs of a ledger's whole run in
+an object, with the next runs fetched ahead, into a bounded cache of their own.
+"""
+import asyncio
+import json
+import logging
+import time
+from array import array
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from ..ledger import CorruptLedger, Ledger, LedgerFenced, LedgerStore
+from . import wal_object
+from .block_cache import BlockCache
+from .object_client import ObjectClient, ObjectExists
+from .wal_object import HEAD_BYTES, Run
+
+log = logging.getLogger(__name__)
+
+# A WAL object is cut before the interval ends once this much is waiting: a few MiB per
+# PUT is where one stream's throughput levels off here (bench/s3_clients.py).
+MAX_OBJECT_BYTES = 8 * 1024 * 1024
+# PUTs in flight at once: loopback PUT throughput is ~55 MB/s per stream, ~4x with 4.
+MAX_INFLIGHT_PUTS = 4
+# Index pieces are written every this many WAL objects, so a recovery reads at most this
+# many WAL object indexes beyond the pieces (about 5 s of writing at 100 ms).
+CHECKPOINT_OBJECTS = 50
+# Runs fetched ahead of a catch-up reader, and GETs a catch-up reader may have in flight.
+READ_AHEAD_RUNS = 2
+MAX_INFLIGHT_GETS = 8
+# Enough for a WAL object's index and trailer in one GET in the common case.
+INDEX_TAIL_GUESS = 64 * 1024
+
+
+class ObjectStoreUnavailable(OSError):
+    """A WAL PUT failed (after the client's retries): its entries are given up, never confirmed."""
+
+
+class WriterLease(Protocol):
+    """Whether this broker still holds what made it the writer of its ledgers.
+
+    ``generation`` changes when the lease is lost (the metadata session expired);
+    ``confirm`` answers, after a round trip, whether a lease taken at ``generation``
+    still holds.
+    """
+
+    generation: int
+
+    async def confirm(self, generation: int) -> bool: ...
+
+
+class Unleased:
+    """The lease of a single broker with nobody to hand over to (embedded metadata)."""
+
+    generation = 0
+
+    async def confirm(self, generation: int) -> bool:
+        return True
+
+
+def _wal_key(writer: str, seq: int) -> str:
+    return f"wal/{writer}/{seq:020d}"
+
+
+def _ledger_prefix(ledger_id: int) -> str:
+    return f"ledgers/{ledger_id:019d}/"
+
+
+def _piece_key(ledger_id: int, seq: int, sealed: bool) -> str:
+    return f"{_ledger_prefix(ledger_id)}index-{seq:020d}" + (".sealed" if sealed else "")
+
+
+def _piece_seq(key: str) -> int:
+    return int(key.rsplit("index-", 1)[1].split(".")[0])
+
+
+@dataclass(eq=False)
+class _Batch:
+    """Entries waiting for one WAL object: per ledger, (entry id, framed buffers, length, head)."""
+
+    generation: int
+    entries: dict["S3Ledger", list[tuple[int, list, int, bytes]]] = field(default_factory=dict)
+    began: float = field(default_factory=time.monotonic)
+    size: int = 0
+    done: asyncio.Future = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+
+
+class S3Ledger(Ledger):
+    def __init__(self, store: "S3LedgerStore", ledger_id: int, writable: bool):
+        self.ledger_id = ledger_id
+        self._store = store
+        self._writable = writable
+        # Where each confirmed entry is: object number, position in that object's run, length.
+        self._keys: list[str] = []
+        self._run_start = array("q")
+        self._run_end = array("q")
+        self._entry_object = array("i")
+        self._entry_pos = array("q")
+        self._entry_len = array("q")
+        self._heads: list[bytes] = []  # recovered ledgers only, for read_heads at open
+        self._pushed = -1
+        self._bytes = 0
+        self._waits: list[tuple[int, asyncio.Future]] = []  # (last entry id in a batch, its future)
+        self._failure: BaseException | None = None
+        self.manifest: asyncio.Future | None = None
+        # Runs confirmed since the last index piece written, and whether one is being written.
+        self.unpieced: list[tuple[str, Run]] = []
+        self.piece_writing = False
+
+    @property
+    def last_add_confirmed(self) -> int:
+        return len(self._entry_len) - 1
+
+    @property
+    def last_add_pushed(self) -> int:
+        return self._pushed
+
+    @property
+    def length(self) -> int:
+        return self._bytes
+
+    def add_entry(self, chunks) -> int:
+        if not self._writable or self._failure is not None:
+            raise LedgerFenced(f"ledger {self.ledger_id} is closed")
+        self._pushed += 1
+        self._bytes += self._store.wal.add(self, self._pushed, chunks)
+        return self._pushed
+
+    def waiting(self, entry_id: int, done: asyncio.Future) -> None:
+        if self._waits and self._waits[-1][1] is done:
+            self._waits[-1] = (entry_id, done)
+        else:
+            self._waits.append((entry_id, done))
+
+    async def sync(self, entry_id: int) -> None:
+        while entry_id > self.last_add_confirmed:
+            if self._failure is not None:
+                raise self._failure
+            waits = [done for last, done in self._waits if last >= entry_id]
+            if not waits:
+                raise LedgerFenced(f"ledger {self.ledger_id}: entry {entry_id} was never added")
+            try:
+                await asyncio.shield(waits[0])
+            except Exception:
+                if self._failure is None:
+                    raise
+        self._waits = [(last, done) for last, done in self._waits if not done.done()]
+
+    def confirmed(self, key: str, run: Run, data: memoryview) -> None:
+        """The entries of ``run`` are in object ``key`` (whose bytes are ``data``) for good."""
+        if run.first_entry != len(self._entry_len):
+            return  # after a failure: entries past the gap are never confirmed
+        self._append_run(key, run)
+        self.unpieced.append((key, run))
+        self._store.cache.recent.put((key, self.ledger_id), data[run.start:run.end])
+
+    def _append_run(self, key: str, run: Run) -> None:
+        number = len(self._keys)
+        self._keys.append(key)
+        self._run_start.append(run.start)
+        self._run_end.append(run.end)
+        for pos, length in zip(run.positions(), run.lengths):
+            self._entry_object.append(number)
+            self._entry_pos.append(pos - run.start)
+            self._entry_len.append(length)
+
+    def fail(self, failure: BaseException) -> None:
+        """Give up every unconfirmed entry: nothing more is taken, the owner rolls to a new ledger."""
+        if self._failure is None:
+            self._failure = failure
+            self._writable = False
+            self._pushed = self.last_add_confirmed
+            self._bytes = sum(self._entry_len)
+
+    @property
+    def failed(self) -> bool:
+        return self._failure is not None
+
+    async def read_range(self, first: int, last: int) -> list[memoryview]:
+        last = min(last, self.last_add_confirmed)
+        out: list[memoryview] = []
+        entry_id = first
+        while entry_id <= last:
+            number = self._entry_object[entry_id]
+            stop = entry_id
+            while stop + 1 <= last and self._entry_object[stop + 1] == number:
+                stop += 1
+            run = await self._store.run_bytes(self, number)
+            start = self._entry_pos[entry_id]
+            lengths = list(self._entry_len[entry_id:stop + 1])
+            out.extend(wal_object.read_frames(run[start:], self.ledger_id, entry_id, lengths))
+            entry_id = stop + 1
+        return out
+
+    def run_location(self, number: int) -> tuple[str, int, int] | None:
+        if number >= len(self._keys):
+            return None
+        return self._keys[number], self._run_start[number], self._run_end[number]
+
+    async def read_heads(self, first: int, last: int, size: int) -> list[tuple[int, bytes]]:
+        last = min(last, self.last_add_confirmed)
+        if size <= HEAD_BYTES and len(self._heads) > last:
+            heads = [(self._entry_len[i], self._heads[i][:size]) for i in range(first, last + 1)]
+            if last == self.last_add_confirmed:
+                self._heads = []  # asked once, at open: not kept for the ledger's life
+            return heads
+        return await super().read_heads(first, last, size)
+
+    async def close(self) -> None:
+        if self._writable:
+            self._writable = False
+            await self.sync(self._pushed)
+            await self._store.write_piece(self, sealed=True)
+
+    def release(self) -> None:
+        self._store.forget(self)
+
+    def load(self, runs: Iterable[tuple[str, Run]], last_entry: int | None) -> list[tuple[str, Run]]:
+        """Take ``runs`` (any order, duplicates allowed) from entry 0 up to the first gap, or
+        through ``last_entry``; return the runs kept, cut to what was kept."""
+        kept: list[tuple[str, Run]] = []
+        for key, run in sorted(runs, key=lambda item: item[1].first_entry):
+            expected = len(self._entry_len)
+            if last_entry is not None and expected > last_entry:
+                break
+            if run.first_entry + run.count <= expected:
+                continue  # the same run from a piece and an object index
+            if run.first_entry != expected:
+                break
+            if last_entry is not None and run.first_entry + run.count > last_entry + 1:
+                keep = last_entry + 1 - run.first_entry
+                run = Run(run.ledger_id, run.first_entry, run.start, run.lengths[:keep], run.heads[:keep])
+            self._append_run(key, run)
+            self._heads.extend(run.heads)
+            kept.append((key, run))
+        self._pushed = self.last_add_confirmed
+        self._bytes = sum(self._entry_len)
+        return kept
+
+
+class _Wal:
+    """Collects the entries of every ledger this broker writes and PUTs one object per interval."""
+
+    def __init__(self, store: "S3LedgerStore", interval: float):
+        self._store = store
+        self._interval = interval
+        self._batch: _Batch | None = None
+        self._seq = 0
+        self._kick = asyncio.Event()
+        self._full = asyncio.Event()
+        self._slots = asyncio.Semaphore(MAX_INFLIGHT_PUTS)
+        self._previous: asyncio.Future | None = None
+        self._since_checkpoint = 0
+        self._task: asyncio.Task | None = None
+        self._uploads: set[asyncio.Task] = set()
+        self._waiting: set[_Batch] = set()  # batches not yet confirmed or failed
+
+    @property
+    def next_seq(self) -> int:
+        return self._seq
+
+    def lag_seconds(self) -> float:
+        """How long the oldest entry not yet confirmed has waited (0 when none waits)."""
+        oldest = min((batch.began for batch in self._waiting), default=None)
+        return 0.0 if oldest is None else time.monotonic() - oldest
+
+    def add(self, ledger: S3Ledger, entry_id: int, chunks) -> int:
+        if self._task is None:
+            self._task = asyncio.ensure_future(self._run())
+        if self._batch is None:
+            self._batch = _Batch(self._store.lease.generation)
+            self._waiting.add(self._batch)
+            self._kick.set()
+        buffers, length = wal_object.frame(chunks)
+        self._batch.entries.setdefault(ledger, []).append((entry_id, buffers, length, wal_object.head_of(chunks)))
+        self._batch.size += wal_object.FRAME.size + length
+        ledger.waiting(entry_id, self._batch.done)
+        if self._batch.size >= MAX_OBJECT_BYTES:
+            self._full.set()
+        return length
+
+    async def _run(self) -> None:
+        last_cut = 0.0
+        while True:
+            await self._kick.wait()
+            self._kick.clear()
+            delay = last_cut + self._interval - time.monotonic()
+            if delay > 0 and not self._full.is_set():
+                try:
+                    await asyncio.wait_for(self._full.wait(), delay)
+                except TimeoutError:
+                    pass
+            self._full.clear()
+            await self._slots.acquire()
+            batch, self._batch = self._batch, None
+            if batch is None:
+                self._slots.release()
+                continue
+            last_cut = time.monotonic()
+            seq, self._seq = self._seq, self._seq + 1
+            previous, self._previous = self._previous, batch.done
+            task = asyncio.ensure_future(self._upload(batch, seq, previous))
+            self._uploads.add(task)
+            task.add_done_callback(self._uploads.discard)
+
+    async def _upload(self, batch: _Batch, seq: int, previous: asyncio.Future | None) -> None:
+        key = _wal_key(self._store.writer, seq)
+        failure: BaseException | None = None
+        runs: list[tuple[S3Ledger, Run]] = []
+        data = memoryview(b"")
+        try:
+            for ledger in batch.entries:
+                if ledger.manifest is not None and not ledger.failed:
+                    try:
+                        await asyncio.shield(ledger.manifest)
+                    except Exception as exc:
+                        ledger.fail(ObjectStoreUnavailable(f"ledger {ledger.ledger_id}: writer record: {exc}"))
+            data, runs = self._build(batch)
+            if runs:
+                try:
+                    await self._store.client.put(key, data)
+                    self._store.wal_objects += 1
+                    self._store.wal_bytes += len(data)
+                except Exception as exc:
+                    failure = ObjectStoreUnavailable(f"WAL object {key}: {exc}")
+        finally:
+            self._slots.release()
+        if previous is not None:
+            await asyncio.wait([previous])  # confirm in order, whatever became of the previous one
+        if failure is None and runs and not (batch.generation == self._store.lease.generation
+                                             and await self._store.lease.confirm(batch.generation)):
+            failure = LedgerFenced(f"WAL object {key}: this broker's metadata session was lost; "
+                                   "its ledgers may have been recovered by another broker")
+        self._waiting.discard(batch)
+        for ledger, run in runs:
+            if failure is not None:
+                ledger.fail(failure)
+            else:
+                ledger.confirmed(key, run, data)
+        if failure is not None:
+            log.error("%s", failure)
+            batch.done.set_exception(failure)
+            batch.done.exception()  # retrieved: each waiter reads its ledger's failure instead
+            return
+        batch.done.set_result(None)
+        self._since_checkpoint += 1
+        if self._since_checkpoint >= CHECKPOINT_OBJECTS:
+            self._since_checkpoint = 0
+            self._store.checkpoint()
+
+    @staticmethod
+    def _build(batch: _Batch) -> tuple[memoryview, list[tuple[S3Ledger, Run]]]:
+        buffers: list = []
+        runs: list[tuple[S3Ledger, Run]] = []
+        pos = 0
+        for ledger, entries in batch.entries.items():
+            entries = [e for e in entries if e[0] > ledger.last_add_confirmed] if not ledger.failed else []
+            if not entries:
+                continue
+            run = Run(ledger.ledger_id, entries[0][0], pos)
+            for _entry_id, framed, length, head in entries:
+                buffers.extend(framed)
+                run.lengths.append(length)
+                run.heads.append(head)
+                pos += wal_object.FRAME.size + length
+            runs.append((ledger, run))
+        buffers.append(wal_object.object_index([run for _, run in runs]))
+        return memoryview(b"".join(buffers)), runs
+
+    def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+        for task in list(self._uploads):
+            task.cancel()
+
+
+class S3LedgerStore(LedgerStore):
+    def __init__(self, client: ObjectClient, writer: str, lease: WriterLease | None = None,
+                 commit_interval_ms: int = 100, cache_bytes: int = 256 * 1024 * 1024):
+        self.client = client
+        self.writer = writer
+        self.lease: WriterLease = lease or Unleased()
+        self.cache = BlockCache(cache_bytes)
+        self.wal = _Wal(self, commit_interval_ms / 1000)
+        self.wal_objects = 0
+        self.wal_bytes = 0
+        self._ledgers: dict[int, S3Ledger] = {}
+        self._gets = asyncio.Semaphore(MAX_INFLIGHT_GETS)
+        self._fetching: dict[tuple[str, int], asyncio.Future] = {}
+        self._background: set[asyncio.Task] = set()
+
+    def _spawn(self, coroutine) -> asyncio.Task:
+        task = asyncio.ensure_future(coroutine)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return task
+
+    # -- writing ---------------------------------------------------------------------
+
+    def create_ledger(self, ledger_id: int) -> S3Ledger:
+        ledger = S3Ledger(self, ledger_id, writable=True)
+        record = json.dumps({"writer": self.writer, "first_seq": self.wal.next_seq}).encode()
+        ledger.manifest = self._spawn(self.client.create(_ledger_prefix(ledger_id) + "writer", record))
+        self._ledgers[ledger_id] = ledger
+        return ledger
+
+    def checkpoint(self) -> None:
+        """Write an index piece for every ledger written since its last one (in the background)."""
+        for ledger in list(self._ledgers.values()):
+            if ledger.unpieced and not ledger.piece_writing and not ledger.failed:
+                self._spawn(self._checkpoint_piece(ledger))
+
+    async def _checkpoint_piece(self, ledger: S3Ledger) -> None:
+        try:
+            await self.write_piece(ledger, sealed=False)
+        except Exception as exc:
+            log.warning("ledger %d: index piece not written (kept for the next one): %s", ledger.ledger_id, exc)
+
+    async def write_piece(self, ledger: S3Ledger, sealed: bool) -> None:
+        pieces = list(ledger.unpieced)
+        if not pieces and not sealed:
+            return
+        seq = max((int(key.rsplit("/", 1)[1]) for key, _ in pieces), default=self.wal.next_seq - 1)
+        ledger.piece_writing = True
+        try:
+            await self.client.create(_piece_key(ledger.ledger_id, max(seq, 0), sealed), wal_object.index_piece(pieces))
+        finally:
+            ledger.piece_writing = False
+        del ledger.unpieced[:len(pieces)]
+
+    # -- opening and recovery --------------------------------------------------------
+
+    async def open_ledger(self, ledger_id: int, last_entry: int | None) -> S3Ledger:
+        ledger = S3Ledger(self, ledger_id, writable=False)
+        prefix = _ledger_prefix(ledger_id)
+        record = await self.client.get(prefix + "writer")
+        if record is None:
+            # Its first entry is confirmed only after this record is written: none was.
+            if last_entry is not None and last_entry >= 0:
+                raise CorruptLedger(f"ledger {ledger_id}: {prefix}writer is missing, metadata says "
+                                    f"{last_entry + 1} entries")
+            self._ledgers[ledger_id] = ledger
+            return ledger
+        writer = json.loads(record)
+        keys = [key for key in await self.client.keys(prefix) if "/index-" in key]
+        pieces = await asyncio.gather(*(self._read_piece(key) for key in keys))
+        runs = [run for piece in pieces for run in piece if run[1].ledger_id == ledger_id]
+        sealed = any(key.endswith(".sealed") for key in keys)
+        covered = max((_piece_seq(key) for key in keys), default=writer["first_seq"] - 1)
+        if not sealed:
+            runs += await self._runs_in_wal(ledger_id, writer["writer"], covered)
+        kept = ledger.load(runs, last_entry)
+        if last_entry is not None and ledger.last_add_confirmed < last_entry:
+            raise CorruptLedger(f"ledger {ledger_id} holds {ledger.last_add_confirmed + 1} entries, "
+                                f"metadata says {last_entry + 1}")
+        if last_entry is None and not sealed:
+            await self._seal_recovered(ledger_id, kept, covered)
+        self._ledgers[ledger_id] = ledger
+        return ledger
+
+    async def _read_piece(self, key: str) -> list[tuple[str, Run]]:
+        data = await self.client.get(key)
+        if data is None:
+            raise CorruptLedger(f"{key}: listed but missing")
+        return wal_object.read_index_piece(data, key)
+
+    async def _runs_in_wal(self, ledger_id: int, writer: str, covered: int) -> list[tuple[str, Run]]:
+        after = _wal_key(writer, covered) if covered >= 0 else None
+        keys = await self.client.keys(f"wal/{writer}/", after=after)
+
+        async def runs_of(key: str) -> list[tuple[str, Run]]:
+            async with self._gets:
+                tail = await self.client.get_tail(key, INDEX_TAIL_GUESS)
+                needed = wal_object.index_span(tail, key) + wal_object.TRAILER_SIZE
+                if needed > len(tail):
+                    tail = await self.client.get_tail(key, needed)
+            return [(key, run) for run in wal_object.read_object_index(tail, key) if run.ledger_id == ledger_id]
+
+        found = await asyncio.gather(*(runs_of(key) for key in keys))
+        return [run for runs in found for run in runs]
+
+    async def _seal_recovered(self, ledger_id: int, kept: list[tuple[str, Run]], covered: int) -> None:
+        """Record where recovery ended, so later opens read pieces only and agree on the end."""
+        seq = max([covered, 0, *(int(key.rsplit("/", 1)[1]) for key, _ in kept)])
+        try:
+            await self.client.create(_piece_key(ledger_id, seq, sealed=True), wal_object.index_piece(kept))
+        except ObjectExists:
+            log.warning("ledger %d was sealed by another recovery at the same time", ledger_id)
+
+    # -- reading -----------------------------------------------------------------------
+
+    async def run_bytes(self, ledger: S3Ledger, number: int) -> memoryview:
+        """The bytes of ``ledger``'s run in its ``number``-th object: from memory, or one range GET."""
+        location = ledger.run_location(number)
+        assert location is not None
+        key = (location[0], ledger.ledger_id)
+        data = self.cache.get(key)
+        if data is None:
+            data = await self._fetch(ledger, number)
+            for ahead in range(number + 1, number + 1 + READ_AHEAD_RUNS):
+                following = ledger.run_location(ahead)
+                if following is None:
+                    break
+                if self.cache.reads.get((following[0], ledger.ledger_id)) is None:
+                    self._spawn(self._fetch(ledger, ahead)).add_done_callback(_quiet)
+        return data
+
+    async def _fetch(self, ledger: S3Ledger, number: int) -> memoryview:
+        location = ledger.run_location(number)
+        assert location is not None
+        object_key, start, end = location
+        key = (object_key, ledger.ledger_id)
+        fetching = self._fetching.get(key)
+        if fetching is not None:
+            return await asyncio.shield(fetching)
+        future = asyncio.get_running_loop().create_future()
+        self._fetching[key] = future
+        try:
+            async with self._gets:
+                try:
+                    data = await self.client.get_range(object_key, start, end)
+                except FileNotFoundError as exc:
+                    # Damage, unlike an unreachable store (whose errors pass through as they are).
+                    raise CorruptLedger(f"ledger {ledger.ledger_id}: object {object_key} is missing") from exc
+            if len(data) != end - start:
+                raise CorruptLedger(f"ledger {ledger.ledger_id}: object {object_key} is cut short")
+            self.cache.reads.put(key, data)
+            future.set_result(data)
+            return data
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()
+            raise
+        finally:
+            del self._fetching[key]
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def forget(self, ledger: S3Ledger) -> None:
+        if self._ledgers.get(ledger.ledger_id) is ledger:
+            del self._ledgers[ledger.ledger_id]
+
+    def delete_ledger(self, ledger_id: int) -> None:
+        """Forget the ledger and delete its records. The WAL objects that hold its entries
+        are shared with other ledgers and stay."""
+        ledger = self._ledgers.pop(ledger_id, None)
+        if ledger is not None:
+            ledger.fail(LedgerFenced(f"ledger {ledger_id} was deleted"))
+        self.cache.drop_ledger(ledger_id)
+        self._spawn(self._delete_records(ledger_id)).add_done_callback(_quiet)
+
+    async def _delete_records(self, ledger_id: int) -> None:
+        await self.client.delete(await self.client.keys(_ledger_prefix(ledger_id)))
+
+    def ledger_bytes(self, ledger_id: int) -> int:
+        ledger = self._ledgers.get(ledger_id)
+        return ledger.length if ledger is not None else 0
+
+    def collectors(self) -> list:
+        from .object_store_metrics import ObjectStoreCollector
+        return [ObjectStoreCollector(self)]
+
+    def close(self) -> None:
+        self.wal.close()
+        for task in list(self._background):
+            task.cancel()
+
+
+def _quiet(task: asyncio.Task) -> None:
+    """Background reads and deletes whose failure the next reader hears about anyway."""
+    if not task.cancelled() and task.exception() is not None:
+        log.debug("background object request failed: %s", task.exception())
