@@ -39,6 +39,8 @@ class Timer(enum.Enum):
     PENDING = "pending"  # a MEMBER_ID_REQUIRED id not used yet
     # The group's one rebalance deadline: the initial delay while it runs, else the rebalance timeout.
     REBALANCE = "rebalance"
+    # After a generation forms: the members' deadline to send SyncGroup (the rebalance timeout).
+    SYNC = "sync"
 
 
 @dataclass(frozen=True, slots=True)

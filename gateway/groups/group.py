@@ -86,6 +86,8 @@ class Group:
     state_timestamp: int = -1  # ms; when the group last changed state (offset expiry counts from Empty)
     # True while the initial rebalance delay of a group leaving Empty runs.
     in_initial_delay: bool = False
+    # Members of the current generation that have not sent SyncGroup for it yet.
+    pending_sync: set[str] = field(default_factory=set)
 
     def transition(self, state: GroupState, now_ms: int) -> None:
         if self.state not in _ALLOWED_FROM[state]:
@@ -127,6 +129,9 @@ class Group:
             self.static_members[member.group_instance_id] = new_id
         if self.leader_id == old_id:
             self.leader_id = new_id
+        if old_id in self.pending_sync:
+            self.pending_sync.discard(old_id)
+            self.pending_sync.add(new_id)
         return member
 
     def is_fenced(self, member_id: str, group_instance_id: str | None) -> bool:

@@ -9,8 +9,16 @@ and read exactly what the broker would do.
 A request that must wait for the rebalance (JoinGroup, SyncGroup) parks: the member
 is marked as awaiting, and a later step answers it. While it waits, the member is
 kept alive: its session timer re-arms instead of expiring it, and the rebalance
-timeout bounds the wait. The driver reports a parked request it could not keep
-(``abandoned``); today that only clears the mark, like a cancelled request did.
+timeout bounds the wait.
+
+Liveness, as Kafka keeps it: every member has a session in every state. The driver
+reports a parked request whose connection went away (``abandoned``). A JoinGroup
+still counts as joined, because the broker cannot tell a dead client from a slow
+reconnect: the rebalance completes when the initial delay ends or the others join,
+and the member, answered into the void, is evicted when its session runs out. A
+SyncGroup stops keeping its member alive. After each generation forms, members must
+send SyncGroup within the rebalance timeout (a leader that heartbeats but never
+syncs included); those that did not are removed and the rest rebalance.
 """
 import logging
 from collections.abc import Callable
@@ -174,6 +182,7 @@ class GroupMachine:
         if group.is_(GroupState.COMPLETING_REBALANCE):
             for member in group.members.values():
                 _answer_sync(group, member, ErrorCode.REBALANCE_IN_PROGRESS, out)
+        _stop_sync_deadline(group, out)
         if group.is_(GroupState.EMPTY) and self.initial_delay_ms > 0:
             group.in_initial_delay = True
             out.append(ArmTimer(_rebalance_key(group), now + self.initial_delay_ms))
@@ -214,6 +223,7 @@ class GroupMachine:
         member = group.members[member_id]
         if group.is_(GroupState.PREPARING_REBALANCE):
             return Step((ErrorCode.REBALANCE_IN_PROGRESS, b""), out)
+        _synced(group, member_id, out)
         if group.is_(GroupState.STABLE):
             _arm_session(now, group, member, out)
             return Step((ErrorCode.NONE, member.assignment), out)
@@ -332,6 +342,8 @@ class GroupMachine:
             self._expire_member(now, group, key.member_id, out)
         elif key.kind is Timer.PENDING:
             self._expire_pending(now, group, key.member_id, out)
+        elif key.kind is Timer.SYNC:
+            self._expire_pending_sync(now, group, out)
         elif group.in_initial_delay:
             group.in_initial_delay = False
             out.append(ArmTimer(_rebalance_key(group), now + group.rebalance_timeout_ms))
@@ -351,6 +363,17 @@ class GroupMachine:
         out.append(Log(logging.INFO, "group %s: member %s session expired", (group.group_id, member_id)))
         self._remove_members(now, group, [member_id], "session expired", out)
 
+    def _expire_pending_sync(self, now: int, group: Group, out: list[Effect]) -> None:
+        """The rebalance timeout ran out after a generation formed: members that never sent
+        SyncGroup for it (a leader stuck before its assignment included) are removed."""
+        late = [member_id for member_id in group.members if member_id in group.pending_sync]
+        group.pending_sync.clear()
+        if not late or not group.is_(GroupState.COMPLETING_REBALANCE, GroupState.STABLE):
+            return
+        for member_id in late:
+            out.append(Log(logging.INFO, "group %s: member %s did not sync in time", (group.group_id, member_id)))
+        self._remove_members(now, group, late, f"{len(late)} member(s) did not sync", out)
+
     def _expire_pending(self, now: int, group: Group, member_id: str, out: list[Effect]) -> None:
         if member_id in group.pending_members:
             group.pending_members.discard(member_id)
@@ -360,19 +383,17 @@ class GroupMachine:
     # -- the driver's events ------------------------------------------------------------------------
 
     def abandoned(self, group_id: str, member_id: str, kind: Wait) -> None:
-        """A parked request went away unanswered (its task was cancelled).
+        """A parked request went away unanswered (its connection closed).
 
-        The member stays, counted as joined no longer, and nothing else happens: the
-        rebalance waits for its timeout, as it did when a cancelled future stopped
-        counting. This is where a dead connection's parked JoinGroup would be reported.
+        A JoinGroup keeps counting as joined, as in Kafka, which cannot tell a dead
+        client from one that reconnects: the rebalance completes without waiting for
+        its timeout, the answer goes nowhere, and the member's session, armed when the
+        generation forms, evicts it unless it comes back. A SyncGroup no longer keeps
+        its member alive: the session applies from the last heartbeat.
         """
         group = self.groups.get(group_id)
         member = group.members.get(member_id) if group is not None else None
-        if member is None:
-            return
-        if kind is Wait.JOIN:
-            member.awaiting_join = False
-        else:
+        if member is not None and kind is Wait.SYNC:
             member.awaiting_sync = False
 
     def restore(self, now: int, group_id: str) -> list[Effect]:
@@ -444,11 +465,28 @@ def _complete_join(now: int, group: Group, out: list[Effect]) -> None:
         member.assignment = b""
         _answer_join(group, member, _join_result(group, member), out)
         _arm_session(now, group, member, out)
+    group.pending_sync = set(group.members)
+    out.append(ArmTimer(TimerKey(group.group_id, Timer.SYNC), now + group.rebalance_timeout_ms))
+
+
+def _synced(group: Group, member_id: str, out: list[Effect]) -> None:
+    """The member sent SyncGroup for the current generation: it no longer owes one."""
+    group.pending_sync.discard(member_id)
+    if not group.pending_sync:
+        out.append(CancelTimer(TimerKey(group.group_id, Timer.SYNC)))
+
+
+def _stop_sync_deadline(group: Group, out: list[Effect]) -> None:
+    if group.pending_sync:
+        group.pending_sync.clear()
+        out.append(CancelTimer(TimerKey(group.group_id, Timer.SYNC)))
 
 
 def _remove(group: Group, member_id: str, out: list[Effect]) -> None:
     member = group.remove(member_id)
     if member is not None:
+        if member_id in group.pending_sync:
+            _synced(group, member_id, out)
         out.append(CancelTimer(TimerKey(group.group_id, Timer.SESSION, member_id)))
         _answer_join(group, member, JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id), out)
         _answer_sync(group, member, ErrorCode.UNKNOWN_MEMBER_ID, out)
