@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
 
+from .consumer_group import ConsumerGroup
 from .records import CommittedOffset, GroupMetadataValue, MemberMetadata
 
 
@@ -88,6 +89,9 @@ class Group:
     in_initial_delay: bool = False
     # Members of the current generation that have not sent SyncGroup for it yet.
     pending_sync: set[str] = field(default_factory=set)
+    # Set when the group id is a KIP-848 consumer group: its state lives there, and the
+    # classic fields stay empty (the offsets are shared by both kinds).
+    consumer: ConsumerGroup | None = None
 
     def transition(self, state: GroupState, now_ms: int) -> None:
         if self.state not in _ALLOWED_FROM[state]:
@@ -97,6 +101,11 @@ class Group:
 
     def is_(self, *states: GroupState) -> bool:
         return self.state in states
+
+    @property
+    def has_members(self) -> bool:
+        """Whether anyone is in the group, by either protocol."""
+        return bool(self.members) or (self.consumer is not None and bool(self.consumer.members))
 
     # -- membership ---------------------------------------------------------------------
 
@@ -178,6 +187,8 @@ class Group:
 
     def subscribed_topics(self) -> set[str] | None:
         """Topics the members subscribe to, or None when the protocol is not the consumer one."""
+        if self.consumer is not None:
+            return self.consumer.subscribed_topics()
         if self.protocol_type != "consumer" or self.protocol is None:
             return None
         topics: set[str] = set()

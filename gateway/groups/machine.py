@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from kgate.protocol.error_codes import ErrorCode
 
+from .consumer_machine import ConsumerGroupMachine
 from .effects import (
     AfterStore,
     AnswerJoin,
@@ -37,6 +38,7 @@ from .effects import (
     Log,
     Park,
     Step,
+    StoreConsumer,
     StoreGroup,
     Timer,
     TimerKey,
@@ -89,6 +91,14 @@ class GroupMachine:
             group = self.groups[request.group_id] = Group(request.group_id, state_timestamp=now)
         if group.is_(GroupState.DEAD):
             return JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, request.member_id)
+        if group.consumer is not None:
+            if group.consumer.members:
+                return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, request.member_id)
+            # An empty consumer group becomes a classic one again; its records go.
+            out.append(StoreConsumer(group.group_id, group.consumer.tombstones()))
+            out.append(Log(logging.INFO, "group %s: empty consumer group converted to a classic group",
+                           (group.group_id,)))
+            group.consumer, group.protocol_type = None, None
         if not group.supports(request.protocol_type, [name for name, _ in request.protocols]):
             return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, request.member_id)
         if request.member_id in group.pending_members:
@@ -318,6 +328,8 @@ class GroupMachine:
             return Step(ErrorCode.NONE if generation < 0 else ErrorCode.ILLEGAL_GENERATION, out)
         if group.is_(GroupState.DEAD):
             return Step(ErrorCode.COORDINATOR_NOT_AVAILABLE, out)
+        if group.consumer is not None:  # the generation field carries the member epoch
+            return Step(ConsumerGroupMachine.check_commit(group.consumer, generation, member_id), out)
         if group.is_fenced(member_id, group_instance_id):
             return Step(ErrorCode.FENCED_INSTANCE_ID, out)
         if generation < 0 and group.is_(GroupState.EMPTY):
@@ -421,7 +433,7 @@ class GroupMachine:
 
     def forget_if_dead(self, group: Group) -> None:
         """A group with nothing left to keep (members, offsets, pending ids) is dropped."""
-        if not group.members and not group.offsets and not group.pending_members:
+        if not group.members and not group.offsets and not group.pending_members and group.consumer is None:
             group.state = GroupState.DEAD
             self.groups.pop(group.group_id, None)
 
