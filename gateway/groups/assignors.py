@@ -45,7 +45,8 @@ def uniform(subscriptions: Mapping[str, set[Any]], partition_counts: Mapping[Any
                     result[member].setdefault(topic, set()).add(p)
                     taken.add((topic, p))
                     counts[member] += 1
-                    extra -= limit > keep
+                    if limit > keep:
+                        extra -= 1
     for topic, p in wanted:
         if (topic, p) not in taken:
             member = min((m for m in members if topic in subscriptions[m]), key=lambda m: (counts[m], m))
