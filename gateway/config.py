@@ -15,6 +15,7 @@ from kgate.storage.stores.bucket_location import BucketLocation
 
 from .authorizer import AUTHORIZER_NAMES
 from .connection_limits import parse_overrides
+from .groups.assignors import assignor_name
 
 
 class ConfigError(ValueError):
@@ -141,6 +142,13 @@ BROKER_SETTINGS: dict[str, tuple[object, tuple]] = {
     "group.max.session.timeout.ms": (1_800_000, _POSITIVE),
     "group.initial.rebalance.delay.ms": (3000, _NON_NEGATIVE),
     "group.max.size": (2**31 - 1, _POSITIVE),
+    # KIP-848 consumer groups: the broker sets the session and heartbeat interval.
+    "group.consumer.session.timeout.ms": (45_000, _POSITIVE),
+    "group.consumer.heartbeat.interval.ms": (5000, _POSITIVE),
+    "group.consumer.assignors": ("uniform,range", (
+        "must be a comma-separated list of uniform, range (or Kafka's assignor class names)",
+        lambda v: bool(v.strip()) and all(assignor_name(n) for n in v.split(",")))),
+    "group.consumer.max.size": (2**31 - 1, _POSITIVE),
     # Compact an offsets partition once it holds this many records more than live keys.
     "kgate.offsets.compaction.min.records": (10_000, _POSITIVE),
     # SASL and TLS, with Kafka's names. kgate caps unauthenticated frames at 64 KiB

@@ -41,6 +41,8 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DescribeAcls: (0, 3),
     ApiKey.CreateAcls: (0, 3),
     ApiKey.DeleteAcls: (0, 3),
+    ApiKey.ConsumerGroupHeartbeat: (0, 1),
+    ApiKey.ConsumerGroupDescribe: (0, 0),
 }
 
 

@@ -3,11 +3,39 @@
 Kafka 4.0's schemas dropped the oldest versions of some APIs (Produce v0-2, Fetch
 v0-3, ListOffsets v0, ...) from ``validVersions`` but kept their fields annotated, and
 kafka-python's classes accept every version from 0 up, so one class per API serves
-every generation we advertise.
+every generation we advertise. The APIs kafka-python has no schema for are generated
+the same way from Kafka's JSON schemas kept in ``protocol/schemas``.
 """
 from kafka.protocol import admin, consumer, metadata, producer, sasl
+from kafka.protocol.api_message import ApiMessage
+
+from . import schemas
+
+
+class ConsumerGroupHeartbeatRequest(ApiMessage, load_json=schemas):  # type: ignore[call-arg]
+    pass
+
+
+class ConsumerGroupHeartbeatResponse(ApiMessage, load_json=schemas):  # type: ignore[call-arg]
+    pass
+
+
+class ConsumerGroupDescribeRequest(ApiMessage, load_json=schemas):  # type: ignore[call-arg]
+    pass
+
+
+class ConsumerGroupDescribeResponse(ApiMessage, load_json=schemas):  # type: ignore[call-arg]
+    @classmethod
+    def json_patch(cls, json):
+        # AuthorizedOperations as a set of operation numbers, kafka-python's way for this field.
+        described = next(f for f in json["fields"] if f["name"] == "Groups")
+        next(f for f in described["fields"] if f["name"] == "AuthorizedOperations")["type"] = "bitfield"
+        return json
+
 
 _MODULES = (admin, consumer, metadata, producer, sasl)
+_OWN = (ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, ConsumerGroupDescribeRequest,
+        ConsumerGroupDescribeResponse)
 
 
 def _classes(suffix: str) -> dict:
@@ -17,6 +45,9 @@ def _classes(suffix: str) -> dict:
             cls = getattr(module, name)
             if name.endswith(suffix) and hasattr(cls, "API_KEY"):
                 found[cls.API_KEY] = cls
+    for cls in _OWN:
+        if cls.__name__.endswith(suffix):
+            found[cls.API_KEY] = cls
     return found
 
 

@@ -8,11 +8,12 @@ coordinator replays its partitions. Replay time stays bounded by compaction: whe
 partition has taken many more records than it has live keys, the coordinator rolls
 its ledger, re-appends the live state as a snapshot, and trims everything before it.
 
-The group protocol's rules are ``machine.GroupMachine``, which does no I/O. The
-coordinator feeds it requests and fired timers with the time, and carries out the
-effects each step returns: futures park the JoinGroup and SyncGroup requests that
-wait for a rebalance, loop timers stand for the machine's keyed timers, and group
-records go to the log.
+The group protocols' rules are ``machine.GroupMachine`` (classic) and
+``consumer_machine.ConsumerGroupMachine`` (KIP-848), which do no I/O. The coordinator
+feeds them requests and fired timers with the time, and carries out the effects each
+step returns: futures park the JoinGroup and SyncGroup requests that wait for a
+rebalance, loop timers stand for the machines' keyed timers, and group records go to
+the log.
 """
 import asyncio
 import functools
@@ -29,6 +30,9 @@ from kgate.storage import entry_formats
 from kgate.storage.entry_formats import ProducedRecords
 
 from . import records
+from .assignors import assignor_name
+from .consumer_group import ConsumerGroup
+from .consumer_machine import ConsumerGroupMachine, Heartbeat, HeartbeatReply
 from .effects import (
     AfterStore,
     AnswerJoin,
@@ -40,7 +44,9 @@ from .effects import (
     Log,
     Park,
     Step,
+    StoreConsumer,
     StoreGroup,
+    Timer,
     TimerKey,
     Wait,
 )
@@ -71,6 +77,11 @@ class GroupCoordinator:
             initial_delay_ms=settings["group.initial.rebalance.delay.ms"], max_size=settings["group.max.size"],
             new_member_id=lambda prefix: f"{prefix}-{uuid.uuid4()}")
         self.groups = self.machine.groups  # the machine's own dict: handlers and metrics read it
+        self.consumers = ConsumerGroupMachine(
+            self.groups, session_ms=settings["group.consumer.session.timeout.ms"],
+            heartbeat_ms=settings["group.consumer.heartbeat.interval.ms"],
+            assignors=consumer_assignors(settings["group.consumer.assignors"]),
+            max_size=settings["group.consumer.max.size"], new_member_id=lambda: str(uuid.uuid4()))
         # Carrying out the machine's effects: its timers by group, and the futures of parked requests.
         self._timers: dict[str, dict[TimerKey, asyncio.TimerHandle]] = {}
         self._parked: dict[tuple[Wait, str, str], asyncio.Future] = {}
@@ -111,6 +122,7 @@ class GroupCoordinator:
         gained = [g for g in self.groups.values() if g.group_id not in before]
         for group in gained:
             self._carry_out(now, self.machine.restore(now, group.group_id))
+            self._carry_out(now, self.consumers.restore(now, group))
         self._owned.add(index)
         log.log(logging.INFO if gained else logging.DEBUG,
                 "group coordinator gained %s-%d: %d groups from %d records in %.3f s", OFFSETS_TOPIC, index,
@@ -161,6 +173,9 @@ class GroupCoordinator:
 
     def _apply(self, key: tuple, value) -> None:
         """Apply one record (replayed, or being appended) to the in-memory state."""
+        if key[0] == "consumer":
+            self._apply_consumer(key, value)
+            return
         group_id = key[1]
         group = self.groups.get(group_id)
         if key[0] == "offset":
@@ -182,6 +197,21 @@ class GroupCoordinator:
             if group is None:
                 group = self.groups[group_id] = Group(group_id)
             group.load_metadata(value)
+
+    def _apply_consumer(self, key: tuple, value) -> None:
+        """A replayed consumer-group record; its group's epoch gone means the group is."""
+        _, kind, group_id, member_id = key
+        group = self.groups.get(group_id)
+        if kind == "group_epoch" and value is None:
+            if group is not None and group.consumer is not None:
+                group.consumer = None
+                self.machine.forget_if_dead(group)
+            return
+        if group is None:
+            group = self.groups[group_id] = Group(group_id)
+        if group.consumer is None:
+            group.consumer, group.protocol_type = ConsumerGroup(group_id), "consumer"
+        group.consumer.load(kind, member_id, value)
 
     async def close(self) -> None:
         if self._expiry_task is not None:
@@ -270,7 +300,9 @@ class GroupCoordinator:
         for group in self.groups.values():
             if self.partition_of(group.group_id) != index:
                 continue
-            if group.generation > 0 or group.members:
+            if group.consumer is not None:
+                snapshot += group.consumer.snapshot()
+            elif group.generation > 0 or group.members:
                 snapshot.append((records.group_key(group.group_id), records.group_value(group.metadata_value())))
             for (topic, partition), committed in group.offsets.items():
                 snapshot.append((records.offset_key(group.group_id, topic, partition), records.offset_value(committed)))
@@ -295,6 +327,15 @@ class GroupCoordinator:
         return await self._settle(now, self.machine.sync(now, group_id, generation, member_id, group_instance_id,
                                                          protocol_type, protocol, assignments))
 
+    async def consumer_heartbeat(self, request: Heartbeat) -> HeartbeatReply:
+        """ConsumerGroupHeartbeat (KIP-848): answered once the records it changed are durable."""
+        self.check_group_id(request.group_id, allow_empty=False)
+        now = records.now_ms()
+        return await self._settle(now, self.consumers.heartbeat(now, request, self._topics()))
+
+    def _topics(self) -> dict:
+        return {name: (topic.topic_id, topic.partitions) for name, topic in self.broker.topics.items()}
+
     def heartbeat(self, group_id: str, generation: int, member_id: str, group_instance_id: str | None) -> ErrorCode:
         self.check_group_id(group_id, allow_empty=False)
         now = records.now_ms()
@@ -313,7 +354,7 @@ class GroupCoordinator:
         future (if it parked) is answered."""
         parked, held = self._carry_out(now, step.effects)
         for store, group, task in held:
-            if store.then is AfterStore.REPORT:
+            if isinstance(store, StoreGroup) and store.then is AfterStore.REPORT:
                 await self._report_stored(store, group, task)
             else:
                 await task  # AfterStore.REPLY: a failure fails the request
@@ -324,7 +365,7 @@ class GroupCoordinator:
         return step.reply
 
     def _carry_out(self, now: int, effects: list[Effect]) \
-            -> tuple[asyncio.Future | None, list[tuple[StoreGroup, Group | None, asyncio.Task]]]:
+            -> tuple[asyncio.Future | None, list[tuple[StoreGroup | StoreConsumer, Group | None, asyncio.Task]]]:
         """Do what a step asks, in order: (the future of the request it parked, the stores it waits on)."""
         parked, held = None, []
         for effect in effects:
@@ -343,6 +384,10 @@ class GroupCoordinator:
                     task = self._store(effect)
                     if then is not AfterStore.NOTHING:
                         held.append((effect, self.groups.get(effect.group_id), task))
+                case StoreConsumer(group_id=group_id, records=pairs):
+                    task = asyncio.ensure_future(self._write(group_id, [(("consumer",), k, v) for k, v in pairs]))
+                    task.add_done_callback(_log_failure)
+                    held.append((effect, None, task))
                 case Log(level=level, message=message, args=args):
                     log.log(level, message, *args)
         return parked, held
@@ -375,7 +420,10 @@ class GroupCoordinator:
         self._cancel(key)  # drops the spent handle
         if self.groups.get(key.group_id) is group:
             now = records.now_ms()
-            self._carry_out(now, self.machine.timer_fired(now, key))
+            if key.kind in (Timer.MEMBER_SESSION, Timer.REVOCATION):
+                self._carry_out(now, self.consumers.timer_fired(now, key, self._topics()))
+            else:
+                self._carry_out(now, self.machine.timer_fired(now, key))
 
     def _cancel(self, key: TimerKey) -> None:
         timers = self._timers.get(key.group_id)
@@ -441,7 +489,7 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if group is None:
             raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND)
-        if not group.is_(GroupState.EMPTY):
+        if group.has_members or not group.is_(GroupState.EMPTY):
             subscribed = group.subscribed_topics()
             if subscribed is None:
                 raise KafkaError(ErrorCode.NON_EMPTY_GROUP)
@@ -469,10 +517,12 @@ class GroupCoordinator:
         group = self.groups.get(group_id)
         if group is None or group.is_(GroupState.DEAD):
             return ErrorCode.GROUP_ID_NOT_FOUND
-        if not group.is_(GroupState.EMPTY):
+        if group.has_members or not group.is_(GroupState.EMPTY):
             return ErrorCode.NON_EMPTY_GROUP
         keyed = [_offset_record(group_id, t, p, None) for t, p in group.offsets]
         keyed.append(_group_tombstone(group_id))
+        if group.consumer is not None:
+            keyed += [(("consumer",), key, None) for key, _ in group.consumer.tombstones()]
         self._cancel_timers(group_id)
         await self._write(group_id, keyed)
         self.groups.pop(group_id, None)
@@ -502,7 +552,7 @@ class GroupCoordinator:
         """Remove offsets of empty groups older than ``offsets.retention.minutes`` (KIP-211)."""
         expired = 0
         for group in list(self.groups.values()):
-            if not group.is_(GroupState.EMPTY):
+            if group.has_members or not group.is_(GroupState.EMPTY):
                 continue
             doomed = [(t, p) for (t, p), c in group.offsets.items()
                       if (c.expire_timestamp >= 0 and now >= c.expire_timestamp)
@@ -520,9 +570,15 @@ class GroupCoordinator:
 
 
 
+def consumer_assignors(setting: str) -> list[str]:
+    """``group.consumer.assignors``: assignor names (or Kafka's class names), in preference order."""
+    names = [assignor_name(name) for name in setting.split(",") if name.strip()]
+    return [name for name in names if name is not None]
+
+
 def _encode_value(value) -> bytes | None:
-    if value is None:
-        return None
+    if value is None or isinstance(value, bytes):
+        return value
     if isinstance(value, CommittedOffset):
         return records.offset_value(value)
     return records.group_value(value)

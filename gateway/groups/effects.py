@@ -39,6 +39,12 @@ class Timer(enum.Enum):
     PENDING = "pending"  # a MEMBER_ID_REQUIRED id not used yet
     # The group's one rebalance deadline: the initial delay while it runs, else the rebalance timeout.
     REBALANCE = "rebalance"
+    # After a generation forms: the members' deadline to send SyncGroup (the rebalance timeout).
+    SYNC = "sync"
+    # Consumer groups (KIP-848): a member's heartbeat deadline, and its deadline to give up
+    # the partitions it must revoke.
+    MEMBER_SESSION = "member-session"
+    REVOCATION = "revocation"
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,13 +105,21 @@ class StoreGroup:
 
 
 @dataclass(frozen=True, slots=True)
+class StoreConsumer:
+    """Append these consumer-group records (key, value or None for a tombstone); the
+    request that caused them is answered once they are durable."""
+    group_id: str
+    records: list[tuple[bytes, bytes | None]]
+
+
+@dataclass(frozen=True, slots=True)
 class Log:
     level: int
     message: str
     args: tuple[object, ...] = ()
 
 
-Effect = Park | AnswerJoin | AnswerSync | ArmTimer | CancelTimer | StoreGroup | Log
+Effect = Park | AnswerJoin | AnswerSync | ArmTimer | CancelTimer | StoreGroup | StoreConsumer | Log
 
 
 @dataclass(slots=True)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
 
+from .consumer_group import ConsumerGroup
 from .records import CommittedOffset, GroupMetadataValue, MemberMetadata
 
 
@@ -86,6 +87,11 @@ class Group:
     state_timestamp: int = -1  # ms; when the group last changed state (offset expiry counts from Empty)
     # True while the initial rebalance delay of a group leaving Empty runs.
     in_initial_delay: bool = False
+    # Members of the current generation that have not sent SyncGroup for it yet.
+    pending_sync: set[str] = field(default_factory=set)
+    # Set when the group id is a KIP-848 consumer group: its state lives there, and the
+    # classic fields stay empty (the offsets are shared by both kinds).
+    consumer: ConsumerGroup | None = None
 
     def transition(self, state: GroupState, now_ms: int) -> None:
         if self.state not in _ALLOWED_FROM[state]:
@@ -95,6 +101,11 @@ class Group:
 
     def is_(self, *states: GroupState) -> bool:
         return self.state in states
+
+    @property
+    def has_members(self) -> bool:
+        """Whether anyone is in the group, by either protocol."""
+        return bool(self.members) or (self.consumer is not None and bool(self.consumer.members))
 
     # -- membership ---------------------------------------------------------------------
 
@@ -127,6 +138,9 @@ class Group:
             self.static_members[member.group_instance_id] = new_id
         if self.leader_id == old_id:
             self.leader_id = new_id
+        if old_id in self.pending_sync:
+            self.pending_sync.discard(old_id)
+            self.pending_sync.add(new_id)
         return member
 
     def is_fenced(self, member_id: str, group_instance_id: str | None) -> bool:
@@ -173,6 +187,8 @@ class Group:
 
     def subscribed_topics(self) -> set[str] | None:
         """Topics the members subscribe to, or None when the protocol is not the consumer one."""
+        if self.consumer is not None:
+            return self.consumer.subscribed_topics()
         if self.protocol_type != "consumer" or self.protocol is None:
             return None
         topics: set[str] = set()

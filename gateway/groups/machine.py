@@ -9,8 +9,16 @@ and read exactly what the broker would do.
 A request that must wait for the rebalance (JoinGroup, SyncGroup) parks: the member
 is marked as awaiting, and a later step answers it. While it waits, the member is
 kept alive: its session timer re-arms instead of expiring it, and the rebalance
-timeout bounds the wait. The driver reports a parked request it could not keep
-(``abandoned``); today that only clears the mark, like a cancelled request did.
+timeout bounds the wait.
+
+Liveness, as Kafka keeps it: every member has a session in every state. The driver
+reports a parked request whose connection went away (``abandoned``). A JoinGroup
+still counts as joined, because the broker cannot tell a dead client from a slow
+reconnect: the rebalance completes when the initial delay ends or the others join,
+and the member, answered into the void, is evicted when its session runs out. A
+SyncGroup stops keeping its member alive. After each generation forms, members must
+send SyncGroup within the rebalance timeout (a leader that heartbeats but never
+syncs included); those that did not are removed and the rest rebalance.
 """
 import logging
 from collections.abc import Callable
@@ -18,6 +26,7 @@ from dataclasses import dataclass
 
 from kgate.protocol.error_codes import ErrorCode
 
+from .consumer_machine import ConsumerGroupMachine
 from .effects import (
     AfterStore,
     AnswerJoin,
@@ -29,6 +38,7 @@ from .effects import (
     Log,
     Park,
     Step,
+    StoreConsumer,
     StoreGroup,
     Timer,
     TimerKey,
@@ -81,6 +91,14 @@ class GroupMachine:
             group = self.groups[request.group_id] = Group(request.group_id, state_timestamp=now)
         if group.is_(GroupState.DEAD):
             return JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, request.member_id)
+        if group.consumer is not None:
+            if group.consumer.members:
+                return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, request.member_id)
+            # An empty consumer group becomes a classic one again; its records go.
+            out.append(StoreConsumer(group.group_id, group.consumer.tombstones()))
+            out.append(Log(logging.INFO, "group %s: empty consumer group converted to a classic group",
+                           (group.group_id,)))
+            group.consumer, group.protocol_type = None, None
         if not group.supports(request.protocol_type, [name for name, _ in request.protocols]):
             return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, request.member_id)
         if request.member_id in group.pending_members:
@@ -174,6 +192,7 @@ class GroupMachine:
         if group.is_(GroupState.COMPLETING_REBALANCE):
             for member in group.members.values():
                 _answer_sync(group, member, ErrorCode.REBALANCE_IN_PROGRESS, out)
+        _stop_sync_deadline(group, out)
         if group.is_(GroupState.EMPTY) and self.initial_delay_ms > 0:
             group.in_initial_delay = True
             out.append(ArmTimer(_rebalance_key(group), now + self.initial_delay_ms))
@@ -214,6 +233,7 @@ class GroupMachine:
         member = group.members[member_id]
         if group.is_(GroupState.PREPARING_REBALANCE):
             return Step((ErrorCode.REBALANCE_IN_PROGRESS, b""), out)
+        _synced(group, member_id, out)
         if group.is_(GroupState.STABLE):
             _arm_session(now, group, member, out)
             return Step((ErrorCode.NONE, member.assignment), out)
@@ -308,6 +328,8 @@ class GroupMachine:
             return Step(ErrorCode.NONE if generation < 0 else ErrorCode.ILLEGAL_GENERATION, out)
         if group.is_(GroupState.DEAD):
             return Step(ErrorCode.COORDINATOR_NOT_AVAILABLE, out)
+        if group.consumer is not None:  # the generation field carries the member epoch
+            return Step(ConsumerGroupMachine.check_commit(group.consumer, generation, member_id), out)
         if group.is_fenced(member_id, group_instance_id):
             return Step(ErrorCode.FENCED_INSTANCE_ID, out)
         if generation < 0 and group.is_(GroupState.EMPTY):
@@ -332,6 +354,8 @@ class GroupMachine:
             self._expire_member(now, group, key.member_id, out)
         elif key.kind is Timer.PENDING:
             self._expire_pending(now, group, key.member_id, out)
+        elif key.kind is Timer.SYNC:
+            self._expire_pending_sync(now, group, out)
         elif group.in_initial_delay:
             group.in_initial_delay = False
             out.append(ArmTimer(_rebalance_key(group), now + group.rebalance_timeout_ms))
@@ -351,6 +375,17 @@ class GroupMachine:
         out.append(Log(logging.INFO, "group %s: member %s session expired", (group.group_id, member_id)))
         self._remove_members(now, group, [member_id], "session expired", out)
 
+    def _expire_pending_sync(self, now: int, group: Group, out: list[Effect]) -> None:
+        """The rebalance timeout ran out after a generation formed: members that never sent
+        SyncGroup for it (a leader stuck before its assignment included) are removed."""
+        late = [member_id for member_id in group.members if member_id in group.pending_sync]
+        group.pending_sync.clear()
+        if not late or not group.is_(GroupState.COMPLETING_REBALANCE, GroupState.STABLE):
+            return
+        for member_id in late:
+            out.append(Log(logging.INFO, "group %s: member %s did not sync in time", (group.group_id, member_id)))
+        self._remove_members(now, group, late, f"{len(late)} member(s) did not sync", out)
+
     def _expire_pending(self, now: int, group: Group, member_id: str, out: list[Effect]) -> None:
         if member_id in group.pending_members:
             group.pending_members.discard(member_id)
@@ -360,19 +395,17 @@ class GroupMachine:
     # -- the driver's events ------------------------------------------------------------------------
 
     def abandoned(self, group_id: str, member_id: str, kind: Wait) -> None:
-        """A parked request went away unanswered (its task was cancelled).
+        """A parked request went away unanswered (its connection closed).
 
-        The member stays, counted as joined no longer, and nothing else happens: the
-        rebalance waits for its timeout, as it did when a cancelled future stopped
-        counting. This is where a dead connection's parked JoinGroup would be reported.
+        A JoinGroup keeps counting as joined, as in Kafka, which cannot tell a dead
+        client from one that reconnects: the rebalance completes without waiting for
+        its timeout, the answer goes nowhere, and the member's session, armed when the
+        generation forms, evicts it unless it comes back. A SyncGroup no longer keeps
+        its member alive: the session applies from the last heartbeat.
         """
         group = self.groups.get(group_id)
         member = group.members.get(member_id) if group is not None else None
-        if member is None:
-            return
-        if kind is Wait.JOIN:
-            member.awaiting_join = False
-        else:
+        if member is not None and kind is Wait.SYNC:
             member.awaiting_sync = False
 
     def restore(self, now: int, group_id: str) -> list[Effect]:
@@ -400,7 +433,7 @@ class GroupMachine:
 
     def forget_if_dead(self, group: Group) -> None:
         """A group with nothing left to keep (members, offsets, pending ids) is dropped."""
-        if not group.members and not group.offsets and not group.pending_members:
+        if not group.members and not group.offsets and not group.pending_members and group.consumer is None:
             group.state = GroupState.DEAD
             self.groups.pop(group.group_id, None)
 
@@ -444,11 +477,28 @@ def _complete_join(now: int, group: Group, out: list[Effect]) -> None:
         member.assignment = b""
         _answer_join(group, member, _join_result(group, member), out)
         _arm_session(now, group, member, out)
+    group.pending_sync = set(group.members)
+    out.append(ArmTimer(TimerKey(group.group_id, Timer.SYNC), now + group.rebalance_timeout_ms))
+
+
+def _synced(group: Group, member_id: str, out: list[Effect]) -> None:
+    """The member sent SyncGroup for the current generation: it no longer owes one."""
+    group.pending_sync.discard(member_id)
+    if not group.pending_sync:
+        out.append(CancelTimer(TimerKey(group.group_id, Timer.SYNC)))
+
+
+def _stop_sync_deadline(group: Group, out: list[Effect]) -> None:
+    if group.pending_sync:
+        group.pending_sync.clear()
+        out.append(CancelTimer(TimerKey(group.group_id, Timer.SYNC)))
 
 
 def _remove(group: Group, member_id: str, out: list[Effect]) -> None:
     member = group.remove(member_id)
     if member is not None:
+        if member_id in group.pending_sync:
+            _synced(group, member_id, out)
         out.append(CancelTimer(TimerKey(group.group_id, Timer.SESSION, member_id)))
         _answer_join(group, member, JoinResult(ErrorCode.UNKNOWN_MEMBER_ID, member_id), out)
         _answer_sync(group, member, ErrorCode.UNKNOWN_MEMBER_ID, out)

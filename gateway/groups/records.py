@@ -1,7 +1,10 @@
 """The records the coordinator keeps in ``__consumer_offsets``, as Kafka lays them out.
 
 A key's int16 version says what it is: 0 or 1 a committed offset (group, topic,
-partition), 2 a group's membership. A null value is a tombstone: the key is gone.
+partition), 2 a classic group's membership; 3 to 8 a consumer group of KIP-848's
+protocol: 3 its group epoch, 5 a member's subscription, 6 the target assignment's
+epoch, 7 a member's target assignment, 8 a member's current assignment and epochs.
+A null value is a tombstone: the key is gone.
 Records are written as magic-2 batches like any produce, so the partition is an
 ordinary managed ledger that replays with the ordinary read path.
 """
@@ -33,7 +36,56 @@ class GroupMetadataValue(ApiData, load_json=schemas):
     pass
 
 
+class ConsumerGroupMetadataKey(ApiData, load_json=schemas):
+    pass
+
+
+class ConsumerGroupMetadataValue(ApiData, load_json=schemas):
+    pass
+
+
+class ConsumerGroupMemberMetadataKey(ApiData, load_json=schemas):
+    pass
+
+
+class ConsumerGroupMemberMetadataValue(ApiData, load_json=schemas):
+    pass
+
+
+class ConsumerGroupTargetAssignmentMetadataKey(ApiData, load_json=schemas):
+    pass
+
+
+class ConsumerGroupTargetAssignmentMetadataValue(ApiData, load_json=schemas):
+    pass
+
+
+class ConsumerGroupTargetAssignmentMemberKey(ApiData, load_json=schemas):
+    pass
+
+
+class ConsumerGroupTargetAssignmentMemberValue(ApiData, load_json=schemas):
+    pass
+
+
+class ConsumerGroupCurrentMemberAssignmentKey(ApiData, load_json=schemas):
+    pass
+
+
+class ConsumerGroupCurrentMemberAssignmentValue(ApiData, load_json=schemas):
+    pass
+
+
 MemberMetadata = GroupMetadataValue.MemberMetadata
+# Consumer group records by key version: (kind, key class, value class).
+CONSUMER_RECORDS = {
+    3: ("group_epoch", ConsumerGroupMetadataKey, ConsumerGroupMetadataValue),
+    5: ("member", ConsumerGroupMemberMetadataKey, ConsumerGroupMemberMetadataValue),
+    6: ("assignment_epoch", ConsumerGroupTargetAssignmentMetadataKey, ConsumerGroupTargetAssignmentMetadataValue),
+    7: ("target", ConsumerGroupTargetAssignmentMemberKey, ConsumerGroupTargetAssignmentMemberValue),
+    8: ("current", ConsumerGroupCurrentMemberAssignmentKey, ConsumerGroupCurrentMemberAssignmentValue),
+}
+_CONSUMER_VERSIONS = {kind: version for version, (kind, _, _) in CONSUMER_RECORDS.items()}
 _VERSION = struct.Struct(">h")
 OFFSET_KEY_VERSION = 1
 GROUP_KEY_VERSION = 2
@@ -74,8 +126,21 @@ def group_value(value: GroupMetadataValue) -> bytes:
     return value.encode(version=GROUP_VALUE_VERSION)
 
 
+def consumer_key(kind: str, group: str, member: str | None = None) -> bytes:
+    """The key of a consumer group record of ``kind`` (see CONSUMER_RECORDS)."""
+    version = _CONSUMER_VERSIONS[kind]
+    key_class = CONSUMER_RECORDS[version][1]
+    fields = {"group_id": group} if member is None else {"group_id": group, "member_id": member}
+    return key_class(**fields).encode(version=version)
+
+
+def consumer_value(kind: str, **fields) -> bytes:
+    return CONSUMER_RECORDS[_CONSUMER_VERSIONS[kind]][2](**fields).encode(version=0)
+
+
 def decode(key: bytes, value: bytes | None):
-    """``(("offset", group, topic, partition) | ("group", group), decoded value or None)``."""
+    """``(("offset", group, topic, partition) | ("group", group) | ("consumer", kind, group, member or
+    None), decoded value or None)``."""
     try:
         version = _VERSION.unpack_from(key)[0]
         if version in (0, 1):
@@ -89,6 +154,11 @@ def decode(key: bytes, value: bytes | None):
         if version == GROUP_KEY_VERSION:
             k = GroupMetadataKey.decode(key[2:], version=version, header=False)
             return ("group", k.group), None if value is None else GroupMetadataValue.decode(value)
+        if version in CONSUMER_RECORDS:
+            kind, key_class, value_class = CONSUMER_RECORDS[version]
+            k = key_class.decode(key[2:], version=version, header=False)
+            return (("consumer", kind, k.group_id, getattr(k, "member_id", None)),
+                    None if value is None else value_class.decode(value))
     except (struct.error, ValueError, EOFError, TypeError) as exc:
         raise CorruptRecord(f"undecodable record: {exc}") from None
     raise CorruptRecord(f"unknown key version {version}")

@@ -1,5 +1,6 @@
 """Group membership and group admin: FindCoordinator, JoinGroup, SyncGroup, Heartbeat,
-LeaveGroup, DescribeGroups, ListGroups, DeleteGroups.
+LeaveGroup, DescribeGroups, ListGroups, DeleteGroups, and KIP-848's
+ConsumerGroupHeartbeat and ConsumerGroupDescribe.
 
 The handlers translate between wire versions and the coordinator; the group protocol
 itself lives in ``gateway.groups``.
@@ -12,9 +13,11 @@ from kafka.protocol.metadata import FindCoordinatorResponse
 from kgate.metadata.acls import CLUSTER_NAME, Operation, ResourceType
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
+from kgate.protocol.messages import ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse
 
 from ..groups import JoinRequest
-from ..groups.group import GroupState
+from ..groups.consumer_machine import Heartbeat
+from ..groups.group import Group, GroupState
 from . import Context, handles
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1
@@ -153,6 +156,10 @@ async def describe_groups(ctx: Context, request):
             # Kafka describes an unknown group as Dead, without an error.
             described.append(_described(group_id, ErrorCode.NONE, GroupState.DEAD.value, operations=operations))
             continue
+        if group.consumer is not None:
+            described.append(_described(group_id, ErrorCode.GROUP_ID_NOT_FOUND, GroupState.DEAD.value,
+                                        message=f"group {group_id} is not a classic group"))
+            continue
         stable = group.is_(GroupState.STABLE)
         members = [DescribeGroupsResponse.DescribedGroup.DescribedGroupMember(
             member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
@@ -163,9 +170,9 @@ async def describe_groups(ctx: Context, request):
     return DescribeGroupsResponse(throttle_time_ms=0, groups=described)
 
 
-def _described(group_id, error, state, protocol_type="", protocol="", members=(), operations=None):
+def _described(group_id, error, state, protocol_type="", protocol="", members=(), operations=None, message=None):
     return DescribeGroupsResponse.DescribedGroup(
-        error_code=error, error_message=None, group_id=group_id, group_state=state, protocol_type=protocol_type,
+        error_code=error, error_message=message, group_id=group_id, group_state=state, protocol_type=protocol_type,
         protocol_data=protocol, members=list(members),
         # kafka-python encodes None as Kafka's "not requested" (INT32_MIN).
         authorized_operations=operations)
@@ -182,10 +189,10 @@ async def list_groups(ctx: Context, request):
     # Kafka lists every group to a principal that may describe the cluster, else those it may describe.
     if not ctx.allowed(Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME, quietly=True):
         groups = [g for g in groups if ctx.allowed(Operation.DESCRIBE, ResourceType.GROUP, g.group_id, quietly=True)]
-    listed = [ListGroupsResponse.ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type or "",
-                                             group_state=g.state.value, group_type="classic")
+    listed = [ListGroupsResponse.ListedGroup(group_id=g.group_id, protocol_type=_protocol_type(g),
+                                             group_state=_state(g), group_type=_type(g))
               for g in groups
-              if (states is None or g.state.value.lower() in states) and (types is None or "classic" in types)]
+              if (states is None or _state(g).lower() in states) and (types is None or _type(g) in types)]
     return ListGroupsResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, groups=listed)
 
 
@@ -201,3 +208,89 @@ async def delete_groups(ctx: Context, request):
             error = exc.code
         results.append(DeleteGroupsResponse.DeletableGroupResult(group_id=group_id, error_code=error))
     return DeleteGroupsResponse(throttle_time_ms=0, results=results)
+
+
+def _type(group: Group) -> str:
+    return "classic" if group.consumer is None else "consumer"
+
+
+def _state(group: Group) -> str:
+    return group.state.value if group.consumer is None else group.consumer.state
+
+
+def _protocol_type(group: Group) -> str:
+    return group.protocol_type or "" if group.consumer is None else "consumer"
+
+
+@handles(ApiKey.ConsumerGroupHeartbeat)
+async def consumer_group_heartbeat(ctx: Context, request):
+    owned = request.topic_partitions
+    heartbeat = Heartbeat(
+        group_id=request.group_id, member_id=request.member_id, member_epoch=request.member_epoch,
+        client_id=ctx.header.client_id or "", client_host="/" + ctx.connection.peer.rsplit(":", 1)[0],
+        instance_id=request.instance_id, rack_id=request.rack_id, rebalance_timeout_ms=request.rebalance_timeout_ms,
+        subscribed=request.subscribed_topic_names,
+        # An empty regex is no regex (what librdkafka sends with a list of topic names).
+        regex=(request.subscribed_topic_regex or None) if ctx.version >= 1 else None,
+        server_assignor=request.server_assignor,
+        owned=None if owned is None else {tp.topic_id: set(tp.partitions) for tp in owned if tp.partitions})
+    interval = ctx.broker.groups.consumers.heartbeat_ms
+    try:
+        _may_read(ctx, request.group_id)
+        if request.member_epoch != 0 and not request.member_id:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "MemberId can't be empty")
+        reply = await ctx.broker.groups.consumer_heartbeat(heartbeat)
+    except KafkaError as exc:
+        return ConsumerGroupHeartbeatResponse(throttle_time_ms=0, error_code=exc.code, error_message=exc.message,
+                                              member_id=None, member_epoch=-1, heartbeat_interval_ms=0)
+    R = ConsumerGroupHeartbeatResponse
+    assignment = None if reply.assignment is None else R.Assignment(topic_partitions=[
+        R.Assignment.TopicPartitions(topic_id=topic_id, partitions=sorted(parts))
+        for topic_id, parts in sorted(reply.assignment.items())])
+    return R(throttle_time_ms=0, error_code=reply.error, error_message=reply.message, member_id=reply.member_id,
+             member_epoch=reply.member_epoch, heartbeat_interval_ms=interval if reply.error == ErrorCode.NONE else 0,
+             assignment=assignment)
+
+
+@handles(ApiKey.ConsumerGroupDescribe)
+async def consumer_group_describe(ctx: Context, request):
+    D = ConsumerGroupDescribeResponse.DescribedGroup
+    described = []
+    for group_id in request.group_ids:
+        try:
+            if not ctx.allowed(Operation.DESCRIBE, ResourceType.GROUP, group_id):
+                raise KafkaError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+            group = ctx.broker.groups.describe(group_id)
+            if group is None or group.consumer is None:
+                # Kafka's answer for a missing group and for a classic one alike.
+                raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} is not a consumer group")
+        except KafkaError as exc:
+            described.append(D(error_code=exc.code, error_message=exc.message, group_id=group_id, group_state="",
+                               group_epoch=-1, assignment_epoch=-1, assignor_name="", members=[]))
+            continue
+        consumer = group.consumer
+        operations = (ctx.broker.authorizer.authorized_operations(ctx.connection, ResourceType.GROUP, group_id)
+                      if request.include_authorized_operations else None)
+        described.append(D(
+            error_code=ErrorCode.NONE, error_message=None, group_id=group_id, group_state=consumer.state,
+            group_epoch=consumer.epoch, assignment_epoch=consumer.assignment_epoch, assignor_name=consumer.assignor,
+            members=[D.Member(member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id,
+                              member_epoch=m.epoch, client_id=m.client_id, client_host=m.client_host,
+                              subscribed_topic_names=list(m.subscribed), subscribed_topic_regex=None,
+                              assignment=_assignment(ctx, m.assigned),
+                              target_assignment=_assignment(ctx, consumer.target.get(m.member_id, {})))
+                     for m in consumer.members.values()],
+            authorized_operations=operations))
+    return ConsumerGroupDescribeResponse(throttle_time_ms=0, groups=described)
+
+
+def _assignment(ctx: Context, partitions):
+    A = ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment
+    return A(topic_partitions=[A.TopicPartitions(topic_id=topic_id, topic_name=_topic_name(ctx, topic_id),
+                                                 partitions=sorted(parts))
+                               for topic_id, parts in sorted(partitions.items())])
+
+
+def _topic_name(ctx: Context, topic_id) -> str:
+    topic = ctx.broker.topic_by_id(topic_id)
+    return topic.name if topic is not None else ""

@@ -1,7 +1,7 @@
 """One consumer-group member as its own process, so a test can kill -9 it.
 
     python -m tests.support.group_member CLIENT BOOTSTRAP TOPIC GROUP OUT [--instance ID]
-        [--assignor NAME] [--session-ms N] [--max-seconds N]
+        [--assignor NAME] [--session-ms N] [--group-protocol classic|consumer] [--max-seconds N]
 
 It subscribes, and for every batch it writes one line per record to OUT
 (``record PARTITION OFFSET KEY``) and flushes, then commits synchronously: processing
@@ -18,14 +18,22 @@ def _confluent(args, out, stopping):
     from confluent_kafka import Consumer, KafkaException
 
     config = {"bootstrap.servers": args.bootstrap, "group.id": args.group, "auto.offset.reset": "earliest",
-              "enable.auto.commit": False, "session.timeout.ms": args.session_ms,
-              "heartbeat.interval.ms": 1000, "partition.assignment.strategy": args.assignor or "range,roundrobin"}
+              "enable.auto.commit": False}
+    if args.group_protocol == "consumer":
+        # KIP-848: the broker sets the session and assigns; the client may name the assignor.
+        config["group.protocol"] = "consumer"
+        if args.assignor:
+            config["group.remote.assignor"] = args.assignor
+    else:
+        config.update({"session.timeout.ms": args.session_ms, "heartbeat.interval.ms": 1000,
+                       "partition.assignment.strategy": args.assignor or "range,roundrobin"})
     if args.instance:
         config["group.instance.id"] = args.instance
     consumer = Consumer(config)
+    incremental = args.assignor == "cooperative-sticky" or args.group_protocol == "consumer"
 
     def assigned(c, partitions):
-        if args.assignor == "cooperative-sticky":
+        if incremental:
             c.incremental_assign(partitions)
             partitions = c.assignment()
         _write(out, "assigned " + ",".join(str(p.partition) for p in sorted(partitions, key=lambda p: p.partition)))
@@ -89,6 +97,7 @@ def main() -> None:
     parser.add_argument("--instance")
     parser.add_argument("--assignor")
     parser.add_argument("--session-ms", type=int, default=6000)
+    parser.add_argument("--group-protocol", choices=["classic", "consumer"], default="classic")
     parser.add_argument("--max-seconds", type=float, default=300)
     args = parser.parse_args()
     stopping: list[int] = []

@@ -11,11 +11,12 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 
 class MemberProcess:
     def __init__(self, client: str, bootstrap: str, topic: str, group: str, out_path: str,
-                 instance: str | None = None, assignor: str | None = None, session_ms: int = 6000):
+                 instance: str | None = None, assignor: str | None = None, session_ms: int = 6000,
+                 group_protocol: str = "classic"):
         self.client = client
         self.out_path = out_path
         self._command = [sys.executable, "-m", "tests.support.group_member", client, bootstrap, topic, group, out_path,
-                         "--session-ms", str(session_ms)]
+                         "--session-ms", str(session_ms), "--group-protocol", group_protocol]
         if instance:
             self._command += ["--instance", instance]
         if assignor:

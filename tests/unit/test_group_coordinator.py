@@ -95,14 +95,20 @@ async def test_losing_the_partition_answers_parked_requests_not_coordinator():
     assert groups.groups == {} and groups._timers == {} and groups._parked == {}
 
 
-async def test_a_cancelled_parked_join_stops_counting_as_joined():
+async def test_a_cancelled_parked_join_still_counts_and_its_answer_goes_nowhere():
+    """A closed connection cancels the parked JoinGroup; the rebalance completes without it."""
     groups = coordinator()
-    await two_members(groups)
+    a, b, _ = await two_members(groups)
     joining = asyncio.ensure_future(groups.join(join_request(client="c")))
     await asyncio.sleep(0)
     c = list(groups.groups["g"].members)[-1]
-    assert groups.groups["g"].members[c].awaiting_join
     joining.cancel()
     await asyncio.sleep(0)
-    assert not groups.groups["g"].members[c].awaiting_join and groups._parked == {}
+    assert groups.groups["g"].members[c].awaiting_join and groups._parked == {}
+    b_rejoins = asyncio.ensure_future(groups.join(join_request(b, client="b")))
+    await asyncio.sleep(0)
+    a_rejoined = await groups.join(join_request(a, client="a"))
+    assert a_rejoined.generation == (await b_rejoins).generation == 3
+    assert [m for m, _, _ in a_rejoined.members] == [a, b, c]
+    assert groups.groups["g"].state is GroupState.COMPLETING_REBALANCE and groups._parked == {}
     await groups.close()

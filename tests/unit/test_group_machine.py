@@ -40,6 +40,8 @@ class Driver:
         self.now = 1_000_000
         self.timers: dict[TimerKey, int] = {}
         self.parked: set[tuple[Wait, str, str]] = set()
+        # Parked requests whose connection went away while the machine still counts them.
+        self.orphans: set[tuple[Wait, str, str]] = set()
         self.answers: dict[tuple[Wait, str], list] = defaultdict(list)
         self.stores: list[StoreGroup] = []
         self.logs: list[str] = []
@@ -50,10 +52,10 @@ class Driver:
                 case Park(group_id=g, member_id=m, kind=kind):
                     self.parked.add((kind, g, m))
                 case AnswerJoin(group_id=g, member_id=m, result=result):
-                    self.parked.remove((Wait.JOIN, g, m))
+                    self._unpark((Wait.JOIN, g, m))
                     self.answers[Wait.JOIN, m].append(result)
                 case AnswerSync(group_id=g, member_id=m, error=error, assignment=assignment):
-                    self.parked.remove((Wait.SYNC, g, m))
+                    self._unpark((Wait.SYNC, g, m))
                     self.answers[Wait.SYNC, m].append((error, assignment))
                 case ArmTimer(key=key, deadline_ms=deadline):
                     self.timers.pop(key, None)
@@ -67,7 +69,22 @@ class Driver:
         # The machine's marks and the requests it parked agree after every step.
         marked = {(kind, g.group_id, m.member_id) for g in self.machine.groups.values() for m in g.members.values()
                   for kind, on in ((Wait.JOIN, m.awaiting_join), (Wait.SYNC, m.awaiting_sync)) if on}
-        assert marked == self.parked
+        assert marked == self.parked | self.orphans
+
+    def _unpark(self, key):
+        if key in self.orphans:
+            self.orphans.remove(key)
+        else:
+            self.parked.remove(key)
+
+    def abandon(self, kind, member_id, *, group="g"):
+        """The parked request's connection closed: the driver forgets it and tells the machine."""
+        key = (kind, group, member_id)
+        self.parked.remove(key)
+        self.machine.abandoned(group, member_id, kind)
+        member = self.machine.groups[group].members[member_id]
+        if (member.awaiting_join if kind is Wait.JOIN else member.awaiting_sync):
+            self.orphans.add(key)
 
     # -- requests ---------------------------------------------------------------------------------
 
@@ -669,17 +686,115 @@ def test_restore_resumes_replayed_members_as_stable_with_running_sessions():
     assert replayed.group().members == {} and replayed.group().state is GroupState.EMPTY
 
 
-def test_an_abandoned_join_stops_counting_and_the_rebalance_waits_for_its_timeout():
+def test_a_join_abandoned_in_the_initial_delay_counts_and_its_session_evicts_it():
+    """The issue's case: a consumer parked in the initial delay dies without LeaveGroup.
+    The next consumer gets its assignment after the delay plus the dead one's session,
+    not after the rebalance timeout."""
+    driver = Driver(initial_delay_ms=3000)
+    start = driver.now
+    assert driver.join(client="a") is None
+    driver.abandon(Wait.JOIN, "a-1")
+    assert driver.join(client="b") is None
+    driver.advance(3000)
+    assert driver.group().state is GroupState.COMPLETING_REBALANCE, "the delay's end completes the rebalance"
+    assert driver.answer(Wait.JOIN, "a-1").leader_id == "a-1"  # answered into the void
+    assert driver.answer(Wait.JOIN, "b-2").generation == 1
+    assert driver.sync("b-2", 1) is None
+    driver.advance(SESSION_MS - 1000)
+    driver.heartbeat("b-2", 1)
+    driver.advance(1000)
+    assert list(driver.group().members) == ["b-2"] and driver.group().leader_id == "b-2"
+    assert driver.answer(Wait.SYNC, "b-2") == (ErrorCode.REBALANCE_IN_PROGRESS, b"")
+    rejoined = driver.join("b-2")
+    assert (rejoined.generation, rejoined.leader_id) == (2, "b-2")
+    assert driver.sync("b-2", 2, {"b-2": b"all"}) is None
+    driver.stored(2)
+    assert driver.answer(Wait.SYNC, "b-2") == (ErrorCode.NONE, b"all")
+    assert driver.now - start <= 3000 + SESSION_MS < REBALANCE_MS
+
+
+def test_a_join_abandoned_in_a_running_rebalance_lets_it_complete_and_the_session_evicts_it():
     driver = Driver()
-    (a, b), generation = stable(driver, 2, session=60_000)
-    driver.join(a)
-    driver.machine.abandoned("g", a, Wait.JOIN)
-    driver.parked.discard((Wait.JOIN, "g", a))
-    driver.join(b)
-    assert driver.group().state is GroupState.PREPARING_REBALANCE, "a is not counted as joined"
-    driver.advance(REBALANCE_MS)
+    (a, b), generation = stable(driver, 2)
+    assert driver.join(a) is None
+    driver.abandon(Wait.JOIN, a)
+    assert driver.join(b).generation == generation + 1, "the rebalance does not wait for its timeout"
+    assert driver.sync(b, generation + 1) is None
+    driver.advance(SESSION_MS - 1)
+    driver.heartbeat(b, generation + 1)
+    driver.advance(1)
     assert list(driver.group().members) == [b]
-    assert driver.answer(Wait.JOIN, b).generation == generation + 1
+    assert driver.answer(Wait.SYNC, b) == (ErrorCode.REBALANCE_IN_PROGRESS, b"")
+    assert f"group g: member {a} session expired" in driver.logs
+
+
+def test_an_abandoned_sync_no_longer_keeps_its_member_alive():
+    driver = Driver()
+    a, b, generation = follower_syncing(driver)  # the leader a heartbeats but does not sync yet
+    driver.abandon(Wait.SYNC, b)
+    driver.advance(SESSION_MS - 1)
+    driver.heartbeat(a, generation + 1)
+    driver.advance(1)
+    assert list(driver.group().members) == [a]
+    assert driver.group().state is GroupState.PREPARING_REBALANCE
+
+
+def test_session_expiry_in_preparing_rebalance_completes_the_join_without_the_silent_member():
+    driver = Driver()
+    (a, b), generation = stable(driver, 2)
+    driver.advance(SESSION_MS - 1)
+    driver.heartbeat(a, generation)
+    assert driver.join(a) is None  # b has not heartbeated since the group formed
+    assert driver.group().state is GroupState.PREPARING_REBALANCE
+    driver.advance(1)
+    assert list(driver.group().members) == [a]
+    assert driver.answer(Wait.JOIN, a).generation == generation + 1
+
+
+def test_a_leader_that_heartbeats_but_never_syncs_is_removed_after_the_rebalance_timeout():
+    driver = Driver()
+    a, b, generation = follower_syncing(driver)
+    assert driver.deadline(Timer.SYNC) == driver.now + REBALANCE_MS
+    for _ in range(REBALANCE_MS // 5000 - 1):
+        driver.advance(5000)
+        assert driver.heartbeat(a, generation + 1) == driver.heartbeat(b, generation + 1) == ErrorCode.NONE
+    assert a in driver.group().members and driver.unanswered(Wait.SYNC, b)
+    driver.advance(5000)
+    assert list(driver.group().members) == [b]
+    assert f"group g: member {a} did not sync in time" in driver.logs
+    assert driver.answer(Wait.SYNC, b) == (ErrorCode.REBALANCE_IN_PROGRESS, b"")
+    assert driver.join(b).generation == generation + 2
+
+
+def test_a_follower_that_never_syncs_leaves_a_stable_group_after_the_rebalance_timeout():
+    driver = Driver()
+    (a, b), generation = stable(driver, 2)
+    driver.join(a)
+    driver.join(b)
+    driver.sync(a, generation + 1, {a: b"A", b: b"B"})
+    driver.stored(generation + 1)
+    assert driver.group().state is GroupState.STABLE and driver.deadline(Timer.SYNC) is not None
+    for _ in range(REBALANCE_MS // 5000):
+        driver.advance(5000)
+        driver.heartbeat(a, generation + 1)
+        driver.heartbeat(b, generation + 1)
+    assert list(driver.group().members) == [a]
+    assert driver.group().state is GroupState.PREPARING_REBALANCE
+
+
+def test_every_member_that_syncs_clears_the_sync_deadline():
+    driver = Driver()
+    (a, b), generation = stable(driver, 2)
+    assert driver.deadline(Timer.SYNC) is None and driver.group().pending_sync == set()
+    driver.join(a)
+    driver.join(b)
+    assert driver.group().pending_sync == {a, b}
+    driver.sync(b, generation + 1)
+    assert driver.deadline(Timer.SYNC) is not None
+    driver.sync(a, generation + 1, {a: b"A", b: b"B"})
+    assert driver.deadline(Timer.SYNC) is None
+    driver.advance(REBALANCE_MS)
+    assert list(driver.group().members) == [a, b]
 
 
 def test_the_machine_imports_no_event_loop_and_reads_no_clock():

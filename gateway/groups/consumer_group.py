@@ -1,0 +1,166 @@
+"""A consumer group of KIP-848's protocol: its epochs, members and target assignment.
+
+The group epoch moves whenever what the assignment depends on changes (a member joins
+or leaves, a subscription or the assignor changes, a subscribed topic gains
+partitions); the target assignment is computed for an epoch (its assignment epoch);
+each member reconciles towards its target at its own pace, one member epoch at a time,
+giving up partitions before anyone else is given them. This module holds that state
+and its ``__consumer_offsets`` record form; ``consumer_machine`` holds the rules.
+"""
+import enum
+import uuid
+from dataclasses import dataclass, field
+
+from . import records
+
+Partitions = dict[uuid.UUID, set[int]]
+
+
+class MemberState(enum.IntEnum):
+    """Kafka's member states, by the byte its records store."""
+    STABLE = 0
+    UNREVOKED_PARTITIONS = 1  # must give up partitions before it moves on
+    UNRELEASED_PARTITIONS = 2  # waits for partitions others still hold
+
+
+@dataclass(eq=False)
+class ConsumerMember:
+    member_id: str
+    client_id: str = ""
+    client_host: str = ""
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    subscribed: list[str] = field(default_factory=list)  # topic names
+    server_assignor: str | None = None
+    epoch: int = 0
+    previous_epoch: int = -1
+    state: MemberState = MemberState.STABLE
+    assigned: Partitions = field(default_factory=dict)
+    pending_revocation: Partitions = field(default_factory=dict)
+
+    def metadata_record(self, group_id: str) -> tuple[bytes, bytes]:
+        return records.consumer_key("member", group_id, self.member_id), records.consumer_value(
+            "member", instance_id=self.instance_id, rack_id=self.rack_id, client_id=self.client_id,
+            client_host=self.client_host, subscribed_topic_names=list(self.subscribed), subscribed_topic_regex=None,
+            rebalance_timeout_ms=self.rebalance_timeout_ms, server_assignor=self.server_assignor)
+
+    def assignment_record(self, group_id: str) -> tuple[bytes, bytes]:
+        value = records.ConsumerGroupCurrentMemberAssignmentValue
+        return records.consumer_key("current", group_id, self.member_id), records.consumer_value(
+            "current", member_epoch=self.epoch, previous_member_epoch=self.previous_epoch, state=int(self.state),
+            assigned_partitions=_topic_partitions(value.TopicPartitions, self.assigned),
+            partitions_pending_revocation=_topic_partitions(value.TopicPartitions, self.pending_revocation))
+
+    def load_metadata(self, value) -> None:
+        self.instance_id, self.rack_id = value.instance_id, value.rack_id
+        self.client_id, self.client_host = value.client_id, value.client_host
+        self.subscribed = list(value.subscribed_topic_names)
+        self.rebalance_timeout_ms, self.server_assignor = value.rebalance_timeout_ms, value.server_assignor
+
+    def load_assignment(self, value) -> None:
+        self.epoch, self.previous_epoch = value.member_epoch, value.previous_member_epoch
+        self.state = MemberState(value.state) if value.state in MemberState._value2member_map_ else MemberState.STABLE
+        self.assigned = _partitions(value.assigned_partitions)
+        self.pending_revocation = _partitions(value.partitions_pending_revocation)
+
+
+@dataclass(eq=False)
+class ConsumerGroup:
+    group_id: str
+    epoch: int = 0
+    assignment_epoch: int = 0
+    assignor: str = ""  # the assignor of the current target assignment
+    members: dict[str, ConsumerMember] = field(default_factory=dict)
+    target: dict[str, Partitions] = field(default_factory=dict)
+    # The partition counts of the subscribed topics the group epoch was set for (not stored:
+    # a coordinator that replays the group sets it on the first heartbeat, bumping the epoch).
+    topic_partitions: dict[uuid.UUID, int] = field(default_factory=dict)
+
+    @property
+    def state(self) -> str:
+        """Kafka's names for a consumer group's states (ListGroups, ConsumerGroupDescribe)."""
+        if not self.members:
+            return "Empty"
+        if self.assignment_epoch < self.epoch:
+            return "Assigning"
+        if any(m.epoch != self.assignment_epoch or m.state is not MemberState.STABLE for m in self.members.values()):
+            return "Reconciling"
+        return "Stable"
+
+    def owners(self) -> dict[tuple[uuid.UUID, int], str]:
+        """Who holds each partition now: assigned to it, or owed back by it."""
+        held = {}
+        for member in self.members.values():
+            for partitions in (member.assigned, member.pending_revocation):
+                for topic_id, parts in partitions.items():
+                    for p in parts:
+                        held[(topic_id, p)] = member.member_id
+        return held
+
+    def subscribed_topics(self) -> set[str]:
+        return {topic for member in self.members.values() for topic in member.subscribed}
+
+    # -- record form ------------------------------------------------------------------------
+
+    def epoch_record(self) -> tuple[bytes, bytes]:
+        return records.consumer_key("group_epoch", self.group_id), records.consumer_value("group_epoch",
+                                                                                          epoch=self.epoch)
+
+    def assignment_epoch_record(self) -> tuple[bytes, bytes]:
+        return (records.consumer_key("assignment_epoch", self.group_id),
+                records.consumer_value("assignment_epoch", assignment_epoch=self.assignment_epoch))
+
+    def target_record(self, member_id: str) -> tuple[bytes, bytes]:
+        value = records.ConsumerGroupTargetAssignmentMemberValue
+        return records.consumer_key("target", self.group_id, member_id), records.consumer_value(
+            "target", topic_partitions=_topic_partitions(value.TopicPartition, self.target.get(member_id, {})))
+
+    def member_tombstones(self, member_id: str) -> list[tuple[bytes, None]]:
+        return [(records.consumer_key(kind, self.group_id, member_id), None)
+                for kind in ("current", "target", "member")]
+
+    def tombstones(self) -> list[tuple[bytes, None]]:
+        """Everything the group wrote, gone (its members' records included)."""
+        out = [t for member_id in self.members for t in self.member_tombstones(member_id)]
+        return out + [(records.consumer_key("assignment_epoch", self.group_id), None),
+                      (records.consumer_key("group_epoch", self.group_id), None)]
+
+    def snapshot(self) -> list[tuple[bytes, bytes]]:
+        """The live records that rebuild the group (compaction re-appends them)."""
+        out = [self.epoch_record()]
+        for member in self.members.values():
+            out += [member.metadata_record(self.group_id), self.target_record(member.member_id),
+                    member.assignment_record(self.group_id)]
+        return out + [self.assignment_epoch_record()]
+
+    def load(self, kind: str, member_id: str | None, value) -> None:
+        """Apply one replayed record (the last of its key)."""
+        if kind == "group_epoch":
+            self.epoch = value.epoch
+        elif kind == "assignment_epoch":
+            self.assignment_epoch = value.assignment_epoch
+        elif member_id is None:
+            return
+        elif value is None:
+            if kind == "member":
+                self.members.pop(member_id, None)
+            elif kind == "target":
+                self.target.pop(member_id, None)
+        else:
+            if kind == "target":
+                self.target[member_id] = _partitions(value.topic_partitions)
+                return
+            member = self.members.setdefault(member_id, ConsumerMember(member_id))
+            if kind == "member":
+                member.load_metadata(value)
+            else:
+                member.load_assignment(value)
+
+
+def _topic_partitions(cls, partitions: Partitions) -> list:
+    return [cls(topic_id=topic_id, partitions=sorted(parts)) for topic_id, parts in sorted(partitions.items()) if parts]
+
+
+def _partitions(topic_partitions) -> Partitions:
+    return {tp.topic_id: set(tp.partitions) for tp in topic_partitions if tp.partitions}

@@ -1,0 +1,344 @@
+"""KIP-848's consumer group protocol as a machine that does no I/O, beside the classic one.
+
+One request, ConsumerGroupHeartbeat, does everything: a member joins (epoch 0), states
+its subscription, reports the partitions it owns, and is answered with its member
+epoch and, when it changed, the partitions it may use now. The rules, Kafka's:
+
+- The group epoch is bumped when a member joins or leaves, a subscription or the
+  assignor changes, or a subscribed topic changes; the target assignment is then
+  recomputed by the server-side assignor (``uniform`` or ``range``: the one most
+  members ask for by ``group.remote.assignor``, else the first of the broker's
+  ``group.consumer.assignors``).
+- Each member moves towards its target one member epoch at a time. A partition it must
+  give up is withheld from its assignment and it stays at its epoch until it stops
+  reporting the partition (or its rebalance timeout fences it); a partition still held
+  by another member is not given until that one released it. So no partition ever has
+  two owners.
+- A member whose heartbeats stop for ``group.consumer.session.timeout.ms`` is removed,
+  and so is one that sends an epoch it cannot have (FENCED_MEMBER_EPOCH).
+
+A group id is either a classic group or a consumer group. A heartbeat for a classic
+group with members is GROUP_ID_NOT_FOUND; an empty classic group becomes a consumer
+group (its committed offsets stay). The classic machine turns an empty consumer group
+back into a classic one on JoinGroup.
+
+Changes are returned as ``StoreConsumer`` effects holding Kafka's records, so the
+group replays after a coordinator move with its epochs and target assignment.
+"""
+import logging
+import uuid
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from kgate.protocol.error_codes import ErrorCode
+
+from .assignors import ASSIGNORS
+from .consumer_group import ConsumerGroup, ConsumerMember, MemberState, Partitions
+from .effects import ArmTimer, CancelTimer, Effect, Log, Step, StoreConsumer, Timer, TimerKey
+from .group import Group
+from .records import group_key
+
+LEAVE_EPOCH = -1
+STATIC_LEAVE_EPOCH = -2
+
+
+@dataclass(slots=True)
+class Heartbeat:
+    group_id: str
+    member_id: str
+    member_epoch: int
+    client_id: str
+    client_host: str
+    instance_id: str | None
+    rack_id: str | None
+    rebalance_timeout_ms: int
+    subscribed: list[str] | None  # None: unchanged
+    regex: str | None
+    server_assignor: str | None
+    owned: Partitions | None  # None: unchanged
+
+
+@dataclass(slots=True)
+class HeartbeatReply:
+    error: ErrorCode
+    message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = -1
+    assignment: Partitions | None = None
+
+
+class ConsumerGroupMachine:
+    def __init__(self, groups: dict[str, Group], *, session_ms: int, heartbeat_ms: int, assignors: list[str],
+                 max_size: int, new_member_id: Callable[[], str]):
+        self.groups = groups  # shared with the classic machine: one namespace of group ids
+        self.session_ms = session_ms
+        self.heartbeat_ms = heartbeat_ms
+        self.assignors = assignors
+        self.max_size = max_size
+        self.new_member_id = new_member_id
+
+    def heartbeat(self, now: int, request: Heartbeat, topics: Mapping[str, tuple[uuid.UUID, int]]) \
+            -> Step[HeartbeatReply]:
+        """``topics``: the cluster's topics as name -> (topic id, partition count)."""
+        out: list[Effect] = []
+        return Step(self._heartbeat(now, request, topics, out), out)
+
+    def _heartbeat(self, now: int, request: Heartbeat, topics: Mapping[str, tuple[uuid.UUID, int]],
+                   out: list[Effect]) -> HeartbeatReply:
+        if request.regex is not None:
+            return HeartbeatReply(ErrorCode.INVALID_REQUEST, "regular expression subscriptions are not supported")
+        if request.server_assignor is not None and request.server_assignor not in ASSIGNORS:
+            return HeartbeatReply(ErrorCode.UNSUPPORTED_ASSIGNOR, f"unknown assignor {request.server_assignor}")
+        if request.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+            return self._leave(now, request, topics, out)
+        group = self.groups.get(request.group_id)
+        if request.member_epoch == 0:
+            if request.subscribed is None:
+                return HeartbeatReply(ErrorCode.INVALID_REQUEST, "a joining member must give its subscription")
+            consumer = self._consumer_group(group, request.group_id, out)
+            if consumer is None:
+                return HeartbeatReply(ErrorCode.GROUP_ID_NOT_FOUND, f"group {request.group_id} is not a consumer group")
+            member = consumer.members.get(request.member_id) if request.member_id else None
+            if member is None:
+                if len(consumer.members) >= self.max_size:
+                    return HeartbeatReply(ErrorCode.GROUP_MAX_SIZE_REACHED)
+                member = ConsumerMember(request.member_id or self.new_member_id())
+                consumer.members[member.member_id] = member
+                joined = True
+            else:
+                # A member that rejoins has dropped its partitions: it starts again from epoch 0.
+                member.assigned, member.pending_revocation = {}, {}
+                member.epoch, member.state = 0, MemberState.STABLE
+                joined = True
+        else:
+            if group is None or group.consumer is None:
+                error = ErrorCode.UNKNOWN_MEMBER_ID if group is None else ErrorCode.GROUP_ID_NOT_FOUND
+                return HeartbeatReply(error, None, request.member_id, -1)
+            consumer = group.consumer
+            member = consumer.members.get(request.member_id)
+            if member is None:
+                return HeartbeatReply(ErrorCode.UNKNOWN_MEMBER_ID, f"member {request.member_id} is not in the group")
+            if not _epoch_allowed(member, request):
+                return HeartbeatReply(ErrorCode.FENCED_MEMBER_EPOCH,
+                                      f"epoch {request.member_epoch} is not the member's epoch {member.epoch}")
+            joined = False
+        return self._beat(now, consumer, member, request, topics, joined, out)
+
+    def _consumer_group(self, group: Group | None, group_id: str, out: list[Effect]) -> ConsumerGroup | None:
+        """The consumer group a member joins: a new one, or an empty classic group converted."""
+        if group is None:
+            group = self.groups[group_id] = Group(group_id)
+        if group.consumer is None:
+            if group.members or group.pending_members:
+                return None
+            if group.generation > 0:
+                # The classic group's record goes, so a replay finds only one kind of group.
+                out.append(StoreConsumer(group_id, [(group_key(group_id), None)]))
+                out.append(Log(logging.INFO, "group %s: empty classic group converted to a consumer group",
+                               (group_id,)))
+            group.generation, group.protocol, group.leader_id = 0, None, None
+            group.protocol_type = "consumer"
+            group.consumer = ConsumerGroup(group_id)
+        return group.consumer
+
+    def _beat(self, now: int, consumer: ConsumerGroup, member: ConsumerMember, request: Heartbeat,
+              topics: Mapping[str, tuple[uuid.UUID, int]], joined: bool, out: list[Effect]) -> HeartbeatReply:
+        stored: list[tuple[bytes, bytes | None]] = []
+        before = (list(member.subscribed), member.server_assignor)
+        member.client_id, member.client_host = request.client_id, request.client_host
+        if request.instance_id is not None:
+            member.instance_id = request.instance_id
+        if request.rack_id is not None:
+            member.rack_id = request.rack_id
+        if request.rebalance_timeout_ms >= 0:
+            member.rebalance_timeout_ms = request.rebalance_timeout_ms
+        if request.subscribed is not None:
+            member.subscribed = sorted(set(request.subscribed))
+        if request.server_assignor is not None:
+            member.server_assignor = request.server_assignor
+        metadata_changed = joined or before != (member.subscribed, member.server_assignor)
+        if metadata_changed:
+            stored.append(member.metadata_record(consumer.group_id))
+        subscribed = {topics[name][0]: topics[name][1] for name in consumer.subscribed_topics() if name in topics}
+        if metadata_changed or subscribed != consumer.topic_partitions:
+            consumer.topic_partitions = subscribed
+            self._bump(consumer, f"member {member.member_id} {'joined' if joined else 'changed'}", stored, out)
+        self._assign(consumer, topics, stored)
+        previous = (member.epoch, _copy(member.assigned))
+        self._reconcile(now, consumer, member, request.owned, stored, out)
+        if stored:
+            out.append(StoreConsumer(consumer.group_id, stored))
+        out.append(ArmTimer(_session_key(consumer.group_id, member.member_id), now + self.session_ms))
+        changed = (member.epoch, member.assigned) != previous
+        send = joined or changed or (request.owned is not None and request.owned != member.assigned)
+        return HeartbeatReply(ErrorCode.NONE, None, member.member_id, member.epoch,
+                              _copy(member.assigned) if send else None)
+
+    def _bump(self, consumer: ConsumerGroup, reason: str, stored: list, out: list[Effect]) -> None:
+        consumer.epoch += 1
+        stored.append(consumer.epoch_record())
+        out.append(Log(logging.INFO, "consumer group %s epoch %d: %s", (consumer.group_id, consumer.epoch, reason)))
+
+    def _assign(self, consumer: ConsumerGroup, topics: Mapping[str, tuple[uuid.UUID, int]], stored: list) -> None:
+        """Recompute the target assignment when the group epoch moved past it."""
+        if consumer.assignment_epoch >= consumer.epoch:
+            return
+        consumer.assignor = self._assignor(consumer)
+        ids = {name: topic_id for name, (topic_id, _) in topics.items()}
+        subscriptions = {m.member_id: {ids[name] for name in m.subscribed if name in ids}
+                         for m in consumer.members.values()}
+        counts = {topic_id: count for topic_id, count in topics.values()}
+        target = ASSIGNORS[consumer.assignor](subscriptions, counts, consumer.target)
+        for member_id, partitions in target.items():
+            if consumer.target.get(member_id) != partitions:
+                consumer.target[member_id] = partitions
+                stored.append(consumer.target_record(member_id))
+        consumer.assignment_epoch = consumer.epoch
+        stored.append(consumer.assignment_epoch_record())
+
+    def _assignor(self, consumer: ConsumerGroup) -> str:
+        """The assignor most members ask for (ties: the broker's order), else the broker's first."""
+        asked = Counter(m.server_assignor for m in consumer.members.values() if m.server_assignor)
+        if not asked:
+            return self.assignors[0]
+        order = self.assignors + sorted(asked)
+        return max(asked, key=lambda name: (asked[name], -order.index(name)))
+
+    def _reconcile(self, now: int, consumer: ConsumerGroup, member: ConsumerMember, owned: Partitions | None,
+                   stored: list, out: list[Effect]) -> None:
+        """Move the member towards its target: revoke first, then assign what others released."""
+        before = (member.epoch, member.previous_epoch, member.state, _copy(member.assigned),
+                  _copy(member.pending_revocation))
+        if member.state is MemberState.UNREVOKED_PARTITIONS:
+            if owned is None or _overlaps(owned, member.pending_revocation):
+                return  # still owns what it must give up
+            self._next(consumer, member, member.epoch + 1)
+        elif member.state is MemberState.UNRELEASED_PARTITIONS or member.epoch != consumer.assignment_epoch:
+            self._next(consumer, member, member.epoch)
+        after = (member.epoch, member.previous_epoch, member.state, member.assigned, member.pending_revocation)
+        if after != before:
+            stored.append(member.assignment_record(consumer.group_id))
+            key = _revocation_key(consumer.group_id, member.member_id)
+            if member.state is MemberState.UNREVOKED_PARTITIONS:
+                timeout = member.rebalance_timeout_ms if member.rebalance_timeout_ms > 0 else self.session_ms
+                out.append(ArmTimer(key, now + timeout))
+            else:
+                out.append(CancelTimer(key))
+
+    def _next(self, consumer: ConsumerGroup, member: ConsumerMember, epoch: int) -> None:
+        target = consumer.target.get(member.member_id, {})
+        held = consumer.owners()
+        keep: Partitions = {}
+        revoke: Partitions = {}
+        gain: Partitions = {}
+        unreleased = False
+        for topic_id in set(target) | set(member.assigned):
+            wanted, mine = target.get(topic_id, set()), member.assigned.get(topic_id, set())
+            if mine & wanted:
+                keep[topic_id] = mine & wanted
+            if mine - wanted:
+                revoke[topic_id] = mine - wanted
+            free = {p for p in wanted - mine if held.get((topic_id, p), member.member_id) == member.member_id}
+            unreleased = unreleased or len(free) < len(wanted - mine)
+            if free:
+                gain[topic_id] = free
+        if revoke:
+            member.state, member.assigned, member.pending_revocation = MemberState.UNREVOKED_PARTITIONS, keep, revoke
+            _set_epoch(member, epoch)
+            return
+        for topic_id, parts in gain.items():
+            keep.setdefault(topic_id, set()).update(parts)
+        member.assigned, member.pending_revocation = keep, {}
+        member.state = MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE
+        _set_epoch(member, consumer.assignment_epoch)
+
+    # -- leaving ----------------------------------------------------------------------------
+
+    def _leave(self, now: int, request: Heartbeat, topics: Mapping[str, tuple[uuid.UUID, int]],
+               out: list[Effect]) -> HeartbeatReply:
+        group = self.groups.get(request.group_id)
+        consumer = group.consumer if group is not None else None
+        if consumer is None or request.member_id not in consumer.members:
+            return HeartbeatReply(ErrorCode.UNKNOWN_MEMBER_ID, None, request.member_id, request.member_epoch)
+        self._remove(now, consumer, request.member_id, "left", topics, out)
+        return HeartbeatReply(ErrorCode.NONE, None, request.member_id, request.member_epoch)
+
+    def _remove(self, now: int, consumer: ConsumerGroup, member_id: str, reason: str,
+                topics: Mapping[str, tuple[uuid.UUID, int]], out: list[Effect]) -> None:
+        del consumer.members[member_id]
+        consumer.target.pop(member_id, None)
+        out.append(CancelTimer(_session_key(consumer.group_id, member_id)))
+        out.append(CancelTimer(_revocation_key(consumer.group_id, member_id)))
+        stored: list[tuple[bytes, bytes | None]] = list(consumer.member_tombstones(member_id))
+        consumer.topic_partitions = {topics[name][0]: topics[name][1] for name in consumer.subscribed_topics()
+                                     if name in topics}
+        self._bump(consumer, f"member {member_id} {reason}", stored, out)
+        self._assign(consumer, topics, stored)
+        out.append(StoreConsumer(consumer.group_id, stored))
+
+    def timer_fired(self, now: int, key: TimerKey, topics: Mapping[str, tuple[uuid.UUID, int]]) -> list[Effect]:
+        out: list[Effect] = []
+        group = self.groups.get(key.group_id)
+        consumer = group.consumer if group is not None else None
+        if consumer is None or key.member_id not in consumer.members:
+            return out
+        reason = "session expired" if key.kind is Timer.MEMBER_SESSION else "did not revoke in time (fenced)"
+        out.append(Log(logging.INFO, "consumer group %s: member %s %s", (key.group_id, key.member_id, reason)))
+        self._remove(now, consumer, key.member_id, reason, topics, out)
+        return out
+
+    def restore(self, now: int, group: Group) -> list[Effect]:
+        """After replay: every member must heartbeat within a session from now."""
+        consumer = group.consumer
+        if consumer is None:
+            return []
+        return [ArmTimer(_session_key(group.group_id, member_id), now + self.session_ms)
+                for member_id in consumer.members]
+
+    # -- offsets ------------------------------------------------------------------------------
+
+    @staticmethod
+    def check_commit(consumer: ConsumerGroup, member_epoch: int, member_id: str) -> ErrorCode:
+        """OffsetCommit against a consumer group: the member's current epoch, or a commit with
+        no member to an empty group (what admin tools send)."""
+        if member_epoch < 0 and not member_id and not consumer.members:
+            return ErrorCode.NONE
+        member = consumer.members.get(member_id)
+        if member is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if member_epoch != member.epoch:
+            return ErrorCode.STALE_MEMBER_EPOCH
+        return ErrorCode.NONE
+
+
+def _epoch_allowed(member: ConsumerMember, request: Heartbeat) -> bool:
+    """Kafka's rule: the member's epoch, or its previous one when the answer that moved it
+    was lost, provided it owns nothing beyond its assignment."""
+    if request.member_epoch == member.epoch:
+        return True
+    if request.member_epoch == member.previous_epoch and request.member_epoch < member.epoch:
+        return request.owned is not None and all(parts <= member.assigned.get(topic_id, set())
+                                                 for topic_id, parts in request.owned.items())
+    return False
+
+
+def _set_epoch(member: ConsumerMember, epoch: int) -> None:
+    if epoch != member.epoch:
+        member.previous_epoch, member.epoch = member.epoch, epoch
+
+
+def _overlaps(owned: Partitions, revoking: Partitions) -> bool:
+    return any(owned.get(topic_id, set()) & parts for topic_id, parts in revoking.items())
+
+
+def _copy(partitions: Partitions) -> Partitions:
+    return {topic_id: set(parts) for topic_id, parts in partitions.items() if parts}
+
+
+def _session_key(group_id: str, member_id: str) -> TimerKey:
+    return TimerKey(group_id, Timer.MEMBER_SESSION, member_id)
+
+
+def _revocation_key(group_id: str, member_id: str) -> TimerKey:
+    return TimerKey(group_id, Timer.REVOCATION, member_id)

@@ -1,0 +1,147 @@
+"""KIP-848 consumer groups with librdkafka (``group.protocol=consumer``): the broker assigns,
+members share and hand over partitions, offsets commit with member epochs, the group
+survives a coordinator restart, and a group id is either classic or consumer."""
+import collections
+import uuid
+
+import pytest
+from confluent_kafka import Consumer
+from kafka.protocol.api_key import ApiKey
+from kafka.protocol.consumer import JoinGroupRequest
+from kafka.protocol.metadata import ApiVersionsRequest
+
+from kgate.protocol.error_codes import ErrorCode
+from kgate.protocol.messages import ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest
+from tests.support.clients import ConfluentClient, create_topic
+from tests.support.member_process import MemberProcess, wait_for
+from tests.support.wire import Wire
+
+PARTITIONS = 6
+# Short heartbeats and sessions keep the test quick; Kafka's defaults are 5 s and 45 s.
+SETTINGS = {"group.consumer.heartbeat.interval.ms": 300, "group.consumer.session.timeout.ms": 6000}
+
+
+@pytest.fixture
+def members(tmp_path):
+    started = []
+
+    def start(bootstrap, topic, group, assignor=None):
+        member = MemberProcess("confluent-kafka", bootstrap, topic, group, str(tmp_path / f"member-{len(started)}"),
+                               assignor=assignor, group_protocol="consumer").start()
+        started.append(member)
+        return member
+
+    yield start
+    for member in started:
+        member.stop()
+
+
+def _describe(bootstrap, group):
+    with Wire(bootstrap) as wire:
+        [described] = wire.call(ConsumerGroupDescribeRequest(group_ids=[group], include_authorized_operations=False),
+                                0).groups
+    return described
+
+
+def _settled(bootstrap, group, count):
+    """Each member's partitions once the group is Stable with ``count`` members, else None."""
+    described = _describe(bootstrap, group)
+    if described.group_state != "Stable" or len(described.members) != count:
+        return None
+    return {m.member_id: sorted(p for tp in m.assignment.topic_partitions for p in tp.partitions)
+            for m in described.members}
+
+
+def _partitioned(assignment):
+    return sorted(p for parts in assignment.values() for p in parts) == list(range(PARTITIONS))
+
+
+def test_a_consumer_of_the_new_protocol_receives_its_records(broker_factory):
+    """The issue's case: librdkafka waited 40 s and received nothing."""
+    broker = broker_factory(**SETTINGS)
+    create_topic(broker.bootstrap, "news", PARTITIONS)
+    ConfluentClient.produce(broker.bootstrap, "news", 300)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "readers", "group.protocol": "consumer",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe(["news"])
+    got = []
+    try:
+        wait_for(lambda: got.extend(m for m in consumer.consume(300, timeout=0.2) if not m.error()) or len(got) >= 300,
+                 30, "300 records")
+        consumer.commit(asynchronous=False)
+        committed = consumer.committed([tp for tp in consumer.assignment()], timeout=10)
+    finally:
+        consumer.close()
+    assert len({(m.partition(), m.offset()) for m in got}) == 300
+    by_partition = collections.Counter(m.partition() for m in got)
+    assert {tp.partition: tp.offset for tp in committed} == dict(by_partition), "committed with the member epoch"
+    described = _describe(broker.bootstrap, "readers")
+    assert (described.error_code, described.group_state, described.members) == (ErrorCode.NONE, "Empty", [])
+
+
+@pytest.mark.parametrize("assignor", ["uniform", "range"])
+def test_members_share_partitions_and_take_over_from_one_that_leaves(broker_factory, members, assignor):
+    broker = broker_factory(**SETTINGS)
+    create_topic(broker.bootstrap, "work", PARTITIONS)
+    count = 3000
+    ConfluentClient.produce(broker.bootstrap, "work", count)
+    crew = [members(broker.bootstrap, "work", "crew", assignor) for _ in range(2)]
+    assert _partitioned(wait_for(lambda: _settled(broker.bootstrap, "crew", 2), 60, "two members Stable"))
+    crew.append(members(broker.bootstrap, "work", "crew", assignor))
+    three = wait_for(lambda: _settled(broker.bootstrap, "crew", 3), 60, "three members Stable")
+    assert _partitioned(three) and all(three.values()), f"every member works: {three}"
+    assert _describe(broker.bootstrap, "crew").assignor_name == assignor
+    crew[0].stop()  # a clean close: the member leaves with epoch -1
+    two = wait_for(lambda: _settled(broker.bootstrap, "crew", 2), 60, "the others take its partitions")
+    assert _partitioned(two)
+    wait_for(lambda: len({(p, o) for m in crew for p, o, _ in m.records()}) >= count, 60, "every record")
+    consumed = [r for m in crew for r in m.records()]
+    assert len({(p, o) for p, o, _ in consumed}) == count
+    # Each member commits after each batch, so a partition changing hands is picked up
+    # where it was committed: re-deliveries stay under one batch per moved partition.
+    assert len(consumed) - count <= 1000 * PARTITIONS
+
+
+def test_the_group_survives_a_coordinator_restart(broker_factory, members):
+    broker = broker_factory(**SETTINGS)
+    create_topic(broker.bootstrap, "work", PARTITIONS)
+    for _ in range(2):
+        members(broker.bootstrap, "work", "crew")
+    before = wait_for(lambda: _settled(broker.bootstrap, "crew", 2), 60, "two members Stable")
+    described = _describe(broker.bootstrap, "crew")
+    broker.stop()
+    broker.restart()
+    again = _describe(broker.bootstrap, "crew")
+    assert (again.group_epoch, again.assignment_epoch) == (described.group_epoch, described.assignment_epoch)
+    assert {m.member_id: sorted(p for tp in m.target_assignment.topic_partitions for p in tp.partitions)
+            for m in again.members} == before, "members and target assignment replayed from __consumer_offsets"
+    assert _partitioned(wait_for(lambda: _settled(broker.bootstrap, "crew", 2), 60, "the members carry on"))
+
+
+def test_a_group_id_is_classic_or_consumer(broker_factory):
+    broker = broker_factory(**SETTINGS)
+    create_topic(broker.bootstrap, "t", 1)
+    with Wire(broker.bootstrap) as wire:
+        versions = {k.api_key: (k.min_version, k.max_version) for k in wire.call(ApiVersionsRequest(), 3).api_keys}
+        assert versions[ApiKey.ConsumerGroupHeartbeat] == (0, 1) and versions[ApiKey.ConsumerGroupDescribe] == (0, 0)
+        joined = wire.call(JoinGroupRequest(group_id="old", session_timeout_ms=10_000, rebalance_timeout_ms=10_000,
+                                            member_id="", protocol_type="consumer", protocols=[
+                                                JoinGroupRequest.JoinGroupRequestProtocol(name="range", metadata=b"")]),
+                           3)
+        assert joined.error_code == ErrorCode.NONE
+        refused = wire.call(_join_new("old"), 0)
+        assert refused.error_code == ErrorCode.GROUP_ID_NOT_FOUND, "a classic group with members"
+        assert _describe(broker.bootstrap, "old").error_code == ErrorCode.GROUP_ID_NOT_FOUND
+        new = wire.call(_join_new("new"), 1)
+        assert (new.error_code, new.member_epoch) == (ErrorCode.NONE, 1)
+        assert new.assignment.topic_partitions[0].partitions == [0]
+        classic = wire.call(JoinGroupRequest(group_id="new", session_timeout_ms=10_000, rebalance_timeout_ms=10_000,
+                                             member_id="", protocol_type="consumer", protocols=[
+                                                 JoinGroupRequest.JoinGroupRequestProtocol(name="range",
+                                                                                           metadata=b"")]), 3)
+        assert classic.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+
+
+def _join_new(group):
+    return ConsumerGroupHeartbeatRequest(group_id=group, member_id=str(uuid.uuid4()), member_epoch=0,
+                                         rebalance_timeout_ms=30_000, subscribed_topic_names=["t"], topic_partitions=[])
