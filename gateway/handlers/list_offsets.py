@@ -63,20 +63,22 @@ async def _lookup(ledger, timestamp) -> tuple[int, int]:
         if not entries:
             return -1, -1
         best = entries[0].header.max_timestamp
-        found = _first_record(entries[0], lambda ts: ts == best)
+        found = _first_record(entries[0], ledger.log_start_offset, lambda ts: ts == best)
     else:
         entries = await ledger.entries_from_timestamp(timestamp)
-        found = entries and _first_record(entries[0], lambda ts: ts >= timestamp)
+        found = entries and _first_record(entries[0], ledger.log_start_offset, lambda ts: ts >= timestamp)
     return found if found else (-1, -1)
 
 
-def _first_record(stored, wanted) -> tuple[int, int] | None:
-    """Offset and timestamp of the first record in ``stored`` for which ``wanted(timestamp)`` holds.
+def _first_record(stored, start: int, wanted) -> tuple[int, int] | None:
+    """Offset and timestamp of the first record in ``stored`` from offset ``start`` on for which
+    ``wanted(timestamp)`` holds. An entry may begin before the log start (DeleteRecords moves it
+    to any offset), and records before it are deleted, whatever their timestamps.
 
     Per-record work (it decompresses the entry), for lookups by timestamp only.
     """
     for record in conversion.read(decode_entry(stored)):
-        if wanted(record.timestamp):
+        if record.offset >= start and wanted(record.timestamp):
             return record.offset, record.timestamp
     return None
 

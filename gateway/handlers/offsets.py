@@ -10,7 +10,7 @@ from kafka.protocol.consumer import OffsetCommitResponse, OffsetDeleteResponse, 
 from kgate.metadata.acls import Operation, ResourceType
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
-from kgate.storage.ledger import LedgerFenced
+from kgate.storage.ledger import LedgerFenced, StoreUnavailable
 
 from ..groups.records import CommittedOffset, now_ms
 from . import Context, handles
@@ -61,7 +61,7 @@ async def offset_commit(ctx: Context, request):
     if accepted:
         try:
             await coordinator.commit(request.group_id, accepted)
-        except (OSError, LedgerFenced):
+        except (OSError, LedgerFenced, StoreUnavailable):
             # The append failed (the ledger was fenced or the disk refused): nothing is stored.
             for tp in accepted:
                 results[tp] = ErrorCode.COORDINATOR_NOT_AVAILABLE

@@ -276,6 +276,24 @@ def test_delete_records_trims_ledgers_moves_the_start_and_survives_a_restart(bro
     assert consume_from(broker.bootstrap, "trim", 0, 0, 1) == [(400, records.key(0))]
 
 
+def test_offsets_by_time_never_answer_below_the_log_start(broker):
+    """A start moved into the middle of a batch used to leave its earlier records findable by time."""
+    create_topic(broker.bootstrap, "timed", 1)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 200})
+    for i in range(10):  # one batch: offsets 0..9 at times 1000..1009
+        producer.produce("timed", value=b"%d" % i, partition=0, timestamp=1_000 + i)
+    assert producer.flush(30) == 0
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    assert next(iter(admin.delete_records([TopicPartition("timed", 0, 5)]).values())).result(30).low_watermark == 5
+
+    def offset_for(spec):
+        return next(iter(admin.list_offsets({TopicPartition("timed", 0): spec}).values())).result(30).offset
+
+    assert offset_for(OffsetSpec.for_timestamp(1_002)) == 5
+    assert offset_for(OffsetSpec.for_timestamp(1_007)) == 7
+    assert offset_for(OffsetSpec.max_timestamp()) == 9
+
+
 def test_delete_records_every_version_and_every_refusal(broker):
     create_topic(broker.bootstrap, "cut", 1)
     create_topic(broker.bootstrap, "compacted", 1, {"cleanup.policy": "compact"})

@@ -10,6 +10,7 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from kafka.protocol.consumer import OffsetCommitRequest
 from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.producer import ProduceRequest
 
@@ -66,6 +67,18 @@ def _requests(samples: dict, api: str) -> float:
                if name == "kgate_requests_total" and dict(labels).get("api") == api)
 
 
+def _commit(wire: Wire, group: str, topic: str) -> int:
+    """A standalone commit (no generation) of offset 1 with 4,000 bytes of metadata: its error code."""
+    part = OffsetCommitRequest.OffsetCommitRequestTopic
+    response = wire.call(OffsetCommitRequest(group_id=group, generation_id_or_member_epoch=-1, member_id="",
+                                             group_instance_id=None, retention_time_ms=-1, topics=[part(
+                                                 name=topic, partitions=[part.OffsetCommitRequestPartition(
+                                                     partition_index=0, committed_offset=1,
+                                                     committed_leader_epoch=-1, commit_timestamp=-1,
+                                                     committed_metadata="m" * 4000)])]), 6)
+    return response.topics[0].partitions[0].error_code
+
+
 def test_disk_full_answers_storage_error_and_recovers_when_space_returns(tmp_path, small_disk):
     broker = BrokerProcess(small_disk, {"kgate.metrics.listener": "127.0.0.1:0"},
                            log_path=str(tmp_path / "broker.log")).start()
@@ -102,6 +115,8 @@ def test_disk_full_answers_storage_error_and_recovers_when_space_returns(tmp_pat
                 PD(name="probe", partition_data=[PD.PartitionProduceData(
                     index=0, records=build_batch([bytes(64 * 1024)]))])]), 8).responses[0].partition_responses[0]
             assert answer.error_code == ErrorCode.KAFKA_STORAGE_ERROR
+            # An offset commit is answered with a retriable error too (it used to be a traceback).
+            assert _commit(wire, "full-disk-group", "full") == ErrorCode.COORDINATOR_NOT_AVAILABLE
             assert wire.call(MetadataRequest(topics=None), 1).brokers
         assert broker.alive()
 
