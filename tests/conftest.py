@@ -4,6 +4,7 @@ import inspect
 import pytest
 
 from tests.support.broker_process import BrokerProcess
+from tests.support.member_process import MemberProcess
 
 
 @pytest.fixture
@@ -32,6 +33,22 @@ def broker_factory(tmp_path, entry_format):
 @pytest.fixture
 def broker(broker_factory):
     return broker_factory()
+
+
+@pytest.fixture
+def members(tmp_path):
+    """Group members in processes of their own (tests/support/member_process.py), stopped after the test."""
+    started = []
+
+    def start(client, bootstrap, topic, group, **options):
+        member = MemberProcess(client, bootstrap, topic, group, str(tmp_path / f"member-{len(started)}.txt"),
+                               **options).start()
+        started.append(member)
+        return member
+
+    yield start
+    for member in started:
+        member.stop()
 
 
 @pytest.hookimpl(tryfirst=True)

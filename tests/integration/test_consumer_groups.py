@@ -13,7 +13,7 @@ from kafka.protocol.metadata import ApiVersionsRequest
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.messages import ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest
 from tests.support.clients import ConfluentClient, create_topic
-from tests.support.member_process import MemberProcess, wait_for
+from tests.support.member_process import wait_for
 from tests.support.wire import Wire
 
 PARTITIONS = 6
@@ -22,18 +22,11 @@ SETTINGS = {"group.consumer.heartbeat.interval.ms": 300, "group.consumer.session
 
 
 @pytest.fixture
-def members(tmp_path):
-    started = []
-
+def members(members):
+    """Members of the new protocol: librdkafka with group.protocol=consumer."""
     def start(bootstrap, topic, group, assignor=None):
-        member = MemberProcess("confluent-kafka", bootstrap, topic, group, str(tmp_path / f"member-{len(started)}"),
-                               assignor=assignor, group_protocol="consumer").start()
-        started.append(member)
-        return member
-
-    yield start
-    for member in started:
-        member.stop()
+        return members("confluent-kafka", bootstrap, topic, group, assignor=assignor, group_protocol="consumer")
+    return start
 
 
 def _describe(bootstrap, group):

@@ -11,7 +11,7 @@ from confluent_kafka import ConsumerGroupState
 from confluent_kafka.admin import AdminClient
 
 from tests.support.clients import create_topic
-from tests.support.member_process import MemberProcess, wait_for
+from tests.support.member_process import wait_for
 
 PARTITIONS = 4
 SESSION_MS = 2000
@@ -22,18 +22,11 @@ DEADLINE = 40
 
 
 @pytest.fixture
-def members(tmp_path):
-    started = []
-
+def members(members):
+    """librdkafka members of the group under test, with a short session."""
     def start(bootstrap, group):
-        member = MemberProcess("confluent-kafka", bootstrap, "work", group, str(tmp_path / f"member-{len(started)}"),
-                               session_ms=SESSION_MS).start()
-        started.append(member)
-        return member
-
-    yield start
-    for member in started:
-        member.stop()
+        return members("confluent-kafka", bootstrap, "work", group, session_ms=SESSION_MS)
+    return start
 
 
 @pytest.fixture

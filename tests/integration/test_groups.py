@@ -12,7 +12,7 @@ from kafka.structs import TopicPartition as KTopicPartition
 
 from kgate.storage import entry_formats
 from tests.support.clients import ConfluentClient, create_topic
-from tests.support.member_process import MemberProcess, wait_for
+from tests.support.member_process import wait_for
 
 PARTITIONS = 12
 # Members must be in the first generation before records flow, so a run without failures
@@ -21,19 +21,6 @@ GROUP_SETTINGS = {"group.initial.rebalance.delay.ms": 1000}
 pytestmark = pytest.mark.parametrize("entry_format", entry_formats.names(), indirect=True)
 
 
-@pytest.fixture
-def members(tmp_path):
-    started = []
-
-    def start(client, bootstrap, topic, group, **options):
-        member = MemberProcess(client, bootstrap, topic, group, str(tmp_path / f"member-{len(started)}.txt"),
-                               **options).start()
-        started.append(member)
-        return member
-
-    yield start
-    for member in started:
-        member.stop()
 
 
 def _describe(bootstrap, group):
