@@ -130,6 +130,17 @@ def end_offsets(bootstrap: str, topic: str, partitions: int) -> list[int]:
         consumer.close()
 
 
+def _produce_on_both(clusters, topic: str, count: int) -> None:
+    """``count`` records on dc1 (keys from 0) and on dc2 (keys from ``count``) at the same time."""
+    producers = [threading.Thread(target=ConfluentClient.produce, args=(clusters["dc1"], topic, count)),
+                 threading.Thread(target=ConfluentClient.produce, args=(clusters["dc2"], topic, count),
+                                  kwargs={"first": count})]
+    for thread in producers:
+        thread.start()
+    for thread in producers:
+        thread.join()
+
+
 def test_routes_are_added_listed_refused_and_removed(mirror):
     with open(mirror.path, "a") as fh:
         fh.write('[clusters.dc3]\nbootstrap = "127.0.0.1:1"\n')  # routes name clusters; adding never connects
@@ -217,13 +228,7 @@ def test_two_way_identity_copies_every_record_once_per_side_and_never_back(mirro
         assert mirror.run("routes", "add", "--source", source, "--target", target, "--topics", topic,
                           "--policy", "identity").returncode == 0
     mirror.worker("w1")
-    producers = [threading.Thread(target=ConfluentClient.produce, args=(clusters["dc1"], topic, count)),
-                 threading.Thread(target=ConfluentClient.produce, args=(clusters["dc2"], topic, count),
-                                  kwargs={"first": count})]
-    for thread in producers:
-        thread.start()
-    for thread in producers:
-        thread.join()
+    _produce_on_both(clusters, topic, count)
     for alias in ("dc1", "dc2"):
         wait_for(lambda alias=alias: sum(end_offsets(clusters[alias], topic, 2)) >= 2 * count, 30,
                  f"both sides' records on {alias}")
@@ -432,13 +437,7 @@ def test_aggregation_of_two_sources_into_one_target_keeps_every_record_once(mirr
         assert mirror.run("routes", "add", "--source", alias, "--target", "hub", "--topics", topic).returncode == 0
     mirror.worker("w1")
     mirror.worker("w2")
-    producers = [threading.Thread(target=ConfluentClient.produce, args=(clusters["dc1"], topic, count)),
-                 threading.Thread(target=ConfluentClient.produce, args=(clusters["dc2"], topic, count),
-                                  kwargs={"first": count})]
-    for thread in producers:
-        thread.start()
-    for thread in producers:
-        thread.join()
+    _produce_on_both(clusters, topic, count)
     for alias, first in (("dc1", 0), ("dc2", count)):
         copied = read_topic(clusters["hub"], f"{alias}.{topic}", 3, count)
         assert_copied_one_to_one(copied, read_topic(clusters[alias], topic, 3, count), alias.encode())
