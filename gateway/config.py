@@ -122,6 +122,10 @@ BROKER_SETTINGS: dict[str, tuple[object, tuple]] = {
     "group.max.session.timeout.ms": (1_800_000, _POSITIVE),
     "group.initial.rebalance.delay.ms": (3000, _NON_NEGATIVE),
     "group.max.size": (2**31 - 1, _POSITIVE),
+    # Transactions, with Kafka's names and defaults.
+    "transaction.state.log.num.partitions": (50, _POSITIVE),
+    "transaction.max.timeout.ms": (900_000, _POSITIVE),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": (10_000, _POSITIVE),
     # Compact an offsets partition once it holds this many records more than live keys.
     "kgate.offsets.compaction.min.records": (10_000, _POSITIVE),
     # SASL and TLS, with Kafka's names. kgate caps unauthenticated frames at 64 KiB

@@ -41,6 +41,14 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DescribeAcls: (0, 3),
     ApiKey.CreateAcls: (0, 3),
     ApiKey.DeleteAcls: (0, 3),
+    # Transactions (KIP-98) up to the versions before KIP-890's: AddPartitionsToTxn v4+ is
+    # broker-to-broker, and the later versions of the others carry its new epoch rules.
+    ApiKey.AddPartitionsToTxn: (0, 3),
+    ApiKey.AddOffsetsToTxn: (0, 3),
+    ApiKey.EndTxn: (0, 3),
+    ApiKey.TxnOffsetCommit: (0, 3),
+    ApiKey.DescribeTransactions: (0, 0),
+    ApiKey.ListTransactions: (0, 1),
 }
 
 
