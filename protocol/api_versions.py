@@ -49,6 +49,7 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.TxnOffsetCommit: (0, 3),
     ApiKey.DescribeTransactions: (0, 0),
     ApiKey.ListTransactions: (0, 1),
+    ApiKey.WriteTxnMarkers: (1, 1),  # broker to broker: a coordinator to a partition's owner
 }
 
 

@@ -1,5 +1,6 @@
 """Transactions (KIP-98): AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit,
-DescribeTransactions and ListTransactions; InitProducerId with a transactional id is in
+DescribeTransactions and ListTransactions; WriteTxnMarkers, which a coordinator sends to
+the owner of a partition it does not serve; InitProducerId with a transactional id is in
 ``producer_ids``. The rules live in ``gateway.transactions``.
 
 Clients older than KIP-588 do not know PRODUCER_FENCED: below the version that
@@ -12,15 +13,17 @@ from kafka.protocol.producer import (
     AddPartitionsToTxnResponse,
     EndTxnResponse,
     TxnOffsetCommitResponse,
+    WriteTxnMarkersResponse,
 )
 
-from kgate.metadata.acls import Operation, ResourceType
+from kgate.metadata.acls import CLUSTER_NAME, Operation, ResourceType
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
 from kgate.storage.ledger import LedgerFenced
 
 from ..groups import OFFSETS_TOPIC
 from ..groups.records import CommittedOffset, now_ms
+from ..transactions.coordinator import write_marker
 from ..transactions.machine import TxnMetadata, TxnState
 from . import Context, handles
 
@@ -209,3 +212,33 @@ async def list_transactions(ctx: Context, request):
              transaction_states=[R.TransactionState(transactional_id=txn.transactional_id,
                                                     producer_id=txn.producer_id,
                                                     transaction_state=txn.state.kafka_name) for txn in listed])
+
+
+@handles(ApiKey.WriteTxnMarkers)
+async def write_txn_markers(ctx: Context, request):
+    """Append the markers a coordinator asks for to the partitions this broker serves."""
+    R = WriteTxnMarkersResponse
+    permitted = ctx.allowed(Operation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
+    results = []
+    for marker in request.markers:
+        topics = []
+        for topic in marker.topics:
+            partitions = []
+            for index in topic.partition_indexes:
+                try:
+                    if not permitted:
+                        raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+                    partition = ctx.broker.partition(topic.name, index)
+                    await write_marker(ctx.broker, partition, marker.producer_id, marker.producer_epoch,
+                                       marker.transaction_result, marker.coordinator_epoch)
+                    error = ErrorCode.NONE
+                except KafkaError as exc:
+                    error = exc.code
+                except (OSError, LedgerFenced):
+                    error = ErrorCode.KAFKA_STORAGE_ERROR
+                partitions.append(R.WritableTxnMarkerResult.WritableTxnMarkerTopicResult.WritableTxnMarkerPartitionResult(
+                    partition_index=index, error_code=error))
+            topics.append(R.WritableTxnMarkerResult.WritableTxnMarkerTopicResult(name=topic.name,
+                                                                                partitions=partitions))
+        results.append(R.WritableTxnMarkerResult(producer_id=marker.producer_id, topics=topics))
+    return R(markers=results)

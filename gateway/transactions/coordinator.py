@@ -30,6 +30,7 @@ from ..groups import OFFSETS_TOPIC
 from ..groups.placement import partition_for
 from . import machine, records
 from .machine import Step, TxnMetadata, TxnState
+from .marker_sender import send_marker
 
 log = logging.getLogger(__name__)
 
@@ -221,21 +222,28 @@ class TransactionCoordinator:
 
     async def _write_marker(self, txn: TxnMetadata, topic: str, index: int, commit: bool,
                             coordinator_epoch: int) -> None:
-        """One marker, retried until it is durable or the partition is gone with its topic."""
+        """One marker, retried until it is durable or the partition is gone with its topic:
+        appended here when this broker serves the partition, else sent to its owner."""
         broker = self.broker
         while True:
-            if topic not in broker.cluster.topics:
+            known = broker.cluster.topics.get(topic)
+            if known is None:
                 return
-            partition = broker.partitions.get((topic, index))
-            if partition is not None:
-                try:
+            try:
+                partition = broker.partitions.get((topic, index))
+                if partition is not None:
                     await write_marker(broker, partition, txn.producer_id, txn.epoch, commit, coordinator_epoch)
                     return
-                except Exception as exc:
-                    log.warning("marker for %s to %s-%d failed, retrying: %s", txn.transactional_id, topic, index,
-                                exc)
-            else:
-                log.warning("marker for %s: %s-%d is not served here; retrying", txn.transactional_id, topic, index)
+                owner = broker.leader(known, index)
+                address = owner.address("PLAINTEXT") if owner is not None and owner.node_id != broker.node_id else None
+                if address is None:
+                    raise KafkaError(ErrorCode.NOT_LEADER_FOR_PARTITION, "no broker to take it")
+                error = await send_marker(address, txn.producer_id, txn.epoch, commit, coordinator_epoch, topic, index)
+                if error == ErrorCode.NONE:
+                    return
+                raise KafkaError(error, f"broker {owner.node_id} answered {error.name}")
+            except Exception as exc:
+                log.warning("marker for %s to %s-%d failed, retrying: %s", txn.transactional_id, topic, index, exc)
             await asyncio.sleep(MARKER_RETRY_S)
             self._check_owned(txn.transactional_id)
 

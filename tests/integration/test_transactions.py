@@ -9,40 +9,11 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from tests.support.clients import create_topic
+from tests.support.transactions import TIMEOUT, read_to_end, transactional
 
 SETTINGS = {"transaction.state.log.num.partitions": 4, "offsets.topic.num.partitions": 4,
             "group.initial.rebalance.delay.ms": 0,
             "transaction.abort.timed.out.transaction.cleanup.interval.ms": 300}
-TIMEOUT = 30
-
-
-def transactional(bootstrap, transactional_id, **config) -> Producer:
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id, "linger.ms": 5,
-                         **config})
-    producer.init_transactions(TIMEOUT)
-    return producer
-
-
-def read_to_end(bootstrap, topic, partitions, isolation, group="reader") -> list[bytes]:
-    """Every value up to the end of each partition (the last stable offset for read_committed)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "isolation.level": isolation,
-                         "enable.auto.commit": False, "enable.partition.eof": True})
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    values, ended = [], set()
-    deadline = time.monotonic() + TIMEOUT
-    try:
-        while len(ended) < partitions and time.monotonic() < deadline:
-            for message in consumer.consume(1000, timeout=0.5):
-                if message.error() is None:
-                    values.append(message.value())
-                elif message.error().code() == KafkaError._PARTITION_EOF:
-                    ended.add(message.partition())
-                else:
-                    raise KafkaException(message.error())
-    finally:
-        consumer.close()
-    assert len(ended) == partitions, f"only partitions {sorted(ended)} of {topic} reached their end"
-    return values
 
 
 def end_offsets(bootstrap, topic, partitions, isolation) -> list[int]:
