@@ -24,6 +24,7 @@ from collections.abc import Iterable
 from kgate.metadata.cluster import TopicExists
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
+from kgate.storage.ledger import LedgerFenced
 
 from .. import keyed_log
 from ..groups import OFFSETS_TOPIC
@@ -57,9 +58,6 @@ class TransactionCoordinator:
     # -- start-up, placement and replay -----------------------------------------------------
 
     async def start(self) -> None:
-        topic = self.broker.cluster.topics.get(TRANSACTION_STATE_TOPIC)
-        if topic is not None:
-            self.num_partitions = topic.partitions
         self._timeout_task = asyncio.create_task(self._timeout_loop())
 
     async def close(self) -> None:
@@ -77,10 +75,12 @@ class TransactionCoordinator:
                     "kgate.entry.format": "kafka"})
             except TopicExists:
                 pass
-        self.num_partitions = broker.cluster.topics[TRANSACTION_STATE_TOPIC].partitions
 
     def partition_of(self, transactional_id: str) -> int:
-        return partition_for(transactional_id, self.num_partitions)
+        """Placed by the topic's partition count once it exists (another broker may have
+        created it with its own ``transaction.state.log.num.partitions``)."""
+        topic = self.broker.cluster.topics.get(TRANSACTION_STATE_TOPIC)
+        return partition_for(transactional_id, topic.partitions if topic is not None else self.num_partitions)
 
     def coordinator_of(self, transactional_id: str):
         topic = self.broker.cluster.topics.get(TRANSACTION_STATE_TOPIC)
@@ -202,13 +202,18 @@ class TransactionCoordinator:
         return self.transactions[transactional_id]
 
     async def _store(self, txn: TxnMetadata) -> None:
+        """Append ``txn`` and apply it; return once durable. A store that refuses the write
+        is COORDINATOR_NOT_AVAILABLE to the client, which retries (and finds the new owner)."""
         index = self.partition_of(txn.transactional_id)
         partition = self._partition(index)
-        await partition.ledger.prepare_append()
-        durable = keyed_log.append(partition, [(records.key(txn.transactional_id), records.value(txn))])
-        self.transactions[txn.transactional_id] = txn
-        self._appended[index] = self._appended.get(index, 0) + 1
-        await asyncio.gather(*durable)
+        try:
+            await partition.ledger.prepare_append()
+            durable = keyed_log.append(partition, [(records.key(txn.transactional_id), records.value(txn))])
+            self.transactions[txn.transactional_id] = txn
+            self._appended[index] = self._appended.get(index, 0) + 1
+            await asyncio.gather(*durable)
+        except (OSError, LedgerFenced) as exc:
+            raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"storing the transaction failed: {exc}") from None
         self._maybe_compact(index, partition)
 
     async def _complete(self, transactional_id: str) -> None:
