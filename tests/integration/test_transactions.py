@@ -7,6 +7,7 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from kafka import KafkaProducer
 
 from tests.support.clients import create_topic
 from tests.support.transactions import TIMEOUT, read_to_end, transactional
@@ -147,3 +148,24 @@ def test_a_broker_killed_mid_transaction_restarts_with_it_aborted_by_its_timeout
     assert sorted(read_to_end(broker.bootstrap, "k", 2, "read_committed")) == sorted(
         b"kept-%d" % i for i in range(8))
     assert len(read_to_end(broker.bootstrap, "k", 2, "read_uncommitted")) == 16
+
+
+def test_kafka_python_transactional_producer_commits_and_aborts(broker_factory):
+    broker = broker_factory(**SETTINGS)
+    create_topic(broker.bootstrap, "kp", 2)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id="tx-kafka-python")
+    try:
+        producer.init_transactions()
+        for outcome, count in (("commit", 4), ("abort", 3)):
+            producer.begin_transaction()
+            for i in range(count):
+                producer.send("kp", value=f"{outcome}-{i}".encode(), partition=i % 2)
+            producer.flush(TIMEOUT)
+            if outcome == "commit":
+                producer.commit_transaction()
+            else:
+                producer.abort_transaction()
+    finally:
+        producer.close(timeout=TIMEOUT)
+    assert sorted(read_to_end(broker.bootstrap, "kp", 2, "read_committed")) == [b"commit-%d" % i for i in range(4)]
+    assert len(read_to_end(broker.bootstrap, "kp", 2, "read_uncommitted")) == 7
