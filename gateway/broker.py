@@ -45,6 +45,7 @@ from .request_budget import RequestBytesBudget
 from .response_budget import ResponseBytesBudget
 from .sasl import CredentialStore
 from .sasl.login_limiter import LoginLimiter
+from .transactions import TRANSACTION_STATE_TOPIC, TransactionCoordinator
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +86,7 @@ class Broker:
         self._retention_task: asyncio.Task | None = None
         self._topic_lock = asyncio.Lock()
         self.groups = GroupCoordinator(self)
+        self.transactions = TransactionCoordinator(self)
         self.credentials = CredentialStore(metadata)
         self.sasl_mechanisms = [m.strip() for m in settings["sasl.enabled.mechanisms"].split(",")]
         self.login_limiter = LoginLimiter(settings["kgate.sasl.max.failed.logins.per.minute"],
@@ -128,6 +130,7 @@ class Broker:
         for topic in self.cluster.topics.values():
             self._watch_topic(topic.name)
         await self.groups.start()
+        await self.transactions.start()
         async with self._topic_lock:
             await self.ownership.reconcile_all()
         await self._sweep()
@@ -153,6 +156,7 @@ class Broker:
             self._retention_task.cancel()
         await self.events.close()
         await self.groups.close()
+        await self.transactions.close()
         serving = list(self.partitions)
         for name, index in serving:
             await self.ownership.lose(name, index, seal=True)
@@ -406,7 +410,7 @@ class Broker:
 
     @staticmethod
     def is_internal(name: str) -> bool:
-        return name == OFFSETS_TOPIC
+        return name in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)
 
     def topic_by_id(self, topic_id: uuid.UUID) -> Topic | None:
         for topic in self.cluster.topics.values():

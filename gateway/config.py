@@ -149,6 +149,10 @@ BROKER_SETTINGS: dict[str, tuple[object, tuple]] = {
         "must be a comma-separated list of uniform, range (or Kafka's assignor class names)",
         lambda v: bool(v.strip()) and all(assignor_name(n) for n in v.split(",")))),
     "group.consumer.max.size": (2**31 - 1, _POSITIVE),
+    # Transactions, with Kafka's names and defaults.
+    "transaction.state.log.num.partitions": (50, _POSITIVE),
+    "transaction.max.timeout.ms": (900_000, _POSITIVE),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": (10_000, _POSITIVE),
     # Compact an offsets partition once it holds this many records more than live keys.
     "kgate.offsets.compaction.min.records": (10_000, _POSITIVE),
     # SASL and TLS, with Kafka's names. kgate caps unauthenticated frames at 64 KiB

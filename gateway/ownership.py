@@ -23,6 +23,7 @@ from kgate.storage.chain_record import ChainConflict
 from kgate.storage.ledger import CorruptLedger, LedgerFenced
 
 from .groups import OFFSETS_TOPIC
+from .transactions import TRANSACTION_STATE_TOPIC
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +90,8 @@ class Ownership:
         broker.partitions[(topic.name, index)] = partition
         if topic.name == OFFSETS_TOPIC:
             await broker.groups.gain(index)
+        elif topic.name == TRANSACTION_STATE_TOPIC:
+            await broker.transactions.gain(index)
         log.debug("now serving %s-%d (leader epoch %d)", topic.name, index, partition.leader_epoch)
         return True
 
@@ -104,6 +107,8 @@ class Ownership:
             return
         if name == OFFSETS_TOPIC:
             broker.groups.lose(index)
+        elif name == TRANSACTION_STATE_TOPIC:
+            broker.transactions.lose(index)
         if seal:
             try:
                 await partition.ledger.close()

@@ -1,16 +1,22 @@
-"""One partition as the broker serves it: its managed ledger and its producer state."""
+"""One partition as the broker serves it: its managed ledger, its producer state and its transactions."""
 import asyncio
 import logging
 
-from kgate.protocol.record_batch import HEADER_SIZE, read_header
+from kgate.protocol import control_batch
+from kgate.protocol.record_batch import HEADER_SIZE, read_header, validate
 from kgate.storage import entry_formats
 from kgate.storage.entry import EntryHeader
 from kgate.storage.entry_formats import EntryFormat, ProducedRecords
 from kgate.storage.managed_ledger import ManagedLedger
 
+from .partition_transactions import PartitionTransactions
 from .producer_state import ProducerStateTable
 
 log = logging.getLogger(__name__)
+
+# What of each stored entry the partition reads when it opens: the batch header, and
+# for a transaction marker its record's key (COMMIT or ABORT) right after it.
+_OBSERVED_HEAD = HEADER_SIZE + 16
 
 
 class Partition:
@@ -19,6 +25,7 @@ class Partition:
         self.index = index
         self.ledger = ledger
         self.producers = ProducerStateTable()
+        self.transactions = PartitionTransactions()
         # [[epoch, start offset], ...]: a new epoch each time a broker takes the partition over.
         self.epochs: list[list[int]] = [[0, 0]]
         # Whether writes fail now (a full disk): said once when they start and once when they stop.
@@ -40,16 +47,26 @@ class Partition:
             self.writes_failing = False
 
     async def open(self) -> None:
-        await self.ledger.open(observe=self._observe, payload_head=HEADER_SIZE)
+        await self.ledger.open(observe=self._observe, payload_head=_OBSERVED_HEAD)
 
     def _observe(self, header: EntryHeader, payload_head: bytes) -> None:
-        """Rebuild producer state from stored magic-2 ``kafka``/``mixed_kafka`` entries."""
+        """Rebuild producer state and open and aborted transactions from stored magic-2
+        ``kafka``/``mixed_kafka`` entries."""
         if header.magic != 2 or len(payload_head) < HEADER_SIZE:
             return
         if entry_formats.stores_batches(header.format_code):
             batch = read_header(payload_head)
+            if batch.is_control:
+                kind = control_batch.marker_type(payload_head)
+                if kind is not None:
+                    self.producers.end_transaction(batch.producer_id, batch.producer_epoch)
+                    self.transactions.marker_appended(batch.producer_id, kind == control_batch.COMMIT,
+                                                      header.base_offset)
+                return
             if batch.producer_id >= 0 and batch.base_sequence >= 0:
                 self.producers.record(batch, header.base_offset, None)
+            if batch.is_transactional:
+                self.transactions.batch_appended(batch.producer_id, header.base_offset)
 
     async def append(self, produced: ProducedRecords, entry_format: EntryFormat,
                      codec: int | None = None) -> tuple[int, asyncio.Future]:
@@ -71,7 +88,27 @@ class Partition:
             lambda base_offset: entry_format.encode(produced, base_offset, self.leader_epoch, codec))
         if idempotent:
             self.producers.record(header, base, durable)
+            if header.is_transactional:
+                self.transactions.batch_appended(header.producer_id, base)
         return base, durable
+
+    async def append_marker(self, producer_id: int, producer_epoch: int, commit: bool,
+                            coordinator_epoch: int, timestamp_ms: int) -> asyncio.Future:
+        """End ``producer_id``'s transaction here with a COMMIT or ABORT marker.
+
+        Stored in the ``kafka`` format whatever the topic's (a marker has no records
+        to convert); its epoch fences the producer's older epochs from this partition.
+        """
+        data = control_batch.build(producer_id, producer_epoch, commit, coordinator_epoch, timestamp_ms)
+        produced = ProducedRecords.of_batch(memoryview(data), validate(data))
+        kafka_format = entry_formats.by_name("kafka")
+        await self.ledger.prepare_append()
+        base, durable = self.ledger.append(1, timestamp_ms, 2, kafka_format.code,
+                                           lambda base_offset: kafka_format.encode(produced, base_offset,
+                                                                                   self.leader_epoch, None))
+        self.producers.end_transaction(producer_id, producer_epoch)
+        self.transactions.marker_appended(producer_id, commit, base)
+        return durable
 
 
 def _done() -> asyncio.Future:

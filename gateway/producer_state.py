@@ -97,10 +97,20 @@ class ProducerStateTable:
         producer.batches.append(CachedBatch(header.base_sequence, header.last_sequence, base_offset, durable))
         producer.last_timestamp = header.max_timestamp
 
+    def end_transaction(self, producer_id: int, epoch: int) -> None:
+        """A transaction marker of ``epoch`` was written: batches of older epochs are fenced.
+
+        A marker of a newer epoch (the coordinator bumped it to abort a transaction of a
+        producer that timed out or re-initialised) starts the producer afresh at it.
+        """
+        producer = self._producers.get(producer_id)
+        if producer is None or epoch > producer.epoch:
+            self._producers[producer_id] = _Producer(epoch)
+
     def active(self) -> list[ActiveProducer]:
         return [ActiveProducer(producer_id, producer.epoch, producer.batches[-1].last_sequence,
                                producer.last_timestamp)
-                for producer_id, producer in self._producers.items()]
+                for producer_id, producer in self._producers.items() if producer.batches]
 
     def __len__(self) -> int:
         return len(self._producers)

@@ -43,6 +43,15 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DeleteAcls: (0, 3),
     ApiKey.ConsumerGroupHeartbeat: (0, 1),
     ApiKey.ConsumerGroupDescribe: (0, 0),
+    # Transactions (KIP-98) up to the versions before KIP-890's: AddPartitionsToTxn v4+ is
+    # broker-to-broker, and the later versions of the others carry its new epoch rules.
+    ApiKey.AddPartitionsToTxn: (0, 3),
+    ApiKey.AddOffsetsToTxn: (0, 3),
+    ApiKey.EndTxn: (0, 3),
+    ApiKey.TxnOffsetCommit: (0, 3),
+    ApiKey.DescribeTransactions: (0, 0),
+    ApiKey.ListTransactions: (0, 1),
+    ApiKey.WriteTxnMarkers: (1, 1),  # broker to broker: a coordinator to a partition's owner
 }
 
 

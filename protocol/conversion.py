@@ -31,6 +31,7 @@ def batches(data, inflate_limit: int = DEFAULT_LIMIT) -> Iterator[tuple[int, lis
 
     Compressed batches are inflated under ``inflate_limit`` (see :mod:`.inflate`) and
     read as the same batch uncompressed: kafka-python's reader would inflate without one.
+    Control batches (transaction markers) hold no records a reader sees, so they are skipped.
     """
     view = memoryview(data)
     pos = 0
@@ -43,6 +44,9 @@ def batches(data, inflate_limit: int = DEFAULT_LIMIT) -> Iterator[tuple[int, lis
         if end > len(view):
             raise InvalidBatch(ErrorCode.CORRUPT_MESSAGE, f"stored batch at byte {pos} is truncated")
         batch = view[pos:end]
+        if header.is_control:
+            pos = end
+            continue
         if header.compression:
             head = bytearray(batch[:HEADER_SIZE])
             head[_ATTRIBUTES_LOW] &= ~COMPRESSION_MASK
@@ -72,16 +76,16 @@ def down_convert(data, magic: int, inflate_limit: int = DEFAULT_LIMIT) -> bytes:
 
 
 def write(records: Iterable[Record], magic: int, codec: int, producer: tuple = _NO_PRODUCER,
-          leader_epoch: int = -1) -> bytes:
+          leader_epoch: int = -1, transactional: bool = False) -> bytes:
     """``records`` (absolute, contiguous offsets) as one batch at ``magic``, compressed with ``codec``.
 
-    ``producer`` is ``(producer_id, producer_epoch, base_sequence)`` and
-    ``leader_epoch`` the partitionLeaderEpoch, for magic 2.
+    ``producer`` is ``(producer_id, producer_epoch, base_sequence)``, ``leader_epoch``
+    the partitionLeaderEpoch and ``transactional`` the batch's transactional bit, for magic 2.
     """
     if magic < 2:
         return bytes(message_set.write(records, magic, codec))
     records = list(records)
-    builder = DefaultRecordBatchBuilder(magic=2, compression_type=codec, is_transactional=False,
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=codec, is_transactional=transactional,
                                         producer_id=producer[0], producer_epoch=producer[1],
                                         base_sequence=producer[2], batch_size=2**31 - 1)
     base = records[0].offset

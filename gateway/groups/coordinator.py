@@ -23,12 +23,10 @@ import uuid
 from collections import defaultdict
 
 from kgate.metadata.cluster import TopicExists
-from kgate.protocol import record_batch
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
-from kgate.storage import entry_formats
-from kgate.storage.entry_formats import ProducedRecords
 
+from .. import keyed_log
 from . import records
 from .assignors import assignor_name
 from .consumer_group import ConsumerGroup
@@ -60,7 +58,6 @@ log = logging.getLogger(__name__)
 OFFSETS_TOPIC = "__consumer_offsets"
 # Kafka's key and value strings carry an int16 length, so no longer group id can be stored.
 MAX_GROUP_ID_BYTES = 32767
-RECORDS_PER_BATCH = 5000
 
 
 class GroupCoordinator:
@@ -89,6 +86,8 @@ class GroupCoordinator:
         self._compactions: dict[int, asyncio.Task] = {}
         self._expiry_task: asyncio.Task | None = None
         self._owned: set[int] = set()  # offsets partitions this broker owns and has replayed
+        # Offsets committed in transactions not yet ended, by partition and producer id (TxnOffsetCommit).
+        self._open_transactions: dict[int, dict[int, dict[tuple, CommittedOffset | None]]] = {}
 
     # -- start-up and replay -------------------------------------------------------------
 
@@ -113,11 +112,15 @@ class GroupCoordinator:
         """
         started = time.monotonic()
         partition = self._partition(index)
-        latest, loaded = await self._read_latest(partition.ledger)
+        replayed = await keyed_log.replay(partition.ledger)
         if self.broker.partitions.get((OFFSETS_TOPIC, index)) is not partition:
             return  # lost while it was being read: its new owner replays it
         before = set(self.groups)
-        self._replay(index, latest, loaded)
+        self._replay(index, replayed.latest, replayed.count)
+        self._open_transactions[index] = {
+            producer_id: {parsed: value for parsed, value in map(self._decoded, pairs.items()) if parsed is not None}
+            for producer_id, pairs in replayed.open_transactions.items()}
+        loaded = replayed.count
         now = records.now_ms()
         gained = [g for g in self.groups.values() if g.group_id not in before]
         for group in gained:
@@ -135,6 +138,7 @@ class GroupCoordinator:
         them to FindCoordinator and on to the new owner.
         """
         self._owned.discard(index)
+        self._open_transactions.pop(index, None)
         task = self._compactions.pop(index, None)
         if task is not None:
             task.cancel()
@@ -144,32 +148,20 @@ class GroupCoordinator:
             self._carry_out(now, self.machine.unload(group_id))
         log.debug("group coordinator lost %s-%d", OFFSETS_TOPIC, index)
 
-    @staticmethod
-    async def _read_latest(ledger) -> tuple[dict[bytes, bytes | None], int]:
-        """Each key's last value in an offsets partition, and how many records there were.
-        Keys are independent and the last record per key wins, so only each key's final
-        value is decoded: replay costs a dict store per record."""
-        offset, count = ledger.log_start_offset, 0
-        latest: dict[bytes, bytes | None] = {}
-        while offset < ledger.high_watermark:
-            entries = await ledger.read(offset, 1 << 20)
-            for stored in entries:
-                payload = entry_formats.decode_entry(stored)
-                for record_offset, key, value in records.iter_records(payload):
-                    if record_offset >= ledger.log_start_offset:
-                        latest[key] = value
-                        count += 1
-            offset = entries[-1].header.last_offset + 1
-        return latest, count
-
     def _replay(self, index: int, latest: dict[bytes, bytes | None], count: int) -> None:
         """Load one partition's groups from the last value of each key."""
-        for key, value in latest.items():
-            try:
-                self._apply(*records.decode(key, value))
-            except records.CorruptRecord as exc:
-                log.error("%s-%d: skipped a record: %s", OFFSETS_TOPIC, index, exc)
+        for parsed, value in map(self._decoded, latest.items()):
+            if parsed is not None:
+                self._apply(parsed, value)
         self._appended_since_compaction[index] = count
+
+    @staticmethod
+    def _decoded(pair: tuple[bytes, bytes | None]) -> tuple[tuple | None, object]:
+        try:
+            return records.decode(*pair)
+        except records.CorruptRecord as exc:
+            log.error("%s: skipped a record: %s", OFFSETS_TOPIC, exc)
+            return None, None
 
     def _apply(self, key: tuple, value) -> None:
         """Apply one record (replayed, or being appended) to the in-memory state."""
@@ -258,7 +250,7 @@ class GroupCoordinator:
         partition = self._partition(index)
         await partition.ledger.prepare_append()
         # No await from here until the futures: the log and memory change together.
-        durable = self._append(partition, [(key, _encode_value(value)) for _, key, value in keyed])
+        durable = keyed_log.append(partition, [(key, _encode_value(value)) for _, key, value in keyed])
         for parsed, _, value in keyed:
             # Group records are written from the live state, which is already current.
             if parsed[0] == "offset":
@@ -267,22 +259,9 @@ class GroupCoordinator:
         await asyncio.gather(*durable)
         self._maybe_compact(index)
 
-    @staticmethod
-    def _append(partition, pairs: list[tuple[bytes, bytes | None]]) -> list[asyncio.Future]:
-        kafka_format = entry_formats.by_name("kafka")
-        durable = []
-        for start in range(0, len(pairs), RECORDS_PER_BATCH):
-            data = records.build_batch(pairs[start:start + RECORDS_PER_BATCH])
-            header = record_batch.validate(data)
-            produced = ProducedRecords.of_batch(memoryview(data), header)
-            _, done = partition.ledger.append(
-                header.record_count, header.max_timestamp, 2, kafka_format.code,
-                lambda base, p=produced: kafka_format.encode(p, base, partition.leader_epoch, None))
-            durable.append(done)
-        return durable
-
     def _maybe_compact(self, index: int) -> None:
-        if index in self._compactions:
+        # A snapshot would drop the records of open transactions along with the old log.
+        if index in self._compactions or self._open_transactions.get(index):
             return
         live = sum(len(g.offsets) + 1 for g in self.groups.values() if self.partition_of(g.group_id) == index)
         if self._appended_since_compaction[index] > max(self.compaction_min_records, 2 * live):
@@ -306,7 +285,7 @@ class GroupCoordinator:
                 snapshot.append((records.group_key(group.group_id), records.group_value(group.metadata_value())))
             for (topic, partition), committed in group.offsets.items():
                 snapshot.append((records.offset_key(group.group_id, topic, partition), records.offset_value(committed)))
-        durable = self._append(self._partition(index), snapshot)
+        durable = keyed_log.append(self._partition(index), snapshot)
         self._appended_since_compaction[index] = len(snapshot)
         await asyncio.gather(*durable)
         await ledger.trim_before(start)
@@ -473,6 +452,29 @@ class GroupCoordinator:
         """Store already-checked offsets; returns once they are durable."""
         await self._write(group_id, [_offset_record(group_id, topic, partition, committed)
                                      for (topic, partition), committed in offsets.items()])
+
+    async def commit_in_transaction(self, group_id: str, producer_id: int, producer_epoch: int,
+                                    offsets: dict[tuple[str, int], CommittedOffset]) -> None:
+        """TxnOffsetCommit: store the offsets as the producer's transactional records; the group
+        sees them only when the transaction's COMMIT marker reaches this partition."""
+        index = self.partition_of(group_id)
+        partition = self._partition(index)
+        await partition.ledger.prepare_append()
+        keyed = [_offset_record(group_id, topic, p, committed) for (topic, p), committed in offsets.items()]
+        durable = keyed_log.append(partition, [(key, _encode_value(value)) for _, key, value in keyed],
+                                   (producer_id, producer_epoch))
+        pending = self._open_transactions.setdefault(index, {}).setdefault(producer_id, {})
+        for parsed, _, value in keyed:
+            pending[parsed] = value
+        await asyncio.gather(*durable)
+
+    def transaction_ended(self, index: int, producer_id: int, commit: bool) -> None:
+        """A marker was appended to offsets partition ``index``: its producer's offsets count, or are dropped."""
+        pending = self._open_transactions.get(index, {}).pop(producer_id, {})
+        if commit:
+            for parsed, value in pending.items():
+                self._apply(parsed, value)
+            self._appended_since_compaction[index] += len(pending)
 
     def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None) -> dict:
         """Committed offsets of ``partitions`` (None: every partition the group has one for)."""

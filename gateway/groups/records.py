@@ -13,9 +13,6 @@ import time
 from dataclasses import dataclass
 
 from kafka.protocol.api_data import ApiData
-from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
-
-from kgate.protocol import record_batch
 
 from . import schemas
 
@@ -162,23 +159,6 @@ def decode(key: bytes, value: bytes | None):
     except (struct.error, ValueError, EOFError, TypeError) as exc:
         raise CorruptRecord(f"undecodable record: {exc}") from None
     raise CorruptRecord(f"unknown key version {version}")
-
-
-def build_batch(records: list[tuple[bytes, bytes | None]]) -> bytes:
-    """One uncompressed magic-2 batch holding ``records`` (offsets assigned on append)."""
-    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
-                                        producer_epoch=-1, base_sequence=-1, batch_size=2**31 - 1)
-    now = now_ms()
-    for i, (key, value) in enumerate(records):
-        builder.append(i, timestamp=now, key=key, value=value, headers=[])
-    return bytes(builder.build())
-
-
-def iter_records(payload):
-    """``(offset, key, value)`` of every record in stored magic-2 batches."""
-    for pos, header in record_batch.iter_headers(payload):
-        for record in DefaultRecordBatch(bytes(payload[pos:pos + header.size])):
-            yield record.offset, record.key, record.value
 
 
 def now_ms() -> int:

@@ -78,4 +78,5 @@ from . import (  # noqa: E402,F401
     records,
     sasl,
     topics,
+    transactions,
 )

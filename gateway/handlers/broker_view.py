@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from ..partition import Partition
     from ..sasl import CredentialStore
     from ..sasl.login_limiter import LoginLimiter
+    from ..transactions import TransactionCoordinator
 
 Asked = TypeVar("Asked")
 Answer = TypeVar("Answer")
@@ -35,6 +36,7 @@ class BrokerView(Protocol):
     cluster_id: str
     metrics: "BrokerMetrics"
     groups: "GroupCoordinator"
+    transactions: "TransactionCoordinator"
     credentials: "CredentialStore"
     login_limiter: "LoginLimiter"
     sasl_mechanisms: list[str]

@@ -28,6 +28,7 @@ from kgate.protocol.inflate import DEFAULT_LIMIT
 from kgate.storage.entry_formats import EntryUnreadable, decode_entry
 from kgate.storage.ledger import CorruptLedger
 
+from ..partition_transactions import READ_COMMITTED, committed_view
 from . import Context, handles
 from .broker_view import BrokerView
 from .waiters import wait_woken
@@ -73,6 +74,7 @@ async def fetch(ctx: Context, request):
     max_bytes = request.max_bytes if version >= 3 else 2**31 - 1
     deadline = time.monotonic() + request.max_wait_ms / 1000
     ledgers = [p.ledger for _, _, p, _ in targets if p is not None]
+    committed_only = version >= 4 and request.isolation_level == READ_COMMITTED
     while True:
         room = held.room()
         began = time.monotonic()
@@ -82,7 +84,8 @@ async def fetch(ctx: Context, request):
         reserved = max(0, limit)
         held.take(reserved)
         try:
-            responses, total, served = await _read(broker, targets, limit, version, progress=room > 0)
+            responses, total, served = await _read(broker, targets, limit, version, progress=room > 0,
+                                                   committed_only=committed_only)
         finally:
             held.give(reserved)
         now = time.monotonic()
@@ -105,11 +108,13 @@ async def fetch(ctx: Context, request):
 
 
 async def _read(broker: BrokerView, targets: list, max_bytes: int, version: int,
-                progress: bool = True) -> tuple[list, int, dict]:
+                progress: bool = True, committed_only: bool = False) -> tuple[list, int, dict]:
     """Partition responses, their total bytes, and per topic the (bytes, records) served.
 
     With ``progress`` the first partition holding data returns at least one whole batch
     even past ``max_bytes``, so a batch larger than the limit is not stuck (as in Kafka).
+    With ``committed_only`` (read_committed) a partition is read up to its last stable
+    offset, with the aborted transactions of what is returned.
 
     Fetches before v4 may need what is stored down-converted, per record: that runs in
     a thread, each batch inflated within kgate.max.inflated.batch.bytes, so the event
@@ -127,15 +132,19 @@ async def _read(broker: BrokerView, targets: list, max_bytes: int, version: int,
         start = ledger.log_start_offset
         error = ErrorCode.NONE
         records = b""
+        lso = partition.transactions.last_stable_offset(hw)
+        aborted = None
         if not start <= part.fetch_offset <= hw:
             error = ErrorCode.OFFSET_OUT_OF_RANGE
-        elif max_bytes > 0 or (progress and total == 0):
+        elif (max_bytes > 0 or (progress and total == 0)) and (not committed_only or part.fetch_offset < lso):
             try:
                 entries = await ledger.read(part.fetch_offset, max(min(part.partition_max_bytes, max_bytes), 1))
             except CorruptLedger as damage:
                 broker.take_offline(partition.topic, partition.index, damage)
                 responses.append((topic_request, _refused(part.partition, ErrorCode.KAFKA_STORAGE_ERROR)))
                 continue
+            if committed_only:
+                entries, aborted = committed_view(partition.transactions, entries, part.fetch_offset, lso, start)
             if version < MIN_VERSION_READING_ANY_MAGIC:
                 chunks, error = await asyncio.get_running_loop().run_in_executor(
                     None, decode_entries, entries, version, broker.settings["kgate.max.inflated.batch.bytes"])
@@ -150,8 +159,10 @@ async def _read(broker: BrokerView, targets: list, max_bytes: int, version: int,
             counts[0] += len(records)
             counts[1] += sum(stored.header.record_count for stored in entries[:len(chunks)])
         responses.append((topic_request, PD(
-            partition_index=part.partition, error_code=error, high_watermark=hw, last_stable_offset=hw,
-            log_start_offset=start, aborted_transactions=None, preferred_read_replica=-1, records=records)))
+            partition_index=part.partition, error_code=error, high_watermark=hw, last_stable_offset=lso,
+            log_start_offset=start, preferred_read_replica=-1, records=records,
+            aborted_transactions=[PD.AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset)
+                                  for a in aborted] if aborted else None)))
     return responses, total, served
 
 

@@ -27,33 +27,38 @@ GROUP_KEY, TRANSACTION_KEY = 0, 1
 async def find_coordinator(ctx: Context, request):
     if ctx.version < 4:
         key_type = request.key_type if ctx.version >= 1 else GROUP_KEY
-        error, message, node_id, host, port = _coordinator(ctx, key_type, request.key)
+        error, message, node_id, host, port = await _coordinator(ctx, key_type, request.key)
         return FindCoordinatorResponse(throttle_time_ms=0, error_code=error, error_message=message,
                                        node_id=node_id, host=host, port=port)
     coordinators = []
     for key in request.coordinator_keys:
-        error, message, node_id, host, port = _coordinator(ctx, request.key_type, key)
+        error, message, node_id, host, port = await _coordinator(ctx, request.key_type, key)
         coordinators.append(FindCoordinatorResponse.Coordinator(
             key=key, node_id=node_id, host=host, port=port, error_code=error, error_message=message))
     return FindCoordinatorResponse(throttle_time_ms=0, coordinators=coordinators)
 
 
-def _coordinator(ctx: Context, key_type: int, key: str) -> tuple[ErrorCode, str | None, int, str, int]:
+async def _coordinator(ctx: Context, key_type: int, key: str) -> tuple[ErrorCode, str | None, int, str, int]:
     """(error, message, node id, host, port): a group's coordinator is the live owner of its
-    ``__consumer_offsets`` partition."""
-    if key_type == TRANSACTION_KEY:
-        if not ctx.allowed(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key or ""):
-            return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None, -1, "", -1
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not offered", -1, "", -1
-    if key_type != GROUP_KEY:
-        return ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}", -1, "", -1
-    if not ctx.allowed(Operation.DESCRIBE, ResourceType.GROUP, key or ""):
-        return ErrorCode.GROUP_AUTHORIZATION_FAILED, None, -1, "", -1
+    ``__consumer_offsets`` partition, a transactional id's the owner of its ``__transaction_state``
+    partition (the topic is created on the first such request, as Kafka does)."""
     broker = ctx.broker
-    owner = broker.groups.coordinator_of(key or "")
+    if key_type == TRANSACTION_KEY:
+        if not key:
+            return ErrorCode.INVALID_REQUEST, "empty transactional id", -1, "", -1
+        if not ctx.allowed(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
+            return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None, -1, "", -1
+        await broker.transactions.ensure_topic()
+        owner = broker.transactions.coordinator_of(key)
+    elif key_type == GROUP_KEY:
+        if not ctx.allowed(Operation.DESCRIBE, ResourceType.GROUP, key or ""):
+            return ErrorCode.GROUP_AUTHORIZATION_FAILED, None, -1, "", -1
+        owner = broker.groups.coordinator_of(key or "")
+    else:
+        return ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}", -1, "", -1
     address = broker.live_brokers(ctx.connection).get(owner.node_id) if owner is not None else None
     if address is None:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "no live broker owns the group's partition", -1, "", -1
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, "no live broker owns the coordinator's partition", -1, "", -1
     return ErrorCode.NONE, None, owner.node_id, address[0], address[1]
 
 

@@ -1,4 +1,5 @@
-"""ListOffsets: earliest, latest, by timestamp, and max timestamp.
+"""ListOffsets: earliest, latest (the last stable offset for read_committed), by timestamp,
+and max timestamp.
 
 v0 (Kafka 0.10 and older clients) answers a list of offsets: the log end and then
 the start of every ledger, newest first, up to ``max_num_offsets`` for latest, and
@@ -14,6 +15,7 @@ from kgate.protocol.errors import KafkaError
 from kgate.storage.entry_formats import decode_entry
 from kgate.storage.ledger import CorruptLedger
 
+from ..partition_transactions import READ_COMMITTED
 from . import Context, handles
 from .broker_view import per_partition
 
@@ -34,6 +36,8 @@ async def list_offsets(ctx: Context, request):
             return _old_style(partition, part)
         try:
             offset, timestamp = await _lookup(partition.ledger, part.timestamp)
+            if part.timestamp == LATEST and ctx.version >= 2 and request.isolation_level == READ_COMMITTED:
+                offset = partition.transactions.last_stable_offset(offset)
         except CorruptLedger as damage:
             ctx.broker.take_offline(partition.topic, partition.index, damage)
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR) from None

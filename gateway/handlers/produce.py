@@ -19,7 +19,7 @@ from kgate.protocol import message_set, record_batch, record_walk
 from kgate.protocol.conversion import magic_of
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
-from kgate.storage.entry_formats import ProducedRecords
+from kgate.storage.entry_formats import EntryFormat, ProducedRecords
 from kgate.storage.ledger import LedgerFenced, StoreUnavailable
 
 from ..config import COMPRESSION_TYPES
@@ -176,8 +176,9 @@ async def _append(ctx: Context, request, topic_name, data, turn: _Turn, inflatio
     version = ctx.version
     if request.acks not in (-1, 0, 1):
         raise KafkaError(ErrorCode.INVALID_REQUIRED_ACKS)
-    if request.transactional_id is not None:
-        raise KafkaError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not supported")
+    if request.transactional_id is not None and not ctx.allowed(
+            Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
+        raise KafkaError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if not ctx.allowed(Operation.WRITE, ResourceType.TOPIC, topic_name):
         raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
     partition = broker.partition(topic_name, data.index)
@@ -194,10 +195,13 @@ async def _append(ctx: Context, request, topic_name, data, turn: _Turn, inflatio
         raise KafkaError(ErrorCode.MESSAGE_SIZE_TOO_LARGE, f"{len(records)} bytes exceed max.message.bytes")
     view = memoryview(records)
     produced = await _validated(view, version, turn, inflation)
+    entry_format = broker.entry_format(topic)
+    if produced.batch is not None and produced.batch.attributes & record_batch.TRANSACTIONAL_FLAG:
+        _check_transactional(ctx, request.transactional_id, produced.batch, topic_name, data.index, entry_format)
     codec = COMPRESSION_TYPES[broker.topic_config(topic, "compression.type")]
     await turn.wait()
     try:
-        base, durable = await partition.append(produced, broker.entry_format(topic), codec)
+        base, durable = await partition.append(produced, entry_format, codec)
     except LedgerFenced as exc:
         raise KafkaError(ErrorCode.NOT_LEADER_FOR_PARTITION, str(exc)) from None
     except StoreUnavailable as exc:
@@ -206,6 +210,19 @@ async def _append(ctx: Context, request, topic_name, data, turn: _Turn, inflatio
     partition.writes_succeeded()
     broker.metrics.produced(topic_name, len(records), produced.record_count)
     return _Outcome(ErrorCode.NONE, base, durable, partition)
+
+
+def _check_transactional(ctx: Context, transactional_id: str | None, header: record_batch.BatchHeader,
+                         topic_name: str, index: int, entry_format: EntryFormat) -> None:
+    """A transactional batch: sent with its transactional id, to a partition its transaction
+    has added, in a format that keeps the transactional bit."""
+    if transactional_id is None:
+        raise KafkaError(ErrorCode.INVALID_TXN_STATE, "transactional batch without a transactional id")
+    if not entry_format.stores_batches:
+        raise KafkaError(ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT,
+                         f"the {entry_format.name} entry format does not support transactions")
+    ctx.broker.transactions.check_produce(transactional_id, header.producer_id, header.producer_epoch,
+                                          (topic_name, index))
 
 
 async def _validated(view: memoryview, version: int, turn: _Turn, inflation: _Inflation) -> ProducedRecords:
@@ -251,8 +268,6 @@ def _validate_batch(view: memoryview, version: int) -> record_batch.BatchHeader:
         raise record_batch.InvalidBatch(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, f"zstd in Produce v{version}")
     if header.is_control:
         raise record_batch.InvalidBatch(ErrorCode.INVALID_RECORD, "clients may not produce control batches")
-    if header.is_transactional:
-        raise record_batch.InvalidBatch(ErrorCode.INVALID_TXN_STATE, "transactions are not supported")
     return header
 
 

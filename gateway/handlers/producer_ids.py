@@ -1,17 +1,19 @@
-"""InitProducerId for idempotent producers.
+"""InitProducerId for idempotent and transactional producers.
 
-Transactions are not implemented: a request carrying a transactional id is refused
-with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which clients treat as fatal rather than
-retrying forever. A producer re-initialising with its id and epoch (KIP-360, v3+)
-keeps its id and gets the next epoch.
+An idempotent producer re-initialising with its id and epoch (KIP-360, v3+) keeps its
+id and gets the next epoch. A transactional id goes to its transaction coordinator,
+which keeps one producer id per transactional id and bumps its epoch on every init,
+fencing the older ones (aborting what they left open first).
 """
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.producer import InitProducerIdResponse
 
 from kgate.metadata.acls import CLUSTER_NAME, Operation, ResourceType
 from kgate.protocol.error_codes import ErrorCode
+from kgate.protocol.errors import KafkaError
 
 from . import Context, handles
+from .transactions import error_for
 
 MAX_EPOCH = 32767
 
@@ -26,11 +28,25 @@ async def init_producer_id(ctx: Context, request):
         return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
                                       producer_id=-1, producer_epoch=-1)
     if request.transactional_id is not None:
-        return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                                      producer_id=-1, producer_epoch=-1)
+        return await _init_transactional(ctx, request)
     if ctx.version >= 3 and request.producer_id >= 0 and 0 <= request.producer_epoch < MAX_EPOCH - 1:
         return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.NONE,
                                       producer_id=request.producer_id, producer_epoch=request.producer_epoch + 1)
     producer_id = await ctx.broker.next_producer_id()
     return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.NONE,
                                   producer_id=producer_id, producer_epoch=0)
+
+
+async def _init_transactional(ctx: Context, request):
+    transactional_id = request.transactional_id
+    expected = (request.producer_id, request.producer_epoch) if ctx.version >= 3 and request.producer_id >= 0 else None
+    try:
+        if not ctx.allowed(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+            raise KafkaError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        producer_id, epoch = await ctx.broker.transactions.init_producer(
+            transactional_id, request.transaction_timeout_ms, expected)
+    except KafkaError as exc:
+        return InitProducerIdResponse(throttle_time_ms=0, error_code=error_for(ctx, exc.code), producer_id=-1,
+                                      producer_epoch=-1)
+    return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, producer_id=producer_id,
+                                  producer_epoch=epoch)

@@ -3,7 +3,8 @@
 KoP's answer to producers whose batches cannot be stored as sent: legacy magic 0/1
 sets (0.9/0.10 clients, Sarama's compressed v1 sets) are up-converted to one magic-2
 batch with the offsets Kafka would assign, and a topic's ``compression.type`` other
-than ``producer`` recompresses. Magic-2 batches already in the wanted codec are
+than ``producer`` recompresses (a transactional batch stays transactional, with its
+producer id, epoch and sequence). Magic-2 batches already in the wanted codec are
 stored as sent once their records have been read, so readers of the log only ever
 meet magic-2 batches. The price is per-record work on every produce.
 """
@@ -26,7 +27,8 @@ class MixedKafkaFormat(KafkaFormat):
         if produced.batch is not None and target == produced.codec:
             return super().encode(produced, base_offset, leader_epoch, codec)
         absolute = [record._replace(offset=base_offset + record.offset) for record in records]
-        return [conversion.write(absolute, 2, target, produced.producer, leader_epoch)]
+        transactional = produced.batch is not None and produced.batch.is_transactional
+        return [conversion.write(absolute, 2, target, produced.producer, leader_epoch, transactional)]
 
 
 register(MixedKafkaFormat())

@@ -26,6 +26,7 @@ from kgate.protocol.error_codes import ErrorCode
 from tests.support import records as R
 from tests.support.cluster import SESSION_TIMEOUT_MS, AckedProducer, KgateCluster, check_delivery, read_all
 from tests.support.member_process import wait_for
+from tests.support.transactions import read_to_end, transactional
 from tests.support.wire import Wire, connect, encode_request, read_response
 from tests.support.zookeeper import Ensemble
 from tests.unit.record_batches import build_batch
@@ -298,3 +299,24 @@ def test_acls_made_through_one_broker_apply_on_every_broker(cluster_factory):
         producer.produce("locked", b"v", partition=partition, on_delivery=lambda e, _m: errors.append(e and e.code()))
     producer.flush(30)
     assert errors == [KafkaError.TOPIC_AUTHORIZATION_FAILED] * 4
+
+
+def test_a_transaction_over_partitions_of_every_broker_commits_and_aborts_whole(cluster_factory):
+    """The coordinator ends the transaction in partitions other brokers serve with WriteTxnMarkers."""
+    cluster = cluster_factory(size=2, **{"transaction.state.log.num.partitions": 2,
+                                         "offsets.topic.num.partitions": 2})
+    leaders = create(cluster, "txn", 4)
+    assert set(leaders.values()) == {0, 1}
+    producer = transactional(cluster.bootstrap, "tx-cluster")
+    for outcome in ("commit", "abort"):
+        producer.begin_transaction()
+        for i in range(8):
+            producer.produce("txn", value=f"{outcome}-{i}".encode(), partition=i % 4)
+        producer.flush(30)
+        if outcome == "commit":
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+    assert sorted(read_to_end(cluster.bootstrap, "txn", 4, "read_committed")) == sorted(
+        f"commit-{i}".encode() for i in range(8))
+    assert len(read_to_end(cluster.bootstrap, "txn", 4, "read_uncommitted")) == 16

@@ -10,10 +10,10 @@ BASE_TIMESTAMP = 1_700_000_000_000
 
 
 def build_batch(values=(b"value",), codec: str = "none", producer_id: int = -1, producer_epoch: int = -1,
-                base_sequence: int = -1, timestamps=None) -> bytes:
+                base_sequence: int = -1, timestamps=None, transactional: bool = False) -> bytes:
     """One batch holding a record per value (key ``k<i>``); timestamps default to 1 ms apart."""
     builder = DefaultRecordBatchBuilder(
-        magic=2, compression_type=CODECS[codec], is_transactional=False, producer_id=producer_id,
+        magic=2, compression_type=CODECS[codec], is_transactional=transactional, producer_id=producer_id,
         producer_epoch=producer_epoch, base_sequence=base_sequence, batch_size=1 << 20)
     for i, value in enumerate(values):
         timestamp = timestamps[i] if timestamps else BASE_TIMESTAMP + i

@@ -108,7 +108,3 @@ def test_corrupt_keys_raise_corrupt_record(key):
         records.decode(key, None)
 
 
-def test_batches_read_back_in_order():
-    pairs = [(records.group_key(f"g{i}"), None) for i in range(3)]
-    data = records.build_batch(pairs)
-    assert [(o, k, v) for o, k, v in records.iter_records(data)] == [(i, k, v) for i, (k, v) in enumerate(pairs)]
