@@ -35,7 +35,7 @@ from kgate.storage.managed_ledger import ManagedLedger, RetentionPolicy, Rollove
 
 from .authorizer import Authorizer
 from .chain_records import MetadataChainRecord
-from .config import TOPIC_CONFIG_DEFAULTS, Settings
+from .config import TOPIC_CONFIG_DEFAULTS, Settings, check_topic_configs
 from .connection_limits import ConnectionLimits, parse_overrides
 from .groups import OFFSETS_TOPIC, GroupCoordinator
 from .metrics import BrokerMetrics
@@ -303,6 +303,7 @@ class Broker:
         async with self._topic_lock:
             topic = self._client_topic(name)
             configs = change(dict(topic.configs))
+            check_topic_configs(configs, self.settings)
             if validate_only:
                 return dataclasses.replace(topic, configs=configs)
             topic = await self.cluster.alter_topic_configs(name, configs)

@@ -22,7 +22,7 @@ from kgate.protocol.errors import KafkaError
 from kgate.storage.entry_formats import ProducedRecords
 from kgate.storage.ledger import LedgerFenced, StoreUnavailable
 
-from ..config import COMPRESSION_TYPES
+from ..config import COMPRESSION_TYPES, is_compacted
 from ..partition import Partition
 from . import Context, handles
 from .waiters import wait_woken, wake
@@ -30,6 +30,7 @@ from .waiters import wait_woken, wake
 log = logging.getLogger(__name__)
 
 R = ProduceResponse
+_RecordError = R.TopicProduceResponse.PartitionProduceResponse.BatchIndexAndErrorMessage
 # Produce v7 is the first version whose clients may send zstd (KIP-110).
 MIN_VERSION_FOR_ZSTD = 7
 # Produce v3 is the first to carry magic-2 batches (KIP-98); v0-2 carry magic 0/1 sets.
@@ -43,6 +44,8 @@ class _Outcome:
     base_offset: int = -1
     durable: asyncio.Future | None = None
     partition: Partition | None = None
+    message: str | None = None
+    record_errors: tuple[tuple[int, str], ...] = ()
 
     def fail(self, error: ErrorCode) -> None:
         self.error, self.base_offset = error, -1
@@ -110,6 +113,9 @@ async def produce(ctx: Context, request):
                 key = (topic_data.name, data.index)
                 try:
                     results[key] = await _append(ctx, request, topic_data.name, data, turn, inflation)
+                except RejectedRecords as rejected:
+                    results[key] = _Outcome(rejected.code, message=rejected.message,
+                                            record_errors=rejected.record_errors)
                 except KafkaError as refused:
                     if refused.message:
                         log.warning("produce to %s-%d from %s refused (%s): %s", key[0], key[1],
@@ -193,7 +199,10 @@ async def _append(ctx: Context, request, topic_name, data, turn: _Turn, inflatio
     if len(records) > int(broker.topic_config(topic, "max.message.bytes")):
         raise KafkaError(ErrorCode.MESSAGE_SIZE_TOO_LARGE, f"{len(records)} bytes exceed max.message.bytes")
     view = memoryview(records)
-    produced = await _validated(view, version, turn, inflation)
+    compacted = is_compacted(broker.topic_config(topic, "cleanup.policy"))
+    produced = await _validated(view, version, turn, inflation, compacted)
+    if compacted:
+        _check_keys(produced, f"{topic_name}-{data.index}")
     codec = COMPRESSION_TYPES[broker.topic_config(topic, "compression.type")]
     await turn.wait()
     try:
@@ -208,8 +217,10 @@ async def _append(ctx: Context, request, topic_name, data, turn: _Turn, inflatio
     return _Outcome(ErrorCode.NONE, base, durable, partition)
 
 
-async def _validated(view: memoryview, version: int, turn: _Turn, inflation: _Inflation) -> ProducedRecords:
-    """The record set checked through to its last record, inflating within the request's limits.
+async def _validated(view: memoryview, version: int, turn: _Turn, inflation: _Inflation,
+                     compacted: bool = False) -> ProducedRecords:
+    """The record set checked through to its last record, inflating within the request's limits;
+    for a ``compacted`` topic the walk also notes the records that have no key.
 
     Inflating and walking a magic-2 batch runs in slices with the event loop free in
     between; a compressed legacy set (parsed whole, per message) is parsed in a thread.
@@ -225,12 +236,31 @@ async def _validated(view: memoryview, version: int, turn: _Turn, inflation: _In
         inflation.request_left -= parsed.inflated
         return ProducedRecords.of_message_set(view, parsed)
     header = _validate_batch(view, version)
-    walked = record_walk.Walked()
+    walked = record_walk.Walked([] if compacted else None)
     for _slice in record_walk.walk(view, header, inflation.limit(), walked):
         turn.hold()
         await asyncio.sleep(0)
     inflation.request_left -= walked.inflated
-    return ProducedRecords.of_batch(view, header)
+    return ProducedRecords.of_batch(view, header, walked.null_keys)
+
+
+class RejectedRecords(KafkaError):
+    """Records of a batch Kafka's log validator refuses one by one: the whole batch is
+    refused, and Produce v8+ names each record (its index in the batch) and why."""
+
+    def __init__(self, code: ErrorCode, record_errors: list[tuple[int, str]]):
+        shown = ", ".join(f"[{index}: {message}]" for index, message in record_errors[:3])
+        super().__init__(code, f"One or more records have been rejected due to {len(record_errors)} record errors "
+                               f"in total, and only showing the first three errors at most: {shown}")
+        self.record_errors = tuple(record_errors)
+
+
+def _check_keys(produced: ProducedRecords, partition: str) -> None:
+    """A compacted topic keeps the latest record per key, so a record without one is refused."""
+    null_keys = produced.null_keys()
+    if null_keys:
+        message = f"Compacted topic cannot accept message without key in topic partition {partition}."
+        raise RejectedRecords(ErrorCode.INVALID_RECORD, [(index, message) for index in null_keys])
 
 
 def _check_legacy(view: memoryview, version: int) -> None:
@@ -262,6 +292,7 @@ def _response(results) -> ProduceResponse:
         log_start = outcome.partition.ledger.log_start_offset if outcome.partition is not None else -1
         by_topic.setdefault(topic, []).append(R.TopicProduceResponse.PartitionProduceResponse(
             index=index, error_code=outcome.error, base_offset=outcome.base_offset, log_append_time_ms=-1,
-            log_start_offset=log_start))
+            log_start_offset=log_start, error_message=outcome.message,
+            record_errors=[_RecordError(batch_index=i, batch_index_error_message=m) for i, m in outcome.record_errors]))
     return R(responses=[R.TopicProduceResponse(name=topic, partition_responses=parts)
                         for topic, parts in by_topic.items()], throttle_time_ms=0)

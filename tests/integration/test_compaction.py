@@ -1,0 +1,97 @@
+"""Compacted topics: records without a key are refused as Kafka refuses them, and the log
+cleaner keeps the latest record per key without changing an offset."""
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import KafkaError as ConfluentError
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka.protocol.producer import ProduceRequest
+
+from kgate.protocol import conversion
+from kgate.protocol.error_codes import ErrorCode
+from kgate.protocol.record import Record
+from tests.support.clients import create_topic
+from tests.support.wire import Wire
+
+COMPACT = {"cleanup.policy": "compact"}
+
+
+def _produce_request(topic: str, records: bytes):
+    data = ProduceRequest.TopicProduceData.PartitionProduceData(index=0, records=records)
+    return ProduceRequest(transactional_id=None, acks=-1, timeout_ms=10_000,
+                          topic_data=[ProduceRequest.TopicProduceData(name=topic, partition_data=[data])])
+
+
+def _end_offset(bootstrap: str, topic: str) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused"})
+    try:
+        return consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
+    finally:
+        consumer.close()
+
+
+@pytest.mark.parametrize("codec", [0, 4], ids=["plain", "zstd"])
+def test_keyless_records_refuse_the_whole_batch_with_record_errors(broker, codec):
+    create_topic(broker.bootstrap, "keys", 1, COMPACT)
+    records = [Record(i, 1_700_000_000_000 + i, None if i in (1, 3) else b"k%d" % i, b"v", ()) for i in range(5)]
+    with Wire(broker.bootstrap) as wire:
+        answer = wire.call(_produce_request("keys", conversion.write(records, 2, codec)), 8)
+        partition = answer.responses[0].partition_responses[0]
+        assert partition.error_code == ErrorCode.INVALID_RECORD
+        assert [e.batch_index for e in partition.record_errors] == [1, 3]
+        assert all(e.batch_index_error_message.startswith("Compacted topic cannot accept message without key")
+                   for e in partition.record_errors)
+        assert partition.error_message.startswith("One or more records have been rejected")
+        # Before v8 the answer carries the code alone; the keyed batch after it is stored at offset 0.
+        refused = wire.call(_produce_request("keys", conversion.write(records, 2, codec)), 7)
+        assert refused.responses[0].partition_responses[0].error_code == ErrorCode.INVALID_RECORD
+        keyed = [r._replace(key=b"k") for r in records]
+        stored = wire.call(_produce_request("keys", conversion.write(keyed, 2, codec)), 8)
+        assert stored.responses[0].partition_responses[0].error_code == ErrorCode.NONE
+        assert stored.responses[0].partition_responses[0].base_offset == 0
+    assert _end_offset(broker.bootstrap, "keys") == 5
+
+
+def test_legacy_set_without_keys_is_refused(broker):
+    create_topic(broker.bootstrap, "legacy-keys", 1, COMPACT)
+    records = [Record(i, 1_700_000_000_000, b"k" if i else None, b"v", ()) for i in range(3)]
+    with Wire(broker.bootstrap) as wire:
+        answer = wire.call(_produce_request("legacy-keys", conversion.write(records, 1, 1)), 2)
+    assert answer.responses[0].partition_responses[0].error_code == ErrorCode.INVALID_RECORD
+    assert _end_offset(broker.bootstrap, "legacy-keys") == 0
+
+
+def test_confluent_producer_gets_invalid_record(broker):
+    create_topic(broker.bootstrap, "ck", 1, COMPACT)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 50, "acks": "all"})
+    errors = []
+    for i in range(10):
+        producer.produce("ck", key=None if i == 4 else b"k%d" % i, value=b"v",
+                         on_delivery=lambda err, _msg: errors.append(err))
+    assert producer.flush(30) == 0
+    assert len(errors) == 10
+    assert {err.code() for err in errors if err is not None} == {ConfluentError.INVALID_RECORD}
+    assert _end_offset(broker.bootstrap, "ck") == 10 - sum(err is not None for err in errors)
+
+
+def test_kafka_python_producer_gets_invalid_record(broker):
+    from kafka import KafkaProducer
+    from kafka.errors import InvalidRecordError
+
+    create_topic(broker.bootstrap, "kp", 1, COMPACT)
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all", retries=0)
+    try:
+        with pytest.raises(InvalidRecordError):
+            producer.send("kp", key=None, value=b"v").get(timeout=30)
+        producer.send("kp", key=b"k", value=b"v").get(timeout=30)
+    finally:
+        producer.close(timeout=10)
+    assert _end_offset(broker.bootstrap, "kp") == 1
+
+
+def test_pulsar_format_refuses_compaction(broker):
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    future = admin.create_topics([NewTopic("pc", 1, 1, config={"cleanup.policy": "compact",
+                                                               "kgate.entry.format": "pulsar"})])["pc"]
+    with pytest.raises(Exception) as refused:
+        future.result(timeout=30)
+    assert refused.value.args[0].code() == ConfluentError.INVALID_CONFIG
