@@ -25,6 +25,8 @@ _CRC_AT = CRC_START - _CRC.size
 
 
 class KeyedRecord(NamedTuple):
+    """One record of a stored batch: what compaction decides on, and where its bytes are."""
+
     offset_delta: int
     timestamp_delta: int
     key: bytes | None
@@ -40,33 +42,49 @@ def delete_horizon(header: BatchHeader) -> int | None:
 
 
 def read_records(batch, header: BatchHeader, inflate_limit: int) -> list[KeyedRecord]:
-    """Every record of the stored batch ``batch`` (inflated under ``inflate_limit``)."""
+    """Every record of the stored batch ``batch`` (inflated under ``inflate_limit``).
+
+    Per-record work for the cleaner, so one-byte varints (nearly all record lengths of
+    small records, attributes, deltas under 64 and key lengths) are read inline.
+    """
     data = memoryview(batch)[HEADER_SIZE:header.size]
     if header.compression:
         data = memoryview(inflate_all(header.compression, data, inflate_limit))
+    buf = bytes(data)
+    varint = _varint
     records = []
     pos = 0
-    end = len(data)
+    end = len(buf)
+    make = KeyedRecord
     try:
         for _ in range(header.record_count):
             start = pos
-            size, pos = _varint(data, pos)
+            byte = buf[pos]
+            size, pos = ((byte >> 1) ^ -(byte & 1), pos + 1) if byte < 0x80 else varint(buf, pos)
             body_at = pos - start
             stop = pos + size
             if size <= 0 or stop > end:
                 raise ValueError(f"record of {size} bytes at {start} runs past the batch")
-            timestamp_delta, pos = _varint(data, pos + 1)
-            offset_delta, pos = _varint(data, pos)
+            byte = buf[pos + 1]
+            timestamp_delta, pos = ((byte >> 1) ^ -(byte & 1), pos + 2) if byte < 0x80 else varint(buf, pos + 1)
+            byte = buf[pos]
+            offset_delta, pos = ((byte >> 1) ^ -(byte & 1), pos + 1) if byte < 0x80 else varint(buf, pos)
             tail_at = pos - start
-            key_size, pos = _varint(data, pos)
-            key = bytes(data[pos:pos + key_size]) if key_size >= 0 else None
-            pos += max(key_size, 0)
-            value_size, pos = _varint(data, pos)
-            records.append(KeyedRecord(offset_delta, timestamp_delta, key, value_size < 0, data[start:stop],
-                                       body_at, tail_at))
+            byte = buf[pos]
+            key_size, pos = ((byte >> 1) ^ -(byte & 1), pos + 1) if byte < 0x80 else varint(buf, pos)
+            if key_size >= 0:
+                key = buf[pos:pos + key_size]
+                pos += key_size
+            else:
+                key = None
+            tombstone = buf[pos] == 1  # a value length of -1
+            records.append(make(offset_delta, timestamp_delta, key, tombstone, data[start:stop], body_at, tail_at))
             pos = stop
     except (IndexError, ValueError) as exc:
         raise InvalidBatch(ErrorCode.CORRUPT_MESSAGE, f"stored batch at offset {header.base_offset}: {exc}") from None
+    if pos != end:
+        raise InvalidBatch(ErrorCode.CORRUPT_MESSAGE, f"stored batch at offset {header.base_offset}: "
+                                                      f"{end - pos} bytes after its last record")
     return records
 
 

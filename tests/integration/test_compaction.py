@@ -1,7 +1,10 @@
 """Compacted topics: records without a key are refused as Kafka refuses them, and the log
 cleaner keeps the latest record per key without changing an offset."""
+import os
+import time
+
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka import KafkaError as ConfluentError
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.protocol.producer import ProduceRequest
@@ -10,6 +13,8 @@ from kgate.protocol import conversion
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.record import Record
 from tests.support.clients import create_topic
+from tests.support.member_process import wait_for
+from tests.support.scrape import scrape, value
 from tests.support.wire import Wire
 
 COMPACT = {"cleanup.policy": "compact"}
@@ -95,3 +100,91 @@ def test_pulsar_format_refuses_compaction(broker):
     with pytest.raises(Exception) as refused:
         future.result(timeout=30)
     assert refused.value.args[0].code() == ConfluentError.INVALID_CONFIG
+
+
+def _ledger_bytes(broker) -> int:
+    directory = os.path.join(broker.data_dir, "ledgers")
+    return sum(os.path.getsize(os.path.join(directory, name)) for name in os.listdir(directory))
+
+
+def _read_to_end(bootstrap: str, topic: str) -> list:
+    """Every record from the log start to the end, with a real consumer."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False,
+                         "fetch.max.bytes": 8 << 20})
+    try:
+        end = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
+        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        out: list = []
+        deadline = time.monotonic() + 60
+        while (not out or out[-1].offset() < end - 1) and time.monotonic() < deadline:
+            for message in consumer.consume(10_000, timeout=0.5):
+                assert not message.error(), message.error()
+                out.append(message)
+        assert out and out[-1].offset() == end - 1, "the consumer did not reach the end of the log"
+        return out
+    finally:
+        consumer.close()
+
+
+RECORDS = 1_000_000
+KEYS = 10_000
+TOMBSTONED = 100
+
+
+def _key(i: int) -> bytes:
+    return b"k%05d" % (i % KEYS)
+
+
+def test_a_million_records_over_ten_thousand_keys_compact_to_the_latest_values(broker_factory):
+    """The issue's test: a million records over 10,000 keys, the last record of 100 keys a
+    tombstone; the cleaner leaves exactly the latest value of every other key, at its own
+    offset, the tombstones go once delete.retention.ms has passed, and the log shrinks."""
+    broker = broker_factory(**{"log.cleaner.backoff.ms": 100, "kgate.metrics.listener": "127.0.0.1:0"})
+    create_topic(broker.bootstrap, "million", 1, {"cleanup.policy": "compact", "segment.bytes": str(1 << 19),
+                                                  "delete.retention.ms": "2000"})
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 50, "batch.size": 1 << 20,
+                         "queue.buffering.max.messages": 200_000, "acks": "all", "compression.type": "lz4"})
+    failures = []
+
+    def delivered(err, _msg):
+        if err is not None:
+            failures.append(err)
+
+    tombstones_from = RECORDS - KEYS
+    for i in range(RECORDS):
+        payload = None if tombstones_from <= i < tombstones_from + TOMBSTONED else b"%07d" % i
+        while True:
+            try:
+                producer.produce("million", key=_key(i), value=payload, on_delivery=delivered)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    # A record larger than a ledger rolls at (incompressible), then one more, seal the ledger
+    # holding the last round.
+    producer.produce("million", key=b"seal", value=os.urandom(600_000))
+    assert producer.flush(120) == 0
+    producer.produce("million", key=b"seal", value=b"end")
+    assert producer.flush(30) == 0 and not failures, failures[:1]
+    produced_bytes = _ledger_bytes(broker)
+
+    expected = {_key(i): b"%07d" % i for i in range(tombstones_from + TOMBSTONED, RECORDS)}
+    expected[b"seal"] = b"end"
+
+    def compacted():
+        records = _read_to_end(broker.bootstrap, "million")
+        latest = {r.key(): r.value() for r in records}
+        return records if latest == expected else None
+
+    records = wait_for(compacted, timeout=120, what="the compacted log", interval=0.5)
+    offsets = [r.offset() for r in records]
+    assert offsets == sorted(set(offsets)), "offsets must only increase"
+    assert [r.offset() for r in records if r.key() != b"seal"] == [
+        tombstones_from + TOMBSTONED + i for i in range(KEYS - TOMBSTONED)], "each kept record at its own offset"
+    assert len(records) == len(expected) + 1  # the sealing record's predecessor stays, superseded but open
+    assert _ledger_bytes(broker) < produced_bytes / 5, (produced_bytes, _ledger_bytes(broker))
+    samples = scrape(broker.metrics_url)
+    assert value(samples, "kgate_log_cleaner_runs_total") >= 2  # compaction, then the tombstones' pass
+    assert value(samples, "kgate_log_cleaner_bytes_read_total") > produced_bytes / 2
+    assert value(samples, "kgate_log_cleaner_records_removed_total") >= RECORDS - KEYS
+    assert 0 <= value(samples, "kgate_log_cleaner_dirty_ratio", topic="million", partition="0") < 1
+    assert "kgate_log_cleaner_max_dirty_percent" in {name for name, _labels in samples}
