@@ -7,15 +7,20 @@ import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka import KafkaError as ConfluentError
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaConsumer, KafkaProducer
+from kafka.errors import InvalidRecordError
 from kafka.protocol.producer import ProduceRequest
+from kafka.structs import TopicPartition as KTopicPartition
 
 from kgate.protocol import conversion
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.record import Record
 from tests.support.clients import create_topic
+from tests.support.cluster import SESSION_TIMEOUT_MS, KgateCluster
 from tests.support.member_process import wait_for
 from tests.support.scrape import scrape, value
 from tests.support.wire import Wire
+from tests.support.zookeeper import ZooKeeperServer, free_ports
 
 COMPACT = {"cleanup.policy": "compact"}
 
@@ -79,8 +84,6 @@ def test_confluent_producer_gets_invalid_record(broker):
 
 
 def test_kafka_python_producer_gets_invalid_record(broker):
-    from kafka import KafkaProducer
-    from kafka.errors import InvalidRecordError
 
     create_topic(broker.bootstrap, "kp", 1, COMPACT)
     producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all", retries=0)
@@ -188,3 +191,82 @@ def test_a_million_records_over_ten_thousand_keys_compact_to_the_latest_values(b
     assert value(samples, "kgate_log_cleaner_records_removed_total") >= RECORDS - KEYS
     assert 0 <= value(samples, "kgate_log_cleaner_dirty_ratio", topic="million", partition="0") < 1
     assert "kgate_log_cleaner_max_dirty_percent" in {name for name, _labels in samples}
+
+
+def _produce_rounds(bootstrap: str, topic: str, rounds: range, keys: int, seal: bool = True) -> None:
+    """``keys`` keys per round, value ``r<round>``; then a record larger than a ledger and one
+    more, so every round lies in sealed ledgers."""
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "acks": "all",
+                         "message.timeout.ms": 60_000, "topic.metadata.refresh.interval.ms": 1000})
+    for round_ in rounds:
+        for i in range(keys):
+            producer.produce(topic, key=b"k%d" % i, value=b"r%d" % round_)
+        producer.poll(0)
+    if seal:
+        assert producer.flush(60) == 0
+        producer.produce(topic, key=b"seal", value=os.urandom(SMALL_LEDGER + 1))
+        assert producer.flush(60) == 0
+        producer.produce(topic, key=b"seal", value=b"end")
+    assert producer.flush(60) == 0
+
+
+SMALL_LEDGER = 64 * 1024
+
+
+def _latest_only(bootstrap: str, topic: str, round_: int, keys: int):
+    """The records once every key has only its latest value left (the sealing record's two aside)."""
+    def check():
+        records = _read_to_end(bootstrap, topic)
+        kept = [(r.key(), r.value()) for r in records if r.key() != b"seal"]
+        return records if kept == [(b"k%d" % i, b"r%d" % round_) for i in range(keys)] else None
+    return check
+
+
+@pytest.mark.parametrize("entry_format", ["kafka", "mixed_kafka"], indirect=True)
+def test_compact_delete_topic_compacts_and_a_restarted_broker_serves_what_was_swapped_in(broker_factory):
+    broker = broker_factory(**{"log.cleaner.backoff.ms": 100})
+    create_topic(broker.bootstrap, "cd", 1, {"cleanup.policy": "compact,delete", "segment.bytes": str(SMALL_LEDGER),
+                                             "compression.type": "gzip"})
+    _produce_rounds(broker.bootstrap, "cd", range(3), 500)
+    records = wait_for(_latest_only(broker.bootstrap, "cd", 2, 500), 60, "the compacted log")
+    before = [(r.offset(), r.key(), r.value()) for r in records]
+    broker.kill()
+    broker.start()
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False, group_id=None)
+    try:
+        consumer.assign([KTopicPartition("cd", 0)])
+        consumer.seek_to_beginning()
+        after: list = []
+        deadline = time.monotonic() + 30
+        while len(after) < len(before) and time.monotonic() < deadline:
+            for batch in consumer.poll(timeout_ms=500).values():
+                after.extend((m.offset, m.key, m.value) for m in batch)
+    finally:
+        consumer.close()
+    assert after == before
+
+
+def test_only_the_owner_compacts_and_a_new_owner_serves_and_continues_it(tmp_path):
+    zookeeper = ZooKeeperServer(str(tmp_path / "zookeeper"), free_ports(1)[0]).start().wait_serving()
+    cluster = KgateCluster(str(tmp_path), zookeeper.address, "/kgate", 2,
+                           **{"log.cleaner.backoff.ms": 100, "kgate.metrics.listener": "127.0.0.1:0"})
+    try:
+        cluster.start()
+        create_topic(cluster.bootstrap, "owned", 1, {"cleanup.policy": "compact", "segment.bytes": str(SMALL_LEDGER)})
+        owner = cluster.wait_leaders("owned", 1, {0, 1})[0]
+        other = 1 - owner
+        _produce_rounds(cluster.bootstrap, "owned", range(3), 300)
+        records = wait_for(_latest_only(cluster.bootstrap, "owned", 2, 300), 60, "the compacted log")
+        assert value(scrape(cluster.brokers[owner].metrics_url), "kgate_log_cleaner_runs_total") >= 1
+        assert value(scrape(cluster.brokers[other].metrics_url), "kgate_log_cleaner_runs_total") == 0
+        cluster.brokers[owner].kill()
+        cluster.wait_leaders("owned", 1, {other}, timeout=SESSION_TIMEOUT_MS / 1000 + 30)
+        survivor = cluster.brokers[other].bootstrap
+        assert [(r.offset(), r.value()) for r in _read_to_end(survivor, "owned")] == [
+            (r.offset(), r.value()) for r in records]
+        _produce_rounds(survivor, "owned", range(3, 5), 300)
+        wait_for(_latest_only(survivor, "owned", 4, 300), 60, "the new owner's compaction")
+        assert value(scrape(cluster.brokers[other].metrics_url), "kgate_log_cleaner_runs_total") >= 1
+    finally:
+        cluster.stop()
+        zookeeper.stop()
