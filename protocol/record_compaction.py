@@ -88,6 +88,11 @@ def read_records(batch, header: BatchHeader, inflate_limit: int) -> list[KeyedRe
     return records
 
 
+def null_key_indexes(batch, header: BatchHeader, inflate_limit: int) -> list[int]:
+    """Indexes of the batch's records that have no key (a produce to a compacted topic)."""
+    return [index for index, record in enumerate(read_records(batch, header, inflate_limit)) if record.key is None]
+
+
 def rebuild(header: BatchHeader, kept: list[KeyedRecord], horizon: int | None) -> bytes:
     """The batch ``header`` heads with only the ``kept`` records, in the same codec.
 

@@ -15,7 +15,7 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.producer import ProduceResponse
 
 from kgate.metadata.acls import Operation, ResourceType
-from kgate.protocol import message_set, record_batch, record_walk
+from kgate.protocol import message_set, record_batch, record_compaction, record_walk
 from kgate.protocol.conversion import magic_of
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
@@ -220,7 +220,8 @@ async def _append(ctx: Context, request, topic_name, data, turn: _Turn, inflatio
 async def _validated(view: memoryview, version: int, turn: _Turn, inflation: _Inflation,
                      compacted: bool = False) -> ProducedRecords:
     """The record set checked through to its last record, inflating within the request's limits;
-    for a ``compacted`` topic the walk also notes the records that have no key.
+    for a ``compacted`` topic, the records without a key are found too (a second, per-record
+    read that other topics never pay; in a thread for large batches, as legacy sets are parsed).
 
     Inflating and walking a magic-2 batch runs in slices with the event loop free in
     between; a compressed legacy set (parsed whole, per message) is parsed in a thread.
@@ -236,12 +237,20 @@ async def _validated(view: memoryview, version: int, turn: _Turn, inflation: _In
         inflation.request_left -= parsed.inflated
         return ProducedRecords.of_message_set(view, parsed)
     header = _validate_batch(view, version)
-    walked = record_walk.Walked([] if compacted else None)
+    walked = record_walk.Walked()
     for _slice in record_walk.walk(view, header, inflation.limit(), walked):
         turn.hold()
         await asyncio.sleep(0)
     inflation.request_left -= walked.inflated
-    return ProducedRecords.of_batch(view, header, walked.null_keys)
+    null_keys = None
+    if compacted:  # the walk inflated it within the batch limit already
+        if header.record_count <= record_walk.SLICE_RECORDS:
+            null_keys = record_compaction.null_key_indexes(view, header, inflation.batch_bytes)
+        else:
+            turn.hold()
+            null_keys = await asyncio.get_running_loop().run_in_executor(
+                None, record_compaction.null_key_indexes, view, header, inflation.batch_bytes)
+    return ProducedRecords.of_batch(view, header, null_keys)
 
 
 class RejectedRecords(KafkaError):
