@@ -586,8 +586,9 @@ class ManagedLedger:
         node = await chain.read()
         if node is None:
             return
-        for info in json.loads(node.data)["ledgers"]:
-            store.delete_ledger(info["ledger_id"])
+        state = json.loads(node.data)
+        for ledger_id in [info["ledger_id"] for info in state["ledgers"]] + state.get("garbage", []):
+            store.delete_ledger(ledger_id)
         try:
             await chain.delete(node.version)
         except ChainConflict:
