@@ -299,9 +299,13 @@ def _response(results) -> ProduceResponse:
     by_topic: dict[str, list] = {}
     for (topic, index), outcome in results.items():
         log_start = outcome.partition.ledger.log_start_offset if outcome.partition is not None else -1
-        by_topic.setdefault(topic, []).append(R.TopicProduceResponse.PartitionProduceResponse(
+        answer = R.TopicProduceResponse.PartitionProduceResponse(
             index=index, error_code=outcome.error, base_offset=outcome.base_offset, log_append_time_ms=-1,
-            log_start_offset=log_start, error_message=outcome.message,
-            record_errors=[_RecordError(batch_index=i, batch_index_error_message=m) for i, m in outcome.record_errors]))
+            log_start_offset=log_start)
+        if outcome.record_errors:  # rare: set only then, as every produce answer pays for a field set
+            answer.error_message = outcome.message
+            answer.record_errors = [_RecordError(batch_index=i, batch_index_error_message=m)
+                                    for i, m in outcome.record_errors]
+        by_topic.setdefault(topic, []).append(answer)
     return R(responses=[R.TopicProduceResponse(name=topic, partition_responses=parts)
                         for topic, parts in by_topic.items()], throttle_time_ms=0)
