@@ -35,9 +35,10 @@ from kgate.storage.managed_ledger import ManagedLedger, RetentionPolicy, Rollove
 
 from .authorizer import Authorizer
 from .chain_records import MetadataChainRecord
-from .config import TOPIC_CONFIG_DEFAULTS, Settings
+from .config import TOPIC_CONFIG_DEFAULTS, Settings, check_topic_configs, is_compacted
 from .connection_limits import ConnectionLimits, parse_overrides
 from .groups import OFFSETS_TOPIC, GroupCoordinator
+from .log_cleaner import LogCleaner
 from .metrics import BrokerMetrics
 from .ownership import Ownership
 from .partition import Partition
@@ -87,6 +88,7 @@ class Broker:
         self._topic_lock = asyncio.Lock()
         self.groups = GroupCoordinator(self)
         self.transactions = TransactionCoordinator(self)
+        self.log_cleaner = LogCleaner(self)
         self.credentials = CredentialStore(metadata)
         self.sasl_mechanisms = [m.strip() for m in settings["sasl.enabled.mechanisms"].split(",")]
         self.login_limiter = LoginLimiter(settings["kgate.sasl.max.failed.logins.per.minute"],
@@ -136,6 +138,7 @@ class Broker:
         await self._sweep()
         events.start()
         self._retention_task = asyncio.create_task(self._retention_loop())
+        self.log_cleaner.start()
         log.info("broker %d of %d live: serving %d of %d topics' partitions", self.node_id,
                  len(self.cluster.brokers), len(self.partitions),
                  sum(t.partitions for t in self.cluster.topics.values()))
@@ -154,6 +157,7 @@ class Broker:
         """Hand everything over cleanly: seal each ledger, give up its claim, leave the cluster."""
         if self._retention_task is not None:
             self._retention_task.cancel()
+        await self.log_cleaner.close()
         await self.events.close()
         await self.groups.close()
         await self.transactions.close()
@@ -307,6 +311,7 @@ class Broker:
         async with self._topic_lock:
             topic = self._client_topic(name)
             configs = change(dict(topic.configs))
+            check_topic_configs(configs, self.settings)
             if validate_only:
                 return dataclasses.replace(topic, configs=configs)
             topic = await self.cluster.alter_topic_configs(name, configs)
@@ -349,10 +354,17 @@ class Broker:
         return topic
 
     def _ledger_policies(self, topic: Topic) -> tuple[RolloverPolicy, RetentionPolicy]:
+        """Kafka's rules: only ``delete`` in cleanup.policy deletes by time and size, and a compacted
+        topic's open ledger rolls by ``max.compaction.lag.ms`` too, since only sealed ledgers are cleaned."""
         def value(name):
             return int(self.topic_config(topic, name))
-        return (RolloverPolicy(value("segment.bytes"), value("segment.ms")),
-                RetentionPolicy(value("retention.ms"), value("retention.bytes")))
+        policy = self.topic_config(topic, "cleanup.policy")
+        roll_ms = value("segment.ms")
+        if is_compacted(policy):
+            roll_ms = min(roll_ms, value("max.compaction.lag.ms"))
+        retention = (RetentionPolicy(value("retention.ms"), value("retention.bytes"))
+                     if "delete" in policy.split(",") else RetentionPolicy(-1, -1))
+        return RolloverPolicy(value("segment.bytes"), roll_ms), retention
 
     async def open_partition(self, topic: Topic, index: int) -> Partition:
         """Open a partition's log (recovering and fencing its last ledger) once it is claimed."""

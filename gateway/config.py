@@ -34,6 +34,7 @@ class ConfigType(IntEnum):
     BOOLEAN = 1
     STRING = 2
     LONG = 5
+    DOUBLE = 6
     LIST = 7
 
 
@@ -45,6 +46,8 @@ def config_type(name: str) -> ConfigType:
     default = BROKER_SETTINGS.get(setting, ("",))[0]
     if isinstance(default, bool):
         return ConfigType.BOOLEAN
+    if isinstance(default, float):
+        return ConfigType.DOUBLE
     return ConfigType.LONG if isinstance(default, int) else ConfigType.STRING
 
 
@@ -125,6 +128,14 @@ BROKER_SETTINGS: dict[str, tuple[object, tuple]] = {
     "log.segment.bytes": (1024 * 1024 * 1024, _POSITIVE),
     "log.roll.ms": (7 * 24 * 3600 * 1000, _POSITIVE),
     "log.retention.check.interval.ms": (300_000, _POSITIVE),
+    # The log cleaner of compacted topics (gateway/log_cleaner.py), Kafka's names and defaults.
+    "log.cleaner.enable": (True, _ANY),
+    "log.cleaner.backoff.ms": (15_000, _POSITIVE),
+    "log.cleaner.dedupe.buffer.size": (128 * 1024 * 1024, ("must be >= 1048576", lambda v: v >= 1024 * 1024)),
+    "log.cleaner.min.cleanable.ratio": (0.5, ("must be between 0 and 1", lambda v: 0 <= v <= 1)),
+    "log.cleaner.delete.retention.ms": (24 * 3600 * 1000, _NON_NEGATIVE),
+    "log.cleaner.min.compaction.lag.ms": (0, _NON_NEGATIVE),
+    "log.cleaner.max.compaction.lag.ms": (2**63 - 1, _POSITIVE),
     "entry.format": ("kafka", ("must be one of the registered entry formats",
                                lambda v: v in entry_formats.names())),
     # Recompression on produce, Kafka's values; honoured by entry formats that rebuild
@@ -197,6 +208,10 @@ TOPIC_CONFIG_DEFAULTS = {
     "kgate.entry.format": "entry.format",
     "compression.type": "compression.type",
     "cleanup.policy": None,
+    "delete.retention.ms": "log.cleaner.delete.retention.ms",
+    "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
+    "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
+    "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
 }
 CLEANUP_POLICIES = ("delete", "compact", "compact,delete", "delete,compact")
 LIST_CONFIGS = ("cleanup.policy", "sasl.enabled.mechanisms")
@@ -230,6 +245,10 @@ def _coerce(name: str, raw, default):
             if isinstance(raw, (bool, float)):
                 raise ValueError
             return int(raw)
+        if isinstance(default, float):
+            if isinstance(raw, bool):
+                raise ValueError
+            return float(raw)
         return str(raw)
     except (TypeError, ValueError):
         raise ConfigError(f"setting {name}: {raw!r} is not a valid {type(default).__name__}") from None
@@ -256,6 +275,19 @@ def check_topic_config(name: str, value: str | None, broker: "Settings") -> str:
             raise ConfigError(f"topic config cleanup.policy: {value!r} must be one of {', '.join(CLEANUP_POLICIES)}")
         return value
     return str(check_setting(TOPIC_CONFIG_DEFAULTS[name], value))
+
+
+def is_compacted(cleanup_policy: str) -> bool:
+    return "compact" in cleanup_policy.split(",")
+
+
+def check_topic_configs(configs: dict[str, str], broker: "Settings") -> None:
+    """What one config cannot tell alone: the ``pulsar`` entry format rebuilds records into
+    entries of its own that the log cleaner cannot rewrite batch by batch, so a compacted
+    topic must use ``kafka`` or ``mixed_kafka``."""
+    entry_format = configs.get("kgate.entry.format") or broker["entry.format"]
+    if is_compacted(configs.get("cleanup.policy") or "delete") and entry_format == "pulsar":
+        raise ConfigError("cleanup.policy=compact needs kgate.entry.format kafka or mixed_kafka, not pulsar")
 
 
 def _flatten(table: dict, prefix: str = "") -> dict:

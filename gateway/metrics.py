@@ -75,7 +75,21 @@ class BrokerMetrics:
         handled = Histogram("kgate_metadata_event_processing_seconds", "Time handling metadata events takes, "
                             "by event", ["event"], buckets=BUCKETS, registry=self.registry)
         self._events = {event: (waited.labels(event.value), handled.labels(event.value)) for event in Event}
+        self._cleaner_runs = Counter("kgate_log_cleaner_runs", "Compaction passes run by the log cleaner",
+                                     registry=self.registry)
+        self._cleaner_read = Counter("kgate_log_cleaner_bytes_read", "Bytes the log cleaner read",
+                                     registry=self.registry)
+        self._cleaner_written = Counter("kgate_log_cleaner_bytes_written", "Bytes the log cleaner wrote "
+                                        "(the compacted ledgers)", registry=self.registry)
+        self._cleaner_removed = Counter("kgate_log_cleaner_records_removed", "Records compaction removed "
+                                        "(superseded, expired tombstones, no key)", registry=self.registry)
         self.registry.register(_StateCollector(broker))
+
+    def log_cleaned(self, result) -> None:
+        self._cleaner_runs.inc()
+        self._cleaner_read.inc(result.bytes_read)
+        self._cleaner_written.inc(result.bytes_written)
+        self._cleaner_removed.inc(result.records_removed)
 
     def metadata_event(self, event: Event, queued_seconds: float, processing_seconds: float) -> None:
         waited, handled = self._events[event]
@@ -189,6 +203,15 @@ class _StateCollector:
         for (name, version), count in sorted(software.items()):
             clients.add_metric([name, version], count)
         yield clients
+        dirty = GaugeMetricFamily("kgate_log_cleaner_dirty_ratio", "Share of each compacted partition's cleanable "
+                                  "bytes written since its last compaction pass", labels=["topic", "partition"])
+        ratios = broker.log_cleaner.dirty_ratios()
+        for (topic, index), ratio in sorted(ratios.items()):
+            dirty.add_metric([topic, str(index)], ratio)
+        yield dirty
+        yield GaugeMetricFamily("kgate_log_cleaner_max_dirty_percent", "The highest dirty ratio of the compacted "
+                                "partitions served here, in percent (Kafka's max-dirty-percent)",
+                                value=100 * max(ratios.values(), default=0.0))
         yield GaugeMetricFamily("kgate_queued_request_bytes", "Request bytes read and not yet answered",
                                 value=broker.request_bytes.total)
         yield GaugeMetricFamily("kgate_queued_response_bytes", "Fetched bytes in answers not yet on the socket",

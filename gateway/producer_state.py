@@ -112,6 +112,12 @@ class ProducerStateTable:
                                producer.last_timestamp)
                 for producer_id, producer in self._producers.items() if producer.batches]
 
+    def last_batch_offsets(self) -> dict[int, int]:
+        """Each producer's last batch's base offset: the log cleaner keeps that batch even when
+        compaction empties it, so the producer's sequence survives a restart."""
+        return {producer_id: producer.batches[-1].base_offset
+                for producer_id, producer in self._producers.items() if producer.batches}
+
     def __len__(self) -> int:
         return len(self._producers)
 

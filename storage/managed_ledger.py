@@ -68,6 +68,10 @@ class _Segment:
     ends: array = field(default_factory=lambda: array("q"))
     # A confirmation failed: entries past the LAC are given up and the next append rolls over.
     failed: bool = False
+    # Reads under way, and whether the ledger left the chain (compaction, retention): its file
+    # handle is released only once the last read of it is done.
+    reads: int = 0
+    retired: bool = False
 
     def add(self, header: EntryHeader, length: int) -> None:
         self.last_offsets.append(header.last_offset)
@@ -93,6 +97,12 @@ class _Segment:
         return bisect_left(self.last_offsets, offset)
 
 
+def sealed_segment(info: LedgerInfo, ledger: Ledger) -> _Segment:
+    """An index for a ledger written whole before it joins the chain (a compaction's output);
+    the writer adds each entry with ``segment.add`` as it appends it."""
+    return _Segment(info, ledger)
+
+
 @dataclass(frozen=True, slots=True)
 class StoredEntry:
     header: EntryHeader
@@ -113,6 +123,11 @@ class ManagedLedger:
         self._firsts: list[int] = []  # first offset of each segment, for bisect
         self._version = -1
         self._log_start = 0
+        # The log cleaner's progress: offsets below it were compacted (Kafka's cleaner checkpoint).
+        self._clean_end = 0
+        # Ledgers that may be in the store but not in the chain: a compaction's new ledgers
+        # before its swap, the replaced ones after. Whoever opens the chain deletes them.
+        self._garbage: list[int] = []
         self._high_watermark = 0
         self._roll_lock = asyncio.Lock()
         self._append_waiters: set[asyncio.Future] = set()
@@ -135,7 +150,10 @@ class ManagedLedger:
             state = json.loads(node.data)
             self._version = node.version
             self._log_start = state["log_start"]
+            self._clean_end = state.get("clean_end", 0)
             infos = [LedgerInfo(**info) for info in state["ledgers"]]
+            for ledger_id in state.get("garbage", ()):
+                self._store.delete_ledger(ledger_id)  # the next chain write forgets them
         try:
             for info in infos:
                 await self._load(info, observe, payload_head)
@@ -208,7 +226,8 @@ class ManagedLedger:
 
     async def _persist(self, segments: list[_Segment] | None = None) -> None:
         segments = self._segments if segments is None else segments
-        state = {"log_start": self._log_start, "ledgers": [asdict(s.info) for s in segments]}
+        state = {"log_start": self._log_start, "ledgers": [asdict(s.info) for s in segments],
+                 "clean_end": self._clean_end, "garbage": self._garbage}
         data = json.dumps(state, separators=(",", ":")).encode()
         if self._version < 0:
             self._version = await self._chain.create(data)
@@ -348,10 +367,14 @@ class ManagedLedger:
             return []
         out: list[StoredEntry] = []
         budget = max_bytes
-        index = bisect_right(self._firsts, offset) - 1
+        # The segment is looked up again after every await: compaction may have replaced it.
+        index = max(0, bisect_right(self._firsts, offset) - 1)
         while index < len(self._segments):
             segment = self._segments[index]
             first = segment.entry_for(offset)
+            if first == len(segment.last_offsets) and segment.info.closed:
+                index += 1  # compaction removed this ledger's tail: the offset's records are further on
+                continue
             last_allowed = bisect_left(segment.last_offsets, hw) - 1
             if first > last_allowed:
                 break
@@ -363,15 +386,27 @@ class ManagedLedger:
                 if out:
                     break
                 last = first
-            for raw in await segment.ledger.read_range(first, last):
+            more = last < len(segment.last_offsets) - 1
+            budget -= segment.ends[last] - start_bytes
+            next_offset = segment.last_offsets[last] + 1
+            for raw in await self.read_entries(segment, first, last):
                 header = EntryHeader.unpack(raw)
                 out.append(StoredEntry(header, raw[entry.SIZE:]))
-            budget -= segment.ends[last] - start_bytes
-            offset = segment.last_offsets[last] + 1
-            if last < len(segment.last_offsets) - 1:
+            offset = next_offset
+            if more:
                 break
-            index += 1
+            index = max(0, bisect_right(self._firsts, offset) - 1)
         return out
+
+    async def read_entries(self, segment: _Segment, first: int, last: int) -> list[memoryview]:
+        """Entries ``first..last`` of ``segment`` (header and payload), which stays open meanwhile."""
+        segment.reads += 1
+        try:
+            return await segment.ledger.read_range(first, last)
+        finally:
+            segment.reads -= 1
+            if segment.retired and not segment.reads:
+                self._release(segment)
 
     async def entries_from_timestamp(self, timestamp: int) -> list[StoredEntry]:
         """The first entry (up to the high watermark) whose max timestamp is >= ``timestamp``."""
@@ -396,9 +431,8 @@ class ManagedLedger:
                     best = (ts, segment, i)
         return await self._entry_at(best[1], best[2]) if best else []
 
-    @staticmethod
-    async def _entry_at(segment: _Segment, index: int) -> list[StoredEntry]:
-        raw = (await segment.ledger.read_range(index, index))[0]
+    async def _entry_at(self, segment: _Segment, index: int) -> list[StoredEntry]:
+        raw = (await self.read_entries(segment, index, index))[0]
         return [StoredEntry(EntryHeader.unpack(raw), raw[entry.SIZE:])]
 
     # -- retention and lifecycle ------------------------------------------------------
@@ -406,19 +440,20 @@ class ManagedLedger:
     async def enforce_retention(self, now_ms: int | None = None) -> int:
         """Trim whole sealed ledgers past retention; return how many were dropped."""
         now_ms = _now_ms() if now_ms is None else now_ms
-        total = self.size_bytes
         dropped = 0
-        while len(self._segments) > 1 and self._segments[0].info.closed:
-            info = self._segments[0].info
-            too_old = (self.retention.ms >= 0 and info.max_timestamp >= 0
-                       and now_ms - info.max_timestamp > self.retention.ms)
-            too_big = self.retention.bytes >= 0 and total - info.size >= self.retention.bytes
-            if not (too_old or too_big):
-                break
-            total -= info.size
-            self._log_start = max(self._log_start, info.last_offset + 1, self._segments[1].info.first_offset)
-            await self._drop_first_segment()
-            dropped += 1
+        async with self._roll_lock:  # one writer of the chain at a time (rollover, compaction)
+            total = self.size_bytes
+            while len(self._segments) > 1 and self._segments[0].info.closed:
+                info = self._segments[0].info
+                too_old = (self.retention.ms >= 0 and info.max_timestamp >= 0
+                           and now_ms - info.max_timestamp > self.retention.ms)
+                too_big = self.retention.bytes >= 0 and total - info.size >= self.retention.bytes
+                if not (too_old or too_big):
+                    break
+                total -= info.size
+                self._log_start = max(self._log_start, info.last_offset + 1, self._segments[1].info.first_offset)
+                await self._drop_first_segment()
+                dropped += 1
         return dropped
 
     async def trim_before(self, offset: int) -> None:
@@ -429,10 +464,12 @@ class ManagedLedger:
         """
         if not self._log_start <= offset <= self._high_watermark:
             raise ValueError(f"{self.name}: log start {offset} outside [{self._log_start}, {self._high_watermark}]")
-        self._log_start = offset
-        while len(self._segments) > 1 and self._segments[0].info.closed and self._segments[0].info.last_offset < offset:
-            await self._drop_first_segment()
-        await self._persist()
+        async with self._roll_lock:  # one writer of the chain at a time (rollover, compaction)
+            self._log_start = offset
+            while (len(self._segments) > 1 and self._segments[0].info.closed
+                   and self._segments[0].info.last_offset < offset):
+                await self._drop_first_segment()
+            await self._persist()
 
     async def roll_over(self) -> None:
         """Seal the current ledger now (if it holds anything) and start the next one."""
@@ -444,8 +481,80 @@ class ManagedLedger:
         segment = self._segments.pop(0)
         self._firsts.pop(0)
         await self._persist()
+        self._retire(segment)
+
+    def _retire(self, segment: _Segment) -> None:
+        """Delete a ledger that left the chain, once no read of it is under way."""
+        segment.retired = True
+        if not segment.reads:
+            self._release(segment)
+
+    def _release(self, segment: _Segment) -> None:
         segment.ledger.release()
-        self._store.delete_ledger(segment.info.ledger_id)
+        self._delete_garbage(segment.info.ledger_id)
+
+    def _delete_garbage(self, ledger_id: int) -> None:
+        """Delete a ledger out of the chain; the next chain write stops listing it as garbage."""
+        self._store.delete_ledger(ledger_id)
+        if ledger_id in self._garbage:
+            self._garbage = [i for i in self._garbage if i != ledger_id]
+
+    # -- compaction (storage.compaction rewrites; this swaps what it wrote in) ------------
+
+    @property
+    def clean_end(self) -> int:
+        return self._clean_end
+
+    def sealed_segments(self) -> list[_Segment]:
+        """The sealed ledgers, oldest first: all but the open one, which compaction never touches."""
+        return self._segments[:-1]
+
+    async def create_rewrite_ledgers(self, count: int) -> list[Ledger]:
+        """New ledgers for a compaction to write, listed as garbage in the chain first, so a
+        crash before :meth:`swap` leaves nothing behind that the next open does not delete."""
+        ids = [await self._allocate_ledger_id() for _ in range(count)]
+        async with self._roll_lock:
+            self._check_open()
+            self._garbage = [*self._garbage, *ids]
+            await self._persist()
+        return [self._store.create_ledger(ledger_id) for ledger_id in ids]
+
+    def discard_rewrite(self, ledgers: list[Ledger]) -> None:
+        """Delete a compaction's ledgers that will not be swapped in (they stay listed as garbage)."""
+        for ledger in ledgers:
+            ledger.release()
+            self._delete_garbage(ledger.ledger_id)
+
+    async def swap(self, old: list[_Segment], new: list[_Segment], clean_end: int) -> bool:
+        """Put the sealed ledgers ``new`` in the place of ``old`` (consecutive, from the first
+        ledger) with one chain write, the point where a crash stops leaving the old ledgers and
+        starts leaving the new. False, and nothing changed, when ``old`` is no longer the head
+        of the chain (retention or DeleteRecords dropped a ledger meanwhile)."""
+        async with self._roll_lock:
+            self._check_open()
+            count = len(old)
+            if [id(s) for s in self._segments[:count]] != [id(s) for s in old] or len(self._segments) <= count:
+                return False
+            new_ids = {segment.info.ledger_id for segment in new}
+            segments = [*new, *self._segments[count:]]
+            garbage = self._garbage
+            self._garbage = [i for i in garbage if i not in new_ids] + [s.info.ledger_id for s in old]
+            previous_clean_end = self._clean_end
+            self._clean_end = max(self._clean_end, clean_end)
+            try:
+                await self._persist(segments)
+            except BaseException:
+                self._garbage, self._clean_end = garbage, previous_clean_end
+                raise
+            self._segments = segments
+            self._firsts = [segment.info.first_offset for segment in segments]
+        for segment in old:
+            self._retire(segment)
+        return True
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LedgerFenced(f"{self.name} is closed")
 
     async def close(self) -> None:
         """Make everything durable and seal the open ledger (clean shutdown)."""
@@ -477,8 +586,9 @@ class ManagedLedger:
         node = await chain.read()
         if node is None:
             return
-        for info in json.loads(node.data)["ledgers"]:
-            store.delete_ledger(info["ledger_id"])
+        state = json.loads(node.data)
+        for ledger_id in [info["ledger_id"] for info in state["ledgers"]] + state.get("garbage", []):
+            store.delete_ledger(ledger_id)
         try:
             await chain.delete(node.version)
         except ChainConflict:

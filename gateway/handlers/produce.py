@@ -15,14 +15,14 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.producer import ProduceResponse
 
 from kgate.metadata.acls import Operation, ResourceType
-from kgate.protocol import message_set, record_batch, record_walk
+from kgate.protocol import message_set, record_batch, record_compaction, record_walk
 from kgate.protocol.conversion import magic_of
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
 from kgate.storage.entry_formats import EntryFormat, ProducedRecords
 from kgate.storage.ledger import LedgerFenced, StoreUnavailable
 
-from ..config import COMPRESSION_TYPES
+from ..config import COMPRESSION_TYPES, is_compacted
 from ..partition import Partition
 from . import Context, handles
 from .waiters import wait_woken, wake
@@ -30,6 +30,7 @@ from .waiters import wait_woken, wake
 log = logging.getLogger(__name__)
 
 R = ProduceResponse
+_RecordError = R.TopicProduceResponse.PartitionProduceResponse.BatchIndexAndErrorMessage
 # Produce v7 is the first version whose clients may send zstd (KIP-110).
 MIN_VERSION_FOR_ZSTD = 7
 # Produce v3 is the first to carry magic-2 batches (KIP-98); v0-2 carry magic 0/1 sets.
@@ -43,6 +44,8 @@ class _Outcome:
     base_offset: int = -1
     durable: asyncio.Future | None = None
     partition: Partition | None = None
+    message: str | None = None
+    record_errors: tuple[tuple[int, str], ...] = ()
 
     def fail(self, error: ErrorCode) -> None:
         self.error, self.base_offset = error, -1
@@ -110,6 +113,9 @@ async def produce(ctx: Context, request):
                 key = (topic_data.name, data.index)
                 try:
                     results[key] = await _append(ctx, request, topic_data.name, data, turn, inflation)
+                except RejectedRecords as rejected:
+                    results[key] = _Outcome(rejected.code, message=rejected.message,
+                                            record_errors=rejected.record_errors)
                 except KafkaError as refused:
                     if refused.message:
                         log.warning("produce to %s-%d from %s refused (%s): %s", key[0], key[1],
@@ -194,7 +200,10 @@ async def _append(ctx: Context, request, topic_name, data, turn: _Turn, inflatio
     if len(records) > int(broker.topic_config(topic, "max.message.bytes")):
         raise KafkaError(ErrorCode.MESSAGE_SIZE_TOO_LARGE, f"{len(records)} bytes exceed max.message.bytes")
     view = memoryview(records)
-    produced = await _validated(view, version, turn, inflation)
+    compacted = is_compacted(broker.topic_config(topic, "cleanup.policy"))
+    produced = await _validated(view, version, turn, inflation, compacted)
+    if compacted:
+        _check_keys(produced, f"{topic_name}-{data.index}")
     entry_format = broker.entry_format(topic)
     if produced.batch is not None and produced.batch.attributes & record_batch.TRANSACTIONAL_FLAG:
         _check_transactional(ctx, request.transactional_id, produced.batch, topic_name, data.index, entry_format)
@@ -225,8 +234,11 @@ def _check_transactional(ctx: Context, transactional_id: str | None, header: rec
                                           (topic_name, index))
 
 
-async def _validated(view: memoryview, version: int, turn: _Turn, inflation: _Inflation) -> ProducedRecords:
-    """The record set checked through to its last record, inflating within the request's limits.
+async def _validated(view: memoryview, version: int, turn: _Turn, inflation: _Inflation,
+                     compacted: bool = False) -> ProducedRecords:
+    """The record set checked through to its last record, inflating within the request's limits;
+    for a ``compacted`` topic, the records without a key are found too (a second, per-record
+    read that other topics never pay; in a thread for large batches, as legacy sets are parsed).
 
     Inflating and walking a magic-2 batch runs in slices with the event loop free in
     between; a compressed legacy set (parsed whole, per message) is parsed in a thread.
@@ -247,7 +259,34 @@ async def _validated(view: memoryview, version: int, turn: _Turn, inflation: _In
         turn.hold()
         await asyncio.sleep(0)
     inflation.request_left -= walked.inflated
-    return ProducedRecords.of_batch(view, header)
+    null_keys = None
+    if compacted:  # the walk inflated it within the batch limit already
+        if header.record_count <= record_walk.SLICE_RECORDS:
+            null_keys = record_compaction.null_key_indexes(view, header, inflation.batch_bytes)
+        else:
+            turn.hold()
+            null_keys = await asyncio.get_running_loop().run_in_executor(
+                None, record_compaction.null_key_indexes, view, header, inflation.batch_bytes)
+    return ProducedRecords.of_batch(view, header, null_keys)
+
+
+class RejectedRecords(KafkaError):
+    """Records of a batch Kafka's log validator refuses one by one: the whole batch is
+    refused, and Produce v8+ names each record (its index in the batch) and why."""
+
+    def __init__(self, code: ErrorCode, record_errors: list[tuple[int, str]]):
+        shown = ", ".join(f"[{index}: {message}]" for index, message in record_errors[:3])
+        super().__init__(code, f"One or more records have been rejected due to {len(record_errors)} record errors "
+                               f"in total, and only showing the first three errors at most: {shown}")
+        self.record_errors = tuple(record_errors)
+
+
+def _check_keys(produced: ProducedRecords, partition: str) -> None:
+    """A compacted topic keeps the latest record per key, so a record without one is refused."""
+    null_keys = produced.null_keys()
+    if null_keys:
+        message = f"Compacted topic cannot accept message without key in topic partition {partition}."
+        raise RejectedRecords(ErrorCode.INVALID_RECORD, [(index, message) for index in null_keys])
 
 
 def _check_legacy(view: memoryview, version: int) -> None:
@@ -275,8 +314,13 @@ def _response(results) -> ProduceResponse:
     by_topic: dict[str, list] = {}
     for (topic, index), outcome in results.items():
         log_start = outcome.partition.ledger.log_start_offset if outcome.partition is not None else -1
-        by_topic.setdefault(topic, []).append(R.TopicProduceResponse.PartitionProduceResponse(
+        answer = R.TopicProduceResponse.PartitionProduceResponse(
             index=index, error_code=outcome.error, base_offset=outcome.base_offset, log_append_time_ms=-1,
-            log_start_offset=log_start))
+            log_start_offset=log_start)
+        if outcome.record_errors:  # rare: set only then, as every produce answer pays for a field set
+            answer.error_message = outcome.message
+            answer.record_errors = [_RecordError(batch_index=i, batch_index_error_message=m)
+                                    for i, m in outcome.record_errors]
+        by_topic.setdefault(topic, []).append(answer)
     return R(responses=[R.TopicProduceResponse(name=topic, partition_responses=parts)
                         for topic, parts in by_topic.items()], throttle_time_ms=0)

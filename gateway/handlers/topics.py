@@ -11,7 +11,7 @@ from kgate.metadata.cluster import TopicExists, UnknownTopic, invalid_topic_name
 from kgate.protocol.error_codes import ErrorCode
 
 from ..broker import InternalTopic
-from ..config import ConfigError, ConfigSource, check_topic_config
+from ..config import ConfigError, ConfigSource, check_topic_config, check_topic_configs
 from . import Context, handles
 
 C = CreateTopicsResponse
@@ -62,6 +62,7 @@ async def _create(ctx: Context, creatable, validate_only):
     try:
         for config in creatable.configs:
             configs[config.name] = check_topic_config(config.name, config.value, broker.settings)
+        check_topic_configs(configs, broker.settings)
     except ConfigError as exc:
         return failed(ErrorCode.INVALID_CONFIG, str(exc))
     if name in broker.topics:

@@ -44,16 +44,26 @@ class ProducedRecords:
     codec: int
     batch: BatchHeader | None = None
     message_set: MessageSet | None = None
+    # Indexes of a batch's records with a null key, when its walk looked for them.
+    batch_null_keys: list[int] | None = None
 
     @classmethod
-    def of_batch(cls, data: memoryview, header: BatchHeader) -> "ProducedRecords":
-        return cls(data, 2, header.record_count, header.max_timestamp, header.compression, batch=header)
+    def of_batch(cls, data: memoryview, header: BatchHeader, null_keys: list[int] | None = None) -> "ProducedRecords":
+        return cls(data, 2, header.record_count, header.max_timestamp, header.compression, batch=header,
+                   batch_null_keys=null_keys)
 
     @classmethod
     def of_message_set(cls, data: memoryview, parsed: MessageSet) -> "ProducedRecords":
         codecs = {entry.message.codec for entry in parsed.shallow} - {0}
         return cls(data, parsed.magic, parsed.record_count, parsed.max_timestamp, max(codecs, default=0),
                    message_set=parsed)
+
+    def null_keys(self) -> list[int]:
+        """Indexes (in the set as sent) of the records with no key; per-record work for legacy sets."""
+        if self.message_set is not None:
+            return [i for i, (_, message) in enumerate(self.message_set.messages()) if message.key is None]
+        assert self.batch_null_keys is not None, "the batch was walked without looking for keys"
+        return self.batch_null_keys
 
     @property
     def producer(self) -> tuple[int, int, int]:
