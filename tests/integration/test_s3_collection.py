@@ -4,7 +4,6 @@ A real broker on a real SeaweedFS, driven by confluent-kafka."""
 import asyncio
 import subprocess
 import sys
-import uuid
 
 import pytest
 from confluent_kafka import Producer
@@ -12,18 +11,10 @@ from confluent_kafka.admin import AdminClient
 
 from kgate.storage.stores.bucket_location import BucketLocation
 from kgate.storage.stores.object_client import ObjectClient
-from tests.conftest import SEAWEEDFS_BUCKET
 from tests.support.clients import ConfluentClient, create_topic
 from tests.support.member_process import wait_for
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def bucket_url(seaweedfs, monkeypatch):
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "kgate-test")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "kgate-test")
-    return f"s3://{SEAWEEDFS_BUCKET}/{uuid.uuid4().hex}?endpoint={seaweedfs.endpoint}&region=us-east-1"
 
 
 def wal_objects(bucket_url: str) -> list[str]:
