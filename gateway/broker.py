@@ -34,7 +34,7 @@ from kgate.storage.ledger import CorruptLedger, LedgerStore
 from kgate.storage.managed_ledger import ManagedLedger, RetentionPolicy, RolloverPolicy
 
 from .authorizer import Authorizer
-from .chain_records import MetadataChainRecord
+from .chain_records import MetadataChainRecord, live_ledger_ids
 from .config import TOPIC_CONFIG_DEFAULTS, Settings, check_topic_configs, is_compacted
 from .connection_limits import ConnectionLimits, parse_overrides
 from .groups import OFFSETS_TOPIC, GroupCoordinator
@@ -85,6 +85,7 @@ class Broker:
         self.cluster_id = ""
         self._producer_ids = iter(())
         self._retention_task: asyncio.Task | None = None
+        self._collection_task: asyncio.Task | None = None
         self._topic_lock = asyncio.Lock()
         self.groups = GroupCoordinator(self)
         self.transactions = TransactionCoordinator(self)
@@ -139,6 +140,7 @@ class Broker:
         events.start()
         self._retention_task = asyncio.create_task(self._retention_loop())
         self.log_cleaner.start()
+        self._collection_task = asyncio.create_task(self._collection_loop())
         log.info("broker %d of %d live: serving %d of %d topics' partitions", self.node_id,
                  len(self.cluster.brokers), len(self.partitions),
                  sum(t.partitions for t in self.cluster.topics.values()))
@@ -155,8 +157,9 @@ class Broker:
 
     async def close(self) -> None:
         """Hand everything over cleanly: seal each ledger, give up its claim, leave the cluster."""
-        if self._retention_task is not None:
-            self._retention_task.cancel()
+        for task in (self._retention_task, self._collection_task):
+            if task is not None:
+                task.cancel()
         await self.log_cleaner.close()
         await self.events.close()
         await self.groups.close()
@@ -439,6 +442,19 @@ class Broker:
             self._producer_ids = iter(range(start, start + PRODUCER_ID_BLOCK))
             producer_id = next(self._producer_ids)
         return producer_id
+
+    async def _collection_loop(self) -> None:
+        """Let the store delete what no live ledger needs (WAL objects of deleted ledgers).
+        One broker does it, the live one with the lowest id; any could, safely."""
+        interval = self.settings["kgate.s3.gc.interval.ms"] / 1000
+        while True:
+            await asyncio.sleep(interval)
+            if self.cluster.brokers and min(self.cluster.brokers) != self.node_id:
+                continue
+            try:
+                await self.ledgers.collect_garbage(lambda: live_ledger_ids(self.cluster))
+            except Exception as exc:
+                log.warning("object garbage collection failed (tried again in %.0f s): %s", interval, exc)
 
     async def _retention_loop(self) -> None:
         interval = self.settings["log.retention.check.interval.ms"] / 1000

@@ -1,8 +1,15 @@
 """Managed ledgers' chain records (storage.chain_record) kept in the metadata store:
 one node per partition (metadata.cluster says where), its compare-and-set on the
 node's version, so a superseded owner's write fails as the contract says."""
+from kgate.metadata.cluster import ClusterState
 from kgate.metadata.store import BadVersion, MetadataStore, NodeExists, NoNode
 from kgate.storage.chain_record import ChainConflict, VersionedChain
+from kgate.storage.managed_ledger import ManagedLedger
+
+
+async def live_ledger_ids(cluster: ClusterState) -> set[int]:
+    """Every ledger some chain record lists: what a store's garbage collection must keep."""
+    return {ledger_id for chain in await cluster.ledger_lists() for ledger_id in ManagedLedger.ledger_ids(chain)}
 
 
 class MetadataChainRecord:

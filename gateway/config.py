@@ -95,6 +95,9 @@ BROKER_SETTINGS: dict[str, tuple[object, tuple]] = {
     "kgate.s3.wal.commit.interval.ms": (100, _POSITIVE),
     # Memory for ledger bytes read from or just written to objects (half for each).
     "kgate.s3.cache.bytes": (256 * 1024 * 1024, _POSITIVE),
+    # How often the object store deletes WAL objects none of whose ledgers is live any more
+    # (deleted by retention, DeleteRecords or topic deletion). Each pass lists the bucket.
+    "kgate.s3.gc.interval.ms": (60_000, _POSITIVE),
     "zookeeper.session.timeout.ms": (18_000, ("must be >= 1000", lambda v: v >= 1000)),
     "socket.request.max.bytes": (100 * 1024 * 1024, _POSITIVE),
     "connections.max.idle.ms": (600_000, _POSITIVE),

@@ -219,6 +219,13 @@ class ClusterState:
                            for p in await self.store.children(f"{LEDGER_LISTS}/{topic_id}")]
                 for topic_id in await self.store.children(LEDGER_LISTS) if topic_id not in live}
 
+    async def ledger_lists(self) -> list[bytes]:
+        """Every managed ledger's chain record, deleted topics' included until they are swept."""
+        paths = [f"{LEDGER_LISTS}/{topic_id}/{p}" for topic_id in await self.store.children(LEDGER_LISTS)
+                 for p in await self.store.children(f"{LEDGER_LISTS}/{topic_id}")]
+        nodes = await asyncio.gather(*(self.store.get(path) for path in paths))
+        return [node.data for node in nodes if node is not None]
+
     async def forget_topic_id(self, topic_id: str) -> None:
         """Remove what is left of a deleted topic's id (its emptied ledger lists, its epochs)."""
         for root in (LEDGER_LISTS, LEADER_EPOCHS):

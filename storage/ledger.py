@@ -11,6 +11,7 @@ Reads and opens are awaited: a store may have to go over the network (an object
 store), and even a local file read of many megabytes must not hold the event loop.
 """
 from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
 
 
 class LedgerFenced(Exception):
@@ -116,6 +117,15 @@ class LedgerStore(ABC):
 
     @abstractmethod
     def ledger_bytes(self, ledger_id: int) -> int: ...
+
+    async def collect_garbage(self, live_ledgers: Callable[[], Awaitable[set[int]]]) -> int:
+        """Delete stored data no live ledger needs any more; return how many objects went.
+
+        ``live_ledgers`` reads the ids every managed ledger's chain still lists. A store
+        whose ledgers own their storage outright frees it in ``delete_ledger`` and has
+        nothing to do; one that packs many ledgers into shared objects frees those here.
+        """
+        return 0
 
     def collectors(self) -> list:
         """Prometheus collectors of what the store does (an object store's requests, say)."""

@@ -581,6 +581,11 @@ class ManagedLedger:
             segment.ledger.release()
 
     @staticmethod
+    def ledger_ids(chain: bytes) -> list[int]:
+        """The ledgers a chain record lists (what a store must keep for it)."""
+        return [info["ledger_id"] for info in json.loads(chain)["ledgers"]]
+
+    @staticmethod
     async def destroy(store: LedgerStore, chain: ChainRecord) -> None:
         """Delete a ledger chain nobody serves (a deleted topic's), ledgers first."""
         node = await chain.read()

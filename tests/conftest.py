@@ -76,3 +76,14 @@ def seaweedfs(tmp_path_factory):
 
 
 SEAWEEDFS_BUCKET = "kgate-tests"
+
+
+@pytest.fixture
+def bucket_url(seaweedfs, monkeypatch):
+    """``--storage`` for a prefix of its own in the session's bucket; brokers (and the test)
+    get credentials from the environment."""
+    import uuid
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "kgate-test")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "kgate-test")
+    return f"s3://{SEAWEEDFS_BUCKET}/{uuid.uuid4().hex}?endpoint={seaweedfs.endpoint}&region=us-east-1"

@@ -1,16 +1,16 @@
 """The ``kgate`` command: the broker's own commands beside the client commands.
 
-``serve`` and ``users`` act on a broker and its metadata store, so they come from
+``serve``, ``users`` and ``storage`` act on a broker and its metadata store, so they come from
 the server (``kgate.gateway``); every other command speaks the Kafka protocol to any
 cluster and comes from ``kgate.cli``. This is the one module that sees both.
 """
 import argparse
 
 from kgate import cli
-from kgate.gateway import serve_command
+from kgate.gateway import serve_command, storage_command
 from kgate.gateway.sasl import users_command
 
-COMMANDS = (serve_command, users_command, *cli.FAMILIES)
+COMMANDS = (serve_command, users_command, storage_command, *cli.FAMILIES)
 
 
 def parser() -> argparse.ArgumentParser:

@@ -87,6 +87,16 @@ class ObjectClient:
         self._count("list")
         return sorted(keys)
 
+    async def ages(self, prefix: str) -> dict[str, float]:
+        """Every key under ``prefix`` with how long ago (seconds, by this host's clock) it was written."""
+        now = datetime.datetime.now(datetime.UTC)
+        ages: dict[str, float] = {}
+        async for chunk in obstore.list(self._store, prefix, chunk_size=1000):
+            for meta in chunk:
+                ages[meta["path"]] = (now - meta["last_modified"]).total_seconds()
+        self._count("list")
+        return ages
+
     async def delete(self, keys: list[str]) -> None:
         if keys:
             await obstore.delete_async(self._store, keys)

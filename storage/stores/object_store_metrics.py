@@ -20,6 +20,8 @@ class ObjectStoreCollector:
         yield CounterMetricFamily("kgate_wal_objects", "WAL objects written", value=store.wal_objects)
         yield CounterMetricFamily("kgate_wal_object_bytes", "Bytes of WAL objects written (over kgate_wal_objects: "
                                   "the mean object size)", value=store.wal_bytes)
+        yield CounterMetricFamily("kgate_objects_collected", "Objects deleted because no live ledger needed them "
+                                  "any more", value=store.objects_collected)
         yield GaugeMetricFamily("kgate_wal_upload_lag_seconds", "Age of the oldest entry the WAL has not yet "
                                 "confirmed", value=store.wal.lag_seconds())
         cache = store.cache

@@ -27,6 +27,12 @@ its session finds the lease gone and confirms nothing more (its late objects hol
 past the sealed end, which no reader takes). Conditional PUTs guard the writer and
 sealed records as a second line, off the hot path.
 
+Nothing leaks. Deleting a ledger deletes its own records at once; a WAL object, shared
+by many ledgers, goes only when none of the ledgers in its index is listed by any chain
+any more (storage.stores.object_inventory: why that is safe with many brokers). The
+broker asks for that collection in the background (``collect_garbage``), a bounded
+number of deletes at a time.
+
 Reads never block the loop: tail entries come from memory (the runs this broker just
 wrote stay in a bounded cache), older ones with range GETs of a ledger's whole run in
 an object, with the next runs fetched ahead, into a bounded cache of their own.
@@ -44,6 +50,7 @@ from ..ledger import CorruptLedger, Ledger, LedgerFenced, LedgerStore
 from . import wal_object
 from .block_cache import BlockCache
 from .object_client import ObjectClient, ObjectExists
+from .object_inventory import LiveLedgers, ObjectInventory
 from .wal_object import HEAD_BYTES, Run
 
 log = logging.getLogger(__name__)
@@ -59,8 +66,8 @@ CHECKPOINT_OBJECTS = 50
 # Runs fetched ahead of a catch-up reader, and GETs a catch-up reader may have in flight.
 READ_AHEAD_RUNS = 2
 MAX_INFLIGHT_GETS = 8
-# Enough for a WAL object's index and trailer in one GET in the common case.
-INDEX_TAIL_GUESS = 64 * 1024
+# Objects deleted per garbage collection (one DeleteObjects request holds up to 1000 keys).
+MAX_DELETES_PER_COLLECTION = 1000
 
 
 class ObjectStoreUnavailable(OSError):
@@ -415,6 +422,8 @@ class S3LedgerStore(LedgerStore):
         self.wal = _Wal(self, commit_interval_ms / 1000)
         self.wal_objects = 0
         self.wal_bytes = 0
+        self.inventory = ObjectInventory(client)
+        self.objects_collected = 0
         self._ledgers: dict[int, S3Ledger] = {}
         self._gets = asyncio.Semaphore(MAX_INFLIGHT_GETS)
         self._fetching: dict[tuple[str, int], asyncio.Future] = {}
@@ -501,11 +510,13 @@ class S3LedgerStore(LedgerStore):
 
         async def runs_of(key: str) -> list[tuple[str, Run]]:
             async with self._gets:
-                tail = await self.client.get_tail(key, INDEX_TAIL_GUESS)
-                needed = wal_object.index_span(tail, key) + wal_object.TRAILER_SIZE
-                if needed > len(tail):
-                    tail = await self.client.get_tail(key, needed)
-            return [(key, run) for run in wal_object.read_object_index(tail, key) if run.ledger_id == ledger_id]
+                try:
+                    runs = await wal_object.fetch_object_index(self.client, key)
+                except FileNotFoundError:
+                    # Collected since it was listed: it held none of this ledger's entries
+                    # (a live ledger's objects are never collected).
+                    return []
+            return [(key, run) for run in runs if run.ledger_id == ledger_id]
 
         found = await asyncio.gather(*(runs_of(key) for key in keys))
         return [run for runs in found for run in runs]
@@ -573,7 +584,8 @@ class S3LedgerStore(LedgerStore):
 
     def delete_ledger(self, ledger_id: int) -> None:
         """Forget the ledger and delete its records. The WAL objects that hold its entries
-        are shared with other ledgers and stay."""
+        are shared with other ledgers: ``collect_garbage`` deletes each once none of its
+        ledgers is live."""
         ledger = self._ledgers.pop(ledger_id, None)
         if ledger is not None:
             ledger.fail(LedgerFenced(f"ledger {ledger_id} was deleted"))
@@ -582,6 +594,17 @@ class S3LedgerStore(LedgerStore):
 
     async def _delete_records(self, ledger_id: int) -> None:
         await self.client.delete(await self.client.keys(_ledger_prefix(ledger_id)))
+
+    async def collect_garbage(self, live_ledgers: LiveLedgers) -> int:
+        survey = await self.inventory.survey(live_ledgers)
+        doomed = survey.unreferenced[:MAX_DELETES_PER_COLLECTION]
+        await self.client.delete(doomed)
+        self.inventory.forget(doomed)
+        self.objects_collected += len(doomed)
+        if doomed:
+            log.info("deleted %d objects no live ledger needs (%d more left for the next pass)",
+                     len(doomed), len(survey.unreferenced) - len(doomed))
+        return len(doomed)
 
     def ledger_bytes(self, ledger_id: int) -> int:
         ledger = self._ledgers.get(ledger_id)

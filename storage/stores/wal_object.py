@@ -148,6 +148,19 @@ def read_object_index(tail, key: str) -> list[Run]:
     return [run for _key, run in _decode_runs(body, key, with_keys=False)]
 
 
+# Enough for a WAL object's index and trailer in one GET in the common case.
+INDEX_TAIL_GUESS = 64 * 1024
+
+
+async def fetch_object_index(client, key: str) -> list[Run]:
+    """The runs of WAL object ``key``, read from its tail (a second GET when the index is large)."""
+    tail = await client.get_tail(key, INDEX_TAIL_GUESS)
+    needed = index_span(tail, key) + TRAILER_SIZE
+    if needed > len(tail):
+        tail = await client.get_tail(key, needed)
+    return read_object_index(tail, key)
+
+
 def index_piece(pieces: list[tuple[str, Run]]) -> bytes:
     """A ledger's index piece: its runs, each with the key of the object holding it."""
     return bytes(_seal(_encode_runs([run for _, run in pieces], [key for key, _ in pieces]), _PIECE_MAGIC))

@@ -7,7 +7,6 @@ import pytest
 from kafka.protocol.api_key import ApiKey
 
 from kgate.protocol.error_codes import ErrorCode
-from tests.conftest import SEAWEEDFS_BUCKET
 from tests.integration.test_cluster import produce_request
 from tests.support import records as R
 from tests.support.clients import ConfluentClient, create_topic
@@ -19,14 +18,6 @@ from tests.support.zookeeper import ZooKeeperServer, free_ports
 
 pytestmark = pytest.mark.slow
 PARTITIONS = 4
-
-
-@pytest.fixture
-def bucket_url(seaweedfs, monkeypatch):
-    """A prefix of its own in the session's bucket; brokers get credentials from the environment."""
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "kgate-test")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "kgate-test")
-    return f"s3://{SEAWEEDFS_BUCKET}/{uuid.uuid4().hex}?endpoint={seaweedfs.endpoint}&region=us-east-1"
 
 
 @pytest.fixture(scope="module")
