@@ -36,9 +36,32 @@ async def offset_commit(ctx: Context, request):
     now = now_ms()
     # v2-v4 carry a retention time; v1 a per-partition commit timestamp.
     retention = request.retention_time_ms if 2 <= version <= 4 else -1
+
+    def committed(p, metadata: str) -> CommittedOffset:
+        stamp = p.commit_timestamp if version == 1 and p.commit_timestamp >= 0 else now
+        return CommittedOffset(p.committed_offset, p.committed_leader_epoch if version >= 6 else -1, metadata, stamp,
+                               stamp + retention if retention >= 0 else -1)
+
+    accepted, results = commits_to_store(ctx, request.topics, error, committed)
+    await store_commits(accepted, results, lambda: coordinator.commit(request.group_id, accepted))
+    return OffsetCommitResponse(throttle_time_ms=0, topics=[
+        OCTopic(name=topic.name, partitions=[
+            OCPartition(partition_index=p.partition_index, error_code=results[(topic.name, p.partition_index)])
+            for p in topic.partitions])
+        for topic in request.topics])
+
+
+def commits_to_store(ctx: Context, topics, error: ErrorCode, committed) -> tuple[dict, dict]:
+    """Kafka's checks of each partition of a commit, in Kafka's order: the request's own
+    ``error``, then READ on the topic, the partition's existence and the metadata's size.
+
+    Returns the offsets to store (``committed(partition, metadata)`` makes each) and every
+    partition's error code.
+    """
+    broker = ctx.broker
     accepted: dict[tuple[str, int], CommittedOffset] = {}
     results = {}
-    for topic in request.topics:
+    for topic in topics:
         known = broker.topics.get(topic.name)
         readable = ctx.allowed(Operation.READ, ResourceType.TOPIC, topic.name)
         for p in topic.partitions:
@@ -50,26 +73,29 @@ async def offset_commit(ctx: Context, request):
                 results[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             elif known is None or not 0 <= p.partition_index < known.partitions:
                 results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif len(metadata.encode()) > coordinator.max_metadata_bytes:
+            elif len(metadata.encode()) > broker.groups.max_metadata_bytes:
                 results[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
             else:
-                stamp = p.commit_timestamp if version == 1 and p.commit_timestamp >= 0 else now
-                accepted[tp] = CommittedOffset(
-                    p.committed_offset, p.committed_leader_epoch if version >= 6 else -1, metadata, stamp,
-                    stamp + retention if retention >= 0 else -1)
+                accepted[tp] = committed(p, metadata)
                 results[tp] = ErrorCode.NONE
-    if accepted:
-        try:
-            await coordinator.commit(request.group_id, accepted)
-        except (OSError, LedgerFenced, StoreUnavailable):
-            # The append failed (the ledger was fenced or the disk refused): nothing is stored.
-            for tp in accepted:
-                results[tp] = ErrorCode.COORDINATOR_NOT_AVAILABLE
-    return OffsetCommitResponse(throttle_time_ms=0, topics=[
-        OCTopic(name=topic.name, partitions=[
-            OCPartition(partition_index=p.partition_index, error_code=results[(topic.name, p.partition_index)])
-            for p in topic.partitions])
-        for topic in request.topics])
+    return accepted, results
+
+
+async def store_commits(accepted: dict, results: dict, store) -> None:
+    """Await ``store()`` for the ``accepted`` offsets; if it fails, nothing is stored and they
+    answer why: COORDINATOR_NOT_AVAILABLE when the append failed (the ledger was fenced or
+    the disk refused), or the coordinator's own error."""
+    if not accepted:
+        return
+    try:
+        await store()
+        return
+    except (OSError, LedgerFenced, StoreUnavailable):
+        code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    except KafkaError as exc:
+        code = exc.code
+    for tp in accepted:
+        results[tp] = code
 
 
 @handles(ApiKey.OffsetFetch)

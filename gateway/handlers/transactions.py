@@ -26,6 +26,7 @@ from ..groups.records import CommittedOffset, now_ms
 from ..transactions.coordinator import write_marker
 from ..transactions.machine import TxnMetadata, TxnState
 from . import Context, handles
+from .offsets import commits_to_store, store_commits
 
 # The first version of each request whose clients understand PRODUCER_FENCED (KIP-588).
 FENCED_SINCE = {ApiKey.InitProducerId: 4, ApiKey.AddPartitionsToTxn: 2, ApiKey.AddOffsetsToTxn: 2,
@@ -129,36 +130,12 @@ async def txn_offset_commit(ctx: Context, request):
     except KafkaError as exc:
         error = exc.code
     now = now_ms()
-    accepted: dict[tuple[str, int], CommittedOffset] = {}
-    results = {}
-    for topic in request.topics:
-        known = broker.topics.get(topic.name)
-        readable = ctx.allowed(Operation.READ, ResourceType.TOPIC, topic.name)
-        for p in topic.partitions:
-            tp = (topic.name, p.partition_index)
-            metadata = p.committed_metadata or ""
-            if error != ErrorCode.NONE:
-                results[tp] = error
-            elif not readable:
-                results[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-            elif known is None or not 0 <= p.partition_index < known.partitions:
-                results[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            elif len(metadata.encode()) > groups.max_metadata_bytes:
-                results[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
-            else:
-                accepted[tp] = CommittedOffset(p.committed_offset, p.committed_leader_epoch if version >= 2 else -1,
-                                               metadata, now)
-                results[tp] = ErrorCode.NONE
-    if accepted:
-        try:
-            await groups.commit_in_transaction(request.group_id, request.producer_id, request.producer_epoch,
-                                               accepted)
-        except (OSError, LedgerFenced):
-            for tp in accepted:
-                results[tp] = ErrorCode.COORDINATOR_NOT_AVAILABLE
-        except KafkaError as exc:
-            for tp in accepted:
-                results[tp] = exc.code
+    accepted, results = commits_to_store(
+        ctx, request.topics, error,
+        lambda p, metadata: CommittedOffset(p.committed_offset, p.committed_leader_epoch if version >= 2 else -1,
+                                            metadata, now))
+    await store_commits(accepted, results, lambda: groups.commit_in_transaction(
+        request.group_id, request.producer_id, request.producer_epoch, accepted))
     return TxnOffsetCommitResponse(throttle_time_ms=0, topics=[
         TOCTopic(name=topic.name, partitions=[
             TOCPartition(partition_index=p.partition_index, error_code=results[(topic.name, p.partition_index)])
