@@ -108,8 +108,10 @@ async def _read(broker: BrokerView, targets: list, max_bytes: int, version: int,
                 progress: bool = True) -> tuple[list, int, dict]:
     """Partition responses, their total bytes, and per topic the (bytes, records) served.
 
-    With ``progress`` the first partition holding data returns at least one whole batch
-    even past ``max_bytes``, so a batch larger than the limit is not stuck (as in Kafka).
+    Kafka's rule: with ``progress`` the first partition holding data returns at least one
+    whole batch even past ``max_bytes`` or its own partition_max_bytes, so a batch larger
+    than the limits is not stuck; every later partition stops within what remains of
+    ``max_bytes`` (and its own limit), leaving a batch that does not fit for the next fetch.
 
     Fetches before v4 may need what is stored down-converted, per record: that runs in
     a thread, each batch inflated within kgate.max.inflated.batch.bytes, so the event
@@ -131,7 +133,8 @@ async def _read(broker: BrokerView, targets: list, max_bytes: int, version: int,
             error = ErrorCode.OFFSET_OUT_OF_RANGE
         elif max_bytes > 0 or (progress and total == 0):
             try:
-                entries = await ledger.read(part.fetch_offset, max(min(part.partition_max_bytes, max_bytes), 1))
+                entries = await ledger.read(part.fetch_offset, min(part.partition_max_bytes, max_bytes),
+                                            min_one=progress and total == 0)
             except CorruptLedger as damage:
                 broker.take_offline(partition.topic, partition.index, damage)
                 responses.append((topic_request, _refused(part.partition, ErrorCode.KAFKA_STORAGE_ERROR)))
