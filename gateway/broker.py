@@ -33,9 +33,10 @@ from kgate.storage.entry_formats import EntryFormat
 from kgate.storage.ledger import CorruptLedger, LedgerStore
 from kgate.storage.managed_ledger import ManagedLedger, RetentionPolicy, RolloverPolicy
 
+from . import topic_configs
 from .authorizer import Authorizer
 from .chain_records import MetadataChainRecord
-from .config import TOPIC_CONFIG_DEFAULTS, Settings
+from .config import Settings
 from .connection_limits import ConnectionLimits, parse_overrides
 from .groups import OFFSETS_TOPIC, GroupCoordinator
 from .metrics import BrokerMetrics
@@ -257,12 +258,11 @@ class Broker:
         return topic.configs.get(name) or self.topic_config_default(name)
 
     def topic_config_default(self, name: str) -> str:
-        broker_key = TOPIC_CONFIG_DEFAULTS[name]
-        return str(self.settings[broker_key]) if broker_key else "delete"
+        return topic_configs.default(name, self.settings)
 
     @staticmethod
     def topic_config_names():
-        return TOPIC_CONFIG_DEFAULTS.keys()
+        return topic_configs.TOPIC_CONFIGS.keys()
 
     def entry_format(self, topic: Topic) -> EntryFormat:
         return entry_formats.by_name(self.topic_config(topic, "kgate.entry.format"))

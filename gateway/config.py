@@ -29,18 +29,21 @@ class ConfigSource(IntEnum):
 
 
 class ConfigType(IntEnum):
+    """Kafka's config types, as DescribeConfigs v3+ reports them."""
+
     BOOLEAN = 1
     STRING = 2
+    INT = 3
     LONG = 5
+    DOUBLE = 6
     LIST = 7
 
 
 def config_type(name: str) -> ConfigType:
-    """The DescribeConfigs type of a broker setting or topic config."""
+    """The DescribeConfigs type of a broker setting."""
     if name in LIST_CONFIGS:
         return ConfigType.LIST
-    setting = TOPIC_CONFIG_DEFAULTS.get(name) or name
-    default = BROKER_SETTINGS.get(setting, ("",))[0]
+    default = BROKER_SETTINGS.get(name, ("",))[0]
     if isinstance(default, bool):
         return ConfigType.BOOLEAN
     return ConfigType.LONG if isinstance(default, int) else ConfigType.STRING
@@ -156,19 +159,7 @@ BROKER_SETTINGS: dict[str, tuple[object, tuple]] = {
                            lambda v: v in ("DEBUG", "INFO", "WARNING", "ERROR"))),
 }
 
-# Topic-level configs kgate honours, and the broker setting each defaults to.
-TOPIC_CONFIG_DEFAULTS = {
-    "retention.ms": "log.retention.ms",
-    "retention.bytes": "log.retention.bytes",
-    "segment.bytes": "log.segment.bytes",
-    "segment.ms": "log.roll.ms",
-    "max.message.bytes": "message.max.bytes",
-    "kgate.entry.format": "entry.format",
-    "compression.type": "compression.type",
-    "cleanup.policy": None,
-}
-CLEANUP_POLICIES = ("delete", "compact", "compact,delete", "delete,compact")
-LIST_CONFIGS = ("cleanup.policy", "sasl.enabled.mechanisms")
+LIST_CONFIGS = ("sasl.enabled.mechanisms",)
 
 
 def is_sensitive(name: str) -> bool:
@@ -212,19 +203,6 @@ def check_setting(name: str, raw):
     if not ok(value):
         raise ConfigError(f"setting {name}: {value!r} {rule}")
     return value
-
-
-def check_topic_config(name: str, value: str | None, broker: "Settings") -> str:
-    """Validate one topic config; return its normalised value or raise ConfigError."""
-    if name not in TOPIC_CONFIG_DEFAULTS:
-        raise ConfigError(f"unknown topic config {name!r}")
-    if value is None:
-        raise ConfigError(f"topic config {name} needs a value")
-    if name == "cleanup.policy":
-        if value not in CLEANUP_POLICIES:
-            raise ConfigError(f"topic config cleanup.policy: {value!r} must be one of {', '.join(CLEANUP_POLICIES)}")
-        return value
-    return str(check_setting(TOPIC_CONFIG_DEFAULTS[name], value))
 
 
 def _flatten(table: dict, prefix: str = "") -> dict:
