@@ -38,6 +38,7 @@ from .authorizer import Authorizer
 from .chain_records import MetadataChainRecord
 from .config import Settings
 from .connection_limits import ConnectionLimits, parse_overrides
+from .fetch_sessions import FetchSessionCache
 from .groups import OFFSETS_TOPIC, GroupCoordinator
 from .metrics import BrokerMetrics
 from .ownership import Ownership
@@ -86,6 +87,7 @@ class Broker:
         self._retention_task: asyncio.Task | None = None
         self._topic_lock = asyncio.Lock()
         self.groups = GroupCoordinator(self)
+        self.fetch_sessions = FetchSessionCache(settings["max.incremental.fetch.session.cache.slots"])
         self.credentials = CredentialStore(metadata)
         self.sasl_mechanisms = [m.strip() for m in settings["sasl.enabled.mechanisms"].split(",")]
         self.login_limiter = LoginLimiter(settings["kgate.sasl.max.failed.logins.per.minute"],

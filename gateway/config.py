@@ -93,6 +93,8 @@ BROKER_SETTINGS: dict[str, tuple[object, tuple]] = {
     # reads no more than the room left and waits (within max_wait_ms) when there is none.
     "kgate.queued.max.response.bytes": (256 * 1024 * 1024, _POSITIVE),
     "kgate.queued.max.response.bytes.per.connection": (64 * 1024 * 1024, _POSITIVE),
+    # Incremental fetch sessions (KIP-227) the broker keeps; 0: none, every fetch is a full one.
+    "max.incremental.fetch.session.cache.slots": (1000, _NON_NEGATIVE),
     "auto.create.topics.enable": (True, _ANY),
     "num.partitions": (1, _POSITIVE),
     "default.replication.factor": (1, _POSITIVE),
