@@ -33,10 +33,12 @@ from kgate.storage.entry_formats import EntryFormat
 from kgate.storage.ledger import CorruptLedger, LedgerStore
 from kgate.storage.managed_ledger import ManagedLedger, RetentionPolicy, RolloverPolicy
 
+from . import topic_configs
 from .authorizer import Authorizer
 from .chain_records import MetadataChainRecord, live_ledger_ids
-from .config import TOPIC_CONFIG_DEFAULTS, Settings, check_topic_configs, is_compacted
+from .config import Settings, is_compacted
 from .connection_limits import ConnectionLimits, parse_overrides
+from .fetch_sessions import FetchSessionCache
 from .groups import OFFSETS_TOPIC, GroupCoordinator
 from .log_cleaner import LogCleaner
 from .metrics import BrokerMetrics
@@ -90,6 +92,7 @@ class Broker:
         self.groups = GroupCoordinator(self)
         self.transactions = TransactionCoordinator(self)
         self.log_cleaner = LogCleaner(self)
+        self.fetch_sessions = FetchSessionCache(settings["max.incremental.fetch.session.cache.slots"])
         self.credentials = CredentialStore(metadata)
         self.sasl_mechanisms = [m.strip() for m in settings["sasl.enabled.mechanisms"].split(",")]
         self.login_limiter = LoginLimiter(settings["kgate.sasl.max.failed.logins.per.minute"],
@@ -270,12 +273,11 @@ class Broker:
         return topic.configs.get(name) or self.topic_config_default(name)
 
     def topic_config_default(self, name: str) -> str:
-        broker_key = TOPIC_CONFIG_DEFAULTS[name]
-        return str(self.settings[broker_key]) if broker_key else "delete"
+        return topic_configs.default(name, self.settings)
 
     @staticmethod
     def topic_config_names():
-        return TOPIC_CONFIG_DEFAULTS.keys()
+        return topic_configs.TOPIC_CONFIGS.keys()
 
     def entry_format(self, topic: Topic) -> EntryFormat:
         return entry_formats.by_name(self.topic_config(topic, "kgate.entry.format"))
@@ -314,7 +316,7 @@ class Broker:
         async with self._topic_lock:
             topic = self._client_topic(name)
             configs = change(dict(topic.configs))
-            check_topic_configs(configs, self.settings)
+            topic_configs.check_together(configs, self.settings)
             if validate_only:
                 return dataclasses.replace(topic, configs=configs)
             topic = await self.cluster.alter_topic_configs(name, configs)

@@ -31,19 +31,21 @@ class ConfigSource(IntEnum):
 
 
 class ConfigType(IntEnum):
+    """Kafka's config types, as DescribeConfigs v3+ reports them."""
+
     BOOLEAN = 1
     STRING = 2
+    INT = 3
     LONG = 5
     DOUBLE = 6
     LIST = 7
 
 
 def config_type(name: str) -> ConfigType:
-    """The DescribeConfigs type of a broker setting or topic config."""
+    """The DescribeConfigs type of a broker setting."""
     if name in LIST_CONFIGS:
         return ConfigType.LIST
-    setting = TOPIC_CONFIG_DEFAULTS.get(name) or name
-    default = BROKER_SETTINGS.get(setting, ("",))[0]
+    default = BROKER_SETTINGS.get(name, ("",))[0]
     if isinstance(default, bool):
         return ConfigType.BOOLEAN
     if isinstance(default, float):
@@ -116,6 +118,8 @@ BROKER_SETTINGS: dict[str, tuple[object, tuple]] = {
     # reads no more than the room left and waits (within max_wait_ms) when there is none.
     "kgate.queued.max.response.bytes": (256 * 1024 * 1024, _POSITIVE),
     "kgate.queued.max.response.bytes.per.connection": (64 * 1024 * 1024, _POSITIVE),
+    # Incremental fetch sessions (KIP-227) the broker keeps; 0: none, every fetch is a full one.
+    "max.incremental.fetch.session.cache.slots": (1000, _NON_NEGATIVE),
     "auto.create.topics.enable": (True, _ANY),
     "num.partitions": (1, _POSITIVE),
     "default.replication.factor": (1, _POSITIVE),
@@ -201,23 +205,7 @@ BROKER_SETTINGS: dict[str, tuple[object, tuple]] = {
                            lambda v: v in ("DEBUG", "INFO", "WARNING", "ERROR"))),
 }
 
-# Topic-level configs kgate honours, and the broker setting each defaults to.
-TOPIC_CONFIG_DEFAULTS = {
-    "retention.ms": "log.retention.ms",
-    "retention.bytes": "log.retention.bytes",
-    "segment.bytes": "log.segment.bytes",
-    "segment.ms": "log.roll.ms",
-    "max.message.bytes": "message.max.bytes",
-    "kgate.entry.format": "entry.format",
-    "compression.type": "compression.type",
-    "cleanup.policy": None,
-    "delete.retention.ms": "log.cleaner.delete.retention.ms",
-    "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
-    "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
-    "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
-}
-CLEANUP_POLICIES = ("delete", "compact", "compact,delete", "delete,compact")
-LIST_CONFIGS = ("cleanup.policy", "sasl.enabled.mechanisms")
+LIST_CONFIGS = ("sasl.enabled.mechanisms",)
 
 
 def is_sensitive(name: str) -> bool:
@@ -267,30 +255,8 @@ def check_setting(name: str, raw):
     return value
 
 
-def check_topic_config(name: str, value: str | None, broker: "Settings") -> str:
-    """Validate one topic config; return its normalised value or raise ConfigError."""
-    if name not in TOPIC_CONFIG_DEFAULTS:
-        raise ConfigError(f"unknown topic config {name!r}")
-    if value is None:
-        raise ConfigError(f"topic config {name} needs a value")
-    if name == "cleanup.policy":
-        if value not in CLEANUP_POLICIES:
-            raise ConfigError(f"topic config cleanup.policy: {value!r} must be one of {', '.join(CLEANUP_POLICIES)}")
-        return value
-    return str(check_setting(TOPIC_CONFIG_DEFAULTS[name], value))
-
-
 def is_compacted(cleanup_policy: str) -> bool:
     return "compact" in cleanup_policy.split(",")
-
-
-def check_topic_configs(configs: dict[str, str], broker: "Settings") -> None:
-    """What one config cannot tell alone: the ``pulsar`` entry format rebuilds records into
-    entries of its own that the log cleaner cannot rewrite batch by batch, so a compacted
-    topic must use ``kafka`` or ``mixed_kafka``."""
-    entry_format = configs.get("kgate.entry.format") or broker["entry.format"]
-    if is_compacted(configs.get("cleanup.policy") or "delete") and entry_format == "pulsar":
-        raise ConfigError("cleanup.policy=compact needs kgate.entry.format kafka or mixed_kafka, not pulsar")
 
 
 def _flatten(table: dict, prefix: str = "") -> dict:

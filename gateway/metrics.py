@@ -13,7 +13,7 @@ import time
 
 from kafka.protocol.api_key import ApiKey
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from kgate.metadata.events import Event
 from kgate.storage.ledger import ChecksumMismatch, StrandedEntries
@@ -212,6 +212,13 @@ class _StateCollector:
         yield GaugeMetricFamily("kgate_log_cleaner_max_dirty_percent", "The highest dirty ratio of the compacted "
                                 "partitions served here, in percent (Kafka's max-dirty-percent)",
                                 value=100 * max(ratios.values(), default=0.0))
+        sessions = broker.fetch_sessions
+        yield GaugeMetricFamily("kgate_fetch_sessions", "Incremental fetch sessions cached (KIP-227)",
+                                value=len(sessions))
+        yield GaugeMetricFamily("kgate_fetch_session_partitions", "Partitions in the cached fetch sessions",
+                                value=sessions.partitions)
+        yield CounterMetricFamily("kgate_fetch_session_evictions", "Fetch sessions evicted to make room for others",
+                                  value=sessions.evictions)
         yield GaugeMetricFamily("kgate_queued_request_bytes", "Request bytes read and not yet answered",
                                 value=broker.request_bytes.total)
         yield GaugeMetricFamily("kgate_queued_response_bytes", "Fetched bytes in answers not yet on the socket",

@@ -34,10 +34,18 @@ class Ownership:
         self.safe = True  # False while the metadata session is suspended or lost
         self._expired = False
         self._session = Session.CONNECTED  # the latest state the store reported
+        # topic name -> ((partitions, live broker ids), owners): Metadata asks per partition,
+        # and assigning costs a hash per partition and broker, so it runs once per change.
+        self._assigned: dict[str, tuple[tuple, list[int]]] = {}
 
     def owners(self, topic: Topic) -> list[int]:
         """The owner of each partition of ``topic``; [] when no broker is live."""
-        return assign(topic.name, topic.partitions, self.broker.cluster.brokers)
+        inputs = (topic.partitions, tuple(sorted(self.broker.cluster.brokers)))
+        known = self._assigned.get(topic.name)
+        if known is None or known[0] != inputs:
+            known = inputs, assign(topic.name, topic.partitions, inputs[1])
+            self._assigned[topic.name] = known
+        return known[1]
 
     async def reconcile(self, topic: Topic, summary: bool = True) -> tuple[int, int]:
         """Gain the partitions of ``topic`` this broker should own and lose the others;

@@ -94,7 +94,7 @@ def parse(data, allow_zstd: bool = False, inflate_limit: int = DEFAULT_LIMIT) ->
     """Validate a produced message set as Kafka's log validator does; raise InvalidBatch.
 
     Every CRC is checked, wrappers are decompressed and their inner sets validated,
-    and all messages must share one magic. Nothing is trusted that a hostile client
+    and all top-level messages must share one magic. Nothing is trusted that a hostile client
     could make lie: sizes, lengths and inner offsets are all bounds-checked, and the
     wrappers of one set inflate to ``inflate_limit`` bytes at most, together.
     """
@@ -187,7 +187,12 @@ def _read_bytes(body, pos: int, where: str) -> tuple[bytes | None, int]:
 
 
 def _inner_messages(wrapper: Message, allow_zstd: bool, inflate_limit: int) -> tuple[list[Message], int]:
-    """The wrapper's inner messages, validated, and how many bytes they inflated to."""
+    """The wrapper's inner messages, validated, and how many bytes they inflated to.
+
+    An inner magic other than the wrapper's is accepted, as Kafka's legacy iterator does
+    (0.9-era libraries falling back from ApiVersions wrap magic-1 messages in a magic-0
+    wrapper); the wrapper's magic is the set's, and assign_offsets rebuilds such a wrapper.
+    """
     codec = wrapper.codec
     if codec == ZSTD and not allow_zstd:
         raise InvalidBatch(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
@@ -201,9 +206,6 @@ def _inner_messages(wrapper: Message, allow_zstd: bool, inflate_limit: int) -> t
     if not inner:
         raise InvalidBatch(ErrorCode.INVALID_RECORD, "compressed message holds no messages")
     for message in inner:
-        if message.magic != wrapper.magic:
-            raise InvalidBatch(ErrorCode.INVALID_RECORD,
-                               f"magic {wrapper.magic} wrapper holds a magic {message.magic} message")
         if message.codec:
             raise InvalidBatch(ErrorCode.CORRUPT_MESSAGE, "nested compression")
         if wrapper.attributes & LOG_APPEND_TIME_FLAG:
@@ -227,7 +229,7 @@ def assign_offsets(data, parsed: MessageSet, base_offset: int) -> bytearray:
     Uncompressed messages get their offset in place. A magic-1 wrapper whose inner
     offsets are already 0..n-1 keeps its compressed bytes and gets the absolute last
     offset and the max inner timestamp (as Kafka sets them); any other wrapper is
-    rebuilt, since its inner offsets must change.
+    rebuilt in the wrapper's magic, since its inner offsets (or inner magics) must change.
     """
     out = bytearray()
     next_offset = base_offset
@@ -237,7 +239,7 @@ def assign_offsets(data, parsed: MessageSet, base_offset: int) -> bytearray:
             start = len(out)
             out += data[entry.pos:entry.pos + entry.size]
             _OFFSET.pack_into(out, start, next_offset)
-        elif message.magic == 1 and all(m.offset == i for i, m in enumerate(entry.inner)):
+        elif message.magic == 1 and all(m.offset == i and m.magic == 1 for i, m in enumerate(entry.inner)):
             start = len(out)
             out += data[entry.pos:entry.pos + entry.size]
             _OFFSET.pack_into(out, start, next_offset + len(entry.inner) - 1)

@@ -356,11 +356,12 @@ class ManagedLedger:
 
     # -- reading --------------------------------------------------------------------
 
-    async def read(self, offset: int, max_bytes: int) -> list[StoredEntry]:
+    async def read(self, offset: int, max_bytes: int, min_one: bool = True) -> list[StoredEntry]:
         """Entries from the one holding ``offset`` up to the high watermark.
 
-        Stops once ``max_bytes`` of payload are gathered, but always returns at least
-        one entry so a batch larger than the limit still makes progress (as Kafka does).
+        Stops once ``max_bytes`` of payload are gathered. With ``min_one`` it returns at
+        least one entry so a batch larger than the limit still makes progress (Kafka's
+        minOneMessage); without, an entry past the limit is left for a later read.
         """
         hw = self._high_watermark
         if offset >= hw or offset < self._log_start:
@@ -383,7 +384,7 @@ class ManagedLedger:
             # only when nothing has been gathered yet.
             last = min(last_allowed, bisect_right(segment.ends, start_bytes + budget) - 1)
             if last < first:
-                if out:
+                if out or not min_one:
                     break
                 last = first
             more = last < len(segment.last_offsets) - 1

@@ -19,6 +19,7 @@ from kgate.storage.entry_formats import EntryFormat
 if TYPE_CHECKING:
     from ..authorizer import Authorizer
     from ..config import Settings
+    from ..fetch_sessions import FetchSessionCache
     from ..groups import GroupCoordinator
     from ..metrics import BrokerMetrics
     from ..partition import Partition
@@ -41,6 +42,7 @@ class BrokerView(Protocol):
     login_limiter: "LoginLimiter"
     sasl_mechanisms: list[str]
     authorizer: "Authorizer"
+    fetch_sessions: "FetchSessionCache"
 
     @property
     def topics(self) -> Mapping[str, Topic]: ...

@@ -28,16 +28,10 @@ from kgate.metadata.cluster import UnknownTopic
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
 
+from .. import topic_configs
 from ..broker import InternalTopic
-from ..config import (
-    BROKER_SETTINGS,
-    TOPIC_CONFIG_DEFAULTS,
-    ConfigError,
-    ConfigSource,
-    check_topic_config,
-    config_type,
-    is_sensitive,
-)
+from ..config import BROKER_SETTINGS, ConfigError, ConfigSource, ConfigType, config_type, is_sensitive
+from ..topic_configs import TOPIC_CONFIGS
 from . import Context, handles
 from .broker_view import BrokerView
 
@@ -75,13 +69,14 @@ def _describe(ctx: Context, resource):
         if topic is None:
             return _error(resource, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {resource.resource_name!r}")
         entries = [(name, broker.topic_config(topic, name), False,
-                    ConfigSource.DYNAMIC_TOPIC_CONFIG if name in topic.configs else ConfigSource.DEFAULT_CONFIG)
+                    ConfigSource.DYNAMIC_TOPIC_CONFIG if name in topic.configs else ConfigSource.DEFAULT_CONFIG,
+                    TOPIC_CONFIGS[name].type)
                    for name in sorted(broker.topic_config_names())]
     elif resource.resource_type == BROKER:
         if resource.resource_name not in ("", str(broker.node_id)):
             return _error(resource, ErrorCode.INVALID_REQUEST, f"this is broker {broker.node_id}")
         entries = [(name, str(broker.settings[name]).lower() if isinstance(broker.settings[name], bool)
-                    else str(broker.settings[name]), True, ConfigSource.STATIC_BROKER_CONFIG)
+                    else str(broker.settings[name]), True, ConfigSource.STATIC_BROKER_CONFIG, config_type(name))
                    for name in sorted(BROKER_SETTINGS)]
     else:
         return _error(resource, ErrorCode.INVALID_REQUEST, f"resource type {resource.resource_type} is not supported")
@@ -89,8 +84,8 @@ def _describe(ctx: Context, resource):
     configs = [Entry(name=name, value=None if is_sensitive(name) else value, read_only=read_only,
                      config_source=source, is_default=source == ConfigSource.DEFAULT_CONFIG,
                      is_sensitive=is_sensitive(name), synonyms=[],
-                     config_type=config_type(name), documentation=None)
-               for name, value, read_only, source in entries if wanted is None or name in wanted]
+                     config_type=kind, documentation=None)
+               for name, value, read_only, source, kind in entries if wanted is None or name in wanted]
     return Result(error_code=ErrorCode.NONE, error_message=None, resource_type=resource.resource_type,
                   resource_name=resource.resource_name, configs=configs)
 
@@ -102,8 +97,6 @@ def _error(resource, error, message):
 
 # IncrementalAlterConfigs operations.
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
-# Configs whose value is a comma-separated list, the only ones APPEND and SUBTRACT apply to.
-LIST_CONFIGS = frozenset({"cleanup.policy"})
 
 
 @handles(ApiKey.AlterConfigs)
@@ -180,7 +173,12 @@ def _replacement(broker: BrokerView, resource):
     """AlterConfigs: the named configs become the topic's whole set of dynamic configs."""
     _check_well_formed(resource, lambda config: True)
     wanted = {config.name: config.value for config in resource.configs}
-    return lambda _current: {name: check_topic_config(name, value, broker.settings) for name, value in wanted.items()}
+
+    def change(_current):
+        configs = {name: topic_configs.check(name, value, broker.settings) for name, value in wanted.items()}
+        topic_configs.check_together(configs, broker.settings)
+        return configs
+    return change
 
 
 def _increments(broker: BrokerView, resource):
@@ -194,22 +192,23 @@ def _increments(broker: BrokerView, resource):
     def change(configs):
         for config in resource.configs:
             name, op = config.name, config.config_operation
-            if name not in TOPIC_CONFIG_DEFAULTS:
-                raise ConfigError(f"unknown topic config {name!r}")
+            if name not in TOPIC_CONFIGS:
+                raise ConfigError(f"Unknown topic config name: {name}")
             if op == DELETE:
                 configs.pop(name, None)
                 continue
             value = config.value
             if op in (APPEND, SUBTRACT):
                 value = _list_operation(name, op, configs.get(name) or broker.topic_config_default(name), value)
-            configs[name] = check_topic_config(name, value, broker.settings)
+            configs[name] = topic_configs.check(name, value, broker.settings)
+        topic_configs.check_together(configs, broker.settings)
         return configs
     return change
 
 
 def _list_operation(name, op, current, operand):
     """Kafka's APPEND adds the items not there yet; SUBTRACT removes every one named."""
-    if name not in LIST_CONFIGS:
+    if TOPIC_CONFIGS[name].type is not ConfigType.LIST:
         raise ConfigError(f"{'APPEND' if op == APPEND else 'SUBTRACT'} is not allowed for {name}, which is not a list")
     items = [item for item in current.split(",") if item]
     given = [item for item in operand.split(",") if item]

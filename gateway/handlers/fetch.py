@@ -8,10 +8,9 @@ UNSUPPORTED_COMPRESSION_TYPE for a partition holding zstd data).
 A fetch that finds fewer than ``min_bytes`` waits until any of its partitions'
 high watermark moves or ``max_wait_ms`` passes, then reads again.
 
-Fetch sessions (KIP-227): kgate keeps none. A request that asks to open one gets
-session id 0 back, which tells the client no session was created, so every client
-keeps sending full fetch requests; a request naming a session id gets
-FETCH_SESSION_ID_NOT_FOUND, after which clients start over with a full fetch.
+Fetch v7+ may use incremental fetch sessions (KIP-227, gateway/fetch_sessions.py):
+a full fetch with epoch 0 opens one when the cache has room, an incremental fetch
+reads every partition of its session and answers only those with something new.
 """
 import asyncio
 import time
@@ -28,6 +27,7 @@ from kgate.protocol.inflate import DEFAULT_LIMIT
 from kgate.storage.entry_formats import EntryUnreadable, decode_entry
 from kgate.storage.ledger import CorruptLedger
 
+from ..fetch_sessions import INITIAL_EPOCH, INVALID_SESSION_ID, CachedPartition
 from ..partition_transactions import READ_COMMITTED, committed_view
 from . import Context, handles
 from .broker_view import BrokerView
@@ -47,28 +47,26 @@ def readable_magic(version: int) -> int:
 @handles(ApiKey.Fetch)
 async def fetch(ctx: Context, request):
     version = ctx.version
-    if version >= 7 and (request.session_id != 0 or request.session_epoch > 0):
-        return R(throttle_time_ms=0, error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0, responses=[])
     broker = ctx.broker
-    targets = []  # (topic request, partition request, Partition | None, error code when None)
-    for topic_request in request.topics:
-        topic = (broker.topics.get(topic_request.topic) if version < 13
-                 else broker.topic_by_id(topic_request.topic_id))
-        # By name, Kafka refuses an unauthorized topic whether or not it exists; by id, an unknown id stays unknown.
-        name = topic_request.topic if version < 13 else topic.name if topic else None
-        allowed = name is None or ctx.allowed(Operation.READ, ResourceType.TOPIC, name)
-        for part in topic_request.partitions:
-            partition, missing = None, None
-            if not allowed:
-                missing = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-            elif topic is None:
-                missing = ErrorCode.UNKNOWN_TOPIC_ID if version >= 13 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            else:
-                try:
-                    partition = broker.partition(topic.name, part.partition)
-                except KafkaError as error:
-                    missing = error.code
-            targets.append((topic_request, part, partition, missing))
+    uses_ids = version >= 13
+    session = None
+    if version >= 7 and request.session_epoch > INITIAL_EPOCH:
+        error, session = broker.fetch_sessions.incremental(request.session_id, request.session_epoch, uses_ids,
+                                                           time.monotonic() * 1000)
+        if session is None:
+            return R(throttle_time_ms=0, error_code=error, session_id=INVALID_SESSION_ID, responses=[])
+        session.update(((_key(t, p.partition, uses_ids), t, p) for t in request.topics for p in t.partitions),
+                       (_key(f, index, uses_ids) for f in request.forgotten_topics_data for index in f.partitions))
+        if not session.partitions:  # everything forgotten: Kafka closes the session and answers sessionless
+            broker.fetch_sessions.remove(session.id)
+            session = None
+    elif version >= 7 and request.session_id != INVALID_SESSION_ID:
+        broker.fetch_sessions.remove(request.session_id)  # a full fetch closes the session it names
+    if session is not None:
+        keys = list(session.partitions)
+        targets = _targets(ctx, ((cached, cached) for cached in session.partitions.values()))
+    else:
+        targets = _targets(ctx, ((t, p) for t in request.topics for p in t.partitions))
     stages = broker.metrics.fetch_stage
     held = ctx.connection.responses
     max_bytes = request.max_bytes if version >= 3 else 2**31 - 1
@@ -104,15 +102,73 @@ async def fetch(ctx: Context, request):
     ctx.held_bytes = total
     for topic, (size, count) in served.items():
         broker.metrics.fetched(topic, size, count)
-    return R(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=0, responses=_group(responses))
+    session_id = INVALID_SESSION_ID
+    if session is not None:
+        session_id = session.id
+        responses = _news(session, keys, responses)
+    elif version >= 7 and request.session_epoch == INITIAL_EPOCH:
+        session_id = broker.fetch_sessions.create(time.monotonic() * 1000, uses_ids, {
+            _key(topic, part.partition, uses_ids): CachedPartition(
+                topic.topic, topic.topic_id, part.partition, part.fetch_offset, part.partition_max_bytes,
+                pd.high_watermark, pd.log_start_offset)
+            for (topic, part, _, _), (_, pd) in zip(targets, responses, strict=True)})
+    return R(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=session_id, responses=_group(responses))
+
+
+def _key(topic, partition: int, uses_ids: bool) -> tuple:
+    """A session partition's identity: by topic id from Fetch v13, by name before (as Kafka keys them)."""
+    return (topic.topic_id if uses_ids else topic.topic), partition
+
+
+def _targets(ctx: Context, wanted) -> list:
+    """``(topic, partition request, Partition | None, error code when None)`` per ``(topic, partition
+    request)`` wanted, the topic resolved and authorized once per run of the same topic."""
+    broker = ctx.broker
+    by_name = ctx.version < 13
+    targets = []
+    last = None
+    for topic_request, part in wanted:
+        if (topic_request.topic, topic_request.topic_id) != last:
+            last = (topic_request.topic, topic_request.topic_id)
+            topic = broker.topics.get(topic_request.topic) if by_name else broker.topic_by_id(topic_request.topic_id)
+            # By name, Kafka refuses an unauthorized topic whether or not it exists; by id, an unknown id stays unknown.
+            name = topic_request.topic if by_name else topic.name if topic else None
+            allowed = name is None or ctx.allowed(Operation.READ, ResourceType.TOPIC, name)
+        partition, missing = None, None
+        if not allowed:
+            missing = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        elif topic is None:
+            missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if by_name else ErrorCode.UNKNOWN_TOPIC_ID
+        else:
+            try:
+                partition = broker.partition(topic.name, part.partition)
+            except KafkaError as error:
+                missing = error.code
+        targets.append((topic_request, part, partition, missing))
+    return targets
+
+
+def _news(session, keys: list, responses: list) -> list:
+    """What an incremental answer carries: the session's partitions with something new
+    (in session order, ``keys`` the order they were read in); those that returned data
+    go to the back of the session."""
+    kept = []
+    for key, (cached, pd) in zip(keys, responses, strict=True):
+        if cached.must_answer(pd):
+            kept.append((cached, pd))
+            if pd.records:
+                session.to_the_back(key)
+    return kept
 
 
 async def _read(broker: BrokerView, targets: list, max_bytes: int, version: int,
                 progress: bool = True, committed_only: bool = False) -> tuple[list, int, dict]:
     """Partition responses, their total bytes, and per topic the (bytes, records) served.
 
-    With ``progress`` the first partition holding data returns at least one whole batch
-    even past ``max_bytes``, so a batch larger than the limit is not stuck (as in Kafka).
+    Kafka's rule: with ``progress`` the first partition holding data returns at least one
+    whole batch even past ``max_bytes`` or its own partition_max_bytes, so a batch larger
+    than the limits is not stuck; every later partition stops within what remains of
+    ``max_bytes`` (and its own limit), leaving a batch that does not fit for the next fetch.
     With ``committed_only`` (read_committed) a partition is read up to its last stable
     offset, with the aborted transactions of what is returned.
 
@@ -138,7 +194,8 @@ async def _read(broker: BrokerView, targets: list, max_bytes: int, version: int,
             error = ErrorCode.OFFSET_OUT_OF_RANGE
         elif (max_bytes > 0 or (progress and total == 0)) and (not committed_only or part.fetch_offset < lso):
             try:
-                entries = await ledger.read(part.fetch_offset, max(min(part.partition_max_bytes, max_bytes), 1))
+                entries = await ledger.read(part.fetch_offset, min(part.partition_max_bytes, max_bytes),
+                                            min_one=progress and total == 0)
             except CorruptLedger as damage:
                 broker.take_offline(partition.topic, partition.index, damage)
                 responses.append((topic_request, _refused(part.partition, ErrorCode.KAFKA_STORAGE_ERROR)))
@@ -194,13 +251,14 @@ def _has_errors(responses) -> bool:
 
 
 def _group(responses):
+    """Runs of partitions of one topic under one topic entry (a topic may recur, as in Kafka's answers)."""
     topics = []
     last = None
     for topic_request, pd in responses:
-        if topic_request is not last:
+        if (topic_request.topic, topic_request.topic_id) != last:
             topics.append(R.FetchableTopicResponse(topic=topic_request.topic, topic_id=topic_request.topic_id,
                                                    partitions=[]))
-            last = topic_request
+            last = (topic_request.topic, topic_request.topic_id)
         topics[-1].partitions.append(pd)
     return topics
 

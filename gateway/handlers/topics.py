@@ -10,8 +10,9 @@ from kgate.metadata.acls import CLUSTER_NAME, Operation, ResourceType
 from kgate.metadata.cluster import TopicExists, UnknownTopic, invalid_topic_name
 from kgate.protocol.error_codes import ErrorCode
 
+from .. import topic_configs
 from ..broker import InternalTopic
-from ..config import ConfigError, ConfigSource, check_topic_config, check_topic_configs
+from ..config import ConfigError, ConfigSource
 from . import Context, handles
 
 C = CreateTopicsResponse
@@ -61,8 +62,8 @@ async def _create(ctx: Context, creatable, validate_only):
     configs = {}
     try:
         for config in creatable.configs:
-            configs[config.name] = check_topic_config(config.name, config.value, broker.settings)
-        check_topic_configs(configs, broker.settings)
+            configs[config.name] = topic_configs.check(config.name, config.value, broker.settings)
+        topic_configs.check_together(configs, broker.settings)
     except ConfigError as exc:
         return failed(ErrorCode.INVALID_CONFIG, str(exc))
     if name in broker.topics:
@@ -73,13 +74,13 @@ async def _create(ctx: Context, creatable, validate_only):
             topic_id = (await broker.create_topic(name, partitions, configs)).topic_id
         except TopicExists:
             return failed(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
-    topic_configs = [C.CreatableTopicResult.CreatableTopicConfigs(
+    described = [C.CreatableTopicResult.CreatableTopicConfigs(
         name=key, value=configs.get(key, broker.topic_config_default(key)), read_only=False,
         config_source=ConfigSource.DYNAMIC_TOPIC_CONFIG if key in configs else ConfigSource.DEFAULT_CONFIG,
         is_sensitive=False)
         for key in sorted(broker.topic_config_names())]
     return C.CreatableTopicResult(name=name, topic_id=topic_id, error_code=ErrorCode.NONE, error_message=None,
-                                  num_partitions=partitions, replication_factor=1, configs=topic_configs)
+                                  num_partitions=partitions, replication_factor=1, configs=described)
 
 
 @handles(ApiKey.DeleteTopics)

@@ -248,3 +248,62 @@ def test_live_partition_rolls_and_trims_by_the_new_values(broker_factory):
         wait_for(lambda: log_start() == 4, 20, "retention to trim the sealed ledgers")
     finally:
         consumer.close()
+
+
+KAFKA_ONLY_CONFIGS = {"delete.retention.ms": "3600000", "min.insync.replicas": "2", "min.compaction.lag.ms": "1000",
+                      "unclean.leader.election.enable": "true", "message.downconversion.enable": "false"}
+
+
+def test_kafkas_topic_configs_are_accepted_stored_and_described_with_their_types(broker):
+    """What provisioning tools send on CreateTopics: stored as TOPIC_CONFIG, the rest DEFAULT_CONFIG;
+    a bad value is INVALID_CONFIG naming the config, and changes nothing."""
+    create_topic(broker.bootstrap, TOPIC, 1, KAFKA_ONLY_CONFIGS)
+    client = admin(broker)
+    assert dynamic(client) == KAFKA_ONLY_CONFIGS
+    resource = ConfigResource(ResourceType.TOPIC, TOPIC)
+    entries = client.describe_configs([resource])[resource].result(timeout=30)
+    assert (entries["flush.messages"].value, ConfigSource(entries["flush.messages"].source)) == (
+        str(2**63 - 1), ConfigSource.DEFAULT_CONFIG)
+
+    future = client.incremental_alter_configs([ConfigResource(ResourceType.TOPIC, TOPIC, incremental_configs=[
+        ConfigEntry("min.cleanable.dirty.ratio", "2", incremental_operation=SET)])])
+    with pytest.raises(KafkaException) as refused:
+        list(future.values())[0].result(timeout=30)
+    error = refused.value.args[0]
+    assert error.code() == ErrorCode.INVALID_CONFIG and "min.cleanable.dirty.ratio" in error.str()
+    assert dynamic(client) == KAFKA_ONLY_CONFIGS
+
+
+def test_every_described_config_written_back_with_message_format_version_confluent(broker):
+    """What tools do to pin an old message format: describe, then AlterConfigs all of it plus
+    message.format.version. kgate accepts it and describes it stored (and ignored, as Kafka 3.x)."""
+    create_topic(broker.bootstrap, TOPIC, 1, {"retention.ms": "86400000"})
+    client = admin(broker)
+    everything = {name: value for name, (value, _source) in described(client).items()}
+    assert replace(client, TOPIC, {**everything, "message.format.version": "0.10.2"}) == ErrorCode.NONE
+    assert dynamic(client) == {**everything, "message.format.version": "0.10.2"}
+    assert replace(client, TOPIC, {**everything, "message.format.version": "9.9"}) == ErrorCode.INVALID_CONFIG
+
+
+def test_every_described_config_written_back_with_message_format_version_kafka_python(broker):
+    """The same with kafka-python's admin client, which also reads Kafka's config types."""
+    from kafka import KafkaAdminClient
+    from kafka.admin import ConfigResource as KafkaPythonResource
+
+    create_topic(broker.bootstrap, TOPIC, 1, {"retention.ms": "86400000"})
+    kafka_python = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        described_all = kafka_python.describe_configs([KafkaPythonResource("TOPIC", TOPIC)], config_filter="all")
+        entries = described_all["topic"][TOPIC]
+        everything = {name: entry["value"] for name, entry in entries.items()}
+        types = {name: entries[name]["config_type"] for name in (
+            "min.cleanable.dirty.ratio", "segment.index.bytes", "preallocate", "cleanup.policy", "retention.ms")}
+        assert types == {"min.cleanable.dirty.ratio": "DOUBLE", "segment.index.bytes": "INT",
+                         "preallocate": "BOOLEAN", "cleanup.policy": "LIST", "retention.ms": "LONG"}
+        result = kafka_python.alter_configs(
+            [KafkaPythonResource("TOPIC", TOPIC, configs={**everything, "message.format.version": "2.8"})],
+            incremental=False)
+        assert result == {"topic": {TOPIC: "OK"}}
+    finally:
+        kafka_python.close()
+    assert dynamic(admin(broker)) == {**everything, "message.format.version": "2.8"}

@@ -3,11 +3,16 @@
 Real clients obey these rules, so the requests are sent raw. Every refusal is checked
 to have stored nothing (the log end does not move).
 """
+import struct
+import zlib
+
 import pytest
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.protocol.producer import ProduceRequest
+from kafka.record import MemoryRecords
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
+from kgate.protocol import message_set
 from kgate.protocol.error_codes import ErrorCode
 from kgate.storage import entry_formats
 from tests.support.clients import create_topic
@@ -136,3 +141,24 @@ def test_a_compressed_legacy_wrapper_holding_the_offset_is_served_whole(wire):
     assert produce(wire, legacy(1) + legacy(1, codec=1), 2)[0] == ErrorCode.NONE   # offsets 0-3, then 4-7
     assert shallow_offsets(fetch(wire, 3, offset=5).records) == [7]   # the wrapper carries its last offset
     assert shallow_offsets(fetch(wire, 3, offset=2).records) == [2, 3, 7]
+
+
+def magic0_wrapper_of_magic1_messages(codec: int = 1) -> bytes:
+    """A compressed magic-0 message whose value holds magic-1 messages (relative offsets 0..n-1),
+    as some 0.9-era libraries send after falling back from ApiVersions."""
+    inner = legacy(1)
+    value = message_set.compress(codec, inner, 0)
+    body = struct.pack(">bbi", 0, codec, -1) + struct.pack(">i", len(value)) + value
+    return struct.pack(">qiI", 0, len(body) + 4, zlib.crc32(body)) + body
+
+
+@pytest.mark.parametrize("entry_format", entry_formats.names(), indirect=True)
+@pytest.mark.parametrize("version", [0, 1])
+def test_a_magic0_wrapper_holding_magic1_messages_is_rebuilt_with_new_offsets(wire, entry_format, version):
+    """Kafka's legacy iterator does not require the inner magic to match the wrapper's; it
+    rebuilds the set, so each produce appends at the next offsets and reads back whole."""
+    for round_ in range(2):
+        assert produce(wire, magic0_wrapper_of_magic1_messages(), version) == (ErrorCode.NONE, round_ * len(VALUES))
+    records = [r for batch in MemoryRecords(bytes(fetch(wire, 0).records)) for r in batch]
+    assert [(r.offset, r.key, r.value) for r in records] == [
+        (round_ * len(VALUES) + i, b"k%d" % i, value) for round_ in range(2) for i, value in enumerate(VALUES)]

@@ -37,3 +37,20 @@ def test_a_fourth_broker_takes_about_a_quarter_of_many_topics():
 
 def test_no_live_broker_no_owners():
     assert assign("orders", 3, []) == []
+
+
+def test_a_brokers_owners_follow_the_live_brokers_and_the_partition_count():
+    """Ownership answers Metadata's per-partition question from one assignment per change."""
+    import uuid
+    from types import SimpleNamespace
+
+    from kgate.gateway.ownership import Ownership
+    from kgate.metadata.cluster import Topic
+
+    broker = SimpleNamespace(cluster=SimpleNamespace(brokers={0: None, 1: None}))
+    ownership = Ownership(broker)
+    topic = Topic("t", uuid.uuid4(), 6)
+    assert ownership.owners(topic) == assign("t", 6, [0, 1])
+    broker.cluster.brokers = {1: None, 2: None}
+    assert ownership.owners(topic) == assign("t", 6, [1, 2])
+    assert ownership.owners(Topic("t", topic.topic_id, 9)) == assign("t", 9, [1, 2])

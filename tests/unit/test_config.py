@@ -126,11 +126,10 @@ def test_kgate_serve_refuses_bad_settings_at_start_up(tmp_path, override, settin
 
 
 def test_describe_configs_reports_kafkas_types():
-    assert config_type("cleanup.policy") == ConfigType.LIST
     assert config_type("sasl.enabled.mechanisms") == ConfigType.LIST
-    assert config_type("retention.ms") == ConfigType.LONG
+    assert config_type("log.retention.ms") == ConfigType.LONG
     assert config_type("auto.create.topics.enable") == ConfigType.BOOLEAN
-    assert config_type("kgate.entry.format") == ConfigType.STRING
+    assert config_type("entry.format") == ConfigType.STRING
 
 
 def test_listeners_take_kafkas_security_protocols():

@@ -98,10 +98,14 @@ async def test_read_starts_at_the_entry_holding_the_offset(partition):
     assert await ledger.read(sum(COUNTS), 1 << 20) == []  # at the high watermark
 
 
-async def test_read_always_returns_at_least_one_entry(partition):
+async def test_read_returns_at_least_one_entry_unless_told_not_to(partition):
+    """The first partition of a fetch with data gets its first batch past the limit; later ones do not."""
     ledger = await partition.open()
     await append(ledger)
+    await append(ledger)
     assert offsets(await ledger.read(0, 1)) == [(0, 1)]
+    assert await ledger.read(0, PAYLOAD - 1, min_one=False) == []
+    assert offsets(await ledger.read(0, PAYLOAD, min_one=False)) == [(0, 1)]
 
 
 @pytest.mark.parametrize("max_bytes", [PAYLOAD, 2 * PAYLOAD + 50, 3 * PAYLOAD, 4 * PAYLOAD + 50, 7 * PAYLOAD + 1])

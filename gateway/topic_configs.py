@@ -1,0 +1,237 @@
+"""Every topic config Kafka 3.x and 4.x define, as data: type, default, valid values, and
+what kgate does with each.
+
+Provisioning tools (Terraform providers, operators, Kafka Connect, Schema Registry)
+create topics with Kafka's configs and write back what DescribeConfigs showed them,
+so every one of them is accepted, stored and described with Kafka's type and default,
+and a bad value is refused as Kafka refuses it: INVALID_CONFIG with Kafka's message
+("Invalid value X for configuration NAME: reason").
+
+What kgate does with each config is one of three things (README, "Topic configs"):
+- ``ACTS``: it changes what the broker does;
+- ``IGNORED``: stored and described only, where ignoring loses nothing a client relies
+  on (the reason is given per config);
+- ``DEFAULT_ONLY``: ignoring a non-default value would silently change what clients
+  read or what the broker accepts, so only the default is accepted; any other value is
+  INVALID_CONFIG saying so.
+
+A config whose default is a broker setting (``setting``) takes its default from it, as
+Kafka's topic configs default to their ``log.*`` synonyms.
+"""
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+
+from kgate.storage import entry_formats
+
+from .config import COMPRESSION_TYPES, ConfigError, ConfigType, Settings, is_compacted
+
+
+class Use(Enum):
+    ACTS = "acts"
+    IGNORED = "accepted and ignored"
+    DEFAULT_ONLY = "only the default is accepted"
+
+
+@dataclass(frozen=True)
+class TopicConfig:
+    type: ConfigType
+    default: str
+    use: Use
+    why: str = ""  # for IGNORED and DEFAULT_ONLY: why that is what kgate does
+    valid: tuple[str, Callable] | None = None  # (Kafka's reason when invalid, check of the parsed value)
+    setting: str | None = None  # the broker setting the default comes from
+
+
+INT_MAX = 2**31 - 1
+LONG_MAX = 2**63 - 1
+_RANGES = {ConfigType.INT: (-2**31, INT_MAX), ConfigType.LONG: (-2**63, LONG_MAX)}
+
+
+def at_least(low):
+    return f"Value must be at least {low}", lambda v: v >= low
+
+
+def between(low, high):
+    return f"Value must be between {low} and {high}", lambda v: low <= v <= high
+
+
+def one_of(*names):
+    return f"String must be one of: {', '.join(names)}", lambda v: v in names
+
+
+def _is_throttled_replicas(items: list[str]) -> bool:
+    """Kafka's ThrottledReplicaListValidator: ``*`` or ``partition:broker`` pairs."""
+    return items == ["*"] or all(re.fullmatch(r"\d+:\d+", item) for item in items)
+
+
+def _is_message_format_version(version: str) -> bool:
+    """A Kafka release Kafka 3.x accepts as message.format.version (0.8.0 .. 3.x, an -IVn suffix allowed)."""
+    match = re.fullmatch(r"(\d+)\.(\d+)(?:\.(\d+))?(?:-IV\d+)?", version)
+    return bool(match) and (0, 8) <= (int(match[1]), int(match[2])) < (4, 0)
+
+
+_THROTTLED = ("must be the wildcard (*) or a list of partitionId:brokerId", _is_throttled_replicas)
+_NO_REPLICAS = ("kgate keeps one copy of each partition in its ledger store (durable before a write is "
+                "acknowledged) and reports replication factor 1; there are no followers to wait for, "
+                "elect or throttle")
+_NO_FLUSH = "kgate makes every acknowledged write durable (fsync) before answering: it never flushes later"
+_NO_INDEX = "kgate indexes each entry in memory from its header; there are no index files to size"
+_TIERED = ("kgate's ledgers already live in its ledger store (file or object storage); retention.ms and "
+           "retention.bytes bound the whole log")
+_TIMESTAMP_CHECK = "kgate does not check record timestamps against its clock, so it cannot enforce a bound"
+
+TOPIC_CONFIGS: dict[str, TopicConfig] = {
+    # Acted on.
+    "cleanup.policy": TopicConfig(ConfigType.LIST, "delete", Use.ACTS, valid=(
+        "String must be one or both of: compact, delete",
+        lambda items: bool(items) and set(items) <= {"compact", "delete"})),
+    "compression.type": TopicConfig(ConfigType.STRING, "producer", Use.ACTS, valid=one_of(*COMPRESSION_TYPES),
+                                    setting="compression.type"),
+    "max.message.bytes": TopicConfig(ConfigType.INT, "", Use.ACTS, valid=at_least(0), setting="message.max.bytes"),
+    "retention.bytes": TopicConfig(ConfigType.LONG, "", Use.ACTS, setting="log.retention.bytes"),
+    "retention.ms": TopicConfig(ConfigType.LONG, "", Use.ACTS, valid=at_least(-1), setting="log.retention.ms"),
+    # Kafka 3.x's lower bound (a legacy record's overhead); 4.x raised it to 1 MiB.
+    "segment.bytes": TopicConfig(ConfigType.INT, "", Use.ACTS, valid=at_least(14), setting="log.segment.bytes"),
+    "segment.ms": TopicConfig(ConfigType.LONG, "", Use.ACTS, valid=at_least(1), setting="log.roll.ms"),
+    # Log compaction (gateway/log_cleaner.py), defaulting to the broker's log.cleaner.* settings.
+    "delete.retention.ms": TopicConfig(ConfigType.LONG, "", Use.ACTS, valid=at_least(0),
+                                       setting="log.cleaner.delete.retention.ms"),
+    "max.compaction.lag.ms": TopicConfig(ConfigType.LONG, "", Use.ACTS, valid=at_least(1),
+                                         setting="log.cleaner.max.compaction.lag.ms"),
+    "min.cleanable.dirty.ratio": TopicConfig(ConfigType.DOUBLE, "", Use.ACTS, valid=between(0, 1),
+                                             setting="log.cleaner.min.cleanable.ratio"),
+    "min.compaction.lag.ms": TopicConfig(ConfigType.LONG, "", Use.ACTS, valid=at_least(0),
+                                         setting="log.cleaner.min.compaction.lag.ms"),
+    "kgate.entry.format": TopicConfig(ConfigType.STRING, "", Use.ACTS, valid=(
+        "must be one of the registered entry formats", lambda v: v in entry_formats.names()),
+        setting="entry.format"),
+    # Stored and described; ignoring them loses nothing.
+    "compression.gzip.level": TopicConfig(
+        ConfigType.INT, "-1", Use.IGNORED, "recompression (compression.type on mixed_kafka and pulsar topics) "
+        "uses each codec's default level; only the compression ratio differs",
+        valid=("Value must be between 1 and 9 or -1", lambda v: v == -1 or 1 <= v <= 9)),
+    "compression.lz4.level": TopicConfig(ConfigType.INT, "9", Use.IGNORED, "as compression.gzip.level",
+                                         valid=between(1, 17)),
+    "compression.zstd.level": TopicConfig(ConfigType.INT, "3", Use.IGNORED, "as compression.gzip.level",
+                                          valid=between(-131072, 22)),
+    "file.delete.delay.ms": TopicConfig(ConfigType.LONG, "60000", Use.IGNORED,
+                                        "a trimmed or deleted ledger goes at once; no reader keeps using it",
+                                        valid=at_least(0)),
+    "flush.messages": TopicConfig(ConfigType.LONG, str(LONG_MAX), Use.IGNORED, _NO_FLUSH, valid=at_least(1)),
+    "flush.ms": TopicConfig(ConfigType.LONG, str(LONG_MAX), Use.IGNORED, _NO_FLUSH, valid=at_least(0)),
+    "index.interval.bytes": TopicConfig(ConfigType.INT, "4096", Use.IGNORED, _NO_INDEX, valid=at_least(0)),
+    "segment.index.bytes": TopicConfig(ConfigType.INT, "10485760", Use.IGNORED, _NO_INDEX, valid=at_least(4)),
+    "segment.jitter.ms": TopicConfig(ConfigType.LONG, "0", Use.IGNORED,
+                                     "ledgers roll at segment.ms exactly; jitter only spreads roll times",
+                                     valid=at_least(0)),
+    "preallocate": TopicConfig(ConfigType.BOOLEAN, "false", Use.IGNORED,
+                               "ledger files grow as entries are appended"),
+    "min.insync.replicas": TopicConfig(ConfigType.INT, "1", Use.IGNORED, _NO_REPLICAS, valid=at_least(1)),
+    "unclean.leader.election.enable": TopicConfig(ConfigType.BOOLEAN, "false", Use.IGNORED, _NO_REPLICAS),
+    "leader.replication.throttled.replicas": TopicConfig(ConfigType.LIST, "", Use.IGNORED, _NO_REPLICAS,
+                                                         valid=_THROTTLED),
+    "follower.replication.throttled.replicas": TopicConfig(ConfigType.LIST, "", Use.IGNORED, _NO_REPLICAS,
+                                                           valid=_THROTTLED),
+    "message.downconversion.enable": TopicConfig(
+        ConfigType.BOOLEAN, "true", Use.IGNORED, "Kafka 3.x only; kgate always down-converts for fetchers "
+        "that cannot read the stored format, so old consumers are served where Kafka would refuse them"),
+    "message.format.version": TopicConfig(
+        ConfigType.STRING, "3.0-IV1", Use.IGNORED, "Kafka 3.x only, and ignored by Kafka 3.x itself "
+        "(inter.broker.protocol.version 3.0 and later); kgate stores what producers send and converts "
+        "per fetch to what each consumer reads",
+        valid=("Version must be a Kafka release from 0.8.0 to 3.x, such as 2.8 or 0.10.2-IV0",
+               _is_message_format_version)),
+    "local.retention.bytes": TopicConfig(ConfigType.LONG, "-2", Use.IGNORED, _TIERED, valid=at_least(-2)),
+    "local.retention.ms": TopicConfig(ConfigType.LONG, "-2", Use.IGNORED, _TIERED, valid=at_least(-2)),
+    "remote.copy.lag.bytes": TopicConfig(ConfigType.LONG, "0", Use.IGNORED, _TIERED, valid=at_least(-1)),
+    "remote.copy.lag.ms": TopicConfig(ConfigType.LONG, "0", Use.IGNORED, _TIERED, valid=at_least(-1)),
+    "remote.log.copy.disable": TopicConfig(ConfigType.BOOLEAN, "false", Use.IGNORED, _TIERED),
+    "remote.log.delete.on.disable": TopicConfig(ConfigType.BOOLEAN, "false", Use.IGNORED, _TIERED),
+    # Only the default: any other value would change what clients read or may write.
+    "message.timestamp.type": TopicConfig(
+        ConfigType.STRING, "CreateTime", Use.DEFAULT_ONLY,
+        "kgate keeps the producer's timestamps; LogAppendTime would change what consumers read",
+        valid=one_of("CreateTime", "LogAppendTime")),
+    "message.timestamp.after.max.ms": TopicConfig(ConfigType.LONG, str(LONG_MAX), Use.DEFAULT_ONLY,
+                                                  _TIMESTAMP_CHECK, valid=at_least(0)),
+    "message.timestamp.before.max.ms": TopicConfig(ConfigType.LONG, str(LONG_MAX), Use.DEFAULT_ONLY,
+                                                   _TIMESTAMP_CHECK, valid=at_least(0)),
+    "message.timestamp.difference.max.ms": TopicConfig(ConfigType.LONG, str(LONG_MAX), Use.DEFAULT_ONLY,
+                                                       _TIMESTAMP_CHECK + " (Kafka 3.x only)", valid=at_least(0)),
+    # Kafka's own answer when tiered storage is off in the broker, which it always is in kgate.
+    "remote.storage.enable": TopicConfig(
+        ConfigType.BOOLEAN, "false", Use.DEFAULT_ONLY,
+        "Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log storage"),
+}
+
+
+def default(name: str, settings: Settings) -> str:
+    config = TOPIC_CONFIGS[name]
+    return str(settings[config.setting]) if config.setting else config.default
+
+
+def check(name: str, value: str | None, settings: Settings) -> str:
+    """Validate one topic config as Kafka does; return its normalised value or raise ConfigError."""
+    config = TOPIC_CONFIGS.get(name)
+    if config is None:
+        raise ConfigError(f"Unknown topic config name: {name}")
+    if value is None:
+        raise ConfigError(f"topic config {name} needs a value")
+    parsed, normalised = _parse(name, value.strip(), config.type)
+    if config.valid is not None:
+        reason, ok = config.valid
+        if not ok(parsed):
+            raise ConfigError(f"Invalid value {value} for configuration {name}: {reason}")
+    if config.use is Use.DEFAULT_ONLY and normalised != default(name, settings):
+        raise ConfigError(f"Invalid value {value} for configuration {name}: {config.why}; "
+                          f"kgate accepts only {default(name, settings)}")
+    return normalised
+
+
+def check_together(configs: dict[str, str], settings: Settings) -> None:
+    """What Kafka checks across configs once each is valid on its own, and one check of kgate's:
+    the ``pulsar`` entry format rebuilds records into entries of its own that the log cleaner
+    cannot rewrite batch by batch, so a compacted topic must use ``kafka`` or ``mixed_kafka``."""
+    low = int(configs.get("min.compaction.lag.ms", default("min.compaction.lag.ms", settings)))
+    high = int(configs.get("max.compaction.lag.ms", default("max.compaction.lag.ms", settings)))
+    if low > high:
+        raise ConfigError(f"conflict topic config setting min.compaction.lag.ms ({low}) > "
+                          f"max.compaction.lag.ms ({high})")
+    entry_format = configs.get("kgate.entry.format") or settings["entry.format"]
+    if is_compacted(configs.get("cleanup.policy") or "delete") and entry_format == "pulsar":
+        raise ConfigError("cleanup.policy=compact needs kgate.entry.format kafka or mixed_kafka, not pulsar")
+
+
+def _parse(name: str, text: str, kind: ConfigType):
+    """``(value to validate, normalised string to store)`` as Kafka's ConfigDef parses ``kind``."""
+    def invalid(reason):
+        return ConfigError(f"Invalid value {text} for configuration {name}: {reason}")
+
+    if kind is ConfigType.BOOLEAN:
+        if text.lower() not in ("true", "false"):
+            raise invalid("Expected value to be either true or false")
+        return text.lower() == "true", text.lower()
+    if kind in _RANGES:
+        low, high = _RANGES[kind]
+        try:
+            number = int(text)
+        except ValueError:
+            raise invalid(f"Not a number of type {kind.name}") from None
+        if not low <= number <= high:
+            raise invalid(f"Not a number of type {kind.name}")
+        return number, str(number)
+    if kind is ConfigType.DOUBLE:
+        try:
+            number = float(text)
+        except ValueError:
+            raise invalid("Not a number of type DOUBLE") from None
+        if not math.isfinite(number):
+            raise invalid("Not a number of type DOUBLE")
+        return number, text
+    if kind is ConfigType.LIST:
+        items = [item.strip() for item in text.split(",") if item.strip()]
+        return items, ",".join(items)
+    return text, text
