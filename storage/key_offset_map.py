@@ -39,31 +39,27 @@ class KeyOffsetMap:
 
     def put(self, key: bytes, offset: int) -> None:
         """Record ``offset`` as ``key``'s latest; callers check :meth:`room_for` first."""
-        digest = xxhash.xxh3_128_intdigest(key)
-        high, low = digest >> 64, digest & _LOW
-        slot = low & self._mask
-        offsets = self._offsets
-        while offsets[slot] >= 0:
-            if self._low[slot] == low and self._high[slot] == high:
-                offsets[slot] = offset
-                return
-            slot = (slot + 1) & self._mask
-        if self.size >= self.capacity:
-            raise OverflowError("key offset map is full")
-        self._high[slot], self._low[slot], offsets[slot] = high, low, offset
-        self.size += 1
+        slot, high, low = self._slot(key)
+        if self._offsets[slot] < 0:
+            if self.size >= self.capacity:
+                raise OverflowError("key offset map is full")
+            self._high[slot], self._low[slot] = high, low
+            self.size += 1
+        self._offsets[slot] = offset
 
     def get(self, key: bytes) -> int:
         """The latest offset recorded for ``key``, or -1."""
+        return self._offsets[self._slot(key)[0]]
+
+    def _slot(self, key: bytes) -> tuple[int, int, int]:
+        """The slot holding ``key``'s hash, or the empty one where it goes; and the hash's two halves."""
         digest = xxhash.xxh3_128_intdigest(key)
         high, low = digest >> 64, digest & _LOW
         slot = low & self._mask
-        offsets = self._offsets
-        while offsets[slot] >= 0:
-            if self._low[slot] == low and self._high[slot] == high:
-                return offsets[slot]
+        offsets, lows, highs = self._offsets, self._low, self._high
+        while offsets[slot] >= 0 and (lows[slot] != low or highs[slot] != high):
             slot = (slot + 1) & self._mask
-        return -1
+        return slot, high, low
 
 
 def _power_of_two_above(value: float) -> int:
