@@ -165,7 +165,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._broker.connections.discard(self)
         self._lost = True
         self._budget.forget(self)
-        self._budget.arrive(-self._partial)
+        self._budget.arrive(self, -self._partial)
         self._budget.give(self._queued_bytes - self._partial)
         self._queued_bytes = self._partial = 0
         self.info.responses.close()
@@ -201,17 +201,17 @@ class KafkaConnection(asyncio.BufferedProtocol):
         """
         needed = self._protocol.frame_buffer_bytes
         if needed > self._partial and (self._queued_bytes - self._partial >= self._max_queued_bytes
-                                       or not self._budget.room_for_arriving(self._partial)):
+                                       or not self._budget.room_for_arriving(self, self._partial)):
             return False
         change, self._partial = needed - self._partial, needed
         self._queued_bytes += change
-        self._budget.arrive(change)
+        self._budget.arrive(self, change)
         return self._protocol.large_frame_arriving or not self._over_limits()
 
     def _waits_for_budget(self) -> bool:
         """Paused for the broker-wide budget (so resumed by it), not only for this connection's own limits."""
         return self._budget.spent() or (self._protocol.frame_buffer_bytes > self._partial
-                                        and not self._budget.room_for_arriving(self._partial))
+                                        and not self._budget.room_for_arriving(self, self._partial))
 
     def resume_if_under_limits(self) -> None:
         if not self._reading and not self._lost and self._may_read_on():

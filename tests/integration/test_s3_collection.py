@@ -41,7 +41,7 @@ def test_retention_and_topic_deletion_delete_wal_objects_and_storage_check_finds
     broker = broker_factory(**{"kgate.storage": bucket_url, "kgate.s3.wal.commit.interval.ms": 20,
                                "log.retention.check.interval.ms": 200, "kgate.s3.gc.interval.ms": 200})
     create_topic(broker.bootstrap, "doomed", 2)
-    create_topic(broker.bootstrap, "short", 1, {"retention.ms": "1000", "segment.bytes": "1"})
+    create_topic(broker.bootstrap, "short", 1, {"retention.ms": "1000", "segment.bytes": "14"})
     ConfluentClient.produce(broker.bootstrap, "doomed", 300)
     before = len(wal_objects(bucket_url))
     # Every record a ledger of its own (segment.bytes=1), in an object of its own.
@@ -59,7 +59,7 @@ def test_retention_and_topic_deletion_delete_wal_objects_and_storage_check_finds
     assert clean.returncode == 0, clean.stdout + clean.stderr
 
     # A sealed ledger's index piece names its object: removed by hand, the check says so.
-    create_topic(broker.bootstrap, "kept", 1, {"segment.bytes": "1"})
+    create_topic(broker.bootstrap, "kept", 1, {"segment.bytes": "14"})
     produce_rounds(broker.bootstrap, "kept", 2)
     first, _second = wal_objects(bucket_url)
     asyncio.run(ObjectClient(BucketLocation.parse(bucket_url)).delete([first]))

@@ -336,3 +336,29 @@ async def test_large_frames_arriving_together_all_complete_under_a_small_budget(
     assert broker.request_bytes.total == 0
     for conn, _ in connections:
         conn.connection_lost(None)
+
+
+class _Waiter:
+    """A connection as the budget sees one: it is woken through resume_if_under_limits."""
+
+    def __init__(self):
+        self.woken = 0
+
+    def resume_if_under_limits(self):
+        self.woken += 1
+
+
+def test_frames_in_flight_that_hold_half_the_budget_still_finish_largest_first():
+    """Frames that had all started and together held half the budget used to wait on each other for ever."""
+    budget = RequestBytesBudget(256 * 1024)
+    small, large, late = _Waiter(), _Waiter(), _Waiter()
+    budget.arrive(small, 130 * 1024)
+    budget.arrive(large, 140 * 1024)  # each holds more than half the budget without the other
+    assert not budget.room_for_arriving(small, 130 * 1024)
+    assert budget.room_for_arriving(large, 140 * 1024)  # but the largest may always grow
+    assert not budget.room_for_arriving(late, 0)  # and no new frame may start
+    budget.wait(small)
+    budget.arrive(large, 1024 * 1024 - 140 * 1024)
+    budget.arrive(large, -1024 * 1024)  # handed out whole: the largest left is woken
+    assert small.woken == 1 and budget.arriving == 130 * 1024
+    assert budget.room_for_arriving(small, 130 * 1024)
