@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kgate.metadata.acls import Operation, ResourceType
+from kgate.protocol.error_codes import ErrorCode
+from kgate.protocol.errors import KafkaError
 from kgate.protocol.headers import RequestHeader
 
 from .broker_view import BrokerView
@@ -17,6 +19,14 @@ if TYPE_CHECKING:
     from ..connection import ConnectionInfo
 
 _HANDLERS: dict[int, Callable[..., Awaitable]] = {}
+
+# The error a refusal carries, by the type of the resource refused (Kafka's).
+_REFUSED = {
+    ResourceType.TOPIC: ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+    ResourceType.GROUP: ErrorCode.GROUP_AUTHORIZATION_FAILED,
+    ResourceType.CLUSTER: ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+    ResourceType.TRANSACTIONAL_ID: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+}
 
 
 @dataclass(slots=True)
@@ -37,6 +47,11 @@ class Context:
         decides). ``quietly`` is for checks that only filter a listing: a refusal there is not
         logged or counted as a denial (Kafka's logIfDenied=false)."""
         return self.broker.authorizer.allowed(self.connection, operation, resource_type, name, quietly)
+
+    def require(self, operation: Operation, resource_type: ResourceType, name: str) -> None:
+        """:meth:`allowed`, or KafkaError with the resource type's authorization error."""
+        if not self.allowed(operation, resource_type, name):
+            raise KafkaError(_REFUSED[resource_type])
 
     def allowed_somewhere(self, operation: Operation, resource_type: ResourceType) -> bool:
         """Whether the principal may do ``operation`` to some resource of the type (Kafka's

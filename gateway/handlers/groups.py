@@ -62,12 +62,6 @@ async def _coordinator(ctx: Context, key_type: int, key: str) -> tuple[ErrorCode
     return ErrorCode.NONE, None, owner.node_id, address[0], address[1]
 
 
-def _may_read(ctx: Context, group_id: str) -> None:
-    """Group membership (join, sync, heartbeat, leave) needs READ on the group, as in Kafka."""
-    if not ctx.allowed(Operation.READ, ResourceType.GROUP, group_id):
-        raise KafkaError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
-
-
 @handles(ApiKey.JoinGroup)
 async def join_group(ctx: Context, request):
     version = ctx.version
@@ -80,7 +74,7 @@ async def join_group(ctx: Context, request):
         protocol_type=request.protocol_type, protocols=[(p.name, p.metadata) for p in request.protocols],
         require_known_member_id=version >= 4, skip_assignment_supported=version >= 9)
     try:
-        _may_read(ctx, request.group_id)
+        ctx.require(Operation.READ, ResourceType.GROUP, request.group_id)
         result = await ctx.broker.groups.join(join)
     except KafkaError as exc:
         return JoinGroupResponse(throttle_time_ms=0, error_code=exc.code, generation_id=-1, protocol_type=None,
@@ -99,7 +93,7 @@ async def join_group(ctx: Context, request):
 async def sync_group(ctx: Context, request):
     version = ctx.version
     try:
-        _may_read(ctx, request.group_id)
+        ctx.require(Operation.READ, ResourceType.GROUP, request.group_id)
         error, assignment = await ctx.broker.groups.sync(
             request.group_id, request.generation_id, request.member_id,
             request.group_instance_id if version >= 3 else None,
@@ -116,7 +110,7 @@ async def sync_group(ctx: Context, request):
 @handles(ApiKey.Heartbeat)
 async def heartbeat(ctx: Context, request):
     try:
-        _may_read(ctx, request.group_id)
+        ctx.require(Operation.READ, ResourceType.GROUP, request.group_id)
         error = ctx.broker.groups.heartbeat(request.group_id, request.generation_id, request.member_id,
                                             request.group_instance_id if ctx.version >= 3 else None)
     except KafkaError as exc:
@@ -130,7 +124,7 @@ async def leave_group(ctx: Context, request):
     leaving: list[tuple[str, str | None]] = (
         [(m.member_id, m.group_instance_id) for m in request.members] if batch else [(request.member_id, None)])
     try:
-        _may_read(ctx, request.group_id)
+        ctx.require(Operation.READ, ResourceType.GROUP, request.group_id)
         errors = ctx.broker.groups.leave(request.group_id, leaving)
     except KafkaError as exc:
         return LeaveGroupResponse(throttle_time_ms=0, error_code=exc.code, members=[])
@@ -151,8 +145,7 @@ async def describe_groups(ctx: Context, request):
         operations = (authorizer.authorized_operations(ctx.connection, ResourceType.GROUP, group_id)
                       if ctx.version >= 3 and request.include_authorized_operations else None)
         try:
-            if not ctx.allowed(Operation.DESCRIBE, ResourceType.GROUP, group_id):
-                raise KafkaError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+            ctx.require(Operation.DESCRIBE, ResourceType.GROUP, group_id)
             group = coordinator.describe(group_id)
         except KafkaError as exc:
             described.append(_described(group_id, exc.code, GroupState.DEAD.value))
@@ -206,8 +199,7 @@ async def delete_groups(ctx: Context, request):
     results = []
     for group_id in request.groups_names:
         try:
-            if not ctx.allowed(Operation.DELETE, ResourceType.GROUP, group_id):
-                raise KafkaError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+            ctx.require(Operation.DELETE, ResourceType.GROUP, group_id)
             error = await ctx.broker.groups.delete_group(group_id)
         except KafkaError as exc:
             error = exc.code
@@ -241,7 +233,7 @@ async def consumer_group_heartbeat(ctx: Context, request):
         owned=None if owned is None else {tp.topic_id: set(tp.partitions) for tp in owned if tp.partitions})
     interval = ctx.broker.groups.consumers.heartbeat_ms
     try:
-        _may_read(ctx, request.group_id)
+        ctx.require(Operation.READ, ResourceType.GROUP, request.group_id)
         if request.member_epoch != 0 and not request.member_id:
             raise KafkaError(ErrorCode.INVALID_REQUEST, "MemberId can't be empty")
         reply = await ctx.broker.groups.consumer_heartbeat(heartbeat)
@@ -263,8 +255,7 @@ async def consumer_group_describe(ctx: Context, request):
     described = []
     for group_id in request.group_ids:
         try:
-            if not ctx.allowed(Operation.DESCRIBE, ResourceType.GROUP, group_id):
-                raise KafkaError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+            ctx.require(Operation.DESCRIBE, ResourceType.GROUP, group_id)
             group = ctx.broker.groups.describe(group_id)
             if group is None or group.consumer is None:
                 # Kafka's answer for a missing group and for a classic one alike.

@@ -27,8 +27,7 @@ async def offset_commit(ctx: Context, request):
     generation = request.generation_id_or_member_epoch if version >= 1 else -1
     member_id = request.member_id if version >= 1 else ""
     try:
-        if not ctx.allowed(Operation.READ, ResourceType.GROUP, request.group_id):
-            raise KafkaError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        ctx.require(Operation.READ, ResourceType.GROUP, request.group_id)
         error = coordinator.check_commit(request.group_id, generation, member_id,
                                          request.group_instance_id if version >= 7 else None)
     except KafkaError as exc:
@@ -117,8 +116,7 @@ def _fetch_group(ctx: Context, group_id, topics, version):
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
     hidden: set[str] = set()
     try:
-        if not ctx.allowed(Operation.DESCRIBE, ResourceType.GROUP, group_id):
-            raise KafkaError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        ctx.require(Operation.DESCRIBE, ResourceType.GROUP, group_id)
         found = ctx.broker.groups.fetch_offsets(group_id, wanted)
     except KafkaError as exc:
         found, error = {tp: None for tp in wanted or ()}, exc.code

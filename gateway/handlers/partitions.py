@@ -45,8 +45,7 @@ async def create_partitions(ctx: Context, request):
             continue
         error, message = ErrorCode.NONE, None
         try:
-            if not ctx.allowed(Operation.ALTER, ResourceType.TOPIC, topic.name):
-                raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
+            ctx.require(Operation.ALTER, ResourceType.TOPIC, topic.name)
             await ctx.broker.create_partitions(topic.name, topic.count, _check(ctx.broker, topic),
                                                request.validate_only)
         except KafkaError as refused:

@@ -185,8 +185,7 @@ async def _append(ctx: Context, request, topic_name, data, turn: _Turn, inflatio
     if request.transactional_id is not None and not ctx.allowed(
             Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
         raise KafkaError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    if not ctx.allowed(Operation.WRITE, ResourceType.TOPIC, topic_name):
-        raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    ctx.require(Operation.WRITE, ResourceType.TOPIC, topic_name)
     partition = broker.partition(topic_name, data.index)
     topic = broker.topics.get(topic_name)
     if topic is None:  # deleted while its partitions are being dropped

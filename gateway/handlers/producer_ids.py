@@ -41,8 +41,7 @@ async def _init_transactional(ctx: Context, request):
     transactional_id = request.transactional_id
     expected = (request.producer_id, request.producer_epoch) if ctx.version >= 3 and request.producer_id >= 0 else None
     try:
-        if not ctx.allowed(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
-            raise KafkaError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        ctx.require(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)
         producer_id, epoch = await ctx.broker.transactions.init_producer(
             transactional_id, request.transaction_timeout_ms, expected)
     except KafkaError as exc:

@@ -44,11 +44,6 @@ def error_for(ctx: Context, error: ErrorCode) -> ErrorCode:
     return error
 
 
-def _may_write(ctx: Context, transactional_id: str) -> None:
-    if not ctx.allowed(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
-        raise KafkaError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-
-
 @handles(ApiKey.AddPartitionsToTxn)
 async def add_partitions_to_txn(ctx: Context, request):
     broker = ctx.broker
@@ -56,7 +51,7 @@ async def add_partitions_to_txn(ctx: Context, request):
     asked = [(topic.name, index) for topic in request.v3_and_below_topics for index in topic.partitions]
     results: dict[tuple[str, int], ErrorCode] = {}
     try:
-        _may_write(ctx, transactional_id)
+        ctx.require(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id)
     except KafkaError as exc:
         results = dict.fromkeys(asked, exc.code)
     if not results:
@@ -87,9 +82,8 @@ async def add_partitions_to_txn(ctx: Context, request):
 async def add_offsets_to_txn(ctx: Context, request):
     broker = ctx.broker
     try:
-        _may_write(ctx, request.transactional_id)
-        if not ctx.allowed(Operation.READ, ResourceType.GROUP, request.group_id):
-            raise KafkaError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        ctx.require(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)
+        ctx.require(Operation.READ, ResourceType.GROUP, request.group_id)
         await broker.transactions.add_partitions(
             request.transactional_id, request.producer_id, request.producer_epoch,
             [(OFFSETS_TOPIC, broker.groups.partition_of(request.group_id))])
@@ -102,7 +96,7 @@ async def add_offsets_to_txn(ctx: Context, request):
 @handles(ApiKey.EndTxn)
 async def end_txn(ctx: Context, request):
     try:
-        _may_write(ctx, request.transactional_id)
+        ctx.require(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)
         await ctx.broker.transactions.end(request.transactional_id, request.producer_id, request.producer_epoch,
                                           request.committed)
         error = ErrorCode.NONE
@@ -120,9 +114,8 @@ async def txn_offset_commit(ctx: Context, request):
     member_id = request.member_id if version >= 3 else ""
     generation = request.generation_id if version >= 3 else -1
     try:
-        _may_write(ctx, request.transactional_id)
-        if not ctx.allowed(Operation.READ, ResourceType.GROUP, request.group_id):
-            raise KafkaError(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        ctx.require(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id)
+        ctx.require(Operation.READ, ResourceType.GROUP, request.group_id)
         groups.check_group_id(request.group_id, allow_empty=False)
         # Kafka checks the member only when the producer names one (KIP-447's consumer group metadata).
         error = (groups.check_commit(request.group_id, generation, member_id, request.group_instance_id)
@@ -150,8 +143,7 @@ async def describe_transactions(ctx: Context, request):
     for transactional_id in request.transactional_ids:
         txn: TxnMetadata | None = None
         try:
-            if not ctx.allowed(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, transactional_id):
-                raise KafkaError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+            ctx.require(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, transactional_id)
             txn = ctx.broker.transactions.describe(transactional_id)
             error = ErrorCode.NONE if txn is not None else ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
         except KafkaError as exc:
