@@ -27,22 +27,24 @@ def end_offsets(bootstrap, topic, partitions, isolation) -> list[int]:
         consumer.close()
 
 
+def _begin_with(producer, topic: str, prefix: str, count: int, spread: bool = False) -> None:
+    """Begin a transaction and produce ``prefix-0`` .. ``prefix-<count-1>`` in it (over partitions 0
+    and 1 when ``spread``)."""
+    producer.begin_transaction()
+    for i in range(count):
+        producer.produce(topic, value=b"%s-%d" % (prefix.encode(), i), **({"partition": i % 2} if spread else {}))
+
+
 def test_committed_aborted_and_open_transactions(broker_factory):
     broker = broker_factory(**SETTINGS)
     create_topic(broker.bootstrap, "t", 2)
     producer = transactional(broker.bootstrap, "tx-basic")
-    producer.begin_transaction()
-    for i in range(10):
-        producer.produce("t", value=b"committed-%d" % i, partition=i % 2)
+    _begin_with(producer, "t", "committed", 10, spread=True)
     producer.commit_transaction(TIMEOUT)
-    producer.begin_transaction()
-    for i in range(6):
-        producer.produce("t", value=b"aborted-%d" % i, partition=i % 2)
+    _begin_with(producer, "t", "aborted", 6, spread=True)
     producer.flush(TIMEOUT)  # stored, so the abort has data to mark
     producer.abort_transaction(TIMEOUT)
-    producer.begin_transaction()
-    for i in range(4):
-        producer.produce("t", value=b"open-%d" % i, partition=i % 2)
+    _begin_with(producer, "t", "open", 4, spread=True)
     producer.flush(TIMEOUT)
 
     committed = sorted(b"committed-%d" % i for i in range(10))
@@ -105,15 +107,11 @@ def test_a_second_producer_with_the_same_id_fences_the_first(broker_factory):
     broker = broker_factory(**SETTINGS)
     create_topic(broker.bootstrap, "z", 1)
     zombie = transactional(broker.bootstrap, "tx-zombie")
-    zombie.begin_transaction()
-    for i in range(5):
-        zombie.produce("z", value=b"zombie-%d" % i)
+    _begin_with(zombie, "z", "zombie", 5)
     zombie.flush(TIMEOUT)
 
     successor = transactional(broker.bootstrap, "tx-zombie")  # aborts the zombie's open transaction
-    successor.begin_transaction()
-    for i in range(3):
-        successor.produce("z", value=b"successor-%d" % i)
+    _begin_with(successor, "z", "successor", 3)
     successor.commit_transaction(TIMEOUT)
 
     with pytest.raises(KafkaException) as refused:
@@ -127,13 +125,9 @@ def test_a_broker_killed_mid_transaction_restarts_with_it_aborted_by_its_timeout
     broker = broker_factory(**SETTINGS)
     create_topic(broker.bootstrap, "k", 2)
     producer = transactional(broker.bootstrap, "tx-kill", **{"transaction.timeout.ms": 3000})
-    producer.begin_transaction()
-    for i in range(8):
-        producer.produce("k", value=b"kept-%d" % i, partition=i % 2)
+    _begin_with(producer, "k", "kept", 8, spread=True)
     producer.commit_transaction(TIMEOUT)
-    producer.begin_transaction()
-    for i in range(8):
-        producer.produce("k", value=b"lost-%d" % i, partition=i % 2)
+    _begin_with(producer, "k", "lost", 8, spread=True)
     producer.flush(TIMEOUT)
     broker.kill()
     broker.restart()
