@@ -14,11 +14,10 @@ from kgate.metadata.cluster import ClusterState
 from kgate.metadata.store import StoreUnavailable
 from kgate.storage.stores.bucket_location import BucketLocation
 
-from .broker import EMBEDDED_STORE_FILE, open_metadata
 from .chain_records import live_ledger_ids
+from .cluster_metadata import NoCluster, cluster_metadata
 
 EXIT_CLEAN, EXIT_FOUND, EXIT_USAGE = 0, 1, 2  # 2: could not check (arguments, metadata, bucket)
-ZOOKEEPER_SESSION_MS = 10_000
 
 
 def add_parser(commands) -> None:
@@ -53,33 +52,18 @@ async def _check(args) -> int:
     except ValueError as exc:
         print(f"kgate storage check: --storage {exc}", file=sys.stderr)
         return EXIT_USAGE
-    if args.metadata == "embedded" and not os.path.isfile(os.path.join(args.data_dir, EMBEDDED_STORE_FILE)):
-        print(f"kgate storage check: data directory {args.data_dir} holds no kgate cluster", file=sys.stderr)
-        return EXIT_USAGE
     try:
-        metadata = await open_metadata(args.metadata, args.data_dir, ZOOKEEPER_SESSION_MS, retry=False)
+        async with cluster_metadata(args.metadata, args.data_dir) as metadata:
+            survey = await _survey(location, ClusterState(metadata))
+    except NoCluster:
+        where = f"data directory {args.data_dir}" if args.metadata == "embedded" else args.metadata
+        print(f"kgate storage check: {where} holds no kgate cluster", file=sys.stderr)
+        return EXIT_USAGE
     except StoreUnavailable as exc:
         print(f"kgate storage check: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    try:
-        cluster = ClusterState(metadata)
-        if await cluster.cluster_id(create=False) is None:
-            print(f"kgate storage check: {args.metadata} holds no kgate cluster", file=sys.stderr)
-            return EXIT_USAGE
-        # Imported here: the S3 client is an optional extra, and the other commands do without it.
-        from obstore.exceptions import BaseError as ObjectStoreError
-
-        from kgate.storage.stores.object_client import ObjectClient
-        from kgate.storage.stores.object_inventory import ObjectInventory
-
-        try:
-            survey = await ObjectInventory(ObjectClient(location)).survey(lambda: live_ledger_ids(cluster),
-                                                                           check_references=True)
-        except (ObjectStoreError, OSError) as exc:  # unreachable, refused, no such bucket
-            print(f"kgate storage check: {location.bucket}: {str(exc).splitlines()[0]}", file=sys.stderr)
-            return EXIT_USAGE
-    finally:
-        await metadata.close()
+    if survey is None:
+        return EXIT_USAGE
     for key in survey.unreferenced:
         print(f"unreferenced  {key}")
     for key, ledger_id in survey.missing:
@@ -90,3 +74,19 @@ async def _check(args) -> int:
     print(f"{len(survey.unreferenced)} unreferenced, {len(survey.missing)} missing, {len(survey.damaged)} damaged",
           file=sys.stderr)
     return EXIT_FOUND if found else EXIT_CLEAN
+
+
+async def _survey(location: BucketLocation, cluster: ClusterState):
+    """The bucket against the live ledgers, or None (said why) if the bucket cannot be read."""
+    # Imported here: the S3 client is an optional extra, and the other commands do without it.
+    from obstore.exceptions import BaseError as ObjectStoreError
+
+    from kgate.storage.stores.object_client import ObjectClient
+    from kgate.storage.stores.object_inventory import ObjectInventory
+
+    try:
+        return await ObjectInventory(ObjectClient(location)).survey(lambda: live_ledger_ids(cluster),
+                                                                     check_references=True)
+    except (ObjectStoreError, OSError) as exc:  # unreachable, refused, no such bucket
+        print(f"kgate storage check: {location.bucket}: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return None

@@ -8,18 +8,15 @@ reads credentials at every login, so changes take effect at once cluster-wide.
 import argparse
 import asyncio
 import json
-import os
 import sys
 
-from kgate.metadata.cluster import ClusterState
 from kgate.metadata.store import StoreUnavailable
 from kgate.protocol.security import SCRAM_MECHANISMS
 
-from ..broker import EMBEDDED_STORE_FILE, open_metadata
+from ..cluster_metadata import NoCluster, cluster_metadata
 from .credentials import MAX_ITERATIONS, MIN_ITERATIONS, CredentialStore, ScramCredential
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE = 0, 1, 2
-ZOOKEEPER_SESSION_MS = 10_000
 
 
 def _store_options(parser, defaults: bool) -> None:
@@ -73,20 +70,14 @@ async def _run(args) -> int:
         if problem:
             print(f"kgate users add: {problem}", file=sys.stderr)
             return EXIT_USAGE
-    if args.metadata == "embedded" and not args.create \
-            and not os.path.isfile(os.path.join(args.data_dir, EMBEDDED_STORE_FILE)):
-        return _not_a_cluster(args)
     try:
-        metadata = await open_metadata(args.metadata, args.data_dir, ZOOKEEPER_SESSION_MS, retry=False)
+        async with cluster_metadata(args.metadata, args.data_dir, args.create) as metadata:
+            return await _act(args, CredentialStore(metadata))
+    except NoCluster:
+        return _not_a_cluster(args)
     except StoreUnavailable as exc:
         print(f"kgate users: {exc}", file=sys.stderr)
         return EXIT_NOT_FOUND
-    try:
-        if await ClusterState(metadata).cluster_id(create=args.create) is None:
-            return _not_a_cluster(args)
-        return await _act(args, CredentialStore(metadata))
-    finally:
-        await metadata.close()
 
 
 def _not_a_cluster(args) -> int:
