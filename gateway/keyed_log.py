@@ -55,6 +55,20 @@ def append(partition, pairs: list[tuple[bytes, bytes | None]],
     return durable
 
 
+async def durable(futures: list[asyncio.Future]) -> None:
+    """Return once the futures :func:`append` gave are done; raise the first failure.
+
+    They are the ledger's confirm rounds, shared by every append of a round (other
+    groups' commits, produces). A writer cancelled with its connection must not cancel
+    them, as ``gather`` does its children: the other writers of the round would never
+    be answered, and their clients' heartbeats, answered in order behind, would stop.
+    """
+    if futures:
+        await asyncio.wait(futures)
+    for future in futures:
+        future.result()
+
+
 @dataclass
 class Replayed:
     latest: dict[bytes, bytes | None] = field(default_factory=dict)

@@ -256,7 +256,7 @@ class GroupCoordinator:
             if parsed[0] == "offset":
                 self._apply(parsed, value)
         self._appended_since_compaction[index] += len(keyed)
-        await asyncio.gather(*durable)
+        await keyed_log.durable(durable)
         self._maybe_compact(index)
 
     def _maybe_compact(self, index: int) -> None:
@@ -287,7 +287,7 @@ class GroupCoordinator:
                 snapshot.append((records.offset_key(group.group_id, topic, partition), records.offset_value(committed)))
         durable = keyed_log.append(self._partition(index), snapshot)
         self._appended_since_compaction[index] = len(snapshot)
-        await asyncio.gather(*durable)
+        await keyed_log.durable(durable)
         await ledger.trim_before(start)
         log.info("%s-%d compacted: %d live records from offset %d", OFFSETS_TOPIC, index, len(snapshot), start)
 
@@ -466,7 +466,7 @@ class GroupCoordinator:
         pending = self._open_transactions.setdefault(index, {}).setdefault(producer_id, {})
         for parsed, _, value in keyed:
             pending[parsed] = value
-        await asyncio.gather(*durable)
+        await keyed_log.durable(durable)
 
     def transaction_ended(self, index: int, producer_id: int, commit: bool) -> None:
         """A marker was appended to offsets partition ``index``: its producer's offsets count, or are dropped."""

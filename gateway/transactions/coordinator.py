@@ -211,7 +211,7 @@ class TransactionCoordinator:
             durable = keyed_log.append(partition, [(records.key(txn.transactional_id), records.value(txn))])
             self.transactions[txn.transactional_id] = txn
             self._appended[index] = self._appended.get(index, 0) + 1
-            await asyncio.gather(*durable)
+            await keyed_log.durable(durable)
         except (OSError, LedgerFenced) as exc:
             raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"storing the transaction failed: {exc}") from None
         self._maybe_compact(index, partition)
@@ -312,7 +312,7 @@ class TransactionCoordinator:
         await ledger.prepare_append()
         start = ledger.next_offset
         live = [txn for txn in self.transactions.values() if self.partition_of(txn.transactional_id) == index]
-        await asyncio.gather(*keyed_log.append(partition, [(records.key(t.transactional_id), records.value(t))
+        await keyed_log.durable(keyed_log.append(partition, [(records.key(t.transactional_id), records.value(t))
                                                            for t in live]))
         await ledger.trim_before(start)
         log.info("%s-%d compacted: %d live records from offset %d", TRANSACTION_STATE_TOPIC, index, len(live), start)
