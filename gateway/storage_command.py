@@ -7,7 +7,6 @@ like ``kgate users`` the command lives with the broker, not with the Kafka-clien
 commands of kgate.cli, which may not read a metadata store.
 """
 import asyncio
-import os
 import sys
 
 from kgate.metadata.cluster import ClusterState
@@ -37,13 +36,7 @@ def add_parser(commands) -> None:
 
 
 def run(args) -> int:
-    code = asyncio.run(_check(args))
-    # obstore's Rust runtime keeps worker threads that can abort the interpreter's
-    # finalization (SIGABRT in about 1 exit in 8 here, after all work is done), which
-    # would hide the answer: leave without finalizing, output flushed.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    return asyncio.run(_check(args))
 
 
 async def _check(args) -> int:

@@ -47,7 +47,7 @@ def test_one_broker_on_s3_produces_and_consumes_and_restarts_from_objects(broker
     assert value(samples, "kgate_wal_object_bytes_total") > 500 * 300
     # The consumer read what this broker had just written: from memory, with no GET.
     assert value(samples, "kgate_object_cache_hit_ratio") == 1.0
-    broker.stop()
+    assert broker.stop() == 0, "SIGTERM should shut a broker on S3 down cleanly"
     again = broker_factory(**{"kgate.storage": bucket_url})
     assert sorted(c.key for c in ConfluentClient.consume(again.bootstrap, "on-s3", 2, 500)) == \
         sorted(R.key(i) for i in range(500))
