@@ -95,13 +95,35 @@ class Ledger(ABC):
     async def close(self) -> None:
         """Make everything added durable and seal the ledger."""
 
+    async def catch_up(self) -> int:
+        """A follower's view (:meth:`LedgerStore.open_follower`): take in the whole entries
+        its writer has stored since; the new last entry id. A writer's own view is current."""
+        return self.last_add_confirmed
+
     def release(self) -> None:  # noqa: B027 (an optional hook)
         """Free what this process holds for the ledger (file handles); it stays stored."""
 
 
+class FollowingUnsupported(Exception):
+    """The store cannot show one process's ledger to another while it is being written."""
+
+
 class LedgerStore(ABC):
+    # Whether :meth:`open_follower` works: another broker may read a ledger as its writer appends.
+    follows = False
+
     @abstractmethod
     def create_ledger(self, ledger_id: int) -> Ledger: ...
+
+    async def open_follower(self, ledger_id: int) -> Ledger:
+        """Open a ledger another process may still be writing, to read it as it grows.
+
+        Unlike :meth:`open_ledger` this never fences, recovers, truncates or writes
+        anything: the writer goes on undisturbed. What the view shows is only what
+        :meth:`Ledger.catch_up` found whole; which of that is confirmed is the
+        writer's to say (a follower reads no further than the writer's high watermark).
+        """
+        raise FollowingUnsupported(f"{type(self).__name__} cannot follow a ledger another broker writes")
 
     @abstractmethod
     async def open_ledger(self, ledger_id: int, last_entry: int | None) -> Ledger:

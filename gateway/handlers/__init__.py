@@ -90,6 +90,7 @@ from . import (  # noqa: E402,F401
     produce,
     producer_ids,
     producers,
+    read_end,
     records,
     sasl,
     topics,

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from ..authorizer import Authorizer
     from ..config import Settings
     from ..fetch_sessions import FetchSessionCache
+    from ..followers import Followers
     from ..groups import GroupCoordinator
     from ..metrics import BrokerMetrics
     from ..partition import Partition
@@ -43,6 +44,7 @@ class BrokerView(Protocol):
     sasl_mechanisms: list[str]
     authorizer: "Authorizer"
     fetch_sessions: "FetchSessionCache"
+    followers: "Followers"
 
     @property
     def topics(self) -> Mapping[str, Topic]: ...
@@ -74,6 +76,13 @@ class BrokerView(Protocol):
     def live_brokers(self, connection) -> dict[int, tuple[str, int, str | None]]: ...
 
     def leader(self, topic: Topic, index: int) -> BrokerInfo | None: ...
+
+    @property
+    def zone(self) -> str | None:
+        """This broker's zone (``broker.rack``), None when it has none."""
+
+    def zone_broker(self, zone: str, topic: str, index: int) -> int | None:
+        """The live broker serving ``topic``-``index`` to clients of ``zone`` (gateway/zones.py), or None."""
 
     @property
     def controller_id(self) -> int: ...

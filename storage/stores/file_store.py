@@ -160,6 +160,25 @@ class FileLedger(Ledger):
         positions = self._positions[first:last + 1]
         return await asyncio.get_running_loop().run_in_executor(None, _read_heads, self._fd, positions, size)
 
+    async def catch_up(self) -> int:
+        """Index the whole, CRC-valid frames the writer has added since (a follower's view).
+
+        A frame still being written or failing its CRC ends the scan for now; the next
+        catch-up looks again from there. Nothing is truncated or fenced.
+        """
+        if self._writable or self._fd < 0:
+            return self._lac
+        size = os.fstat(self._fd).st_size
+        if size - self._end <= INLINE_READ_BYTES:
+            found = _scan_from(self._fd, self._end, size)
+        else:
+            found = await asyncio.get_running_loop().run_in_executor(None, _scan_from, self._fd, self._end, size)
+        for position in found[0]:
+            self._positions.append(position)
+        self._end = found[1]
+        self._lac = len(self._positions) - 1
+        return self._lac
+
     async def close(self) -> None:
         if self._writable:
             await self.sync(self.last_add_pushed)
@@ -172,6 +191,8 @@ class FileLedger(Ledger):
 
 
 class FileLedgerStore(LedgerStore):
+    follows = True  # a shared directory: other brokers open the same files read-only
+
     def __init__(self, directory: str):
         self._dir = directory
         os.makedirs(directory, exist_ok=True)
@@ -206,6 +227,13 @@ class FileLedgerStore(LedgerStore):
             os.close(fd)
             raise
         return FileLedger(ledger_id, path, fd, positions, end, writable=False)
+
+    async def open_follower(self, ledger_id: int) -> FileLedger:
+        """Read-only, with no fence marker: the writer, if any, goes on appending."""
+        path = self._path(ledger_id)
+        ledger = FileLedger(ledger_id, path, os.open(path, os.O_RDONLY), array("q"), 0, writable=False)
+        await ledger.catch_up()
+        return ledger
 
     def delete_ledger(self, ledger_id: int) -> None:
         path = self._path(ledger_id)
@@ -244,6 +272,18 @@ def _scan(fd: int, ledger_id: int, verify: bool, last_entry: int | None) -> tupl
         pos += FRAME_SIZE + length
     if last_entry is not None and len(positions) <= last_entry:
         raise CorruptLedger(f"ledger {ledger_id} holds {len(positions)} entries, metadata says {last_entry + 1}")
+    return positions, pos
+
+
+def _scan_from(fd: int, pos: int, size: int) -> tuple[list[int], int]:
+    """Positions of the whole, CRC-valid frames from ``pos``, and where the first other one starts."""
+    positions = []
+    while pos + FRAME_SIZE <= size:
+        length = _frame_at(fd, pos, size, verify=True)
+        if length is None:
+            break
+        positions.append(pos)
+        pos += FRAME_SIZE + length
     return positions, pos
 
 
