@@ -134,6 +134,9 @@ class Broker:
             events.on(event, handler)
         store.on_session(self._session_reported)
         await self.cluster.register(self.me(), self.registration_wait)
+        leftovers = self.ledgers.unstage_all(f"{self.node_id}-")
+        if leftovers:
+            log.info("deleted %d record sets staged for other brokers before a restart", leftovers)
         await self.cluster.load()
         await self.authorizer.start(events.poster(Event.ACLS))
         store.watch(BROKERS, events.poster(Event.BROKERS), children=True)
@@ -441,6 +444,9 @@ class Broker:
         None when the zone has none, or when the store cannot show a ledger to a non-owner."""
         if not self.followers.available:
             return None
+        owner = self.leader(self.cluster.topics[topic], index) if topic in self.cluster.topics else None
+        if owner is not None and owner.rack == zone:
+            return owner.node_id  # the owner is in the zone itself: nothing to route
         return zone_broker(self.cluster.brokers, zone, topic, index)
 
     @staticmethod

@@ -44,6 +44,18 @@ class PeerLinks:
         Raises PeerUnavailable when the peer is not live or the link fails, and
         TimeoutError when no answer comes within ``timeout`` seconds.
         """
+        answer = await self.send(node_id, request, version)
+        try:
+            return await asyncio.wait_for(answer, timeout)
+        finally:
+            answer.cancel()  # nothing once answered; otherwise the answer is dropped when it comes
+
+    async def send(self, node_id: int, request, version: int) -> asyncio.Future:
+        """Write ``request`` to broker ``node_id``'s link; the future of its decoded response.
+
+        Once the link is up this does not pause before writing, so requests sent one after
+        the other by a task, or by tasks started in order, reach the peer in that order.
+        """
         broker = self._broker
         info = broker.cluster.brokers.get(node_id)
         address = info.address("PLAINTEXT") if info is not None else None
@@ -53,11 +65,11 @@ class PeerLinks:
         if link is None or link.address != address or link.closed:
             if link is not None:
                 link.close()
-            zone = broker.settings["broker.rack"] or None
+            zone = broker.zone
             link = self._links[node_id] = _Link(
                 address, broker_client_id(broker.node_id, zone),
                 broker.metrics.interbroker_counter(zone, info.rack))
-        return await link.request(request, version, timeout)
+        return await link.send(request, version)
 
     def close(self) -> None:
         for link in self._links.values():
@@ -95,7 +107,7 @@ class _Link:
         self._writer = writer
         self._reader_task = asyncio.create_task(self._read(reader))
 
-    async def request(self, request, version: int, timeout: float):
+    async def send(self, request, version: int) -> asyncio.Future:
         if self.closed:
             raise PeerUnavailable("link closed")
         writer = await self._connected()
@@ -105,12 +117,10 @@ class _Link:
         frame = request.encode(header=True, framed=True)
         answer = asyncio.get_running_loop().create_future()
         self._waiting[correlation_id] = (answer, request.API_KEY, version)
+        answer.add_done_callback(lambda _: self._waiting.pop(correlation_id, None))
         writer.write(frame)
         self._count("out", len(frame))
-        try:
-            return await asyncio.wait_for(answer, timeout)
-        finally:
-            self._waiting.pop(correlation_id, None)
+        return answer
 
     async def _read(self, reader: asyncio.StreamReader) -> None:
         failure: BaseException = PeerUnavailable("link closed")

@@ -58,8 +58,10 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
 # kgate's broker-to-broker APIs (zone-aware routing), keys in a private range above Kafka's:
 # decoded and served like the others but never advertised, so no client sees them.
 KGATE_READ_END = 32000
+KGATE_PRODUCE_REFERENCE = 32001
 INTERNAL: dict[int, tuple[int, int]] = {
     KGATE_READ_END: (0, 0),
+    KGATE_PRODUCE_REFERENCE: (0, 0),
 }
 
 

@@ -43,9 +43,18 @@ class KgateReadEndResponse(ApiMessage, load_json=schemas):  # type: ignore[call-
     pass
 
 
+class KgateProduceReferenceRequest(ApiMessage, load_json=schemas):  # type: ignore[call-arg]
+    pass
+
+
+class KgateProduceReferenceResponse(ApiMessage, load_json=schemas):  # type: ignore[call-arg]
+    pass
+
+
 _MODULES = (admin, consumer, metadata, producer, sasl)
 _OWN = (ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, ConsumerGroupDescribeRequest,
-        ConsumerGroupDescribeResponse, KgateReadEndRequest, KgateReadEndResponse)
+        ConsumerGroupDescribeResponse, KgateReadEndRequest, KgateReadEndResponse,
+        KgateProduceReferenceRequest, KgateProduceReferenceResponse)
 
 
 def _classes(suffix: str) -> dict:

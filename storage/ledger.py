@@ -134,6 +134,26 @@ class LedgerStore(ABC):
         that checks out and truncating a torn or corrupt tail.
         """
 
+    async def stage(self, name: str, data) -> None:
+        """Store ``data`` under ``name`` where every broker can read it (:meth:`read_staged`).
+
+        A record set taken in one zone for a partition owned in another travels as a
+        reference to this; it need not be durable, since the owner answers only once it
+        has appended a copy to its own ledger, and the asker deletes it after that answer.
+        """
+        raise FollowingUnsupported(f"{type(self).__name__} cannot stage record sets")
+
+    async def read_staged(self, name: str) -> bytes:
+        """What :meth:`stage` stored under ``name``; FileNotFoundError when there is none."""
+        raise FollowingUnsupported(f"{type(self).__name__} cannot stage record sets")
+
+    def unstage(self, name: str) -> None:  # noqa: B027 (a store that cannot stage has nothing to delete)
+        """Delete what :meth:`stage` stored under ``name`` (nothing when it is gone already)."""
+
+    def unstage_all(self, prefix: str) -> int:
+        """Delete everything staged under names starting with ``prefix`` (a restarted broker's leftovers)."""
+        return 0
+
     @abstractmethod
     def delete_ledger(self, ledger_id: int) -> None: ...
 

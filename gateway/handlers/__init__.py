@@ -88,6 +88,7 @@ from . import (  # noqa: E402,F401
     offsets,
     partitions,
     produce,
+    produce_reference,
     producer_ids,
     producers,
     read_end,

@@ -47,6 +47,9 @@ INLINE_READ_BYTES = 1024 * 1024
 # How much a search for the next valid frame after damage reads at a time.
 SEARCH_WINDOW = 1024 * 1024
 
+# Record sets taken by a broker of another zone than the partition's owner, until it has them.
+STAGING_DIR = "staged"
+
 _FRAME = struct.Struct(">II")
 _LENGTH = struct.Struct(">I")
 FRAME_SIZE = _FRAME.size
@@ -235,6 +238,38 @@ class FileLedgerStore(LedgerStore):
         await ledger.catch_up()
         return ledger
 
+    def _staged(self, name: str) -> str:
+        return os.path.join(self._dir, STAGING_DIR, name)
+
+    async def stage(self, name: str, data) -> None:
+        """Written and closed, not fsynced: visible to the other brokers (close-to-open on a
+        network filesystem), and durability is the owner's append's business."""
+        if len(data) <= INLINE_READ_BYTES:
+            _write_file(self._staged(name), data)
+        else:
+            await asyncio.get_running_loop().run_in_executor(None, _write_file, self._staged(name), data)
+
+    async def read_staged(self, name: str) -> bytes:
+        path = self._staged(name)
+        if os.stat(path).st_size <= INLINE_READ_BYTES:
+            return _read_file(path)
+        return await asyncio.get_running_loop().run_in_executor(None, _read_file, path)
+
+    def unstage(self, name: str) -> None:
+        try:
+            os.unlink(self._staged(name))
+        except FileNotFoundError:
+            pass
+
+    def unstage_all(self, prefix: str) -> int:
+        try:
+            names = [n for n in os.listdir(os.path.join(self._dir, STAGING_DIR)) if n.startswith(prefix)]
+        except FileNotFoundError:
+            return 0
+        for name in names:
+            self.unstage(name)
+        return len(names)
+
     def delete_ledger(self, ledger_id: int) -> None:
         path = self._path(ledger_id)
         for name in (path, _fence_path(path)):
@@ -362,6 +397,22 @@ def _read_heads(fd: int, positions, size: int) -> list[tuple[int, bytes]]:
         length, _crc = _FRAME.unpack_from(frame, 0)
         heads.append((length, frame[FRAME_SIZE:FRAME_SIZE + min(size, length)]))
     return heads
+
+
+def _write_file(path: str, data) -> None:
+    """Made on first use, so a store nobody stages in holds only ledgers."""
+    try:
+        fh = open(path, "wb")
+    except FileNotFoundError:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fh = open(path, "wb")
+    with fh:
+        fh.write(data)
+
+
+def _read_file(path: str) -> bytes:
+    with open(path, "rb") as fh:
+        return fh.read()
 
 
 def _fence_path(ledger_path: str) -> str:

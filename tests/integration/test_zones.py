@@ -12,7 +12,7 @@ from confluent_kafka.admin import NewTopic
 
 from tests.support import records as R
 from tests.support.clients import ConfluentClient
-from tests.support.cluster import KgateCluster
+from tests.support.cluster import AckedProducer, KgateCluster, check_delivery, read_all
 from tests.support.scrape import scrape, value
 from tests.support.zookeeper import Ensemble
 
@@ -93,3 +93,48 @@ def test_a_consumer_reads_every_partition_from_its_own_zone_through_preferred_re
     asked = sum(value(samples, "kgate_interbroker_bytes_total", direction=direction, local_zone="a", peer_zone=peer)
                 for direction in ("sent", "received") for peer in ("b", "c"))
     assert 0 < asked < served[0], f"inter-broker bytes {asked} against {served[0]} bytes of records"
+
+
+def cross_zone_client_bytes(cluster) -> float:
+    """Client bytes, both ways, between a client that said its zone and a broker of another zone."""
+    total = 0.0
+    for broker in cluster.brokers.values():
+        if not broker.alive():
+            continue
+        for (name, labels), sample in scrape(broker.metrics_url).items():
+            labels = dict(labels)
+            if name == "kgate_client_bytes_total" and labels["client_zone"] not in ("", labels["broker_zone"]):
+                total += sample
+    return total
+
+
+def test_producers_write_through_a_broker_of_their_own_zone_by_reference(zoned):
+    """kafka-python 3 in zone b and an idempotent librdkafka producer in zone c, each knowing
+    only its zone's broker, produce to partitions owned in every zone: every acknowledged
+    record is at its offset, offsets run without gaps, no client byte crossed zones, and the
+    owners were sent references, not the record bytes."""
+    topic = "zoned-writes"
+    create(zoned, topic)
+    writers = [
+        AckedProducer("kafka-python", zoned.brokers[1].bootstrap, topic, 1500, per_second=3000,
+                      client_id="writer-b,kgate_az=b"),
+        AckedProducer("confluent", zoned.brokers[2].bootstrap, topic, 1500, first=1500, per_second=3000,
+                      **{"client.id": "writer-c,kgate_az=c", "enable.idempotence": True}),
+    ]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join(120)
+        assert not writer.failed, writer.failed[:3]
+    acked = [record for writer in writers for record in writer.acked]
+    assert len(acked) == 3000
+    check_delivery(read_all(zoned.bootstrap, topic, PARTITIONS), acked)
+    assert cross_zone_client_bytes(zoned) == 0
+    payload = sum(value(scrape(b.metrics_url), "kgate_topic_bytes_in_total", topic=topic)
+                  for b in zoned.brokers.values())
+    crossed = 0.0
+    for node_id, broker in zoned.brokers.items():
+        samples = scrape(broker.metrics_url)
+        crossed += sum(value(samples, "kgate_interbroker_bytes_total", direction="sent", local_zone=ZONES[node_id],
+                             peer_zone=peer) for peer in ZONES.values() if peer != ZONES[node_id])
+    assert 0 < crossed < payload / 4, f"{crossed} inter-broker bytes for {payload} bytes of records"
