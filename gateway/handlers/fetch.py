@@ -185,7 +185,8 @@ async def _targets(ctx: Context, wanted) -> tuple[list, list]:
             elif partition is not None and redirect and zone is not None:
                 replica = broker.zone_broker(zone, topic.name, part.partition)
                 if replica is None:
-                    broker.metrics.zone_fallback(zone)
+                    if broker.followers.available:  # else the store keeps every client on the owners
+                        broker.metrics.zone_fallback(zone)
                 elif replica != broker.node_id:
                     preferred = replica
         targets.append((topic_request, part, partition, missing, preferred))

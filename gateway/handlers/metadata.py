@@ -116,7 +116,8 @@ def _partition(ctx: Context, topic, index):
         # client (reads from shared storage, writes by reference: gateway/followers.py, produce.py).
         routed = broker.zone_broker(zone, topic.name, index)
         if routed is None:
-            broker.metrics.zone_fallback(zone)
+            if broker.followers.available:  # else the store keeps every client on the owners
+                broker.metrics.zone_fallback(zone)
         elif routed != node:
             node, local = routed, None
     # Another broker's epoch is not known here; -1 tells clients not to compare epochs.

@@ -13,6 +13,7 @@ from confluent_kafka.admin import NewTopic
 from tests.support import records as R
 from tests.support.clients import ConfluentClient
 from tests.support.cluster import AckedProducer, KgateCluster, check_delivery, read_all
+from tests.support.member_process import wait_for
 from tests.support.scrape import scrape, value
 from tests.support.zookeeper import Ensemble
 
@@ -138,3 +139,23 @@ def test_producers_write_through_a_broker_of_their_own_zone_by_reference(zoned):
         crossed += sum(value(samples, "kgate_interbroker_bytes_total", direction="sent", local_zone=ZONES[node_id],
                              peer_zone=peer) for peer in ZONES.values() if peer != ZONES[node_id])
     assert 0 < crossed < payload / 4, f"{crossed} inter-broker bytes for {payload} bytes of records"
+
+
+def test_when_a_zone_loses_its_broker_its_clients_go_to_the_owners_and_lose_nothing(zoned):
+    """kill -9 of the only zone-a broker while a zone-a idempotent producer writes through it:
+    the producer falls back to the owners in other zones (counted as fallbacks) and every
+    acknowledged record is read back at its offset."""
+    topic = "zone-failover"
+    create(zoned, topic)
+    bootstrap = ",".join(zoned.brokers[n].bootstrap for n in (0, 1, 2))
+    writer = AckedProducer("confluent", bootstrap, topic, 3000, per_second=1000,
+                           **{"client.id": "writer-a,kgate_az=a", "enable.idempotence": True}).start()
+    wait_for(lambda: len(writer.acked) >= 500, 30, "acknowledgements through the zone-a broker")
+    zoned.brokers[0].kill()
+    writer.join(150)
+    assert not writer.failed, writer.failed[:3]
+    assert len(writer.acked) == 3000
+    check_delivery(read_all(zoned.bootstrap, topic, PARTITIONS), writer.acked)
+    fallbacks = sum(value(scrape(zoned.brokers[n].metrics_url), "kgate_zone_fallbacks_total", client_zone="a")
+                    for n in (1, 2))
+    assert fallbacks > 0
