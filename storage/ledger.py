@@ -10,6 +10,7 @@ fences it (no further writes by its old writer) and truncates whatever is torn.
 Reads and opens are awaited: a store may have to go over the network (an object
 store), and even a local file read of many megabytes must not hold the event loop.
 """
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 
@@ -102,6 +103,11 @@ class Ledger(ABC):
 
     def release(self) -> None:  # noqa: B027 (an optional hook)
         """Free what this process holds for the ledger (file handles); it stays stored."""
+
+
+# What :meth:`LedgerStore.stage` accepts as a name: one plain path component, never ``..`` or a
+# separator, since the name arrives in a request from another broker (or anyone claiming to be one).
+STAGED_NAME = re.compile(r"[0-9A-Za-z][0-9A-Za-z_-]{0,127}")
 
 
 class FollowingUnsupported(Exception):

@@ -21,6 +21,7 @@ from kgate.protocol.api_versions import KGATE_PRODUCE_REFERENCE
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.headers import RequestHeader
 from kgate.protocol.messages import KgateProduceReferenceResponse
+from kgate.storage.ledger import STAGED_NAME
 
 from . import Context, handles
 from .produce import Turn, produce_in_turn
@@ -43,6 +44,9 @@ async def produce_reference(ctx: Context, request):
             for part in topic.partitions:
                 if not permitted:
                     refused[(topic.name, part.index)] = (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
+                    continue
+                if not STAGED_NAME.fullmatch(part.staged):
+                    refused[(topic.name, part.index)] = (ErrorCode.INVALID_REQUEST, "not a staged record set's name")
                     continue
                 try:
                     records = await ctx.broker.ledgers.read_staged(part.staged)

@@ -24,6 +24,7 @@ from array import array
 from crc32c import crc32c
 
 from ..ledger import (
+    STAGED_NAME,
     STRANDED_HEAD_BYTES,
     ChecksumMismatch,
     CorruptLedger,
@@ -239,6 +240,8 @@ class FileLedgerStore(LedgerStore):
         return ledger
 
     def _staged(self, name: str) -> str:
+        if not STAGED_NAME.fullmatch(name):
+            raise FileNotFoundError(f"no staged record set can be named {name!r}")
         return os.path.join(self._dir, STAGING_DIR, name)
 
     async def stage(self, name: str, data) -> None:

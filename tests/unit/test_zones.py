@@ -66,3 +66,15 @@ async def test_a_followed_ledger_serves_up_to_the_owners_high_watermark_and_neve
         await follower.prepare_append()
     await follower.close()
     await partition.stop(clean=True)
+
+
+@pytest.mark.parametrize("name", ["../ledgers/1", "..", "a/b", "/etc/passwd", "", ".hidden", "x" * 200])
+async def test_a_staged_name_that_is_not_one_plain_component_reaches_no_file(tmp_path, name):
+    store = FileLedgerStore(str(tmp_path / "shared"))
+    (tmp_path / "secret").write_bytes(b"not records")
+    with pytest.raises(FileNotFoundError):
+        await store.read_staged(name)
+    with pytest.raises(FileNotFoundError):
+        await store.stage(name, b"records")
+    store.unstage("../secret")
+    assert (tmp_path / "secret").exists()
