@@ -39,16 +39,19 @@ from .chain_records import MetadataChainRecord, live_ledger_ids
 from .config import Settings, is_compacted
 from .connection_limits import ConnectionLimits, parse_overrides
 from .fetch_sessions import FetchSessionCache
+from .followers import Followers
 from .groups import OFFSETS_TOPIC, GroupCoordinator
 from .log_cleaner import LogCleaner
 from .metrics import BrokerMetrics
 from .ownership import Ownership
 from .partition import Partition
+from .peer_links import PeerLinks
 from .request_budget import RequestBytesBudget
 from .response_budget import ResponseBytesBudget
 from .sasl import CredentialStore
 from .sasl.login_limiter import LoginLimiter
 from .transactions import TRANSACTION_STATE_TOPIC, TransactionCoordinator
+from .zones import zone_broker
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +106,8 @@ class Broker:
         self.authorizer = Authorizer(settings, AclStore(metadata), self.metrics.denied)
         self.events = EventManager(observe=self.metrics.metadata_event)
         self.ownership = Ownership(self)
+        self.peers = PeerLinks(self)
+        self.followers = Followers(self)
         # How long a restarted broker waits for its previous session's registration to go.
         self.registration_wait = metadata.session_timeout + 2
         self._watched: set[str] = set()
@@ -129,6 +134,9 @@ class Broker:
             events.on(event, handler)
         store.on_session(self._session_reported)
         await self.cluster.register(self.me(), self.registration_wait)
+        leftovers = self.ledgers.unstage_all(f"{self.node_id}-")
+        if leftovers:
+            log.info("deleted %d record sets staged for other brokers before a restart", leftovers)
         await self.cluster.load()
         await self.authorizer.start(events.poster(Event.ACLS))
         store.watch(BROKERS, events.poster(Event.BROKERS), children=True)
@@ -167,6 +175,8 @@ class Broker:
         await self.events.close()
         await self.groups.close()
         await self.transactions.close()
+        await self.followers.close()
+        self.peers.close()
         serving = list(self.partitions)
         for name, index in serving:
             await self.ownership.lose(name, index, seal=True)
@@ -424,6 +434,20 @@ class Broker:
         """The live broker that owns a partition, as Metadata reports it."""
         owners = self.ownership.owners(topic)
         return self.cluster.brokers.get(owners[index]) if index < len(owners) else None
+
+    @property
+    def zone(self) -> str | None:
+        return self.settings["broker.rack"] or None
+
+    def zone_broker(self, zone: str, topic: str, index: int) -> int | None:
+        """The live broker of ``zone`` that serves ``topic``-``index`` to that zone's clients;
+        None when the zone has none, or when the store cannot show a ledger to a non-owner."""
+        if not self.followers.available:
+            return None
+        owner = self.leader(self.cluster.topics[topic], index) if topic in self.cluster.topics else None
+        if owner is not None and owner.rack == zone:
+            return owner.node_id  # the owner is in the zone itself: nothing to route
+        return zone_broker(self.cluster.brokers, zone, topic, index)
 
     @staticmethod
     def is_internal(name: str) -> bool:

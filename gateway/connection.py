@@ -14,6 +14,7 @@ the protocol machine, which decodes nothing more until it knows it.
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from kafka.protocol.api_key import ApiKey
@@ -27,6 +28,7 @@ from kgate.protocol.connection import (
     Waiting,
 )
 
+from . import zones
 from .handlers import Context, dispatch
 from .handlers.sasl import authenticate
 from .response_budget import HeldResponses
@@ -57,6 +59,28 @@ class ConnectionInfo:
     # Set while a produce request that paused before appending has not appended yet,
     # so the connection's later produces wait for it and keep the order they were sent in.
     appending: asyncio.Future | None = None
+    # The client's zone (gateway/zones.py), or the peer broker's id for a broker-to-broker
+    # connection, known from the first request's client id; and how its bytes are counted.
+    zone: str | None = None
+    peer_broker: int | None = None
+    count_bytes: Callable[[str, int], None] | None = None
+
+    def identify(self, client_id: str | None, broker) -> None:
+        """Who is on the other end, from the first request's client id: a peer broker, or a
+        client in a zone (or in none)."""
+        self.peer_broker = zones.peer_broker(client_id)
+        if self.peer_broker is not None:
+            peer = broker.cluster.brokers.get(self.peer_broker)
+            self.zone = zones.client_zone(client_id) or (peer.rack if peer is not None else None)
+            self.count_bytes = broker.metrics.interbroker_counter(broker.settings["broker.rack"] or None, self.zone)
+        else:
+            self.said_zone(zones.client_zone(client_id), broker.metrics)
+
+    def said_zone(self, zone: str | None, metrics) -> None:
+        """The client named its zone (a Fetch's rack_id): its bytes count under it from now on."""
+        if self.peer_broker is None and (zone != self.zone or self.count_bytes is None):
+            self.zone = zone
+            self.count_bytes = metrics.client_bytes_counter(zone)
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
@@ -138,6 +162,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             if isinstance(event, SaslTokenReceived):
                 self._enqueue(None, self._authenticate(event.token), received, size)
             else:
+                if self.info.count_bytes is None:
+                    self.info.identify(event.header.client_id, self._broker)
+                self.info.count_bytes("in", size)
                 metrics.decoded(event.header.api_key, received - started)
                 self._enqueue(event.header, self._handle(event.header, event.request, received), received, size)
 
@@ -283,6 +310,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 if transport.is_closing():
                     return
                 self._send(frame)
+                if self.info.count_bytes is not None:
+                    self.info.count_bytes("out", sum(map(len, frame)))
             if held:
                 # Fetched bytes count until the socket has taken them (the transport's
                 # buffer back under its low-water mark), not merely until written to it.

@@ -57,7 +57,7 @@ class CachedPartition:
         error also forgets the high watermark so the partition is sent once it clears.
         """
         changed = bool(pd.records) or pd.high_watermark != self.high_watermark
-        changed = changed or pd.log_start_offset != self.log_start_offset
+        changed = changed or pd.log_start_offset != self.log_start_offset or pd.preferred_read_replica >= 0
         self.high_watermark, self.log_start_offset = pd.high_watermark, pd.log_start_offset
         if pd.error_code != ErrorCode.NONE:
             self.high_watermark = -1

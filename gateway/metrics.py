@@ -83,6 +83,16 @@ class BrokerMetrics:
                                         "(the compacted ledgers)", registry=self.registry)
         self._cleaner_removed = Counter("kgate_log_cleaner_records_removed", "Records compaction removed "
                                         "(superseded, expired tombstones, no key)", registry=self.registry)
+        self._client_bytes = Counter("kgate_client_bytes", "Bytes of client requests received and responses sent, "
+                                     "by the client's zone (empty: it said none) and this broker's; a client "
+                                     "zone other than the broker's is traffic billed across zones",
+                                     ["direction", "client_zone", "broker_zone"], registry=self.registry)
+        self._interbroker_bytes = Counter("kgate_interbroker_bytes", "Bytes this broker sent to and received "
+                                          "from other brokers, by this broker's zone and the peer's",
+                                          ["direction", "local_zone", "peer_zone"], registry=self.registry)
+        self._zone_fallbacks = Counter("kgate_zone_fallbacks", "Requests of a client in a zone with no live "
+                                       "broker, routed to partition owners in other zones", ["client_zone"],
+                                       registry=self.registry)
         self.registry.register(_StateCollector(broker))
 
     def log_cleaned(self, result) -> None:
@@ -95,6 +105,22 @@ class BrokerMetrics:
         waited, handled = self._events[event]
         waited.observe(queued_seconds)
         handled.observe(processing_seconds)
+
+    def client_bytes_counter(self, client_zone: str | None):
+        """``count(direction, bytes)`` for one client connection's traffic ("in" or "out")."""
+        broker_zone = self._broker.settings["broker.rack"]
+        children = {direction: self._client_bytes.labels(direction, client_zone or "", broker_zone)
+                    for direction in ("in", "out")}
+        return lambda direction, size: children[direction].inc(size)
+
+    def interbroker_counter(self, local_zone: str | None, peer_zone: str | None):
+        """``count(direction, bytes)`` for a broker-to-broker connection ("in": received, "out": sent)."""
+        children = {direction: self._interbroker_bytes.labels(label, local_zone or "", peer_zone or "")
+                    for direction, label in (("in", "received"), ("out", "sent"))}
+        return lambda direction, size: children[direction].inc(size)
+
+    def zone_fallback(self, client_zone: str) -> None:
+        self._zone_fallbacks.labels(client_zone).inc()
 
     def storage_write_failed(self) -> None:
         self._write_errors.inc()

@@ -55,6 +55,16 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
 }
 
 
+# kgate's broker-to-broker APIs (zone-aware routing), keys in a private range above Kafka's:
+# decoded and served like the others but never advertised, so no client sees them.
+KGATE_READ_END = 32000
+KGATE_PRODUCE_REFERENCE = 32001
+INTERNAL: dict[int, tuple[int, int]] = {
+    KGATE_READ_END: (0, 0),
+    KGATE_PRODUCE_REFERENCE: (0, 0),
+}
+
+
 def is_supported(api_key: int, version: int) -> bool:
-    bounds = SUPPORTED.get(api_key)
+    bounds = SUPPORTED.get(api_key) or INTERNAL.get(api_key)
     return bounds is not None and bounds[0] <= version <= bounds[1]

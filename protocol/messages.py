@@ -33,9 +33,28 @@ class ConsumerGroupDescribeResponse(ApiMessage, load_json=schemas):  # type: ign
         return json
 
 
+# kgate's own broker-to-broker APIs, in a private key range no Kafka API uses
+# (gateway/peer_links.py): never advertised by ApiVersions, accepted from any peer.
+class KgateReadEndRequest(ApiMessage, load_json=schemas):  # type: ignore[call-arg]
+    pass
+
+
+class KgateReadEndResponse(ApiMessage, load_json=schemas):  # type: ignore[call-arg]
+    pass
+
+
+class KgateProduceReferenceRequest(ApiMessage, load_json=schemas):  # type: ignore[call-arg]
+    pass
+
+
+class KgateProduceReferenceResponse(ApiMessage, load_json=schemas):  # type: ignore[call-arg]
+    pass
+
+
 _MODULES = (admin, consumer, metadata, producer, sasl)
 _OWN = (ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, ConsumerGroupDescribeRequest,
-        ConsumerGroupDescribeResponse)
+        ConsumerGroupDescribeResponse, KgateReadEndRequest, KgateReadEndResponse,
+        KgateProduceReferenceRequest, KgateProduceReferenceResponse)
 
 
 def _classes(suffix: str) -> dict:

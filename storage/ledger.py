@@ -10,6 +10,7 @@ fences it (no further writes by its old writer) and truncates whatever is torn.
 Reads and opens are awaited: a store may have to go over the network (an object
 store), and even a local file read of many megabytes must not hold the event loop.
 """
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 
@@ -95,13 +96,40 @@ class Ledger(ABC):
     async def close(self) -> None:
         """Make everything added durable and seal the ledger."""
 
+    async def catch_up(self) -> int:
+        """A follower's view (:meth:`LedgerStore.open_follower`): take in the whole entries
+        its writer has stored since; the new last entry id. A writer's own view is current."""
+        return self.last_add_confirmed
+
     def release(self) -> None:  # noqa: B027 (an optional hook)
         """Free what this process holds for the ledger (file handles); it stays stored."""
 
 
+# What :meth:`LedgerStore.stage` accepts as a name: one plain path component, never ``..`` or a
+# separator, since the name arrives in a request from another broker (or anyone claiming to be one).
+STAGED_NAME = re.compile(r"[0-9A-Za-z][0-9A-Za-z_-]{0,127}")
+
+
+class FollowingUnsupported(Exception):
+    """The store cannot show one process's ledger to another while it is being written."""
+
+
 class LedgerStore(ABC):
+    # Whether :meth:`open_follower` works: another broker may read a ledger as its writer appends.
+    follows = False
+
     @abstractmethod
     def create_ledger(self, ledger_id: int) -> Ledger: ...
+
+    async def open_follower(self, ledger_id: int) -> Ledger:
+        """Open a ledger another process may still be writing, to read it as it grows.
+
+        Unlike :meth:`open_ledger` this never fences, recovers, truncates or writes
+        anything: the writer goes on undisturbed. What the view shows is only what
+        :meth:`Ledger.catch_up` found whole; which of that is confirmed is the
+        writer's to say (a follower reads no further than the writer's high watermark).
+        """
+        raise FollowingUnsupported(f"{type(self).__name__} cannot follow a ledger another broker writes")
 
     @abstractmethod
     async def open_ledger(self, ledger_id: int, last_entry: int | None) -> Ledger:
@@ -111,6 +139,26 @@ class LedgerStore(ABC):
         whose writer never closed it: the store then recovers it, keeping every entry
         that checks out and truncating a torn or corrupt tail.
         """
+
+    async def stage(self, name: str, data) -> None:
+        """Store ``data`` under ``name`` where every broker can read it (:meth:`read_staged`).
+
+        A record set taken in one zone for a partition owned in another travels as a
+        reference to this; it need not be durable, since the owner answers only once it
+        has appended a copy to its own ledger, and the asker deletes it after that answer.
+        """
+        raise FollowingUnsupported(f"{type(self).__name__} cannot stage record sets")
+
+    async def read_staged(self, name: str) -> bytes:
+        """What :meth:`stage` stored under ``name``; FileNotFoundError when there is none."""
+        raise FollowingUnsupported(f"{type(self).__name__} cannot stage record sets")
+
+    def unstage(self, name: str) -> None:  # noqa: B027 (a store that cannot stage has nothing to delete)
+        """Delete what :meth:`stage` stored under ``name`` (nothing when it is gone already)."""
+
+    def unstage_all(self, prefix: str) -> int:
+        """Delete everything staged under names starting with ``prefix`` (a restarted broker's leftovers)."""
+        return 0
 
     @abstractmethod
     def delete_ledger(self, ledger_id: int) -> None: ...

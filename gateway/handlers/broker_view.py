@@ -15,14 +15,17 @@ from kgate.metadata.cluster import BrokerInfo, Topic
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
 from kgate.storage.entry_formats import EntryFormat
+from kgate.storage.ledger import LedgerStore
 
 if TYPE_CHECKING:
     from ..authorizer import Authorizer
     from ..config import Settings
     from ..fetch_sessions import FetchSessionCache
+    from ..followers import Followers
     from ..groups import GroupCoordinator
     from ..metrics import BrokerMetrics
     from ..partition import Partition
+    from ..peer_links import PeerLinks
     from ..sasl import CredentialStore
     from ..sasl.login_limiter import LoginLimiter
     from ..transactions import TransactionCoordinator
@@ -43,6 +46,9 @@ class BrokerView(Protocol):
     sasl_mechanisms: list[str]
     authorizer: "Authorizer"
     fetch_sessions: "FetchSessionCache"
+    followers: "Followers"
+    peers: "PeerLinks"
+    ledgers: LedgerStore
 
     @property
     def topics(self) -> Mapping[str, Topic]: ...
@@ -76,6 +82,13 @@ class BrokerView(Protocol):
     def leader(self, topic: Topic, index: int) -> BrokerInfo | None: ...
 
     @property
+    def zone(self) -> str | None:
+        """This broker's zone (``broker.rack``), None when it has none."""
+
+    def zone_broker(self, zone: str, topic: str, index: int) -> int | None:
+        """The live broker serving ``topic``-``index`` to clients of ``zone`` (gateway/zones.py), or None."""
+
+    @property
     def controller_id(self) -> int: ...
 
     async def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> Topic: ...
@@ -93,17 +106,20 @@ class BrokerView(Protocol):
 
 async def per_partition(broker: BrokerView, topic: str, asked: Iterable[Asked], index: Callable[[Asked], int],
                         answer: Callable[[Asked, "Partition"], Awaitable[Answer]],
-                        refused: Callable[[Asked, KafkaError], Answer], *, allowed: bool) -> list[Answer]:
+                        refused: Callable[[Asked, KafkaError], Answer], *, allowed: bool,
+                        find: Callable[[str, int], Awaitable["Partition"]] | None = None) -> list[Answer]:
     """One answer per partition ``asked`` of ``topic``: ``answer`` for a partition this
-    broker serves, ``refused`` with the Kafka error when the principal is not ``allowed``
-    the topic (TOPIC_AUTHORIZATION_FAILED), when this broker does not serve it, or when
-    ``answer`` raises one (an unreadable entry, a fenced epoch, ...)."""
+    broker serves (or ``find`` finds: one read here for its owner), ``refused`` with the
+    Kafka error when the principal is not ``allowed`` the topic (TOPIC_AUTHORIZATION_FAILED),
+    when this broker does not serve it, or when ``answer`` raises one (an unreadable entry,
+    a fenced epoch, ...)."""
     answers = []
     for item in asked:
         try:
             if not allowed:
                 raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-            answers.append(await answer(item, broker.partition(topic, index(item))))
+            found = await find(topic, index(item)) if find is not None else broker.partition(topic, index(item))
+            answers.append(await answer(item, found))
         except KafkaError as error:
             answers.append(refused(item, error))
     return answers

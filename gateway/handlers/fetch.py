@@ -13,6 +13,7 @@ a full fetch with epoch 0 opens one when the cache has room, an incremental fetc
 reads every partition of its session and answers only those with something new.
 """
 import asyncio
+import logging
 import time
 
 from kafka.protocol.api_key import ApiKey
@@ -25,13 +26,16 @@ from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
 from kgate.protocol.inflate import DEFAULT_LIMIT
 from kgate.storage.entry_formats import EntryUnreadable, decode_entry
-from kgate.storage.ledger import CorruptLedger
+from kgate.storage.followed_ledger import FollowedLedger
+from kgate.storage.ledger import CorruptLedger, FollowingUnsupported
 
 from ..fetch_sessions import INITIAL_EPOCH, INVALID_SESSION_ID, CachedPartition
 from ..partition_transactions import READ_COMMITTED, committed_view
 from . import Context, handles
 from .broker_view import BrokerView
-from .waiters import wait_woken
+from .waiters import appended
+
+log = logging.getLogger(__name__)
 
 R = FetchResponse
 PD = R.FetchableTopicResponse.PartitionData
@@ -62,16 +66,27 @@ async def fetch(ctx: Context, request):
             session = None
     elif version >= 7 and request.session_id != INVALID_SESSION_ID:
         broker.fetch_sessions.remove(request.session_id)  # a full fetch closes the session it names
+    if version >= 11 and request.rack_id:
+        ctx.connection.said_zone(request.rack_id, broker.metrics)
     if session is not None:
         keys = list(session.partitions)
-        targets = _targets(ctx, ((cached, cached) for cached in session.partitions.values()))
+        targets, followed = await _targets(ctx, ((cached, cached) for cached in session.partitions.values()))
     else:
-        targets = _targets(ctx, ((t, p) for t in request.topics for p in t.partitions))
+        targets, followed = await _targets(ctx, ((t, p) for t in request.topics for p in t.partitions))
+    if followed:
+        refused = await broker.followers.refresh(followed)
+        if refused:
+            targets = [(t, p, None, refused[(partition.topic, partition.index)], -1)
+                       if partition is not None and (partition.topic, partition.index) in refused
+                       else (t, p, partition, missing, preferred)
+                       for t, p, partition, missing, preferred in targets]
+            followed = [p for p in followed if (p.topic, p.index) not in refused]
+    redirected = any(preferred >= 0 for *_, preferred in targets)
     stages = broker.metrics.fetch_stage
     held = ctx.connection.responses
     max_bytes = request.max_bytes if version >= 3 else 2**31 - 1
     deadline = time.monotonic() + request.max_wait_ms / 1000
-    ledgers = [p.ledger for _, _, p, _ in targets if p is not None]
+    ledgers = [p.ledger for _, _, p, _, preferred in targets if p is not None and preferred < 0]
     committed_only = version >= 4 and request.isolation_level == READ_COMMITTED
     while True:
         room = held.room()
@@ -93,10 +108,17 @@ async def fetch(ctx: Context, request):
             # Answers already read for other fetches fill the budget: wait for them to be sent.
             broker.metrics.fetch_budget_waits.inc()
             await held.wait_for_room(remaining)
-        elif total >= request.min_bytes or remaining <= 0 or not ledgers or _has_errors(responses):
-            break
+        elif (total >= request.min_bytes or remaining <= 0 or not ledgers or redirected
+              or _has_errors(responses)):
+            break  # a client sent to another broker hears so at once, as from Kafka
         else:
-            await _appended(ledgers, remaining)
+            # Partitions read here for their owner move when the owner says so: a long poll.
+            poll = asyncio.ensure_future(broker.followers.refresh(followed, remaining)) if followed else None
+            try:
+                await appended(ledgers, remaining)
+            finally:
+                if poll is not None and not poll.done():
+                    poll.cancel()
         stages["wait"].observe(time.monotonic() - now)
     held.take(total)  # no await since the reservation was given back: the room is still there
     ctx.held_bytes = total
@@ -111,7 +133,7 @@ async def fetch(ctx: Context, request):
             _key(topic, part.partition, uses_ids): CachedPartition(
                 topic.topic, topic.topic_id, part.partition, part.fetch_offset, part.partition_max_bytes,
                 pd.high_watermark, pd.log_start_offset)
-            for (topic, part, _, _), (_, pd) in zip(targets, responses, strict=True)})
+            for (topic, part, *_), (_, pd) in zip(targets, responses, strict=True)})
     return R(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=session_id, responses=_group(responses))
 
 
@@ -120,12 +142,22 @@ def _key(topic, partition: int, uses_ids: bool) -> tuple:
     return (topic.topic_id if uses_ids else topic.topic), partition
 
 
-def _targets(ctx: Context, wanted) -> list:
-    """``(topic, partition request, Partition | None, error code when None)`` per ``(topic, partition
-    request)`` wanted, the topic resolved and authorized once per run of the same topic."""
+async def _targets(ctx: Context, wanted) -> tuple[list, list]:
+    """``(topic, partition request, Partition | None, error code when None, preferred read replica or -1)``
+    per ``(topic, partition request)`` wanted, the topic resolved and authorized once per run of the
+    same topic; and the partitions among them read here for their owner (gateway/followers.py).
+
+    Zones (gateway/zones.py): a Fetch v11+ client in another zone than this broker is sent to
+    a broker of its own zone (preferred_read_replica) when there is one; a client in this
+    broker's zone reads a partition owned elsewhere here, from shared storage.
+    """
     broker = ctx.broker
     by_name = ctx.version < 13
+    zone = ctx.connection.zone
+    redirect = ctx.version >= 11 and zone is not None and zone != broker.zone and ctx.connection.peer_broker is None
+    follow = zone is not None and zone == broker.zone and broker.followers.available
     targets = []
+    followed = []
     last = None
     for topic_request, part in wanted:
         if (topic_request.topic, topic_request.topic_id) != last:
@@ -134,7 +166,7 @@ def _targets(ctx: Context, wanted) -> list:
             # By name, Kafka refuses an unauthorized topic whether or not it exists; by id, an unknown id stays unknown.
             name = topic_request.topic if by_name else topic.name if topic else None
             allowed = name is None or ctx.allowed(Operation.READ, ResourceType.TOPIC, name)
-        partition, missing = None, None
+        partition, missing, preferred = None, None, -1
         if not allowed:
             missing = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         elif topic is None:
@@ -144,8 +176,21 @@ def _targets(ctx: Context, wanted) -> list:
                 partition = broker.partition(topic.name, part.partition)
             except KafkaError as error:
                 missing = error.code
-        targets.append((topic_request, part, partition, missing))
-    return targets
+            if missing == ErrorCode.NOT_LEADER_FOR_PARTITION and follow:
+                try:
+                    partition, missing = await broker.followers.partition(topic, part.partition), None
+                    followed.append(partition)
+                except (OSError, FollowingUnsupported) as exc:
+                    log.warning("%s-%d: cannot follow its ledgers here: %s", topic.name, part.partition, exc)
+            elif partition is not None and redirect and zone is not None:
+                replica = broker.zone_broker(zone, topic.name, part.partition)
+                if replica is None:
+                    if broker.followers.available:  # else the store keeps every client on the owners
+                        broker.metrics.zone_fallback(zone)
+                elif replica != broker.node_id:
+                    preferred = replica
+        targets.append((topic_request, part, partition, missing, preferred))
+    return targets, followed
 
 
 def _news(session, keys: list, responses: list) -> list:
@@ -179,7 +224,7 @@ async def _read(broker: BrokerView, targets: list, max_bytes: int, version: int,
     responses = []
     total = 0
     served: dict[str, list[int]] = {}
-    for topic_request, part, partition, missing in targets:
+    for topic_request, part, partition, missing, preferred in targets:
         if partition is None:
             responses.append((topic_request, _refused(part.partition, missing)))
             continue
@@ -190,13 +235,19 @@ async def _read(broker: BrokerView, targets: list, max_bytes: int, version: int,
         records = b""
         lso = partition.transactions.last_stable_offset(hw)
         aborted = None
-        if not start <= part.fetch_offset <= hw:
+        if preferred >= 0:
+            pass  # read from the client's own zone: nothing is read here
+        elif not start <= part.fetch_offset <= hw:
             error = ErrorCode.OFFSET_OUT_OF_RANGE
         elif (max_bytes > 0 or (progress and total == 0)) and (not committed_only or part.fetch_offset < lso):
             try:
                 entries = await ledger.read(part.fetch_offset, min(part.partition_max_bytes, max_bytes),
                                             min_one=progress and total == 0)
             except CorruptLedger as damage:
+                if isinstance(ledger, FollowedLedger):
+                    # Not ours to judge (a ledger retention or compaction replaced mid-read): the owner serves it.
+                    responses.append((topic_request, _refused(part.partition, ErrorCode.NOT_LEADER_FOR_PARTITION)))
+                    continue
                 broker.take_offline(partition.topic, partition.index, damage)
                 responses.append((topic_request, _refused(part.partition, ErrorCode.KAFKA_STORAGE_ERROR)))
                 continue
@@ -217,7 +268,7 @@ async def _read(broker: BrokerView, targets: list, max_bytes: int, version: int,
             counts[1] += sum(stored.header.record_count for stored in entries[:len(chunks)])
         responses.append((topic_request, PD(
             partition_index=part.partition, error_code=error, high_watermark=hw, last_stable_offset=lso,
-            log_start_offset=start, preferred_read_replica=-1, records=records,
+            log_start_offset=start, preferred_read_replica=preferred, records=records,
             aborted_transactions=[PD.AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset)
                                   for a in aborted] if aborted else None)))
     return responses, total, served
@@ -261,18 +312,3 @@ def _group(responses):
             last = (topic_request.topic, topic_request.topic_id)
         topics[-1].partitions.append(pd)
     return topics
-
-
-async def _appended(ledgers, timeout: float) -> None:
-    """Return when any of ``ledgers`` confirms new entries, or after ``timeout`` seconds.
-
-    Registered with no await since the read, so an append in between cannot be missed.
-    """
-    waiter = asyncio.get_running_loop().create_future()
-    for ledger in ledgers:
-        ledger.wake_on_append(waiter)
-    try:
-        await wait_woken(waiter, timeout)
-    finally:
-        for ledger in ledgers:
-            ledger.forget_waiter(waiter)

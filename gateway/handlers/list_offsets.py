@@ -13,6 +13,7 @@ from kgate.protocol import conversion
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
 from kgate.storage.entry_formats import decode_entry
+from kgate.storage.followed_ledger import FollowedLedger
 from kgate.storage.ledger import CorruptLedger
 
 from ..partition_transactions import READ_COMMITTED
@@ -39,6 +40,8 @@ async def list_offsets(ctx: Context, request):
             if part.timestamp == LATEST and ctx.version >= 2 and request.isolation_level == READ_COMMITTED:
                 offset = partition.transactions.last_stable_offset(offset)
         except CorruptLedger as damage:
+            if isinstance(partition.ledger, FollowedLedger):
+                raise KafkaError(ErrorCode.NOT_LEADER_FOR_PARTITION) from None  # the owner's to judge
             ctx.broker.take_offline(partition.topic, partition.index, damage)
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR) from None
         return P(partition_index=part.partition_index, error_code=ErrorCode.NONE,
@@ -51,7 +54,8 @@ async def list_offsets(ctx: Context, request):
     return R(throttle_time_ms=0, topics=[
         R.ListOffsetsTopicResponse(name=topic.name, partitions=await per_partition(
             ctx.broker, topic.name, topic.partitions, lambda part: part.partition_index, answer, refused,
-            allowed=ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, topic.name)))
+            allowed=ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, topic.name),
+            find=lambda name, index: ctx.broker.followers.readable(ctx.connection, name, index)))
         for topic in request.topics])
 
 

@@ -10,7 +10,6 @@ from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
 
 from . import Context, handles
-from .broker_view import BrokerView
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +42,7 @@ async def metadata(ctx: Context, request):
     return R(
         throttle_time_ms=0,
         brokers=[R.MetadataResponseBroker(node_id=node_id, host=host, port=port, rack=rack)
-                 for node_id, (host, port, rack) in broker.live_brokers(ctx.connection).items()],
+                 for node_id, (host, port, rack) in _brokers(ctx).items()],
         cluster_id=broker.cluster_id,
         controller_id=broker.controller_id,
         topics=topics,
@@ -51,6 +50,20 @@ async def metadata(ctx: Context, request):
         authorized_operations=authorizer.authorized_operations(ctx.connection, ResourceType.CLUSTER, CLUSTER_NAME)
         if 8 <= version <= 10 and request.include_cluster_authorized_operations else None,
     )
+
+
+def _brokers(ctx: Context) -> dict:
+    """Every live broker (DESIGN rule 6), but to a client of a zone with live brokers only those:
+    it is told its own zone's brokers as leaders of every partition, and a broker it is not
+    told of is one it never opens a connection to (librdkafka and kafka-python ask any broker
+    they know for metadata). Coordinators elsewhere stay reachable: FindCoordinator gives
+    their address."""
+    live = ctx.broker.live_brokers(ctx.connection)
+    zone = ctx.connection.zone
+    if zone is None or ctx.connection.peer_broker is not None or not ctx.broker.followers.available:
+        return live
+    own = {node_id: found for node_id, found in live.items() if found[2] == zone}
+    return own or live
 
 
 async def _describe(ctx: Context, name, auto_create, with_operations):
@@ -79,13 +92,14 @@ async def _describe(ctx: Context, name, auto_create, with_operations):
             topic = broker.topics[name]
     return R.MetadataResponseTopic(
         error_code=ErrorCode.NONE, name=topic.name, topic_id=topic.topic_id, is_internal=broker.is_internal(topic.name),
-        partitions=[_partition(broker, topic, index) for index in range(topic.partitions)],
+        partitions=[_partition(ctx, topic, index) for index in range(topic.partitions)],
         authorized_operations=operations)
 
 
-def _partition(broker: BrokerView, topic, index):
+def _partition(ctx: Context, topic, index):
     """The partition's leader is its owner. One this broker owns but has not opened yet
     (claimed a moment ago) or one with no live owner has no leader: clients retry."""
+    broker = ctx.broker
     leader = broker.leader(topic, index)
     try:
         local = broker.partition(topic.name, index)
@@ -96,6 +110,16 @@ def _partition(broker: BrokerView, topic, index):
             error_code=ErrorCode.LEADER_NOT_AVAILABLE, partition_index=index, leader_id=-1, leader_epoch=-1,
             replica_nodes=[], isr_nodes=[], offline_replicas=[])
     node = leader.node_id
+    zone = ctx.connection.zone
+    if zone is not None and ctx.connection.peer_broker is None and leader.rack != zone:
+        # A client in another zone than the owner: a broker of its own zone leads it for that
+        # client (reads from shared storage, writes by reference: gateway/followers.py, produce.py).
+        routed = broker.zone_broker(zone, topic.name, index)
+        if routed is None:
+            if broker.followers.available:  # else the store keeps every client on the owners
+                broker.metrics.zone_fallback(zone)
+        elif routed != node:
+            node, local = routed, None
     # Another broker's epoch is not known here; -1 tells clients not to compare epochs.
     epoch = local.leader_epoch if local is not None else -1
     return R.MetadataResponseTopic.MetadataResponsePartition(

@@ -9,6 +9,7 @@ since the ledger store is the replication); acks=0 gets no answer at all.
 import asyncio
 import logging
 import time
+import uuid
 from dataclasses import dataclass
 
 from kafka.protocol.api_key import ApiKey
@@ -19,17 +20,20 @@ from kgate.protocol import message_set, record_batch, record_compaction, record_
 from kgate.protocol.conversion import magic_of
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
+from kgate.protocol.messages import KgateProduceReferenceRequest
 from kgate.storage.entry_formats import EntryFormat, ProducedRecords
 from kgate.storage.ledger import LedgerFenced, StoreUnavailable
 
 from ..config import COMPRESSION_TYPES, is_compacted
 from ..partition import Partition
+from ..peer_links import PeerUnavailable
 from . import Context, handles
 from .waiters import wait_woken, wake
 
 log = logging.getLogger(__name__)
 
 R = ProduceResponse
+_REF = KgateProduceReferenceRequest
 _RecordError = R.TopicProduceResponse.PartitionProduceResponse.BatchIndexAndErrorMessage
 # Produce v7 is the first version whose clients may send zstd (KIP-110).
 MIN_VERSION_FOR_ZSTD = 7
@@ -46,12 +50,15 @@ class _Outcome:
     partition: Partition | None = None
     message: str | None = None
     record_errors: tuple[tuple[int, str], ...] = ()
+    log_start: int = -1
+    # Sent to the owner by reference (gateway/zones.py): ``durable`` is the owner's answer then.
+    by_reference: bool = False
 
     def fail(self, error: ErrorCode) -> None:
         self.error, self.base_offset = error, -1
 
 
-class _Turn:
+class Turn:
     """Keeps a connection's produces appending in the order they were sent.
 
     Requests run as concurrent tasks, and one that appends with no pause in between
@@ -85,6 +92,7 @@ class _Turn:
             self.mine.set_result(None)
             if self.connection.appending is self.mine:
                 self.connection.appending = None
+            self.mine = None
 
 
 class _Inflation:
@@ -102,10 +110,14 @@ class _Inflation:
 
 @handles(ApiKey.Produce)
 async def produce(ctx: Context, request):
+    return await produce_in_turn(ctx, request, Turn(ctx.connection))
+
+
+async def produce_in_turn(ctx: Context, request, turn: "Turn"):
+    """A Produce request appended in ``turn`` (its place among the connection's produces)."""
     metrics = ctx.broker.metrics
     began = time.monotonic()
     results: dict[tuple[str, int], _Outcome] = {}
-    turn = _Turn(ctx.connection)
     inflation = _Inflation(ctx.broker.settings)
     try:
         for topic_data in request.topic_data:
@@ -133,6 +145,9 @@ async def produce(ctx: Context, request):
         metrics.produce_stage["fsync"].observe(time.monotonic() - appended)
     for result in results.values():
         durable, partition = result.durable, result.partition
+        if result.by_reference and durable is not None:
+            _settle_reference(result, durable)
+            continue
         if durable is None or partition is None:  # appended ones have both
             continue
         if not durable.done():
@@ -177,7 +192,7 @@ async def _all_done(futures, timeout: float) -> None:
             future.remove_done_callback(on_done)
 
 
-async def _append(ctx: Context, request, topic_name, data, turn: _Turn, inflation: _Inflation) -> _Outcome:
+async def _append(ctx: Context, request, topic_name, data, turn: Turn, inflation: _Inflation) -> _Outcome:
     broker = ctx.broker
     version = ctx.version
     if request.acks not in (-1, 0, 1):
@@ -186,7 +201,12 @@ async def _append(ctx: Context, request, topic_name, data, turn: _Turn, inflatio
             Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
         raise KafkaError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     ctx.require(Operation.WRITE, ResourceType.TOPIC, topic_name)
-    partition = broker.partition(topic_name, data.index)
+    try:
+        partition = broker.partition(topic_name, data.index)
+    except KafkaError as refused:
+        if refused.code != ErrorCode.NOT_LEADER_FOR_PARTITION or not _takes_for_owner(ctx):
+            raise
+        return await _by_reference(ctx, request, topic_name, data, turn)
     topic = broker.topics.get(topic_name)
     if topic is None:  # deleted while its partitions are being dropped
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
@@ -220,6 +240,63 @@ async def _append(ctx: Context, request, topic_name, data, turn: _Turn, inflatio
     return _Outcome(ErrorCode.NONE, base, durable, partition)
 
 
+def _takes_for_owner(ctx: Context) -> bool:
+    """Whether this broker takes a produce for a partition another broker owns: for a client of
+    its own zone, when the store can stage record sets for the owner to read."""
+    connection, broker = ctx.connection, ctx.broker
+    return (connection.zone is not None and connection.zone == broker.zone and connection.peer_broker is None
+            and broker.followers.available)
+
+
+async def _by_reference(ctx: Context, request, topic_name: str, data, turn: Turn) -> _Outcome:
+    """Stage the record set in shared storage and send the owner only a reference to it.
+
+    The owner reads the bytes from storage (in the region, not across zones), appends them
+    exactly as a direct produce (validation, idempotent sequences, fencing, transactions)
+    and answers once they are durable; this broker answers the client with that. The
+    reference goes out in the connection's produce order, over the one link to the owner,
+    which keeps that order (gateway/handlers/produce_reference.py), so a producer's batches
+    reach the owner in the order it sent them.
+    """
+    broker = ctx.broker
+    topic = broker.topics.get(topic_name)
+    owner = broker.leader(topic, data.index) if topic is not None else None
+    if owner is None or owner.node_id == broker.node_id:
+        raise KafkaError(ErrorCode.NOT_LEADER_FOR_PARTITION)
+    records = data.records
+    if not records:
+        raise KafkaError(ErrorCode.INVALID_RECORD, "empty record set")
+    staged = f"{broker.node_id}-{uuid.uuid4().hex}"
+    turn.hold()
+    try:
+        await broker.ledgers.stage(staged, records)
+    except OSError as exc:
+        raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"staging for broker {owner.node_id} failed: {exc}") from None
+    await turn.wait()
+    reference = _REF(produce_version=ctx.version, transactional_id=request.transactional_id,
+                     timeout_ms=request.timeout_ms, topics=[_REF.ReferenceTopic(name=topic_name, partitions=[
+                         _REF.ReferenceTopic.ReferencePartition(index=data.index, staged=staged, size=len(records))])])
+    try:
+        answer = await broker.peers.send(owner.node_id, reference, 0)
+    except PeerUnavailable as exc:
+        broker.ledgers.unstage(staged)
+        raise KafkaError(ErrorCode.NOT_LEADER_FOR_PARTITION, str(exc)) from None
+    answer.add_done_callback(lambda _: broker.ledgers.unstage(staged))
+    return _Outcome(ErrorCode.NONE, durable=answer, by_reference=True)
+
+
+def _settle_reference(result: _Outcome, answer: asyncio.Future) -> None:
+    """The owner's answer to a produce sent by reference, as this broker's answer to the client."""
+    if not answer.done():
+        result.fail(ErrorCode.REQUEST_TIMED_OUT)
+    elif answer.cancelled() or answer.exception() is not None:
+        result.fail(ErrorCode.NOT_LEADER_FOR_PARTITION)  # the link to the owner failed: the client retries
+    else:
+        owner = answer.result().topics[0].partitions[0]
+        result.error, result.base_offset = ErrorCode(owner.error_code), owner.base_offset
+        result.log_start, result.message = owner.log_start_offset, owner.error_message
+
+
 def _check_transactional(ctx: Context, transactional_id: str | None, header: record_batch.BatchHeader,
                          topic_name: str, index: int, entry_format: EntryFormat) -> None:
     """A transactional batch: sent with its transactional id, to a partition its transaction
@@ -233,7 +310,7 @@ def _check_transactional(ctx: Context, transactional_id: str | None, header: rec
                                           (topic_name, index))
 
 
-async def _validated(view: memoryview, version: int, turn: _Turn, inflation: _Inflation,
+async def _validated(view: memoryview, version: int, turn: Turn, inflation: _Inflation,
                      compacted: bool = False) -> ProducedRecords:
     """The record set checked through to its last record, inflating within the request's limits;
     for a ``compacted`` topic, the records without a key are found too (a second, per-record
@@ -312,7 +389,7 @@ def _validate_batch(view: memoryview, version: int) -> record_batch.BatchHeader:
 def _response(results) -> ProduceResponse:
     by_topic: dict[str, list] = {}
     for (topic, index), outcome in results.items():
-        log_start = outcome.partition.ledger.log_start_offset if outcome.partition is not None else -1
+        log_start = outcome.partition.ledger.log_start_offset if outcome.partition is not None else outcome.log_start
         answer = R.TopicProduceResponse.PartitionProduceResponse(
             index=index, error_code=outcome.error, base_offset=outcome.base_offset, log_append_time_ms=-1,
             log_start_offset=log_start)

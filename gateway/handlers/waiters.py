@@ -20,3 +20,18 @@ async def wait_woken(waiter: asyncio.Future, timeout: float) -> None:
         await waiter
     finally:
         timer.cancel()
+
+
+async def appended(ledgers, timeout: float) -> None:
+    """Return when any of ``ledgers`` confirms new entries, or after ``timeout`` seconds.
+
+    Registered with no await since the caller's read, so an append in between cannot be missed.
+    """
+    waiter = asyncio.get_running_loop().create_future()
+    for ledger in ledgers:
+        ledger.wake_on_append(waiter)
+    try:
+        await wait_woken(waiter, timeout)
+    finally:
+        for ledger in ledgers:
+            ledger.forget_waiter(waiter)

@@ -24,6 +24,7 @@ from array import array
 from crc32c import crc32c
 
 from ..ledger import (
+    STAGED_NAME,
     STRANDED_HEAD_BYTES,
     ChecksumMismatch,
     CorruptLedger,
@@ -46,6 +47,9 @@ INLINE_READ_BYTES = 1024 * 1024
 
 # How much a search for the next valid frame after damage reads at a time.
 SEARCH_WINDOW = 1024 * 1024
+
+# Record sets taken by a broker of another zone than the partition's owner, until it has them.
+STAGING_DIR = "staged"
 
 _FRAME = struct.Struct(">II")
 _LENGTH = struct.Struct(">I")
@@ -160,6 +164,25 @@ class FileLedger(Ledger):
         positions = self._positions[first:last + 1]
         return await asyncio.get_running_loop().run_in_executor(None, _read_heads, self._fd, positions, size)
 
+    async def catch_up(self) -> int:
+        """Index the whole, CRC-valid frames the writer has added since (a follower's view).
+
+        A frame still being written or failing its CRC ends the scan for now; the next
+        catch-up looks again from there. Nothing is truncated or fenced.
+        """
+        if self._writable or self._fd < 0:
+            return self._lac
+        size = os.fstat(self._fd).st_size
+        if size - self._end <= INLINE_READ_BYTES:
+            found = _scan_from(self._fd, self._end, size)
+        else:
+            found = await asyncio.get_running_loop().run_in_executor(None, _scan_from, self._fd, self._end, size)
+        for position in found[0]:
+            self._positions.append(position)
+        self._end = found[1]
+        self._lac = len(self._positions) - 1
+        return self._lac
+
     async def close(self) -> None:
         if self._writable:
             await self.sync(self.last_add_pushed)
@@ -172,6 +195,8 @@ class FileLedger(Ledger):
 
 
 class FileLedgerStore(LedgerStore):
+    follows = True  # a shared directory: other brokers open the same files read-only
+
     def __init__(self, directory: str):
         self._dir = directory
         os.makedirs(directory, exist_ok=True)
@@ -206,6 +231,47 @@ class FileLedgerStore(LedgerStore):
             os.close(fd)
             raise
         return FileLedger(ledger_id, path, fd, positions, end, writable=False)
+
+    async def open_follower(self, ledger_id: int) -> FileLedger:
+        """Read-only, with no fence marker: the writer, if any, goes on appending."""
+        path = self._path(ledger_id)
+        ledger = FileLedger(ledger_id, path, os.open(path, os.O_RDONLY), array("q"), 0, writable=False)
+        await ledger.catch_up()
+        return ledger
+
+    def _staged(self, name: str) -> str:
+        if not STAGED_NAME.fullmatch(name):
+            raise FileNotFoundError(f"no staged record set can be named {name!r}")
+        return os.path.join(self._dir, STAGING_DIR, name)
+
+    async def stage(self, name: str, data) -> None:
+        """Written and closed, not fsynced: visible to the other brokers (close-to-open on a
+        network filesystem), and durability is the owner's append's business."""
+        if len(data) <= INLINE_READ_BYTES:
+            _write_file(self._staged(name), data)
+        else:
+            await asyncio.get_running_loop().run_in_executor(None, _write_file, self._staged(name), data)
+
+    async def read_staged(self, name: str) -> bytes:
+        path = self._staged(name)
+        if os.stat(path).st_size <= INLINE_READ_BYTES:
+            return _read_file(path)
+        return await asyncio.get_running_loop().run_in_executor(None, _read_file, path)
+
+    def unstage(self, name: str) -> None:
+        try:
+            os.unlink(self._staged(name))
+        except FileNotFoundError:
+            pass
+
+    def unstage_all(self, prefix: str) -> int:
+        try:
+            names = [n for n in os.listdir(os.path.join(self._dir, STAGING_DIR)) if n.startswith(prefix)]
+        except FileNotFoundError:
+            return 0
+        for name in names:
+            self.unstage(name)
+        return len(names)
 
     def delete_ledger(self, ledger_id: int) -> None:
         path = self._path(ledger_id)
@@ -244,6 +310,18 @@ def _scan(fd: int, ledger_id: int, verify: bool, last_entry: int | None) -> tupl
         pos += FRAME_SIZE + length
     if last_entry is not None and len(positions) <= last_entry:
         raise CorruptLedger(f"ledger {ledger_id} holds {len(positions)} entries, metadata says {last_entry + 1}")
+    return positions, pos
+
+
+def _scan_from(fd: int, pos: int, size: int) -> tuple[list[int], int]:
+    """Positions of the whole, CRC-valid frames from ``pos``, and where the first other one starts."""
+    positions = []
+    while pos + FRAME_SIZE <= size:
+        length = _frame_at(fd, pos, size, verify=True)
+        if length is None:
+            break
+        positions.append(pos)
+        pos += FRAME_SIZE + length
     return positions, pos
 
 
@@ -322,6 +400,22 @@ def _read_heads(fd: int, positions, size: int) -> list[tuple[int, bytes]]:
         length, _crc = _FRAME.unpack_from(frame, 0)
         heads.append((length, frame[FRAME_SIZE:FRAME_SIZE + min(size, length)]))
     return heads
+
+
+def _write_file(path: str, data) -> None:
+    """Made on first use, so a store nobody stages in holds only ledgers."""
+    try:
+        fh = open(path, "wb")
+    except FileNotFoundError:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fh = open(path, "wb")
+    with fh:
+        fh.write(data)
+
+
+def _read_file(path: str) -> bytes:
+    with open(path, "rb") as fh:
+        return fh.read()
 
 
 def _fence_path(ledger_path: str) -> str:

@@ -52,8 +52,9 @@ def test_a_larger_session_evicts_the_smallest_one_past_its_first_eviction_period
 def test_a_session_remembers_what_it_told_and_answers_only_news():
     cached = CachedPartition("t", None, 0, 0, 1 << 20, high_watermark=10, log_start_offset=0)
 
-    def pd(hw=10, start=0, records=b"", error=ErrorCode.NONE):
-        return SimpleNamespace(high_watermark=hw, log_start_offset=start, records=records, error_code=error)
+    def pd(hw=10, start=0, records=b"", error=ErrorCode.NONE, preferred=-1):
+        return SimpleNamespace(high_watermark=hw, log_start_offset=start, records=records, error_code=error,
+                               preferred_read_replica=preferred)
 
     assert not cached.must_answer(pd())
     assert cached.must_answer(pd(records=b"batch"))
@@ -61,6 +62,7 @@ def test_a_session_remembers_what_it_told_and_answers_only_news():
     assert cached.must_answer(pd(hw=11, start=3))
     assert cached.must_answer(pd(hw=11, start=3, error=ErrorCode.NOT_LEADER_FOR_PARTITION))
     assert cached.must_answer(pd(hw=11, start=3)), "a partition is sent again once its error clears"
+    assert cached.must_answer(pd(hw=11, start=3, preferred=2)), "a client sent to its zone's broker hears so"
 
 
 def test_updates_add_refresh_and_forget_partitions():

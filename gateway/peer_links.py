@@ -1,0 +1,157 @@
+"""Broker-to-broker requests over one pooled, pipelined connection per peer.
+
+Zone-aware routing asks a partition's owner for its high watermark on every read
+served elsewhere, so this is a hot path: one connection per peer, opened on first
+use over the peer's PLAINTEXT listener, with requests written as they come and one
+reader task matching answers to waiters by correlation id (requests need not be
+answered in order across partitions' long polls, but Kafka answers a connection's
+requests in order anyway). A link that fails fails every request waiting on it and
+is opened again by the next request.
+
+Every byte sent and received is counted by zone pair (``kgate_interbroker_bytes``),
+so an operator sees what crossing zones costs; the serving side counts the same
+connection from its end (gateway/connection.py knows it by its client id).
+"""
+import asyncio
+import itertools
+import logging
+import struct
+
+from kgate.protocol.messages import RESPONSES
+
+from .zones import broker_client_id
+
+log = logging.getLogger(__name__)
+
+_SIZE = struct.Struct(">i")
+_CORRELATION = struct.Struct(">i")
+CONNECT_TIMEOUT_S = 5.0
+MAX_RESPONSE_BYTES = 64 << 20
+
+
+class PeerUnavailable(ConnectionError):
+    """The peer cannot be reached or the link to it failed before the answer came."""
+
+
+class PeerLinks:
+    def __init__(self, broker):
+        self._broker = broker
+        self._links: dict[int, _Link] = {}
+
+    async def request(self, node_id: int, request, version: int, timeout: float):
+        """Send ``request`` at ``version`` to broker ``node_id``; its decoded response.
+
+        Raises PeerUnavailable when the peer is not live or the link fails, and
+        TimeoutError when no answer comes within ``timeout`` seconds.
+        """
+        answer = await self.send(node_id, request, version)
+        try:
+            return await asyncio.wait_for(answer, timeout)
+        finally:
+            answer.cancel()  # nothing once answered; otherwise the answer is dropped when it comes
+
+    async def send(self, node_id: int, request, version: int) -> asyncio.Future:
+        """Write ``request`` to broker ``node_id``'s link; the future of its decoded response.
+
+        Once the link is up this does not pause before writing, so requests sent one after
+        the other by a task, or by tasks started in order, reach the peer in that order.
+        """
+        broker = self._broker
+        info = broker.cluster.brokers.get(node_id)
+        address = info.address("PLAINTEXT") if info is not None else None
+        if address is None:
+            raise PeerUnavailable(f"broker {node_id} is not live or has no PLAINTEXT listener")
+        link = self._links.get(node_id)
+        if link is None or link.address != address or link.closed:
+            if link is not None:
+                link.close()
+            zone = broker.zone
+            link = self._links[node_id] = _Link(
+                address, broker_client_id(broker.node_id, zone),
+                broker.metrics.interbroker_counter(zone, info.rack))
+        return await link.send(request, version)
+
+    def close(self) -> None:
+        for link in self._links.values():
+            link.close()
+        self._links.clear()
+
+
+class _Link:
+    def __init__(self, address: tuple[str, int], client_id: str, count):
+        self.address = address
+        self._client_id = client_id
+        self._count = count  # count(direction, bytes): "out" sent, "in" received
+        self._correlation = itertools.count(1)
+        self._waiting: dict[int, tuple[asyncio.Future, int, int]] = {}
+        self._writer: asyncio.StreamWriter | None = None
+        self._connecting: asyncio.Future | None = None
+        self._reader_task: asyncio.Task | None = None
+        self.closed = False
+
+    async def _connected(self) -> asyncio.StreamWriter:
+        if self._writer is not None:
+            return self._writer
+        if self._connecting is None:
+            self._connecting = asyncio.ensure_future(self._connect())
+        await asyncio.shield(self._connecting)
+        assert self._writer is not None
+        return self._writer
+
+    async def _connect(self) -> None:
+        try:
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(*self.address), CONNECT_TIMEOUT_S)
+        except (TimeoutError, OSError) as exc:
+            self.close()
+            raise PeerUnavailable(f"connecting to {self.address[0]}:{self.address[1]}: {exc!r}") from exc
+        self._writer = writer
+        self._reader_task = asyncio.create_task(self._read(reader))
+
+    async def send(self, request, version: int) -> asyncio.Future:
+        if self.closed:
+            raise PeerUnavailable("link closed")
+        writer = await self._connected()
+        correlation_id = next(self._correlation)
+        request.API_VERSION = version
+        request.with_header(correlation_id=correlation_id, client_id=self._client_id)
+        frame = request.encode(header=True, framed=True)
+        answer = asyncio.get_running_loop().create_future()
+        self._waiting[correlation_id] = (answer, request.API_KEY, version)
+        answer.add_done_callback(lambda _: self._waiting.pop(correlation_id, None))
+        writer.write(frame)
+        self._count("out", len(frame))
+        return answer
+
+    async def _read(self, reader: asyncio.StreamReader) -> None:
+        failure: BaseException = PeerUnavailable("link closed")
+        try:
+            while True:
+                size = _SIZE.unpack(await reader.readexactly(_SIZE.size))[0]
+                if not 0 < size <= MAX_RESPONSE_BYTES:
+                    raise PeerUnavailable(f"a response of {size} bytes")
+                payload = await reader.readexactly(size)
+                self._count("in", _SIZE.size + size)
+                correlation_id = _CORRELATION.unpack_from(payload)[0]
+                waiting = self._waiting.pop(correlation_id, None)
+                if waiting is None:
+                    continue  # its asker gave up (a long poll cut short): the answer is not needed
+                answer, api_key, version = waiting
+                if not answer.done():
+                    answer.set_result(RESPONSES[api_key].decode(payload, version=version, header=True))
+        except asyncio.CancelledError:
+            raise
+        except (OSError, asyncio.IncompleteReadError, PeerUnavailable) as exc:
+            failure = PeerUnavailable(f"link to {self.address[0]}:{self.address[1]} failed: {exc!r}")
+        finally:
+            self.close(failure)
+
+    def close(self, failure: BaseException | None = None) -> None:
+        self.closed = True
+        for answer, _, _ in self._waiting.values():
+            if not answer.done():
+                answer.set_exception(failure or PeerUnavailable("link closed"))
+        self._waiting.clear()
+        if self._writer is not None:
+            self._writer.close()
+        if self._reader_task is not None and self._reader_task is not asyncio.current_task():
+            self._reader_task.cancel()

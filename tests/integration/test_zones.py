@@ -1,0 +1,161 @@
+"""Zone-aware routing: three brokers in zones a, b and c over one ZooKeeper and one shared
+ledger directory, with real clients that say their zone (``client.rack``, and a
+``kgate_az=`` token in ``client.id``). Record bytes must reach a client from a broker of
+its own zone, whichever broker owns the partition, and the metrics must show it.
+"""
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import NewTopic
+
+from tests.support import records as R
+from tests.support.clients import ConfluentClient
+from tests.support.cluster import AckedProducer, KgateCluster, check_delivery, read_all
+from tests.support.member_process import wait_for
+from tests.support.scrape import scrape, value
+from tests.support.zookeeper import Ensemble
+
+pytestmark = pytest.mark.slow
+ZONES = {0: "a", 1: "b", 2: "c"}
+PARTITIONS = 6
+
+
+@pytest.fixture(scope="module")
+def zookeeper(tmp_path_factory):
+    server = Ensemble(str(tmp_path_factory.mktemp("zookeeper")), size=1).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def zoned(tmp_path, zookeeper):
+    """Brokers 0, 1, 2 in zones a, b, c, each with a metrics endpoint."""
+    cluster = KgateCluster(str(tmp_path), zookeeper.address, f"/kgate-{uuid.uuid4().hex[:8]}")
+    try:
+        for node_id, zone in ZONES.items():
+            cluster.start_broker(node_id, **{"broker.rack": zone, "kgate.metrics.listener": "127.0.0.1:0"})
+        cluster.wait_live(set(ZONES))
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def create(cluster, name, partitions=PARTITIONS):
+    admin = cluster.admin()
+    for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
+        future.result(timeout=30)
+    return cluster.wait_leaders(name, partitions, set(cluster.brokers))
+
+
+def fetched_bytes(cluster, topic) -> dict[int, float]:
+    return {node_id: value(scrape(broker.metrics_url), "kgate_topic_bytes_out_total", topic=topic)
+            for node_id, broker in cluster.brokers.items()}
+
+
+def read(consumer, count, timeout=60) -> list[R.Consumed]:
+    out: list[R.Consumed] = []
+    deadline = time.monotonic() + timeout
+    while len(out) < count and time.monotonic() < deadline:
+        for message in consumer.consume(10_000, timeout=0.5):
+            assert message.error() is None, message.error()
+            out.append(R.Consumed(message.partition(), message.offset(), message.key(), message.value(),
+                                  tuple(message.headers() or ()), message.timestamp()[1]))
+    return out
+
+
+def test_a_consumer_reads_every_partition_from_its_own_zone_through_preferred_read_replica(zoned):
+    """A librdkafka consumer in zone a reads partitions owned in zones b and c from the zone-a
+    broker, both what was stored before it started and a tail produced while it waits: the
+    owners in b and c serve no record bytes, and the zone-a broker asks them only for high
+    watermarks (a small share of the payload)."""
+    topic = "zoned-reads"
+    leaders = create(zoned, topic)
+    assert set(leaders.values()) == set(ZONES), f"every zone owns some partitions: {leaders}"
+    ConfluentClient.produce(zoned.bootstrap, topic, 1000)
+    zone_a = zoned.brokers[0]
+    consumer = Consumer({"bootstrap.servers": zone_a.bootstrap, "group.id": "zoned-reader", "enable.auto.commit": False,
+                         "client.rack": "a", "client.id": "reader,kgate_az=a", "fetch.wait.max.ms": 500})
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+        stored = read(consumer, 1000)
+        assert len(stored) == 1000
+        # The tail: records produced while the consumer waits at the end of every partition.
+        ConfluentClient.produce(zoned.bootstrap, topic, 500, first=1000)
+        tail = read(consumer, 500)
+    finally:
+        consumer.close()
+    R.check_read_back(stored + tail, 1500)
+    served = fetched_bytes(zoned, topic)
+    assert served[1] == served[2] == 0, f"owners in other zones served record bytes: {served}"
+    assert served[0] > 0
+    samples = scrape(zone_a.metrics_url)
+    asked = sum(value(samples, "kgate_interbroker_bytes_total", direction=direction, local_zone="a", peer_zone=peer)
+                for direction in ("sent", "received") for peer in ("b", "c"))
+    assert 0 < asked < served[0], f"inter-broker bytes {asked} against {served[0]} bytes of records"
+
+
+def cross_zone_client_bytes(cluster) -> float:
+    """Client bytes, both ways, between a client that said its zone and a broker of another zone."""
+    total = 0.0
+    for broker in cluster.brokers.values():
+        if not broker.alive():
+            continue
+        for (name, labels), sample in scrape(broker.metrics_url).items():
+            labels = dict(labels)
+            if name == "kgate_client_bytes_total" and labels["client_zone"] not in ("", labels["broker_zone"]):
+                total += sample
+    return total
+
+
+def test_producers_write_through_a_broker_of_their_own_zone_by_reference(zoned):
+    """kafka-python 3 in zone b and an idempotent librdkafka producer in zone c, each knowing
+    only its zone's broker, produce to partitions owned in every zone: every acknowledged
+    record is at its offset, offsets run without gaps, no client byte crossed zones, and the
+    owners were sent references, not the record bytes."""
+    topic = "zoned-writes"
+    create(zoned, topic)
+    writers = [
+        AckedProducer("kafka-python", zoned.brokers[1].bootstrap, topic, 1500, per_second=3000,
+                      client_id="writer-b,kgate_az=b"),
+        AckedProducer("confluent", zoned.brokers[2].bootstrap, topic, 1500, first=1500, per_second=3000,
+                      **{"client.id": "writer-c,kgate_az=c", "enable.idempotence": True}),
+    ]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join(120)
+        assert not writer.failed, writer.failed[:3]
+    acked = [record for writer in writers for record in writer.acked]
+    assert len(acked) == 3000
+    check_delivery(read_all(zoned.bootstrap, topic, PARTITIONS), acked)
+    assert cross_zone_client_bytes(zoned) == 0
+    payload = sum(value(scrape(b.metrics_url), "kgate_topic_bytes_in_total", topic=topic)
+                  for b in zoned.brokers.values())
+    crossed = 0.0
+    for node_id, broker in zoned.brokers.items():
+        samples = scrape(broker.metrics_url)
+        crossed += sum(value(samples, "kgate_interbroker_bytes_total", direction="sent", local_zone=ZONES[node_id],
+                             peer_zone=peer) for peer in ZONES.values() if peer != ZONES[node_id])
+    assert 0 < crossed < payload / 4, f"{crossed} inter-broker bytes for {payload} bytes of records"
+
+
+def test_when_a_zone_loses_its_broker_its_clients_go_to_the_owners_and_lose_nothing(zoned):
+    """kill -9 of the only zone-a broker while a zone-a idempotent producer writes through it:
+    the producer falls back to the owners in other zones (counted as fallbacks) and every
+    acknowledged record is read back at its offset."""
+    topic = "zone-failover"
+    create(zoned, topic)
+    bootstrap = ",".join(zoned.brokers[n].bootstrap for n in (0, 1, 2))
+    writer = AckedProducer("confluent", bootstrap, topic, 3000, per_second=1000,
+                           **{"client.id": "writer-a,kgate_az=a", "enable.idempotence": True}).start()
+    wait_for(lambda: len(writer.acked) >= 500, 30, "acknowledgements through the zone-a broker")
+    zoned.brokers[0].kill()
+    writer.join(150)
+    assert not writer.failed, writer.failed[:3]
+    assert len(writer.acked) == 3000
+    check_delivery(read_all(zoned.bootstrap, topic, PARTITIONS), writer.acked)
+    fallbacks = sum(value(scrape(zoned.brokers[n].metrics_url), "kgate_zone_fallbacks_total", client_zone="a")
+                    for n in (1, 2))
+    assert fallbacks > 0
