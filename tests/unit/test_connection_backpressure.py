@@ -68,7 +68,8 @@ def _blocked_broker(monkeypatch, *overrides, fetched=0):
 
     monkeypatch.setattr(connection_module, "dispatch", blocked)
     settings = Settings.load(overrides=list(overrides))
-    metrics = types.SimpleNamespace(decoded=lambda *a: None, started=lambda *a: None, answered=lambda *a: None)
+    metrics = types.SimpleNamespace(decoded=lambda *a: None, started=lambda *a: None, answered=lambda *a: None,
+                                    client_bytes_counter=lambda zone: lambda direction, size: None)
     broker = types.SimpleNamespace(settings=settings, metrics=metrics, connections=set(),
                                    connection_limits=ConnectionLimits(settings["max.connections"],
                                                                       settings["max.connections.per.ip"], {}),
