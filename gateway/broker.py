@@ -30,7 +30,7 @@ from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
 from kgate.storage import entry_formats
 from kgate.storage.entry_formats import EntryFormat
-from kgate.storage.ledger import CorruptLedger, LedgerStore
+from kgate.storage.ledger import CorruptLedger, LedgerStore, TailUnreachable
 from kgate.storage.managed_ledger import ManagedLedger, RetentionPolicy, RolloverPolicy
 
 from . import topic_configs
@@ -400,15 +400,21 @@ class Broker:
             raise KafkaError(ErrorCode.NOT_LEADER_FOR_PARTITION)
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 
-    def take_offline(self, name: str, index: int, damage: CorruptLedger | OSError) -> None:
+    def take_offline(self, name: str, index: int, damage: CorruptLedger | OSError | TailUnreachable) -> None:
         """Stop serving a partition whose ledger is damaged, saying so once (not per request).
 
         Its claim stays held, so no other broker serves the damaged log either; a
         partition served until now stays open so a clean shutdown still seals it.
+        A ledger whose tail is in another broker's local WAL is not damage: it answers
+        KAFKA_STORAGE_ERROR too (retriable: clients retry) until that tail is uploaded.
         """
         if (name, index) in self.offline:
             return
         self.offline[(name, index)] = str(damage)
+        if isinstance(damage, TailUnreachable):
+            log.warning("%s-%d: answering KAFKA_STORAGE_ERROR until its ledger's tail is uploaded: %s",
+                        name, index, damage)
+            return
         cause = self.metrics.ledger_damaged(damage)
         log.error("%s-%d: ledger damaged (%s), answering KAFKA_STORAGE_ERROR: %s", name, index, cause, damage)
 
@@ -506,9 +512,13 @@ async def _object_store(settings: Settings, metadata: MetadataStore, node_id: in
     from .writer_lease import MetadataWriterLease
 
     epoch = await ClusterState(metadata).allocate("wal-writer-epoch")
-    return S3LedgerStore(ObjectClient(BucketLocation.parse(settings["kgate.storage"])), f"{node_id}-{epoch}",
-                         MetadataWriterLease(metadata), settings["kgate.s3.wal.commit.interval.ms"],
-                         settings["kgate.s3.cache.bytes"])
+    wal = settings["kgate.wal"]
+    store = S3LedgerStore(ObjectClient(BucketLocation.parse(settings["kgate.storage"])), f"{node_id}-{epoch}",
+                          MetadataWriterLease(metadata), settings["kgate.s3.wal.commit.interval.ms"],
+                          settings["kgate.s3.cache.bytes"], wal.removeprefix("file:") if wal != "s3" else None)
+    if store.local is not None:
+        store.local.start()  # what a crash left in the local WAL goes up before anyone waits on it
+    return store
 
 
 async def open_metadata(metadata_at: str, data_dir: str, session_timeout_ms: int, retry: bool = True) -> MetadataStore:

@@ -45,6 +45,15 @@ class StrandedEntries(CorruptLedger):
 STRANDED_HEAD_BYTES = 64
 
 
+class TailUnreachable(Exception):
+    """A ledger's last entries may be durable only where this process cannot read them (the
+    local WAL of the broker that wrote it): it is not opened, rather than sealed short.
+
+    Unlike damage this passes: once the broker holding them uploads them the ledger opens,
+    so its partition is tried again.
+    """
+
+
 class StoreUnavailable(Exception):
     """The store refused a write (disk full, I/O error) and nothing was appended.
 

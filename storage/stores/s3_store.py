@@ -46,7 +46,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ..ledger import CorruptLedger, Ledger, LedgerFenced, LedgerStore
+from ..ledger import CorruptLedger, Ledger, LedgerFenced, LedgerStore, TailUnreachable
 from . import wal_object
 from .block_cache import BlockCache
 from .object_client import ObjectClient, ObjectExists
@@ -146,8 +146,13 @@ class S3Ledger(Ledger):
         self.piece_writing = False
 
     @property
-    def last_add_confirmed(self) -> int:
+    def uploaded(self) -> int:
+        """The last entry known to be in an object (with the S3 WAL: the last confirmed)."""
         return len(self._entry_len) - 1
+
+    @property
+    def last_add_confirmed(self) -> int:
+        return self.uploaded
 
     @property
     def last_add_pushed(self) -> int:
@@ -184,13 +189,15 @@ class S3Ledger(Ledger):
                     raise
         self._waits = [(last, done) for last, done in self._waits if not done.done()]
 
-    def confirmed(self, key: str, run: Run, data: memoryview) -> None:
-        """The entries of ``run`` are in object ``key`` (whose bytes are ``data``) for good."""
+    def confirmed(self, key: str, run: Run, data: memoryview) -> bool:
+        """The entries of ``run`` are in object ``key`` (whose bytes are ``data``) for good;
+        False (nothing taken) when they do not follow the last entry taken."""
         if run.first_entry != len(self._entry_len):
-            return  # after a failure: entries past the gap are never confirmed
+            return False  # after a failure: entries past the gap are never confirmed
         self._append_run(key, run)
         self.unpieced.append((key, run))
         self._store.cache.recent.put((key, self.ledger_id), data[run.start:run.end])
+        return True
 
     def _append_run(self, key: str, run: Run) -> None:
         number = len(self._keys)
@@ -297,6 +304,22 @@ class _Wal:
     def next_seq(self) -> int:
         return self._seq
 
+    def take_key(self) -> str:
+        """The key of the next WAL object this writer PUTs (the local WAL's uploads take theirs here too)."""
+        seq, self._seq = self._seq, self._seq + 1
+        return _wal_key(self._store.writer, seq)
+
+    def stored(self, size: int) -> None:
+        self._store.wal_objects += 1
+        self._store.wal_bytes += size
+
+    def object_confirmed(self) -> None:
+        """Count an object whose runs were taken; every CHECKPOINT_OBJECTS, write index pieces."""
+        self._since_checkpoint += 1
+        if self._since_checkpoint >= CHECKPOINT_OBJECTS:
+            self._since_checkpoint = 0
+            self._store.checkpoint()
+
     def lag_seconds(self) -> float:
         """How long the oldest entry not yet confirmed has waited (0 when none waits)."""
         oldest = min((batch.began for batch in self._waiting), default=None)
@@ -335,14 +358,12 @@ class _Wal:
                 self._slots.release()
                 continue
             last_cut = time.monotonic()
-            seq, self._seq = self._seq, self._seq + 1
             previous, self._previous = self._previous, batch.done
-            task = asyncio.ensure_future(self._upload(batch, seq, previous))
+            task = asyncio.ensure_future(self._upload(batch, self.take_key(), previous))
             self._uploads.add(task)
             task.add_done_callback(self._uploads.discard)
 
-    async def _upload(self, batch: _Batch, seq: int, previous: asyncio.Future | None) -> None:
-        key = _wal_key(self._store.writer, seq)
+    async def _upload(self, batch: _Batch, key: str, previous: asyncio.Future | None) -> None:
         failure: BaseException | None = None
         runs: list[tuple[S3Ledger, Run]] = []
         data = memoryview(b"")
@@ -357,8 +378,7 @@ class _Wal:
             if runs:
                 try:
                     await self._store.client.put(key, data)
-                    self._store.wal_objects += 1
-                    self._store.wal_bytes += len(data)
+                    self.stored(len(data))
                 except Exception as exc:
                     failure = ObjectStoreUnavailable(f"WAL object {key}: {exc}")
         finally:
@@ -381,10 +401,7 @@ class _Wal:
             batch.done.exception()  # retrieved: each waiter reads its ledger's failure instead
             return
         batch.done.set_result(None)
-        self._since_checkpoint += 1
-        if self._since_checkpoint >= CHECKPOINT_OBJECTS:
-            self._since_checkpoint = 0
-            self._store.checkpoint()
+        self.object_confirmed()
 
     @staticmethod
     def _build(batch: _Batch) -> tuple[memoryview, list[tuple[S3Ledger, Run]]]:
@@ -413,13 +430,20 @@ class _Wal:
 
 
 class S3LedgerStore(LedgerStore):
+    """``local_wal`` (a directory) makes entries durable in a local WAL first
+    (storage.stores.local_wal); without it, in WAL objects."""
+
     def __init__(self, client: ObjectClient, writer: str, lease: WriterLease | None = None,
-                 commit_interval_ms: int = 100, cache_bytes: int = 256 * 1024 * 1024):
+                 commit_interval_ms: int = 100, cache_bytes: int = 256 * 1024 * 1024,
+                 local_wal: str | None = None):
+        from .local_wal import LocalWal
+
         self.client = client
         self.writer = writer
         self.lease: WriterLease = lease or Unleased()
         self.cache = BlockCache(cache_bytes)
         self.wal = _Wal(self, commit_interval_ms / 1000)
+        self.local = LocalWal(self, local_wal, commit_interval_ms / 1000) if local_wal is not None else None
         self.wal_objects = 0
         self.wal_bytes = 0
         self.inventory = ObjectInventory(client)
@@ -438,8 +462,13 @@ class S3LedgerStore(LedgerStore):
     # -- writing ---------------------------------------------------------------------
 
     def create_ledger(self, ledger_id: int) -> S3Ledger:
-        ledger = S3Ledger(self, ledger_id, writable=True)
-        record = json.dumps({"writer": self.writer, "first_seq": self.wal.next_seq}).encode()
+        fields = {"writer": self.writer, "first_seq": self.wal.next_seq}
+        if self.local is not None:
+            ledger: S3Ledger = self.local.create_ledger(ledger_id)
+            fields["local_wal"] = self.local.wal_id  # entries past the uploaded ones may be there only
+        else:
+            ledger = S3Ledger(self, ledger_id, writable=True)
+        record = json.dumps(fields).encode()
         ledger.manifest = self._spawn(self.client.create(_ledger_prefix(ledger_id) + "writer", record))
         self._ledgers[ledger_id] = ledger
         return ledger
@@ -472,31 +501,46 @@ class S3LedgerStore(LedgerStore):
 
     async def open_ledger(self, ledger_id: int, last_entry: int | None) -> S3Ledger:
         ledger = S3Ledger(self, ledger_id, writable=False)
-        prefix = _ledger_prefix(ledger_id)
-        record = await self.client.get(prefix + "writer")
-        if record is None:
+        writer = await self.writer_record(ledger_id)
+        if writer is None:
             # Its first entry is confirmed only after this record is written: none was.
             if last_entry is not None and last_entry >= 0:
-                raise CorruptLedger(f"ledger {ledger_id}: {prefix}writer is missing, metadata says "
-                                    f"{last_entry + 1} entries")
+                raise CorruptLedger(f"ledger {ledger_id}: {_ledger_prefix(ledger_id)}writer is missing, "
+                                    f"metadata says {last_entry + 1} entries")
             self._ledgers[ledger_id] = ledger
             return ledger
-        writer = json.loads(record)
-        keys = [key for key in await self.client.keys(prefix) if "/index-" in key]
+        runs, sealed, covered = await self.stored_runs(ledger_id, writer)
+        if not sealed and writer.get("local_wal") is not None:
+            if self.local is None or writer["local_wal"] != self.local.wal_id:
+                raise TailUnreachable(f"ledger {ledger_id}: entries past those uploaded may be only in the "
+                                      f"local WAL {writer['local_wal']} of writer {writer['writer']}; it is "
+                                      "served once that broker is back and has uploaded them")
+            await self.local.drain(ledger_id)  # this broker's own, left by a crash or a lost session
+            return await self.open_ledger(ledger_id, last_entry)
+        kept = ledger.load(runs, last_entry)
+        if last_entry is not None and ledger.last_add_confirmed < last_entry:
+            raise CorruptLedger(f"ledger {ledger_id} holds {ledger.last_add_confirmed + 1} entries, "
+                                f"metadata says {last_entry + 1}")
+        if last_entry is None and not sealed:
+            await self.seal_recovered(ledger_id, kept, covered)
+        self._ledgers[ledger_id] = ledger
+        return ledger
+
+    async def stored_runs(self, ledger_id: int, writer: dict) -> tuple[list[tuple[str, Run]], bool, int]:
+        """Every run of ``ledger_id`` the bucket knows of (duplicates possible), whether it is
+        sealed, and the last WAL object of its writer the index pieces cover."""
+        keys = [key for key in await self.client.keys(_ledger_prefix(ledger_id)) if "/index-" in key]
         pieces = await asyncio.gather(*(self._read_piece(key) for key in keys))
         runs = [run for piece in pieces for run in piece if run[1].ledger_id == ledger_id]
         sealed = any(key.endswith(".sealed") for key in keys)
         covered = max((_piece_seq(key) for key in keys), default=writer["first_seq"] - 1)
         if not sealed:
             runs += await self._runs_in_wal(ledger_id, writer["writer"], covered)
-        kept = ledger.load(runs, last_entry)
-        if last_entry is not None and ledger.last_add_confirmed < last_entry:
-            raise CorruptLedger(f"ledger {ledger_id} holds {ledger.last_add_confirmed + 1} entries, "
-                                f"metadata says {last_entry + 1}")
-        if last_entry is None and not sealed:
-            await self._seal_recovered(ledger_id, kept, covered)
-        self._ledgers[ledger_id] = ledger
-        return ledger
+        return runs, sealed, covered
+
+    async def writer_record(self, ledger_id: int) -> dict | None:
+        record = await self.client.get(_ledger_prefix(ledger_id) + "writer")
+        return None if record is None else json.loads(record)
 
     async def _read_piece(self, key: str) -> list[tuple[str, Run]]:
         data = await self.client.get(key)
@@ -521,7 +565,7 @@ class S3LedgerStore(LedgerStore):
         found = await asyncio.gather(*(runs_of(key) for key in keys))
         return [run for runs in found for run in runs]
 
-    async def _seal_recovered(self, ledger_id: int, kept: list[tuple[str, Run]], covered: int) -> None:
+    async def seal_recovered(self, ledger_id: int, kept: list[tuple[str, Run]], covered: int) -> None:
         """Record where recovery ended, so later opens read pieces only and agree on the end."""
         seq = max([covered, 0, *(int(key.rsplit("/", 1)[1]) for key, _ in kept)])
         try:
@@ -589,6 +633,8 @@ class S3LedgerStore(LedgerStore):
         ledger = self._ledgers.pop(ledger_id, None)
         if ledger is not None:
             ledger.fail(LedgerFenced(f"ledger {ledger_id} was deleted"))
+        if self.local is not None:
+            self.local.delete_ledger(ledger_id)
         self.cache.drop_ledger(ledger_id)
         self._spawn(self._delete_records(ledger_id)).add_done_callback(_quiet)
 
@@ -614,8 +660,14 @@ class S3LedgerStore(LedgerStore):
         from .object_store_metrics import ObjectStoreCollector
         return [ObjectStoreCollector(self)]
 
+    def upload_lag(self) -> float:
+        """Age of the oldest acknowledged entry not yet in an object."""
+        return self.wal.lag_seconds() if self.local is None else self.local.lag_seconds()
+
     def close(self) -> None:
         self.wal.close()
+        if self.local is not None:
+            self.local.close()
         for task in list(self._background):
             task.cancel()
 
