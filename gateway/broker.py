@@ -88,6 +88,7 @@ class Broker:
         self._producer_ids = iter(())
         self._retention_task: asyncio.Task | None = None
         self._collection_task: asyncio.Task | None = None
+        self._compaction_task: asyncio.Task | None = None
         self._topic_lock = asyncio.Lock()
         self.groups = GroupCoordinator(self)
         self.transactions = TransactionCoordinator(self)
@@ -144,6 +145,7 @@ class Broker:
         self._retention_task = asyncio.create_task(self._retention_loop())
         self.log_cleaner.start()
         self._collection_task = asyncio.create_task(self._collection_loop())
+        self._compaction_task = asyncio.create_task(self._compaction_loop())
         log.info("broker %d of %d live: serving %d of %d topics' partitions", self.node_id,
                  len(self.cluster.brokers), len(self.partitions),
                  sum(t.partitions for t in self.cluster.topics.values()))
@@ -160,7 +162,7 @@ class Broker:
 
     async def close(self) -> None:
         """Hand everything over cleanly: seal each ledger, give up its claim, leave the cluster."""
-        for task in (self._retention_task, self._collection_task):
+        for task in (self._retention_task, self._collection_task, self._compaction_task):
             if task is not None:
                 task.cancel()
         await self.log_cleaner.close()
@@ -463,6 +465,16 @@ class Broker:
                 await self.ledgers.collect_garbage(lambda: live_ledger_ids(self.cluster))
             except Exception as exc:
                 log.warning("object garbage collection failed (tried again in %.0f s): %s", interval, exc)
+
+    async def _compaction_loop(self) -> None:
+        """Let the store compact what this broker holds (each broker its own partitions')."""
+        interval = self.settings["kgate.s3.compaction.interval.ms"] / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.ledgers.compact_round()
+            except Exception as exc:
+                log.warning("compaction failed (tried again in %.0f s): %s", interval, exc)
 
     async def _retention_loop(self) -> None:
         interval = self.settings["log.retention.check.interval.ms"] / 1000

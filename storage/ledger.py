@@ -136,6 +136,11 @@ class LedgerStore(ABC):
         """
         return 0
 
+    async def compact_round(self) -> int:
+        """Rewrite a bounded amount of stored data into a layout that reads faster; return how
+        many ledgers were done. Only a store that packs ledgers together has anything to do."""
+        return 0
+
     def collectors(self) -> list:
         """Prometheus collectors of what the store does (an object store's requests, say)."""
         return []

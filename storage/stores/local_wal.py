@@ -42,7 +42,7 @@ from ..ledger import LedgerFenced, TailUnreachable
 from . import wal_object
 from .file_store import FileLedger, FileLedgerStore
 from .s3_store import MAX_INFLIGHT_PUTS, MAX_OBJECT_BYTES, ObjectStoreUnavailable, S3Ledger
-from .wal_object import HEAD_BYTES, Run
+from .wal_object import Run
 
 log = logging.getLogger(__name__)
 
@@ -262,7 +262,8 @@ class LocalWal:
                 if local is not None:  # else released since: its drain uploads it
                     frames, lengths = await local.read_frames(first, last)
                     parts.append((ledger, first, frames, lengths))
-            data, runs = pack([(ledger.ledger_id, first, frames, lengths) for ledger, first, frames, lengths in parts])
+            data, runs = wal_object.pack([(ledger.ledger_id, first, frames, lengths)
+                                          for ledger, first, frames, lengths in parts])
             if runs:
                 await self.store.client.put(key, data)
                 self.store.wal.stored(len(data))
@@ -344,7 +345,7 @@ class LocalWal:
             while first <= local.last_add_confirmed:
                 last = local.last_within(first, MAX_OBJECT_BYTES)
                 frames, lengths = await local.read_frames(first, last)
-                data, (run,) = pack([(ledger_id, first, frames, lengths)])
+                data, (run,) = wal_object.pack([(ledger_id, first, frames, lengths)])
                 key = store.wal.take_key()
                 await store.client.put(key, data)
                 store.wal.stored(len(data))
@@ -365,26 +366,6 @@ class LocalWal:
         for task in list(self._tasks):
             task.cancel()
         os.close(self._lock_fd)
-
-
-def pack(parts: list[tuple[int, int, memoryview, list[int]]]) -> tuple[memoryview, list[Run]]:
-    """A WAL object of already framed entries: per part (ledger id, first entry id, frames,
-    payload lengths), one run."""
-    buffers: list = []
-    runs: list[Run] = []
-    pos = 0
-    for ledger_id, first, frames, lengths in parts:
-        run = Run(ledger_id, first, pos, list(lengths))
-        offset = 0
-        for length in lengths:
-            run.heads.append(bytes(frames[offset + wal_object.FRAME.size:
-                                          offset + wal_object.FRAME.size + min(length, HEAD_BYTES)]))
-            offset += wal_object.FRAME.size + length
-        buffers.append(frames)
-        runs.append(run)
-        pos += len(frames)
-    buffers.append(wal_object.object_index(runs))
-    return memoryview(b"".join(buffers)), runs
 
 
 def _claim(directory: str) -> tuple[str, int]:

@@ -187,6 +187,25 @@ def read_index_piece(data, key: str) -> list[tuple[str, Run]]:
     return _decode_runs(body, key, with_keys=True, version=_VERSIONS[bytes(magic)])
 
 
+def pack(parts: list[tuple[int, int, memoryview, list[int]]]) -> tuple[memoryview, list[Run]]:
+    """An object (in the WAL object layout) of entries already framed, as a local WAL or an
+    object holds them: per part (ledger id, first entry id, frames, payload lengths), one run."""
+    buffers: list = []
+    runs: list[Run] = []
+    pos = 0
+    for ledger_id, first, frames, lengths in parts:
+        run = Run(ledger_id, first, pos, list(lengths))
+        offset = 0
+        for length in lengths:
+            run.heads.append(bytes(frames[offset + FRAME.size:offset + FRAME.size + min(length, HEAD_BYTES)]))
+            offset += FRAME.size + length
+        buffers.append(frames)
+        runs.append(run)
+        pos += len(frames)
+    buffers.append(object_index(runs))
+    return memoryview(b"".join(buffers)), runs
+
+
 def read_frames(data, ledger_id: int, first_entry: int, lengths: list[int]) -> list[memoryview]:
     """The payloads of consecutive frames at the start of ``data``, each checked against its CRC32C."""
     view = memoryview(data)
