@@ -22,6 +22,7 @@ import uuid
 
 from bench.produce_consume import MB, consume, create_topic, finish_child, produce, start_child
 from tests.support.broker_process import BrokerProcess
+from tests.support.member_process import wait_for
 from tests.support.scrape import scrape, value
 from tests.support.seaweedfs import SeaweedFS
 
@@ -32,8 +33,10 @@ GB = 1e9
 CONFIGURATIONS = {"file": "file store", "s3+file": "S3+file WAL", "s3": "S3 WAL"}
 
 
-def _broker(work_dir: str, name: str, storage: str | None, wal: str, interval_ms: int) -> BrokerProcess:
-    settings = {"kgate.metrics.listener": "127.0.0.1:0", "kgate.s3.wal.commit.interval.ms": interval_ms}
+def _broker(work_dir: str, name: str, storage: str | None, wal: str, interval_ms: int,
+            compaction_ms: int = 3_600_000) -> BrokerProcess:
+    settings = {"kgate.metrics.listener": "127.0.0.1:0", "kgate.s3.wal.commit.interval.ms": interval_ms,
+                "kgate.s3.compaction.interval.ms": compaction_ms}
     if storage is not None:
         settings["kgate.storage"] = storage
         settings["kgate.wal"] = "s3" if wal == "s3" else f"file:{os.path.join(work_dir, name, 'wal')}"
@@ -84,17 +87,38 @@ def one_run(work_dir: str, storage: str | None, wal: str, args) -> dict:
     figures["gets_per_gb_written"] = (after["get"] - before["get"]) / written
     figures["wal_objects_per_s"] = (after["objects"] - before["objects"]) / produced["seconds"]
     figures["wal_object_mb"] = (after["bytes"] - before["bytes"]) / max(1, after["objects"] - before["objects"]) / MB
-    cold = _broker(work_dir, os.path.basename(broker.data_dir), storage, wal, args.interval_ms)
+    name = os.path.basename(broker.data_dir)
+    figures["cold_read_mb_s"], figures["gets_per_gb_read"] = _cold_read(work_dir, name, storage, wal, topic,
+                                                                        produced["records"], args)
+    compactor = _broker(work_dir, name, storage, wal, args.interval_ms, compaction_ms=200)
+    try:
+        began = time.monotonic()
+        wait_for(lambda: _compacted(compactor), args.timeout, "compaction")
+        figures["compaction_s"] = time.monotonic() - began
+    finally:
+        compactor.stop()
+    figures["cold_read_compacted_mb_s"], figures["gets_per_gb_read_compacted"] = _cold_read(
+        work_dir, name, storage, wal, topic, produced["records"], args)
+    return figures
+
+
+def _compacted(broker: BrokerProcess) -> bool:
+    samples = scrape(broker.metrics_url)
+    return (value(samples, "kgate_compacted_ledgers_total") > 0
+            and value(samples, "kgate_compaction_backlog", unit="ledgers") == 0)
+
+
+def _cold_read(work_dir: str, name: str, storage: str, wal: str, topic: str, records: int, args) -> tuple:
+    """A broker started afresh (caches empty) reads the topic from offset 0: MB/s, GETs per GB."""
+    cold = _broker(work_dir, name, storage, wal, args.interval_ms)
     try:
         before = _requests(cold)
-        consumed = finish_child(start_child(consume, cold.bootstrap, topic, args.partitions, produced["records"],
+        consumed = finish_child(start_child(consume, cold.bootstrap, topic, args.partitions, records,
                                             args.timeout), args.timeout + 30)
         after = _requests(cold)
     finally:
         cold.stop()
-    figures["cold_read_mb_s"] = consumed["bytes"] / consumed["seconds"] / MB
-    figures["gets_per_gb_read"] = (after["get"] - before["get"]) / (consumed["bytes"] / GB)
-    return figures
+    return consumed["bytes"] / consumed["seconds"] / MB, (after["get"] - before["get"]) / (consumed["bytes"] / GB)
 
 
 def main() -> None:
@@ -133,6 +157,9 @@ def main() -> None:
                 ratio = statistics.median(s[key] / f[key] for s, f in zip(runs[name], runs["file"]) if f[key])
                 line += f"{ratio:>18.2f}"
         print(line)
+    for name in CONFIGURATIONS:
+        print(f"produce MB/s run by run, {CONFIGURATIONS[name]}: "
+              + ", ".join(f"{r['produce_mb_s']:.1f}" for r in runs[name]))
 
 
 if __name__ == "__main__":
