@@ -34,8 +34,14 @@ broker asks for that collection in the background (``collect_garbage``), a bound
 number of deletes at a time.
 
 Reads never block the loop: tail entries come from memory (the runs this broker just
-wrote stay in a bounded cache), older ones with range GETs of a ledger's whole run in
-an object, with the next runs fetched ahead, into a bounded cache of their own.
+wrote stay in a bounded cache), older ones with range GETs of a ledger's blocks (a run in
+an object, or up to READ_BLOCK_BYTES of a long one), with the next blocks fetched ahead,
+into a bounded cache of their own.
+
+Compaction (``compact_round``) rewrites the sealed ledgers a broker holds out of the
+shared WAL objects into objects of their own, so old data is read sequentially and WAL
+objects can go. With ``--wal file:DIR`` entries are durable in a local WAL first and
+reach WAL objects in the background (storage.stores.local_wal).
 """
 import asyncio
 import json
