@@ -1,10 +1,11 @@
-"""The object ledger store with the S3 WAL beside the file store, on this machine.
+"""The object ledger store with each WAL beside the file store, on this machine.
 
 One run produces ``--records`` records of ``--value-size`` bytes into ``--partitions``
 partitions with acks=all (confluent-kafka, in a process of its own), once to a broker
-on the file store and once to a broker on a SeaweedFS started here with ``--wal s3``;
-then it restarts the S3 broker (its caches empty) and consumes everything from offset
-0: the cold catch-up read, all from range GETs. Flat-out produce latency is mostly time
+on the file store, once to a broker on a SeaweedFS started here with ``--wal file:DIR``
+and once with ``--wal s3``; then it restarts each S3 broker (its caches empty) and
+consumes everything from offset 0: the cold catch-up read, all from range GETs. With
+the file WAL, PUTs are counted once its background uploads are done. Flat-out produce latency is mostly time
 queued in the producer, so each run also produces at a paced ``--paced-mb-s`` first:
 its acknowledgement p50/p99 is what the commit interval costs. Printed: produce MB/s, acknowledgement
 p50/p99, PUTs and GETs per GB written or read (from the broker's own metrics), cold read
@@ -21,6 +22,7 @@ import uuid
 
 from bench.produce_consume import MB, consume, create_topic, finish_child, produce, start_child
 from tests.support.broker_process import BrokerProcess
+from tests.support.member_process import wait_for
 from tests.support.scrape import scrape, value
 from tests.support.seaweedfs import SeaweedFS
 
@@ -28,10 +30,16 @@ BUCKET = "kgate-bench"
 GB = 1e9
 
 
-def _broker(work_dir: str, name: str, storage: str | None, interval_ms: int) -> BrokerProcess:
-    settings = {"kgate.metrics.listener": "127.0.0.1:0", "kgate.s3.wal.commit.interval.ms": interval_ms}
+CONFIGURATIONS = {"file": "file store", "s3+file": "S3+file WAL", "s3": "S3 WAL"}
+
+
+def _broker(work_dir: str, name: str, storage: str | None, wal: str, interval_ms: int,
+            compaction_ms: int = 3_600_000) -> BrokerProcess:
+    settings = {"kgate.metrics.listener": "127.0.0.1:0", "kgate.s3.wal.commit.interval.ms": interval_ms,
+                "kgate.s3.compaction.interval.ms": compaction_ms}
     if storage is not None:
         settings["kgate.storage"] = storage
+        settings["kgate.wal"] = "s3" if wal == "s3" else f"file:{os.path.join(work_dir, name, 'wal')}"
     return BrokerProcess(os.path.join(work_dir, name), settings).start(timeout=60)
 
 
@@ -54,8 +62,8 @@ def _settled(broker: BrokerProcess) -> dict[str, float]:
     return last
 
 
-def one_run(work_dir: str, storage: str | None, args) -> dict:
-    broker = _broker(work_dir, f"broker-{uuid.uuid4().hex[:6]}", storage, args.interval_ms)
+def one_run(work_dir: str, storage: str | None, wal: str, args) -> dict:
+    broker = _broker(work_dir, f"broker-{uuid.uuid4().hex[:6]}", storage, wal, args.interval_ms)
     try:
         paced_topic = create_topic(broker.bootstrap, args.partitions)
         paced = finish_child(start_child(produce, broker.bootstrap, paced_topic, 10**9, args.value_size,
@@ -64,7 +72,8 @@ def one_run(work_dir: str, storage: str | None, args) -> dict:
         before = _settled(broker)
         produced = finish_child(start_child(produce, broker.bootstrap, topic, args.records, args.value_size,
                                             args.timeout), args.timeout + 30)
-        after = _requests(broker)
+        lag = value(scrape(broker.metrics_url), "kgate_wal_upload_lag_seconds") if storage else 0.0
+        after = _settled(broker) if wal == "file" else _requests(broker)
     finally:
         broker.stop()
     figures = {"produce_mb_s": produced["bytes"] / produced["seconds"] / MB,
@@ -72,22 +81,44 @@ def one_run(work_dir: str, storage: str | None, args) -> dict:
                "paced_ack_p50_ms": paced["p50_ms"], "paced_ack_p99_ms": paced["p99_ms"]}
     if storage is None:
         return figures
+    figures["upload_lag_at_end_s"] = lag
     written = produced["bytes"] / GB
     figures["puts_per_gb"] = (after["put"] - before["put"]) / written
     figures["gets_per_gb_written"] = (after["get"] - before["get"]) / written
     figures["wal_objects_per_s"] = (after["objects"] - before["objects"]) / produced["seconds"]
     figures["wal_object_mb"] = (after["bytes"] - before["bytes"]) / max(1, after["objects"] - before["objects"]) / MB
-    cold = _broker(work_dir, os.path.basename(broker.data_dir), storage, args.interval_ms)
+    name = os.path.basename(broker.data_dir)
+    figures["cold_read_mb_s"], figures["gets_per_gb_read"] = _cold_read(work_dir, name, storage, wal, topic,
+                                                                        produced["records"], args)
+    compactor = _broker(work_dir, name, storage, wal, args.interval_ms, compaction_ms=200)
+    try:
+        began = time.monotonic()
+        wait_for(lambda: _compacted(compactor), args.timeout, "compaction")
+        figures["compaction_s"] = time.monotonic() - began
+    finally:
+        compactor.stop()
+    figures["cold_read_compacted_mb_s"], figures["gets_per_gb_read_compacted"] = _cold_read(
+        work_dir, name, storage, wal, topic, produced["records"], args)
+    return figures
+
+
+def _compacted(broker: BrokerProcess) -> bool:
+    samples = scrape(broker.metrics_url)
+    return (value(samples, "kgate_compacted_ledgers_total") > 0
+            and value(samples, "kgate_compaction_backlog", unit="ledgers") == 0)
+
+
+def _cold_read(work_dir: str, name: str, storage: str, wal: str, topic: str, records: int, args) -> tuple:
+    """A broker started afresh (caches empty) reads the topic from offset 0: MB/s, GETs per GB."""
+    cold = _broker(work_dir, name, storage, wal, args.interval_ms)
     try:
         before = _requests(cold)
-        consumed = finish_child(start_child(consume, cold.bootstrap, topic, args.partitions, produced["records"],
+        consumed = finish_child(start_child(consume, cold.bootstrap, topic, args.partitions, records,
                                             args.timeout), args.timeout + 30)
         after = _requests(cold)
     finally:
         cold.stop()
-    figures["cold_read_mb_s"] = consumed["bytes"] / consumed["seconds"] / MB
-    figures["gets_per_gb_read"] = (after["get"] - before["get"]) / (consumed["bytes"] / GB)
-    return figures
+    return consumed["bytes"] / consumed["seconds"] / MB, (after["get"] - before["get"]) / (consumed["bytes"] / GB)
 
 
 def main() -> None:
@@ -104,25 +135,31 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "bench")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
-    runs: dict[str, list[dict]] = {"file": [], "s3": []}
+    runs: dict[str, list[dict]] = {name: [] for name in CONFIGURATIONS}
     with tempfile.TemporaryDirectory(prefix="kgate-object-bench-") as work_dir, \
             SeaweedFS.started(os.path.join(work_dir, "seaweedfs")) as weed:
         weed.make_bucket(BUCKET)
         for run in range(args.runs):
-            runs["file"].append(one_run(work_dir, None, args))
-            storage = f"s3://{BUCKET}/run{run}?endpoint={weed.endpoint}&region=us-east-1"
-            runs["s3"].append(one_run(work_dir, storage, args))
+            runs["file"].append(one_run(work_dir, None, "", args))
+            for wal in ("file", "s3"):
+                storage = f"s3://{BUCKET}/run{run}-{wal}?endpoint={weed.endpoint}&region=us-east-1"
+                runs[f"s3+{wal}" if wal == "file" else "s3"].append(one_run(work_dir, storage, wal, args))
     print(f"{args.records} x {args.value_size} B into {args.partitions} partitions, acks=all, "
-          f"commit interval {args.interval_ms} ms; medians of {args.runs} runs")
-    print(f"{'figure':<24} {'file store':>11} {'S3 WAL':>9} {'S3/file':>8}")
+          f"commit interval {args.interval_ms} ms; medians of {args.runs} runs, ratios to the file store run by run")
+    print(f"{'figure':<24}" + "".join(f"{title:>13}" for title in CONFIGURATIONS.values())
+          + "".join(f"{title + '/file':>18}" for name, title in CONFIGURATIONS.items() if name != "file"))
     for key in runs["s3"][0]:
-        s3 = statistics.median(r[key] for r in runs["s3"])
+        line = f"{key:<24}"
+        for name in CONFIGURATIONS:
+            line += f"{statistics.median(r[key] for r in runs[name]):>13.1f}" if key in runs[name][0] else " " * 13
         if key in runs["file"][0]:
-            file = statistics.median(r[key] for r in runs["file"])
-            ratio = statistics.median(s[key] / f[key] for s, f in zip(runs["s3"], runs["file"]))
-            print(f"{key:<24} {file:>11.1f} {s3:>9.1f} {ratio:>8.2f}")
-        else:
-            print(f"{key:<24} {'':>11} {s3:>9.1f}")
+            for name in ("s3+file", "s3"):
+                ratio = statistics.median(s[key] / f[key] for s, f in zip(runs[name], runs["file"]) if f[key])
+                line += f"{ratio:>18.2f}"
+        print(line)
+    for name in CONFIGURATIONS:
+        print(f"produce MB/s run by run, {CONFIGURATIONS[name]}: "
+              + ", ".join(f"{r['produce_mb_s']:.1f}" for r in runs[name]))
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
 from kgate.storage import entry_formats
 from kgate.storage.entry_formats import EntryFormat
-from kgate.storage.ledger import CorruptLedger, LedgerStore
+from kgate.storage.ledger import CorruptLedger, LedgerStore, TailUnreachable
 from kgate.storage.managed_ledger import ManagedLedger, RetentionPolicy, RolloverPolicy
 
 from . import topic_configs
@@ -91,6 +91,7 @@ class Broker:
         self._producer_ids = iter(())
         self._retention_task: asyncio.Task | None = None
         self._collection_task: asyncio.Task | None = None
+        self._compaction_task: asyncio.Task | None = None
         self._topic_lock = asyncio.Lock()
         self.groups = GroupCoordinator(self)
         self.transactions = TransactionCoordinator(self)
@@ -152,6 +153,7 @@ class Broker:
         self._retention_task = asyncio.create_task(self._retention_loop())
         self.log_cleaner.start()
         self._collection_task = asyncio.create_task(self._collection_loop())
+        self._compaction_task = asyncio.create_task(self._compaction_loop())
         log.info("broker %d of %d live: serving %d of %d topics' partitions", self.node_id,
                  len(self.cluster.brokers), len(self.partitions),
                  sum(t.partitions for t in self.cluster.topics.values()))
@@ -168,7 +170,7 @@ class Broker:
 
     async def close(self) -> None:
         """Hand everything over cleanly: seal each ledger, give up its claim, leave the cluster."""
-        for task in (self._retention_task, self._collection_task):
+        for task in (self._retention_task, self._collection_task, self._compaction_task):
             if task is not None:
                 task.cancel()
         await self.log_cleaner.close()
@@ -410,15 +412,21 @@ class Broker:
             raise KafkaError(ErrorCode.NOT_LEADER_FOR_PARTITION)
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 
-    def take_offline(self, name: str, index: int, damage: CorruptLedger | OSError) -> None:
+    def take_offline(self, name: str, index: int, damage: CorruptLedger | OSError | TailUnreachable) -> None:
         """Stop serving a partition whose ledger is damaged, saying so once (not per request).
 
         Its claim stays held, so no other broker serves the damaged log either; a
         partition served until now stays open so a clean shutdown still seals it.
+        A ledger whose tail is in another broker's local WAL is not damage: it answers
+        KAFKA_STORAGE_ERROR too (retriable: clients retry) until that tail is uploaded.
         """
         if (name, index) in self.offline:
             return
         self.offline[(name, index)] = str(damage)
+        if isinstance(damage, TailUnreachable):
+            log.warning("%s-%d: answering KAFKA_STORAGE_ERROR until its ledger's tail is uploaded: %s",
+                        name, index, damage)
+            return
         cause = self.metrics.ledger_damaged(damage)
         log.error("%s-%d: ledger damaged (%s), answering KAFKA_STORAGE_ERROR: %s", name, index, cause, damage)
 
@@ -482,6 +490,16 @@ class Broker:
             except Exception as exc:
                 log.warning("object garbage collection failed (tried again in %.0f s): %s", interval, exc)
 
+    async def _compaction_loop(self) -> None:
+        """Let the store compact what this broker holds (each broker its own partitions')."""
+        interval = self.settings["kgate.s3.compaction.interval.ms"] / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.ledgers.compact_round()
+            except Exception as exc:
+                log.warning("compaction failed (tried again in %.0f s): %s", interval, exc)
+
     async def _retention_loop(self) -> None:
         interval = self.settings["log.retention.check.interval.ms"] / 1000
         while True:
@@ -530,9 +548,13 @@ async def _object_store(settings: Settings, metadata: MetadataStore, node_id: in
     from .writer_lease import MetadataWriterLease
 
     epoch = await ClusterState(metadata).allocate("wal-writer-epoch")
-    return S3LedgerStore(ObjectClient(BucketLocation.parse(settings["kgate.storage"])), f"{node_id}-{epoch}",
-                         MetadataWriterLease(metadata), settings["kgate.s3.wal.commit.interval.ms"],
-                         settings["kgate.s3.cache.bytes"])
+    wal = settings["kgate.wal"]
+    store = S3LedgerStore(ObjectClient(BucketLocation.parse(settings["kgate.storage"])), f"{node_id}-{epoch}",
+                          MetadataWriterLease(metadata), settings["kgate.s3.wal.commit.interval.ms"],
+                          settings["kgate.s3.cache.bytes"], wal.removeprefix("file:") if wal != "s3" else None)
+    if store.local is not None:
+        store.local.start()  # what a crash left in the local WAL goes up before anyone waits on it
+    return store
 
 
 async def open_metadata(metadata_at: str, data_dir: str, session_timeout_ms: int, retry: bool = True) -> MetadataStore:

@@ -90,8 +90,10 @@ BROKER_SETTINGS: dict[str, tuple[object, tuple]] = {
     "kgate.storage": ("", ("must be file:DIR, s3://BUCKET/PREFIX?endpoint=URL&region=REGION or empty",
                            lambda v: v == "" or (v.startswith("file:") and len(v) > 5) or _is_bucket(v))),
     # Where the object store's acknowledged entries are first made durable: "s3", one WAL
-    # object per commit interval (no local disk). Only used with s3:// storage.
-    "kgate.wal": ("s3", ("must be s3 (a local file WAL is not available yet)", lambda v: v == "s3")),
+    # object per commit interval (no local disk), or file:DIR, a local fsync'd log uploaded
+    # in the background (storage/stores/local_wal.py). Only used with s3:// storage.
+    "kgate.wal": ("s3", ("must be s3 or file:DIR",
+                         lambda v: v == "s3" or (v.startswith("file:") and len(v) > 5))),
     # How long the S3 WAL gathers entries for one object: its PUT rate per broker is at most
     # 1000 / this, whatever the partition count; acks wait up to this plus one PUT.
     "kgate.s3.wal.commit.interval.ms": (100, _POSITIVE),
@@ -100,6 +102,9 @@ BROKER_SETTINGS: dict[str, tuple[object, tuple]] = {
     # How often the object store deletes WAL objects none of whose ledgers is live any more
     # (deleted by retention, DeleteRecords or topic deletion). Each pass lists the bucket.
     "kgate.s3.gc.interval.ms": (60_000, _POSITIVE),
+    # How often each broker compacts the sealed ledgers it holds out of WAL objects into
+    # objects of their own (a bounded amount per round; storage/stores/s3_store.py).
+    "kgate.s3.compaction.interval.ms": (10_000, _POSITIVE),
     "zookeeper.session.timeout.ms": (18_000, ("must be >= 1000", lambda v: v >= 1000)),
     "socket.request.max.bytes": (100 * 1024 * 1024, _POSITIVE),
     "connections.max.idle.ms": (600_000, _POSITIVE),

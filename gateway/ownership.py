@@ -13,6 +13,7 @@ drops all its partitions without writing anything and claims afresh.
 All of this runs from the metadata event manager's one task, or from a client's
 topic request, under the broker's topic lock, so ownership changes one at a time.
 """
+import asyncio
 import logging
 
 from kgate.metadata.assignment import assign
@@ -20,12 +21,15 @@ from kgate.metadata.cluster import Topic
 from kgate.metadata.events import Event
 from kgate.metadata.store import Session
 from kgate.storage.chain_record import ChainConflict
-from kgate.storage.ledger import CorruptLedger, LedgerFenced
+from kgate.storage.ledger import CorruptLedger, LedgerFenced, TailUnreachable
 
 from .groups import OFFSETS_TOPIC
 from .transactions import TRANSACTION_STATE_TOPIC
 
 log = logging.getLogger(__name__)
+
+# How often a partition whose ledger tail is in another broker's local WAL is tried again.
+TAIL_RETRY_SECONDS = 2.0
 
 
 class Ownership:
@@ -37,6 +41,8 @@ class Ownership:
         # topic name -> ((partitions, live broker ids), owners): Metadata asks per partition,
         # and assigning costs a hash per partition and broker, so it runs once per change.
         self._assigned: dict[str, tuple[tuple, list[int]]] = {}
+        # Offline partitions whose ledger tail waits for another broker's upload: tried again.
+        self._awaiting_tail: set[tuple[str, int]] = set()
 
     def owners(self, topic: Topic) -> list[int]:
         """The owner of each partition of ``topic``; [] when no broker is live."""
@@ -53,10 +59,11 @@ class Ownership:
         broker = self.broker
         gained = lost = 0
         for index, owner in enumerate(self.owners(topic)):
-            serving = (topic.name, index) in broker.partitions or (topic.name, index) in broker.offline
-            if owner == broker.node_id and not serving and self.safe:
+            key = (topic.name, index)
+            held = key in broker.partitions or key in broker.offline
+            if owner == broker.node_id and (not held or key in self._awaiting_tail) and self.safe:
                 gained += await self._gain(topic, index)
-            elif owner != broker.node_id and serving:
+            elif owner != broker.node_id and held:
                 await self.lose(topic.name, index, seal=True)
                 lost += 1
         if summary:
@@ -83,6 +90,13 @@ class Ownership:
             return False  # the previous owner still holds it; its release posts OWNERS_CHANGED
         try:
             partition = await broker.open_partition(topic, index)
+        except TailUnreachable as away:
+            # Held (so nobody seals it short), not served, and tried again until its tail is uploaded.
+            first_try = (topic.name, index) not in self._awaiting_tail
+            broker.take_offline(topic.name, index, away)
+            self._awaiting_tail.add((topic.name, index))
+            asyncio.get_running_loop().call_later(TAIL_RETRY_SECONDS, broker.events.post, Event.OWNERS, topic.name)
+            return first_try
         except (CorruptLedger, OSError) as damage:
             # Held, not served: every other partition starts, and this one answers why not.
             broker.take_offline(topic.name, index, damage)
@@ -96,6 +110,9 @@ class Ownership:
             await broker.cluster.release(topic.name, index, broker.node_id)
             raise
         broker.partitions[(topic.name, index)] = partition
+        if broker.offline.pop((topic.name, index), None) is not None:
+            self._awaiting_tail.discard((topic.name, index))
+            log.info("%s-%d: its ledger tail was uploaded; serving it", topic.name, index)
         if topic.name == OFFSETS_TOPIC:
             await broker.groups.gain(index)
         elif topic.name == TRANSACTION_STATE_TOPIC:
@@ -109,6 +126,7 @@ class Ownership:
         broker = self.broker
         partition = broker.partitions.pop((name, index), None)
         offline = broker.offline.pop((name, index), None)
+        self._awaiting_tail.discard((name, index))
         if partition is None:
             if offline is not None and not self._expired:
                 await broker.cluster.release(name, index, broker.node_id)

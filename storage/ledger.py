@@ -46,6 +46,15 @@ class StrandedEntries(CorruptLedger):
 STRANDED_HEAD_BYTES = 64
 
 
+class TailUnreachable(Exception):
+    """A ledger's last entries may be durable only where this process cannot read them (the
+    local WAL of the broker that wrote it): it is not opened, rather than sealed short.
+
+    Unlike damage this passes: once the broker holding them uploads them the ledger opens,
+    so its partition is tried again.
+    """
+
+
 class StoreUnavailable(Exception):
     """The store refused a write (disk full, I/O error) and nothing was appended.
 
@@ -173,6 +182,11 @@ class LedgerStore(ABC):
         whose ledgers own their storage outright frees it in ``delete_ledger`` and has
         nothing to do; one that packs many ledgers into shared objects frees those here.
         """
+        return 0
+
+    async def compact_round(self) -> int:
+        """Rewrite a bounded amount of stored data into a layout that reads faster; return how
+        many ledgers were done. Only a store that packs ledgers together has anything to do."""
         return 0
 
     def collectors(self) -> list:

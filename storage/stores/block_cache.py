@@ -3,7 +3,8 @@
 Two pools, so that a cold reader catching up cannot push out what tail readers need
 (AutoMQ keeps the two paths apart the same way): ``recent`` holds what this broker just
 wrote (the tail), ``reads`` what range GETs brought in. Each is an LRU bounded in bytes;
-an item is one ledger's run of entries inside one object, keyed by (object key, ledger id).
+an item is one ledger's block of entries inside one object (a run, or part of a long one),
+keyed by (object key, ledger id, where the block starts in the object).
 """
 from collections import OrderedDict
 
@@ -12,15 +13,15 @@ class _Lru:
     def __init__(self, capacity: int):
         self.capacity = capacity
         self.size = 0
-        self._items: OrderedDict[tuple[str, int], memoryview] = OrderedDict()
+        self._items: OrderedDict[tuple[str, int, int], memoryview] = OrderedDict()
 
-    def get(self, key: tuple[str, int]) -> memoryview | None:
+    def get(self, key: tuple[str, int, int]) -> memoryview | None:
         data = self._items.get(key)
         if data is not None:
             self._items.move_to_end(key)
         return data
 
-    def put(self, key: tuple[str, int], data: memoryview) -> None:
+    def put(self, key: tuple[str, int, int], data: memoryview) -> None:
         if len(data) > self.capacity:
             return
         old = self._items.pop(key, None)
@@ -44,7 +45,7 @@ class BlockCache:
         self.hits = 0
         self.misses = 0
 
-    def get(self, key: tuple[str, int]) -> memoryview | None:
+    def get(self, key: tuple[str, int, int]) -> memoryview | None:
         data = self.recent.get(key)
         if data is None:
             data = self.reads.get(key)

@@ -20,6 +20,7 @@ import logging
 import os
 import struct
 from array import array
+from bisect import bisect_right
 
 from crc32c import crc32c
 
@@ -157,6 +158,34 @@ class FileLedger(Ledger):
         return await asyncio.get_running_loop().run_in_executor(
             None, _read_entries, self._fd, self.ledger_id, first, last, start, stop)
 
+    def last_within(self, first: int, max_bytes: int) -> int:
+        """The last confirmed entry from ``first`` on whose frames fit in ``max_bytes`` (``first`` at least)."""
+        limit = self._positions[first] + max_bytes
+        ends_within = bisect_right(self._positions, limit, first + 1) - 2
+        if ends_within == len(self._positions) - 2 and self._end <= limit:
+            ends_within += 1
+        return max(first, min(ends_within, self._lac))
+
+    def span(self, first: int, last: int) -> int:
+        """Bytes the frames of entries ``first..last`` take."""
+        return (self._positions[last + 1] if last + 1 < len(self._positions) else self._end) - self._positions[first]
+
+    async def read_frames(self, first: int, last: int) -> tuple[memoryview, list[int]]:
+        """Entries ``first..last`` as stored, frames and all, with their payload lengths: a
+        WAL object frames entries the same way, so an upload copies them unchanged (readers
+        check each frame's CRC32C)."""
+        start = self._positions[first]
+        stop = start + self.span(first, last)
+        ends = [*self._positions[first + 1:last + 1], stop]
+        lengths = [end - pos - FRAME_SIZE for pos, end in zip(self._positions[first:last + 1], ends)]
+        if stop - start <= INLINE_READ_BYTES:
+            data = os.pread(self._fd, stop - start, start)
+        else:
+            data = await asyncio.get_running_loop().run_in_executor(None, os.pread, self._fd, stop - start, start)
+        if len(data) < stop - start:
+            raise CorruptLedger(f"ledger {self.ledger_id} ends at byte {start + len(data)}, before entry {last} does")
+        return memoryview(data), lengths
+
     async def read_heads(self, first: int, last: int, size: int) -> list[tuple[int, bytes]]:
         last = min(last, self._lac)
         if first > last:
@@ -272,6 +301,11 @@ class FileLedgerStore(LedgerStore):
         for name in names:
             self.unstage(name)
         return len(names)
+
+    def ledger_ids(self) -> list[int]:
+        """The ledgers whose files are in the directory."""
+        return sorted(int(name.removesuffix(".ledger")) for name in os.listdir(self._dir)
+                      if name.endswith(".ledger") and name.removesuffix(".ledger").isdigit())
 
     def delete_ledger(self, ledger_id: int) -> None:
         path = self._path(ledger_id)

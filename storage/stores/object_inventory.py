@@ -16,10 +16,16 @@ it is created, a moment before its chain lists it, so records of an unlisted led
 count as garbage only once older than ``RECORD_GRACE_SECONDS``. The store deletes them
 with the ledger; this only catches what a crash in between left behind.
 
-Referenced but missing: every WAL object a live ledger's index pieces name must be in
-the bucket. (Runs a writer confirmed since its last piece are known only from the WAL
-objects themselves and that writer's memory; a missing one of those shows when the
-ledger is recovered.)
+Compaction moves a sealed ledger's entries into objects of its own and writes a piece
+that lists them all (``ledgers/<id>/compacted``): from then on the ledger needs none of
+its WAL objects. Brokers that opened it before read its index again when an object they
+were told of is gone; ``COMPACTED_GRACE_SECONDS`` keeps its WAL objects a while anyway,
+so a reader in the middle of a read rarely has to.
+
+Referenced but missing: every object a live ledger's current pieces name (its compacted
+piece once there is one, else its index pieces) must be in the bucket. (Runs a writer
+confirmed since its last piece are known only from the WAL objects themselves and that
+writer's memory; a missing one of those shows when the ledger is recovered.)
 """
 import asyncio
 import logging
@@ -37,6 +43,8 @@ LiveLedgers = Callable[[], Awaitable[set[int]]]
 
 # Far longer than a ledger's creation takes from its writer record to its chain record.
 RECORD_GRACE_SECONDS = 600.0
+# How long a compacted ledger still holds on to its WAL objects.
+COMPACTED_GRACE_SECONDS = 60.0
 # WAL object indexes read per survey (each one ranged GET): a first pass over a large bucket
 # spreads over several surveys instead of one burst.
 MAX_INDEX_READS = 1000
@@ -66,9 +74,12 @@ class ObjectInventory:
         for key in set(self._ledgers_in) - set(wal):
             del self._ledgers_in[key]
         await self._read_indexes([key for key in wal if key not in self._ledgers_in][:MAX_INDEX_READS], survey)
+        compacted = {int(match.group(1)): age for key, age in ages.items()
+                     if key.endswith("/compacted") and (match := _RECORD_KEY.match(key)) is not None}
+        needing = live - {ledger_id for ledger_id, age in compacted.items() if age > COMPACTED_GRACE_SECONDS}
         for key in sorted(wal):
             ledgers = self._ledgers_in.get(key)
-            if ledgers is not None and not ledgers & live:
+            if ledgers is not None and not ledgers & needing:
                 survey.unreferenced.append(key)
         records: dict[int, list[str]] = {}
         for key, age in sorted(ages.items()):
@@ -81,7 +92,8 @@ class ObjectInventory:
                 survey.unreferenced.append(key)
         if check_references:
             for ledger_id in sorted(live & set(records)):
-                for piece in (key for key in records[ledger_id] if "/index-" in key):
+                current = "/compacted" if ledger_id in compacted else "/index-"
+                for piece in (key for key in records[ledger_id] if current in key):
                     await self._check_piece(piece, ledger_id, ages, survey)
             survey.missing = sorted(set(survey.missing))
         return survey

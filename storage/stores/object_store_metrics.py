@@ -22,8 +22,18 @@ class ObjectStoreCollector:
                                   "the mean object size)", value=store.wal_bytes)
         yield CounterMetricFamily("kgate_objects_collected", "Objects deleted because no live ledger needed them "
                                   "any more", value=store.objects_collected)
-        yield GaugeMetricFamily("kgate_wal_upload_lag_seconds", "Age of the oldest entry the WAL has not yet "
-                                "confirmed", value=store.wal.lag_seconds())
+        ledgers, size = store.compaction_backlog()
+        backlog = GaugeMetricFamily("kgate_compaction_backlog", "Sealed ledgers of this broker whose entries "
+                                    "are still in WAL objects, and their bytes", labels=["unit"])
+        backlog.add_metric(["ledgers"], ledgers)
+        backlog.add_metric(["bytes"], size)
+        yield backlog
+        yield CounterMetricFamily("kgate_compacted_ledgers", "Ledgers rewritten into objects of their own",
+                                  value=store.ledgers_compacted)
+        yield CounterMetricFamily("kgate_compacted_bytes", "Bytes of the objects compaction wrote",
+                                  value=store.compacted_bytes)
+        yield GaugeMetricFamily("kgate_wal_upload_lag_seconds", "Age of the oldest entry acknowledged or waiting "
+                                "that is not yet in a WAL object", value=store.upload_lag())
         cache = store.cache
         lookups = cache.hits + cache.misses
         yield GaugeMetricFamily("kgate_object_cache_hit_ratio", "Reads served from memory over all reads of "

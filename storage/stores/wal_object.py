@@ -24,14 +24,20 @@ from crc32c import crc32c
 
 from ..ledger import ChecksumMismatch, CorruptLedger
 
-HEAD_BYTES = 96
+# Enough for the entry header (22 bytes), a record batch header (61) and a transaction
+# marker's key (16), which a partition reads of every entry when it opens: a head any
+# shorter sends that open to GET every payload of the partition.
+HEAD_BYTES = 128
 FRAME = struct.Struct(">II")
 _LENGTH = struct.Struct(">I")
 _RUN = struct.Struct(">qqqI")  # ledger id, first entry id, run start in the object, entry count
 _TRAILER = struct.Struct(">II8s")
 TRAILER_SIZE = _TRAILER.size
-_OBJECT_MAGIC = b"KGWAL\x00\x00\x01"
-_PIECE_MAGIC = b"KGIDX\x00\x00\x01"
+# Version 1 kept 96 head bytes; version 2 says how many after the run count.
+_OBJECT_MAGIC = b"KGWAL\x00\x00\x02"
+_PIECE_MAGIC = b"KGIDX\x00\x00\x02"
+_VERSIONS = {_OBJECT_MAGIC: 2, _PIECE_MAGIC: 2, b"KGWAL\x00\x00\x01": 1, b"KGIDX\x00\x00\x01": 1}
+_V1_HEAD_BYTES = 96
 _KEY = struct.Struct(">H")
 
 
@@ -82,7 +88,7 @@ def head_of(chunks) -> bytes:
 
 
 def _encode_runs(runs: list[Run], keys: list[str] | None) -> bytearray:
-    out = bytearray(_LENGTH.pack(len(runs)))
+    out = bytearray(_LENGTH.pack(len(runs)) + _KEY.pack(HEAD_BYTES))
     for i, run in enumerate(runs):
         if keys is not None:
             key = keys[i].encode()
@@ -94,10 +100,14 @@ def _encode_runs(runs: list[Run], keys: list[str] | None) -> bytearray:
     return out
 
 
-def _decode_runs(data, what: str, with_keys: bool) -> list[tuple[str, Run]]:
+def _decode_runs(data, what: str, with_keys: bool, version: int) -> list[tuple[str, Run]]:
     view = memoryview(data)
     try:
         (count,), pos = _LENGTH.unpack_from(view, 0), _LENGTH.size
+        head_bytes = _V1_HEAD_BYTES
+        if version >= 2:
+            (head_bytes,) = _KEY.unpack_from(view, pos)
+            pos += _KEY.size
         runs = []
         for _ in range(count):
             key = ""
@@ -111,7 +121,7 @@ def _decode_runs(data, what: str, with_keys: bool) -> list[tuple[str, Run]]:
             for _ in range(entries):
                 (length,) = _LENGTH.unpack_from(view, pos)
                 pos += _LENGTH.size
-                head_size = min(length, HEAD_BYTES)
+                head_size = min(length, head_bytes)
                 run.lengths.append(length)
                 run.heads.append(bytes(view[pos:pos + head_size]))
                 pos += head_size
@@ -134,18 +144,18 @@ def object_index(runs: list[Run]) -> bytes:
 def index_span(trailer, key: str) -> int:
     """From an object's last TRAILER_SIZE bytes: how many bytes its index takes before the trailer."""
     size, _crc, magic = _TRAILER.unpack_from(trailer, len(trailer) - TRAILER_SIZE)
-    if magic != _OBJECT_MAGIC:
+    if bytes(magic[:5]) != _OBJECT_MAGIC[:5] or bytes(magic) not in _VERSIONS:
         raise CorruptLedger(f"{key}: not a WAL object (trailer {bytes(magic)!r})")
     return size
 
 
 def read_object_index(tail, key: str) -> list[Run]:
     """The runs of a WAL object from its tail (index plus trailer, possibly with bytes before)."""
-    size, crc, _magic = _TRAILER.unpack_from(tail, len(tail) - TRAILER_SIZE)
+    size, crc, magic = _TRAILER.unpack_from(tail, len(tail) - TRAILER_SIZE)
     body = memoryview(tail)[len(tail) - TRAILER_SIZE - size:len(tail) - TRAILER_SIZE]
     if index_span(tail, key) != size or len(body) != size or crc32c(body) != crc:
         raise CorruptLedger(f"{key}: WAL object index fails its CRC32C")
-    return [run for _key, run in _decode_runs(body, key, with_keys=False)]
+    return [run for _key, run in _decode_runs(body, key, with_keys=False, version=_VERSIONS[bytes(magic)])]
 
 
 # Enough for a WAL object's index and trailer in one GET in the common case.
@@ -171,9 +181,29 @@ def read_index_piece(data, key: str) -> list[tuple[str, Run]]:
         raise CorruptLedger(f"{key}: index piece cut short")
     size, crc, magic = _TRAILER.unpack_from(data, len(data) - TRAILER_SIZE)
     body = memoryview(data)[:len(data) - TRAILER_SIZE]
-    if magic != _PIECE_MAGIC or len(body) != size or crc32c(body) != crc:
+    if bytes(magic[:5]) != _PIECE_MAGIC[:5] or bytes(magic) not in _VERSIONS or len(body) != size \
+            or crc32c(body) != crc:
         raise CorruptLedger(f"{key}: index piece fails its CRC32C")
-    return _decode_runs(body, key, with_keys=True)
+    return _decode_runs(body, key, with_keys=True, version=_VERSIONS[bytes(magic)])
+
+
+def pack(parts: list[tuple[int, int, memoryview, list[int]]]) -> tuple[memoryview, list[Run]]:
+    """An object (in the WAL object layout) of entries already framed, as a local WAL or an
+    object holds them: per part (ledger id, first entry id, frames, payload lengths), one run."""
+    buffers: list = []
+    runs: list[Run] = []
+    pos = 0
+    for ledger_id, first, frames, lengths in parts:
+        run = Run(ledger_id, first, pos, list(lengths))
+        offset = 0
+        for length in lengths:
+            run.heads.append(bytes(frames[offset + FRAME.size:offset + FRAME.size + min(length, HEAD_BYTES)]))
+            offset += FRAME.size + length
+        buffers.append(frames)
+        runs.append(run)
+        pos += len(frames)
+    buffers.append(object_index(runs))
+    return memoryview(b"".join(buffers)), runs
 
 
 def read_frames(data, ledger_id: int, first_entry: int, lengths: list[int]) -> list[memoryview]:

@@ -48,7 +48,10 @@ def test_one_broker_on_s3_produces_and_consumes_and_restarts_from_objects(broker
     # The consumer read what this broker had just written: from memory, with no GET.
     assert value(samples, "kgate_object_cache_hit_ratio") == 1.0
     assert broker.stop() == 0, "SIGTERM should shut a broker on S3 down cleanly"
-    again = broker_factory(**{"kgate.storage": bucket_url})
+    again = broker_factory(**{"kgate.storage": bucket_url, "kgate.metrics.listener": "127.0.0.1:0"})
+    # Opening its partitions rebuilt their offsets and producer state from the index heads,
+    # without fetching the 150 KB of records.
+    assert value(scrape(again.metrics_url), "kgate_object_bytes_total", kind="get") < 500 * 300 / 10
     assert sorted(c.key for c in ConfluentClient.consume(again.bootstrap, "on-s3", 2, 500)) == \
         sorted(R.key(i) for i in range(500))
 
@@ -97,3 +100,41 @@ def test_a_paused_broker_cannot_add_data_after_it_resumes(cluster):
     check_delivery(stored, producer.acked)
     # Idempotent, so exactly what was sent: one more would be the paused broker's late record.
     assert len(stored) == 3000
+
+
+def test_with_local_wals_a_killed_owners_partitions_wait_for_its_restart_and_lose_nothing(
+        tmp_path, zookeeper, bucket_url):
+    # A commit interval past the test's length: acknowledged entries stay in the local WALs.
+    cluster = KgateCluster(str(tmp_path), zookeeper.address, f"/{uuid.uuid4().hex}", size=2, storage=bucket_url,
+                           **{"offsets.topic.num.partitions": 2, "kgate.s3.wal.commit.interval.ms": 600_000})
+    try:
+        for node_id in (0, 1):
+            cluster.start_broker(node_id, **{"kgate.wal": f"file:{tmp_path}/wal-{node_id}"})
+        cluster.wait_live({0, 1})
+        create_topic(cluster.bootstrap, "local-wal", PARTITIONS)
+        leaders = cluster.wait_leaders("local-wal", PARTITIONS, {0, 1})
+        victim, survivor = leaders[0], 1 - leaders[0]
+        producer = AckedProducer("confluent", cluster.bootstrap, "local-wal", 2000, per_second=400,
+                                 **{"enable.idempotence": True}).start()
+        wait_for(lambda: len(producer.acked) > 400, 60, "acknowledgements before the kill")
+        cluster.brokers[victim].kill()
+        # The survivor takes the partition over but refuses to serve it short of what only the
+        # victim's WAL holds: KAFKA_STORAGE_ERROR (retriable), not a truncated log.
+        wire = Wire(cluster.brokers[survivor].bootstrap)
+
+        def refused():
+            wire.sock.sendall(encode_request(produce_request("local-wal", 0), 7, correlation_id=1))
+            answer = read_response(wire.sock, ApiKey.Produce, 7, 1).responses[0].partition_responses[0]
+            assert answer.error_code in (ErrorCode.NOT_LEADER_FOR_PARTITION, ErrorCode.KAFKA_STORAGE_ERROR), answer
+            return answer.error_code == ErrorCode.KAFKA_STORAGE_ERROR
+        wait_for(refused, SESSION_TIMEOUT_MS / 1000 + 15, "the survivor to hold the partition and refuse it")
+        wire.close()
+        cluster.brokers[victim].restart(timeout=60)  # its WAL goes up; the partition is served again
+        producer.join()
+        assert not producer.failed, producer.failed[:3]
+        assert len(producer.acked) == 2000
+        stored = read_all(cluster.bootstrap, "local-wal", PARTITIONS)
+        check_delivery(stored, producer.acked)
+        assert len(stored) == 2000
+    finally:
+        cluster.stop()

@@ -145,3 +145,51 @@ async def test_a_missing_object_is_corruption_of_that_ledger(location):
     opened = await store(location, writer="w2").open_ledger(5, 2)  # the sealed piece still says where
     with pytest.raises(CorruptLedger, match="missing"):
         await opened.read_range(0, 2)
+
+
+async def test_compaction_moves_sealed_ledgers_into_objects_of_their_own_and_frees_the_wal(location, monkeypatch):
+    from kgate.storage.stores import object_inventory, s3_store
+
+    writer = store(location, interval_ms=10)
+    ledgers = [writer.create_ledger(20 + i) for i in range(3)]
+    for round_ in range(6):
+        await asyncio.gather(*(write(ledger, round_ * 10, 10) for ledger in ledgers))
+    for ledger in ledgers:
+        await ledger.close()
+    writer.close()
+    client = ObjectClient(location)
+    assert len(await client.keys("wal/w1/")) >= 3
+    expected = {ledger.ledger_id: [payload(ledger.ledger_id, i) for i in range(60)] for ledger in ledgers}
+    early = await store(location, writer="w2").open_ledger(20, 59)  # keeps the index it read now
+    compactor = store(location, writer="w3")
+    opened = [await compactor.open_ledger(ledger_id, 59) for ledger_id in expected]
+    monkeypatch.setattr(s3_store, "COMPACTION_ROUND_BYTES", 1)  # a round's budget: one ledger
+    assert compactor.compaction_backlog()[0] == 3
+    assert await compactor.compact_round() == 1
+    assert compactor.compaction_backlog()[0] == 2
+    while await compactor.compact_round():
+        pass
+    assert compactor.compaction_backlog() == (0, 0)
+    for ledger in opened:
+        assert [bytes(e) for e in await ledger.read_range(0, 59)] == expected[ledger.ledger_id]
+    # No live ledger needs a WAL object any more: collected. Each ledger is in its own objects.
+    monkeypatch.setattr(object_inventory, "COMPACTED_GRACE_SECONDS", 0)
+    live = set(expected)
+
+    async def live_ledgers():
+        return live
+    await compactor.collect_garbage(live_ledgers)
+    assert await client.keys("wal/") == []
+    survey = await compactor.inventory.survey(live_ledgers, check_references=True)
+    assert (survey.unreferenced, survey.missing, survey.damaged) == ([], [], [])
+    # Read back in small blocks (several range GETs per object), by a broker that opens them
+    # now and by one that had opened a ledger before it moved.
+    monkeypatch.setattr(s3_store, "READ_BLOCK_BYTES", 4096)
+    fresh = store(location, writer="w4")
+    for ledger_id, payloads in expected.items():
+        ledger = await fresh.open_ledger(ledger_id, 59)
+        assert [bytes(e) for e in await ledger.read_range(0, 59)] == payloads
+    assert fresh.client.calls["get"] > 3 * 3
+    assert [bytes(e) for e in await early.read_range(0, 59)] == expected[20]
+    compactor.close()
+    fresh.close()

@@ -72,6 +72,7 @@ def test_a_bad_storage_url_stops_start_up_naming_the_setting(storage):
         Settings.load(overrides=[f"kgate.storage={storage}"])
 
 
-def test_only_the_s3_wal_is_accepted_for_now():
+@pytest.mark.parametrize("wal", ["file:", "disk", "s3://b"])
+def test_a_bad_wal_stops_start_up_naming_the_setting(wal):
     with pytest.raises(ConfigError, match=r"kgate\.wal"):
-        Settings.load(overrides=["kgate.wal=file:/x"])
+        Settings.load(overrides=[f"kgate.wal={wal}"])

@@ -1,0 +1,387 @@
+"""The local WAL (``--wal file:DIR``): an entry is acknowledged once fsync'd on this broker's
+disk and reaches the object store in the background.
+
+Why a second WAL: with ``--wal s3`` every acknowledgement waits for a commit interval and a
+PUT, and a broker's produce rate is bounded by its PUT throughput; here it waits for an
+fsync, as on the file store, and uploads overlap with acknowledgements. The price: until
+they are uploaded, acknowledged entries live on one machine.
+
+Layout. DIR holds a file-store log per ledger this broker writes (storage.stores.file_store:
+group commit, torn-tail recovery and its fence marker, unchanged) and ``wal.id``, a name
+drawn once for the directory. Its frames are the ones WAL objects hold, so an upload
+copies bytes without re-framing them.
+
+Upload. Every commit interval, the entries of every ledger confirmed locally and not yet
+uploaded go into one WAL object of the usual layout (storage.stores.wal_object) under the
+broker's writer name, up to ``MAX_OBJECT_BYTES`` each and ``MAX_INFLIGHT_PUTS`` at once,
+taken in order: a reader or a recovering broker finds them exactly as with ``--wal s3``.
+A failed PUT loses nothing (the entries are still on disk); they go again in a later object.
+
+The unreachable tail. A ledger's writer record names the local WAL it was written through.
+Until the ledger has a sealed index piece, entries past the uploaded ones may exist only in
+that directory, so a broker without it refuses to open the ledger (TailUnreachable) rather
+than seal it short, and tries again later. The broker with the directory *drains* a ledger:
+it recovers the local log (which fences whoever still wrote it, as the file store does),
+uploads what the bucket lacks, writes the sealed piece and deletes the log. It does that at
+start-up for every log left in the directory, and at once for a ledger released unsealed
+(its partition dropped when the metadata session expired). Closing a ledger uploads the
+rest and seals it the same way, so a clean hand-over leaves nothing behind.
+
+No writer lease is asked here (unlike the S3 WAL): no other broker can seal such a ledger,
+so nothing this broker confirmed can be contradicted; what it fsync'd after losing the
+partition is drained, in order, before the next owner appends anything.
+"""
+import asyncio
+import fcntl
+import logging
+import os
+import time
+import uuid
+
+from ..ledger import LedgerFenced, TailUnreachable
+from . import wal_object
+from .file_store import FileLedger, FileLedgerStore
+from .s3_store import MAX_INFLIGHT_PUTS, MAX_OBJECT_BYTES, ObjectStoreUnavailable, S3Ledger
+from .wal_object import Run
+
+log = logging.getLogger(__name__)
+
+# After a failed upload or drain, how long before the next try.
+RETRY_SECONDS = 1.0
+# How long closing a ledger waits for its last entries to be uploaded before it gives up
+# (the ledger is then drained in the background, and its next owner waits for that).
+CLOSE_UPLOAD_SECONDS = 30.0
+
+
+class LocalWalLedger(S3Ledger):
+    """A ledger written through the local WAL: its log in DIR until it is sealed in the bucket."""
+
+    def __init__(self, wal: "LocalWal", ledger_id: int, local: FileLedger):
+        super().__init__(wal.store, ledger_id, writable=True)
+        self.wal = wal
+        self.local: FileLedger | None = local
+        self.queued = -1  # the last entry handed to an upload
+        self.behind_since: float | None = None  # when the oldest entry not uploaded was confirmed
+        self.progress = asyncio.Event()  # set whenever more entries are uploaded
+
+    def _in_local(self) -> bool:
+        return self.local is not None and self._failure is None
+
+    @property
+    def last_add_confirmed(self) -> int:
+        return self.local.last_add_confirmed if self._in_local() else self.uploaded  # type: ignore[union-attr]
+
+    @property
+    def last_add_pushed(self) -> int:
+        return self.local.last_add_pushed if self._in_local() else self.uploaded  # type: ignore[union-attr]
+
+    @property
+    def length(self) -> int:
+        return self.local.length if self._in_local() else super().length  # type: ignore[union-attr]
+
+    def add_entry(self, chunks) -> int:
+        if not self._in_local():
+            raise LedgerFenced(f"ledger {self.ledger_id} is closed")
+        return self.local.add_entry(chunks)  # type: ignore[union-attr]
+
+    async def sync(self, entry_id: int) -> None:
+        if self.manifest is not None and self._failure is None:
+            try:
+                # Nothing is acknowledged before the writer record names this WAL: a recovery
+                # finding no record would take the ledger for empty.
+                await asyncio.shield(self.manifest)
+            except Exception as exc:
+                self.fail(ObjectStoreUnavailable(f"ledger {self.ledger_id}: writer record: {exc}"))
+        if self._failure is not None:
+            raise self._failure
+        local = self.local
+        if local is None:
+            return  # closed: everything was uploaded
+        await local.sync(entry_id)
+        self.wal.confirmed_locally(self)
+
+    async def read_range(self, first: int, last: int) -> list[memoryview]:
+        local = self.local
+        if local is not None and self._failure is None:
+            try:
+                return await local.read_range(first, last)
+            except OSError:
+                if self.local is not None:
+                    raise  # else it was closed and dropped meanwhile: the entries are uploaded
+        return await super().read_range(first, last)
+
+    async def read_heads(self, first: int, last: int, size: int) -> list[tuple[int, bytes]]:
+        if self._in_local():
+            return await self.local.read_heads(first, last, size)  # type: ignore[union-attr]
+        return await super().read_heads(first, last, size)
+
+    def uploaded_run(self, key: str, run: Run, data: memoryview) -> bool:
+        if not self.confirmed(key, run, data):
+            return False
+        self.progress.set()
+        if self.local is not None and self.uploaded >= self.local.last_add_confirmed:
+            self.behind_since = None
+        return True
+
+    async def close(self) -> None:
+        local = self.local
+        if local is None:
+            return
+        if self._failure is not None:
+            self._drop_local()  # nothing of it was acknowledged (its writer record failed)
+            return
+        await local.close()
+        self._writable = False
+        self.wal.confirmed_locally(self)
+        try:
+            await asyncio.wait_for(self._uploaded_through(local.last_add_confirmed), CLOSE_UPLOAD_SECONDS)
+        except TimeoutError:
+            raise ObjectStoreUnavailable(f"ledger {self.ledger_id}: entries not uploaded within "
+                                         f"{CLOSE_UPLOAD_SECONDS:.0f} s; drained later") from None
+        await self._store.write_piece(self, sealed=True)
+        self._drop_local()
+
+    async def _uploaded_through(self, entry_id: int) -> None:
+        while self.uploaded < entry_id:
+            self.progress.clear()
+            await self.progress.wait()
+
+    def _drop_local(self) -> None:
+        local, self.local = self.local, None
+        self.wal.forget(self)
+        if local is not None:
+            local.release()
+            self.wal.files.delete_ledger(self.ledger_id)
+
+    def release(self) -> None:
+        super().release()
+        if self.local is not None:
+            # Released unsealed (the partition was dropped): whatever it holds is uploaded and sealed.
+            self.wal.forget(self)
+            self.local.release()
+            self.local = None
+            self.wal.drain_soon(self.ledger_id)
+
+
+class LocalWal:
+    def __init__(self, store, directory: str, interval: float):
+        self.store = store
+        self.files = FileLedgerStore(directory)
+        self.wal_id, self._lock_fd = _claim(directory)
+        self._interval = interval
+        self._behind: dict[LocalWalLedger, None] = {}  # ledgers with confirmed entries not yet queued
+        self._writing: set[LocalWalLedger] = set()
+        self._kick = asyncio.Event()
+        self._slots = asyncio.Semaphore(MAX_INFLIGHT_PUTS)
+        self._previous: asyncio.Future | None = None
+        self._task: asyncio.Task | None = None
+        self._tasks: set[asyncio.Task] = set()
+        self._drains: dict[int, asyncio.Task] = {}
+
+    def _spawn(self, coroutine) -> asyncio.Task:
+        task = asyncio.ensure_future(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    # -- writing and uploading ---------------------------------------------------------
+
+    def create_ledger(self, ledger_id: int) -> LocalWalLedger:
+        ledger = LocalWalLedger(self, ledger_id, self.files.create_ledger(ledger_id))
+        self._writing.add(ledger)
+        return ledger
+
+    def confirmed_locally(self, ledger: LocalWalLedger) -> None:
+        if ledger.local is None or ledger.last_add_confirmed <= ledger.queued:
+            return
+        if ledger.behind_since is None:
+            ledger.behind_since = time.monotonic()
+        self._behind[ledger] = None
+        if self._task is None:
+            self._task = asyncio.ensure_future(self._run())
+        self._kick.set()
+
+    def forget(self, ledger: LocalWalLedger) -> None:
+        self._behind.pop(ledger, None)
+        self._writing.discard(ledger)
+
+    def lag_seconds(self) -> float:
+        oldest = min((ledger.behind_since for ledger in self._writing if ledger.behind_since is not None),
+                     default=None)
+        return 0.0 if oldest is None else time.monotonic() - oldest
+
+    async def _run(self) -> None:
+        last_cut = 0.0
+        while True:
+            await self._kick.wait()
+            self._kick.clear()
+            delay = last_cut + self._interval - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            await self._slots.acquire()
+            picked = self._pick()
+            if not picked:
+                self._slots.release()
+                continue
+            last_cut = time.monotonic()
+            if self._behind:
+                self._kick.set()  # more than one object's worth is waiting
+            done = asyncio.get_running_loop().create_future()
+            previous, self._previous = self._previous, done
+            self._spawn(self._upload(self.store.wal.take_key(), picked, previous, done))
+
+    def _pick(self) -> list[tuple[LocalWalLedger, int, int]]:
+        """What goes into the next object: (ledger, first, last entry) up to MAX_OBJECT_BYTES."""
+        picked = []
+        room = MAX_OBJECT_BYTES
+        for ledger in list(self._behind):
+            local = ledger.local
+            if local is None or ledger.queued >= local.last_add_confirmed:
+                del self._behind[ledger]
+                continue
+            if room <= 0:
+                break
+            first = ledger.queued + 1
+            last = local.last_within(first, room)
+            picked.append((ledger, first, last))
+            ledger.queued = last
+            room -= local.span(first, last)
+            if last >= local.last_add_confirmed:
+                del self._behind[ledger]
+        return picked
+
+    async def _upload(self, key: str, picked: list[tuple[LocalWalLedger, int, int]],
+                      previous: asyncio.Future | None, done: asyncio.Future) -> None:
+        parts: list[tuple[LocalWalLedger, int, memoryview, list[int]]] = []
+        data = memoryview(b"")
+        runs: list[Run] = []
+        stored = False
+        try:
+            for ledger, first, last in picked:
+                local = ledger.local
+                if local is not None:  # else released since: its drain uploads it
+                    frames, lengths = await local.read_frames(first, last)
+                    parts.append((ledger, first, frames, lengths))
+            data, runs = wal_object.pack([(ledger.ledger_id, first, frames, lengths)
+                                          for ledger, first, frames, lengths in parts])
+            if runs:
+                await self.store.client.put(key, data)
+                self.store.wal.stored(len(data))
+            stored = True
+        except Exception as exc:
+            log.warning("upload of %s failed (its entries stay in the local WAL, tried again): %s", key, exc)
+        finally:
+            self._slots.release()
+        if previous is not None:
+            await previous  # runs are taken in the order they were picked
+        taken = False
+        for (ledger, _first, _frames, _lengths), run in zip(parts, runs):
+            if stored and ledger.uploaded_run(key, run, data):
+                taken = True
+            elif not stored:
+                # The failed object is the first gap: everything after it goes again.
+                ledger.queued = ledger.uploaded
+                self.confirmed_locally(ledger)
+        if not stored:
+            await asyncio.sleep(RETRY_SECONDS)
+        if taken:
+            self.store.wal.object_confirmed()
+        done.set_result(None)
+
+    # -- draining what a crash or a lost partition left ------------------------------------
+
+    def start(self) -> None:
+        """Drain, in the background, every ledger log a previous run left in the directory."""
+        for ledger_id in self.files.ledger_ids():
+            self.drain_soon(ledger_id)
+
+    def drain_soon(self, ledger_id: int) -> None:
+        self._spawn(self._drain_until_done(ledger_id))
+
+    async def _drain_until_done(self, ledger_id: int) -> None:
+        while True:
+            try:
+                await self.drain(ledger_id)
+                return
+            except TailUnreachable as exc:
+                log.error("%s", exc)
+                return
+            except Exception as exc:
+                log.warning("ledger %d: draining the local WAL failed (tried again in %.0f s): %s",
+                            ledger_id, RETRY_SECONDS, exc)
+                await asyncio.sleep(RETRY_SECONDS)
+
+    async def drain(self, ledger_id: int) -> None:
+        """Upload what the bucket lacks of ledger ``ledger_id`` from its local log, seal it,
+        delete the log. One drain per ledger at a time; callers share it."""
+        task = self._drains.get(ledger_id)
+        if task is None:
+            task = self._drains[ledger_id] = self._spawn(self._drain(ledger_id))
+            task.add_done_callback(lambda _task: self._drains.pop(ledger_id, None))
+        await asyncio.shield(task)
+
+    async def _drain(self, ledger_id: int) -> None:
+        store = self.store
+        writer = await store.writer_record(ledger_id)
+        if writer is None:
+            # Never confirmed anything (acknowledgements wait for this record), or deleted.
+            self.files.delete_ledger(ledger_id)
+            return
+        runs, sealed, covered = await store.stored_runs(ledger_id, writer)
+        if sealed:
+            self.files.delete_ledger(ledger_id)
+            return
+        if writer.get("local_wal") != self.wal_id:
+            raise TailUnreachable(f"ledger {ledger_id}: its writer record names local WAL "
+                                  f"{writer.get('local_wal')}, not this one ({self.wal_id})")
+        known = S3Ledger(store, ledger_id, writable=False)
+        kept = known.load(runs, None)
+        try:
+            local = await self.files.open_ledger(ledger_id, None)  # fences a writer still at it
+        except FileNotFoundError:
+            raise TailUnreachable(f"ledger {ledger_id}: its log is missing from local WAL {self.wal_id}") from None
+        try:
+            first = known.uploaded + 1
+            while first <= local.last_add_confirmed:
+                last = local.last_within(first, MAX_OBJECT_BYTES)
+                frames, lengths = await local.read_frames(first, last)
+                data, (run,) = wal_object.pack([(ledger_id, first, frames, lengths)])
+                key = store.wal.take_key()
+                await store.client.put(key, data)
+                store.wal.stored(len(data))
+                kept.append((key, run))
+                first = last + 1
+            await store.seal_recovered(ledger_id, kept, covered)
+        finally:
+            local.release()
+        self.files.delete_ledger(ledger_id)
+        log.info("ledger %d: drained from the local WAL and sealed at entry %d", ledger_id, first - 1)
+
+    def delete_ledger(self, ledger_id: int) -> None:
+        self.files.delete_ledger(ledger_id)
+
+    def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+        for task in list(self._tasks):
+            task.cancel()
+        os.close(self._lock_fd)
+
+
+def _claim(directory: str) -> tuple[str, int]:
+    """This directory's WAL name (drawn on first use), and a lock that keeps a second
+    process from writing through the same directory."""
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, "wal.id")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise OSError(f"kgate.wal: {directory} is in use by another broker") from None
+    name = os.pread(fd, 64, 0).decode().strip()
+    if not name:
+        name = uuid.uuid4().hex
+        os.pwrite(fd, (name + "\n").encode(), 0)
+        os.fsync(fd)
+    return name, fd
