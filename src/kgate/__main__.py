@@ -1,6 +1,4 @@
 """``python -m kgate`` is the ``kgate`` command."""
-import sys
+from kgate.command import run
 
-from kgate.command import main
-
-sys.exit(main())
+run()

@@ -8,6 +8,7 @@ import argparse
 import logging
 import os
 import sys
+from typing import NoReturn
 
 from kgate import cli
 from kgate.gateway import serve_command, storage_command
@@ -44,21 +45,24 @@ def main(argv=None) -> int:
     args, unknown = parser().parse_known_args(argv)
     if unknown:
         args.command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
-    code = args.run(args)
-    if "obstore" in sys.modules:
-        _leave(code)
-    return code
+    return args.run(args)
 
 
-def _leave(code: int) -> None:
-    """Exit without finalizing the interpreter, once the command's work is done and its output flushed.
+def run() -> NoReturn:
+    """The ``kgate`` process: :func:`main`, then exit with its code.
 
-    obstore's Rust runtime keeps worker threads that, still running while the interpreter
-    finalizes, abort the process (SIGABRT or SIGSEGV in about 1 exit in 8 here). A broker
-    that shut down cleanly, or a ``storage check`` that found nothing, would report a crash.
+    When the command loaded obstore, the process leaves without finalizing the
+    interpreter, its output flushed: obstore's Rust runtime keeps worker threads that,
+    still running while the interpreter finalizes, abort the process (SIGABRT or
+    SIGSEGV in about 1 exit in 8 here), so a broker that shut down cleanly, or a
+    ``storage check`` that found nothing, would report a crash. :func:`main` only
+    returns its code, for callers that go on running (tests).
     """
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    code = main()
+    if "obstore" in sys.modules:
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
 

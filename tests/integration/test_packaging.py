@@ -40,7 +40,7 @@ def test_the_wheel_holds_only_kgate_and_the_spark_module(wheel):
     assert top - dist_info == {"kgate", "pyspark_kgate.py"}
     assert [name.split("-")[0] for name in dist_info] == ["kgate_broker"]
     metadata = wheel.read(f"{dist_info.pop()}/entry_points.txt").decode()
-    assert "kgate = kgate.command:main" in metadata
+    assert "kgate = kgate.command:run" in metadata
 
 
 def test_the_wheel_holds_every_module_of_every_room(wheel):
