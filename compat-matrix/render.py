@@ -82,7 +82,8 @@ def markdown(summary: dict, rows: list[dict]) -> str:
            "them; kip848 cells run two members of a `group.protocol=consumer` group that must each be assigned "
            "one partition and read only from it, commit and leave, then a restarted member resumes. SASL, "
            "idempotent, admin, transactions and kip848 cells also require the broker to have seen SaslHandshake, "
-           "InitProducerId, CreateTopics/DeleteTopics, EndTxn, ConsumerGroupHeartbeat. `n/a`: the generation or library lacks the feature (reasons in "
+           "InitProducerId, CreateTopics/DeleteTopics, EndTxn, ConsumerGroupHeartbeat. `n/a`: the generation or "
+           "library lacks the feature (reasons in "
            "MATRIX.html and results/). Request versions below are the ones the broker answered for the row.",
            "", "| client | generation | " + " | ".join(COLUMNS) + " |",
            "|---|---|" + "---|" * len(COLUMNS)]
