@@ -10,12 +10,15 @@ and its ``__consumer_offsets`` record form; ``consumer_machine`` holds the rules
 A member subscribes by topic names, by a regular expression (KIP-848's
 SubscribedTopicRegex, matched against whole topic names, internal topics excluded), or
 both; the group resolves the expression against the topics that exist at each
-heartbeat, so a topic created later that matches is assigned from then on.
+heartbeat, so a topic created later that matches is assigned from then on. A
+resolution is computed once per expression and set of topics, not per member and
+heartbeat.
 """
 import enum
+import functools
 import re
 import uuid
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from . import records
@@ -68,12 +71,12 @@ class ConsumerMember:
         self.regex = value.subscribed_topic_regex or None
         self.rebalance_timeout_ms, self.server_assignor = value.rebalance_timeout_ms, value.server_assignor
 
-    def subscription(self, topics: Collection[str], internal: Callable[[str], bool]) -> set[str]:
-        """The topics among ``topics`` the member subscribes to: by name, or matched by its regex."""
+    def subscription(self, topics: Collection[str], matchable: frozenset[str]) -> set[str]:
+        """The topics among ``topics`` the member subscribes to: by name, or among ``matchable``
+        (the topics a regular expression may match) by its regex."""
         chosen = {name for name in self.subscribed if name in topics}
         if self.regex:
-            pattern = re.compile(self.regex)
-            chosen.update(name for name in topics if not internal(name) and pattern.fullmatch(name))
+            chosen.update(resolve(self.regex, matchable))
         return chosen
 
     def load_assignment(self, value) -> None:
@@ -116,9 +119,12 @@ class ConsumerGroup:
                         held[(topic_id, p)] = member.member_id
         return held
 
-    def subscribed_topics(self, topics: Collection[str], internal: Callable[[str], bool]) -> set[str]:
+    def subscribed_topics(self, topics: Collection[str], matchable: frozenset[str]) -> set[str]:
         """The topics among ``topics`` some member subscribes to."""
-        return {topic for member in self.members.values() for topic in member.subscription(topics, internal)}
+        return {topic for member in self.members.values() for topic in member.subscription(topics, matchable)}
+
+    def has_regex(self) -> bool:
+        return any(member.regex for member in self.members.values())
 
     def static_member(self, instance_id: str) -> ConsumerMember | None:
         return next((m for m in self.members.values() if m.instance_id == instance_id), None)
@@ -178,6 +184,13 @@ class ConsumerGroup:
                 member.load_metadata(value)
             else:
                 member.load_assignment(value)
+
+
+@functools.lru_cache(maxsize=256)
+def resolve(regex: str, names: frozenset[str]) -> frozenset[str]:
+    """The names ``regex`` matches in full."""
+    pattern = re.compile(regex)
+    return frozenset(name for name in names if pattern.fullmatch(name))
 
 
 def _topic_partitions(cls, partitions: Partitions) -> list:

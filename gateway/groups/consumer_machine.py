@@ -39,7 +39,7 @@ import logging
 import re
 import uuid
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
 from kgate.protocol.error_codes import ErrorCode
@@ -229,7 +229,14 @@ class ConsumerGroupMachine:
 
     def _subscribed(self, consumer: ConsumerGroup, topics: Mapping[str, tuple[uuid.UUID, int]]) -> dict[uuid.UUID, int]:
         """The partition count of each topic the group subscribes to, by topic id."""
-        return {topics[name][0]: topics[name][1] for name in consumer.subscribed_topics(topics, self.internal)}
+        return {topics[name][0]: topics[name][1]
+                for name in consumer.subscribed_topics(topics, self._matchable(consumer, topics))}
+
+    def _matchable(self, consumer: ConsumerGroup, topics: Collection[str]) -> frozenset[str]:
+        """The topics a member's regular expression may match: all but the internal ones."""
+        if not consumer.has_regex():
+            return frozenset()
+        return frozenset(name for name in topics if not self.internal(name))
 
     def _bump(self, consumer: ConsumerGroup, reason: str, stored: list, out: list[Effect]) -> None:
         consumer.epoch += 1
@@ -242,7 +249,8 @@ class ConsumerGroupMachine:
             return
         consumer.assignor = self._assignor(consumer)
         ids = {name: topic_id for name, (topic_id, _) in topics.items()}
-        subscriptions = {m.member_id: {ids[name] for name in m.subscription(ids, self.internal)}
+        matchable = self._matchable(consumer, ids)
+        subscriptions = {m.member_id: {ids[name] for name in m.subscription(ids, matchable)}
                          for m in consumer.members.values()}
         counts = {topic_id: count for topic_id, count in topics.values()}
         target = ASSIGNORS[consumer.assignor](subscriptions, counts, consumer.target)
