@@ -8,8 +8,10 @@ timestamps, count, contiguous offsets from 0, every record read back exactly onc
 records column also has today's confluent-kafka read what the row wrote.
 """
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from confluent_kafka import ConsumerGroupState
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import clients
@@ -28,6 +30,7 @@ REFERENCE_WRITES = {0: {"api.version.request": False, "broker.version.fallback":
                     2: {}}
 QUIET = {"log_level": 3}  # the runner's own librdkafka clients: warnings and errors only
 STORED_AS_PRODUCED = "kafka"  # the entry format whose stored bytes show the client's own magic and codec
+SPLIT_TIMEOUT = 30  # seconds two KIP-848 members have to share the partitions
 
 
 @dataclass
@@ -67,6 +70,10 @@ class Broker:
 
     def has_topic(self, topic: str) -> bool:
         return topic in self.admin.list_topics(timeout=30).topics
+
+    def consumer_group(self, group: str):
+        """The group as today's AdminClient describes it (ConsumerGroupDescribe for a KIP-848 group)."""
+        return self.admin.describe_consumer_groups([group])[group].result(timeout=30)
 
 
 def topic_for(row: Row, column: str) -> str:
@@ -122,7 +129,8 @@ def run_cell(row: Row, column: str, broker: Broker) -> CellResult:
 
 # Requests a column must have been seen to send, or its check proves nothing.
 REQUIRED = {"sasl-plain": "SaslHandshake", "sasl-scram": "SaslHandshake", "idempotent": "InitProducerId",
-            "admin": "CreateTopics", "group": "OffsetCommit"}
+            "admin": "CreateTopics", "group": "OffsetCommit", "transactions": "EndTxn",
+            "kip848": "ConsumerGroupHeartbeat"}
 
 
 def _check_observed(column: str, requests: dict) -> None:
@@ -132,9 +140,14 @@ def _check_observed(column: str, requests: dict) -> None:
         check("DeleteTopics" in requests, "the broker saw no DeleteTopics request")
 
 
-def _read_back(row: Row, got: list, headers: bool, reader: str = "") -> None:
+def _read_back(row: Row, got: list, headers: bool, reader: str = "", expected=None) -> None:
+    """Records 0..COUNT-1 with contiguous offsets, or exactly the ``expected`` ones (gaps allowed)."""
+    timestamps = row.magic >= 1 if row.timestamps else None
     try:
-        R.check_read_back(got, COUNT, with_headers=headers, with_timestamps=row.magic >= 1 if row.timestamps else None)
+        if expected is None:
+            R.check_read_back(got, COUNT, with_headers=headers, with_timestamps=timestamps)
+        else:
+            R.check_records(got, expected, with_headers=headers, with_timestamps=timestamps)
     except AssertionError as exc:
         raise CheckFailed(f"read back{' by ' + reader if reader else ''}: {exc}") from None
 
@@ -155,6 +168,58 @@ def group(row: Row, topic: str, broker: Broker) -> bool:
     return False
 
 
+def transactions(row: Row, topic: str, broker: Broker) -> bool:
+    """The row's transactional producer commits a third of the records, aborts the next third
+    and commits the last; its read_committed consumer must see exactly the committed ones,
+    its read_uncommitted one every record."""
+    row.client.transact(broker.bootstrap, topic, COUNT, transactional_id=f"{topic}-tx", headers=row.headers)
+    third = COUNT // 3
+    committed = [*range(third), *range(2 * third, COUNT)]
+    for isolation, expected in (("read_committed", committed), ("read_uncommitted", range(COUNT))):
+        got = row.client.read(broker.bootstrap, topic, PARTITIONS, len(expected), isolation=isolation)
+        _read_back(row, got, row.headers, f"a {isolation} consumer", expected)
+    return True
+
+
+def kip848(row: Row, topic: str, broker: Broker) -> bool:
+    """Two members of a group of KIP-848's protocol share the partitions (the broker assigns),
+    each reads a quarter of the records from its own partition, commits them and leaves; a
+    restarted member resumes where they committed and reads the rest."""
+    group_id, share = "kip848", COUNT // 4
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        members = [pool.submit(row.client.group, broker.bootstrap, topic, group_id, share, group_protocol="consumer")
+                   for _ in range(2)]
+        try:
+            split = _wait_for_split(broker, group_id, members)
+        finally:  # the records go in either way, so the members end rather than wait out their timeout
+            ConfluentClient.produce(broker.bootstrap, topic, COUNT, with_headers=row.magic == 2, **QUIET)
+        first = [member.result() for member in members]
+    partitions = [{record.partition for record in records} for records in first]
+    check(all(len(p) == 1 for p in partitions) and partitions[0] != partitions[1],
+          f"the members read from partitions {partitions}, not one each (assigned {split})")
+    rest = row.client.group(broker.bootstrap, topic, group_id, COUNT - 2 * share, group_protocol="consumer")
+    _read_back(row, first[0] + first[1] + rest, row.magic == 2)
+    return False
+
+
+def _wait_for_split(broker: Broker, group_id: str, members: list[Future]) -> list:
+    """Each member's partitions once the group is Stable with one partition per member."""
+    deadline = time.monotonic() + SPLIT_TIMEOUT
+    seen = None
+    while time.monotonic() < deadline:
+        for member in members:
+            if member.done():
+                member.result()  # a member that gave up: its failure is the cell's
+                raise CheckFailed(f"a member finished before the group shared its partitions ({seen})")
+        described = broker.consumer_group(group_id)
+        seen = [sorted(tp.partition for tp in m.assignment.topic_partitions) for m in described.members]
+        if described.state == ConsumerGroupState.STABLE and sorted(seen) == [[0], [1]]:
+            return seen
+        time.sleep(0.2)
+    raise CheckFailed(f"the group did not share its partitions between two members within {SPLIT_TIMEOUT} s: "
+                      f"last described {seen}")
+
+
 def admin(row: Row, topic: str, broker: Broker) -> bool:
     described = row.client.admin(broker.bootstrap, topic, 3)
     check(described.get("described_partitions") == 3, f"described {described} after creating 3 partitions")
@@ -172,4 +237,6 @@ COLUMNS = {
                                                          sasl=clients.Sasl(SCRAM_MECHANISM, USER, PASSWORD)),
     "idempotent": lambda row, topic, broker: round_trip(row, topic, broker, idempotent=True),
     "admin": admin,
+    "transactions": transactions,
+    "kip848": kip848,
 }

@@ -1,15 +1,19 @@
 """How to run each client family's driver: one object per (library release, pin).
 
-Every family answers the same four calls: ``produce``, ``read`` (every partition from
-the beginning, no group), ``group`` (read ``count`` records in a group, commit exactly
-those, leave) and ``admin`` (create, describe, delete a topic). Each call is a
+Every family answers the same calls: ``produce``, ``transact`` (the records in three
+transactions: commit, abort, commit), ``read`` (every partition from the beginning, no
+group, at the isolation level asked for), ``group`` (read ``count`` records in a group,
+of the classic protocol or KIP-848's, commit exactly those, leave) and ``admin``
+(create, describe, delete a topic). Families whose library lacks a call have the
+column that needs it marked n/a in rows.py. Each call is a
 subprocess bounded by a timeout; a crash, a non-zero exit or a timeout raises
 ``DriverFailed`` with the driver's last words, which becomes the cell's failure.
 Consumed records come back as tests.support.records.Consumed for the usual checks.
 
 The drivers (drivers/) share one command line: ``--mode=... --brokers=... --topic=...
 --pin=... --codec=... --first=N --count=N --partitions=N --group=G --headers
---idempotent --sasl-mechanism=M --sasl-user=U --sasl-password=P --client-id=ID
+--idempotent --transactional-id=ID --isolation=LEVEL --group-protocol=P
+--sasl-mechanism=M --sasl-user=U --sasl-password=P --client-id=ID
 --timeout=SECONDS``. kcat is its own driver: its options are translated here.
 Go and Java drivers are compiled into .cache/compat when their source changes.
 """
@@ -121,15 +125,20 @@ class Client:
         self.call("produce", timeout, sasl, brokers=bootstrap, topic=topic, count=count, codec=codec, first=first,
                   headers=headers, idempotent=idempotent, client_id=client_id)
 
-    def read(self, bootstrap, topic, partitions, count, sasl=None, client_id="kgate-compat",
+    def transact(self, bootstrap, topic, count, transactional_id, headers=False, client_id="kgate-compat",
+                 timeout=TIMEOUT) -> None:
+        self.call("transact", timeout, brokers=bootstrap, topic=topic, count=count, headers=headers,
+                  transactional_id=transactional_id, client_id=client_id)
+
+    def read(self, bootstrap, topic, partitions, count, sasl=None, client_id="kgate-compat", isolation=None,
              timeout=TIMEOUT) -> list[R.Consumed]:
         return consumed(self.call("read", timeout, sasl, brokers=bootstrap, topic=topic, partitions=partitions,
-                                  count=count, client_id=client_id))
+                                  count=count, client_id=client_id, isolation=isolation))
 
-    def group(self, bootstrap, topic, group, count, sasl=None, client_id="kgate-compat",
+    def group(self, bootstrap, topic, group, count, sasl=None, client_id="kgate-compat", group_protocol=None,
               timeout=TIMEOUT) -> list[R.Consumed]:
         return consumed(self.call("group", timeout, sasl, brokers=bootstrap, topic=topic, group=group, count=count,
-                                  client_id=client_id))
+                                  client_id=client_id, group_protocol=group_protocol))
 
     def admin(self, bootstrap, topic, partitions, sasl=None, client_id="kgate-compat", timeout=TIMEOUT) -> dict:
         out = self.call("admin", timeout, sasl, brokers=bootstrap, topic=topic, partitions=partitions,

@@ -17,6 +17,8 @@ from tests.support.broker_process import BrokerProcess
 from tests.support.cluster import KgateCluster
 
 SETTINGS = {"group.initial.rebalance.delay.ms": 0, "kgate.metrics.listener": "127.0.0.1:0",
+            # KIP-848 members hear of a new target at their next heartbeat (Kafka: every 5 s).
+            "group.consumer.heartbeat.interval.ms": 500,
             "num.partitions": cells.PARTITIONS}
 LISTENERS = ("SASL_PLAINTEXT",)
 

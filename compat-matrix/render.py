@@ -22,7 +22,7 @@ MARKS = {"pass": "pass", "fail": "**FAIL**", "n/a": "n/a", "known": "fail (clien
 # The APIs that say most about a generation, in the order shown.
 KEY_APIS = ["ApiVersions", "Metadata", "Produce", "Fetch", "ListOffsets", "FindCoordinator", "JoinGroup",
             "SyncGroup", "OffsetCommit", "OffsetFetch", "SaslHandshake", "SaslAuthenticate", "InitProducerId",
-            "CreateTopics", "DeleteTopics"]
+            "CreateTopics", "DeleteTopics", "EndTxn", "ConsumerGroupHeartbeat"]
 
 
 def load(results_dir: str) -> tuple[dict, list[dict]]:
@@ -76,9 +76,14 @@ def markdown(summary: dict, rows: list[dict]) -> str:
            f"that fail against Kafka too), {summary['n/a']} do not apply.", "",
            "Each cell ran the real client against a live broker and passes only on its checks: every record "
            "read back once with its key, value, headers (magic 2) and timestamp (magic 1+), contiguous offsets "
-           "from 0; codec cells also check the stored codec; group cells commit, restart and resume; SASL, "
-           "idempotent and admin cells also require the broker to have seen SaslHandshake, InitProducerId, "
-           "CreateTopics/DeleteTopics. `n/a`: the generation or library lacks the feature (reasons in "
+           "from 0; codec cells also check the stored codec; group cells commit, restart and resume; "
+           "transactions cells commit, abort and commit with the client's transactional producer, then its "
+           "read_committed consumer must see exactly the committed records and its read_uncommitted one all of "
+           "them; kip848 cells run two members of a `group.protocol=consumer` group that must each be assigned "
+           "one partition and read only from it, commit and leave, then a restarted member resumes. SASL, "
+           "idempotent, admin, transactions and kip848 cells also require the broker to have seen SaslHandshake, "
+           "InitProducerId, CreateTopics/DeleteTopics, EndTxn, ConsumerGroupHeartbeat. `n/a`: the generation or "
+           "library lacks the feature (reasons in "
            "MATRIX.html and results/). Request versions below are the ones the broker answered for the row.",
            "", "| client | generation | " + " | ".join(COLUMNS) + " |",
            "|---|---|" + "---|" * len(COLUMNS)]

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 
 import clients
 
-COLUMNS = ["records", "gzip", "snappy", "lz4", "zstd", "group", "sasl-plain", "sasl-scram", "idempotent", "admin"]
+COLUMNS = ["records", "gzip", "snappy", "lz4", "zstd", "group", "sasl-plain", "sasl-scram", "idempotent", "admin",
+           "transactions", "kip848"]
 CODEC_COLUMNS = ["gzip", "snappy", "lz4", "zstd"]
 LEGACY_CODECS = ("none", "gzip", "snappy", "lz4")
 ALL_CODECS = LEGACY_CODECS + ("zstd",)
@@ -19,6 +20,8 @@ NO_SASL_0_9 = "0.9 has no SaslHandshake: SASL PLAIN and SCRAM came with 0.10"
 NO_IDEMPOTENCE = "idempotent producers came with 0.11 (InitProducerId)"
 NO_ZSTD = "zstd came with 2.1 (Produce v7)"
 NO_ADMIN_API = "CreateTopics came with 0.10.1"
+NO_TRANSACTIONS = "transactions came with 0.11 (InitProducerId with a transactional id, EndTxn)"
+NO_KIP848 = "{} has no consumer of KIP-848's protocol (group.protocol=consumer)"
 ZSTD_UNREADABLE = ("it writes zstd (Produce v7) but fetches with Fetch v4, and Kafka serves zstd only from "
                    "Fetch v10 (UNSUPPORTED_COMPRESSION_TYPE)")
 
@@ -83,8 +86,11 @@ def kafka_python(release: str, pin: str, package: str = "kafka-python") -> Row:
         na["sasl-scram"] = f"kafka-python {release} has no SCRAM (2.0 added it)"
     if package == "kafka-python-ng" or major < 3:
         na["idempotent"] = f"{package} {release} has no idempotent producer"
+        na["transactions"] = f"{package} {release} has no transactional producer (kafka-python 2.1 added it)"
     elif generation < (0, 11):
         na["idempotent"] = NO_IDEMPOTENCE
+        na["transactions"] = NO_TRANSACTIONS
+    na["kip848"] = NO_KIP848.format(f"{package} {release}")
     if generation < (0, 10, 1):
         na["admin"] = NO_ADMIN_API
     elif major < 2 and pin:
@@ -105,8 +111,10 @@ def aiokafka(release: str, pin: str, subset: bool = False) -> Row:
     na = {}
     if generation < (0, 11):
         na["idempotent"] = NO_IDEMPOTENCE
+        na["transactions"] = NO_TRANSACTIONS
     if generation < (2, 1):
         na["zstd"] = NO_ZSTD
+    na["kip848"] = NO_KIP848.format(f"aiokafka {release}")
     known = {"zstd": f"aiokafka {release}: {ZSTD_UNREADABLE}"} if _version(release) < (0, 12) else {}
     return Row("aiokafka", release, pin, magic, ALL_CODECS if generation >= (2, 1) else LEGACY_CODECS,
                headers=magic == 2, timestamps=True, not_applicable=na, known=known, subset=subset,
@@ -117,34 +125,47 @@ def aiokafka(release: str, pin: str, subset: bool = False) -> Row:
 
 FALLBACK_0_9 = {"sasl-plain": NO_SASL_0_9, "sasl-scram": NO_SASL_0_9, "zstd": NO_ZSTD,
                 "idempotent": NO_IDEMPOTENCE + "; librdkafka needs ApiVersions for it",
-                "admin": "librdkafka's admin API needs ApiVersions"}
+                "admin": "librdkafka's admin API needs ApiVersions",
+                "transactions": NO_TRANSACTIONS + "; librdkafka needs ApiVersions for them",
+                "kip848": "KIP-848's protocol came with Kafka 4.0; librdkafka needs ApiVersions for it"}
+# group.protocol=consumer: early access from librdkafka 2.4, generally available from 2.12.
+KIP848_LIBRDKAFKA = (2, 12)
 
 
-def librdkafka(family: str, release: str, pin: str, client: clients.Client, sets_records: bool,
+def librdkafka(family: str, release: str, pin: str, client: clients.Client, sets_records: bool, underneath: str,
                subset: bool = False, **na) -> Row:
-    """``pin`` "0.9.0": api.version.request=false with broker.version.fallback=0.9.0."""
+    """``pin`` "0.9.0": api.version.request=false with broker.version.fallback=0.9.0;
+    ``underneath``: the librdkafka release the client runs on."""
     legacy = pin == "0.9.0"
+    if _version(underneath)[:2] < KIP848_LIBRDKAFKA:
+        na.setdefault("kip848", f"librdkafka {underneath} predates group.protocol=consumer (generally available "
+                                f"from 2.12)")
     return Row(family, release, pin, 0 if legacy else 2, LEGACY_CODECS if legacy else ALL_CODECS,
                headers=sets_records and not legacy, timestamps=sets_records,
-               not_applicable={**(FALLBACK_0_9 if legacy else {}), **na}, subset=subset, client=client)
+               not_applicable={**na, **(FALLBACK_0_9 if legacy else {})}, subset=subset, client=client)
 
 
 def confluent(release: str, pin: str, subset: bool = False) -> Row:
+    # confluent-kafka's wheels bundle the librdkafka of the same version.
     return librdkafka("confluent-kafka", release, pin,
-                      clients.PythonClient.in_venv("confluent", "confluent-kafka", release, pin), True, subset)
+                      clients.PythonClient.in_venv("confluent", "confluent-kafka", release, pin), True, release, subset)
 
 
 DEBIAN_PYTHON = "/usr/bin/python3"
-KCAT_NO_ADMIN = {"admin": "kcat has no admin API"}
+DEBIAN_LIBRDKAFKA = "2.0.2"
+KCAT_NA = {"admin": "kcat has no admin API",
+           "transactions": "kcat's transactional mode is one transaction per run, committed when its input ends "
+                           "(aborted only on Ctrl-C): the column's commit, abort, commit sequence needs a client API"}
 
 
 def debian_confluent(pin: str) -> Row:
-    return librdkafka("python3-confluent-kafka", "1.7.0+librdkafka-2.0.2", pin,
-                      clients.PythonClient("confluent", DEBIAN_PYTHON, pin), True)
+    return librdkafka("python3-confluent-kafka", f"1.7.0+librdkafka-{DEBIAN_LIBRDKAFKA}", pin,
+                      clients.PythonClient("confluent", DEBIAN_PYTHON, pin), True, DEBIAN_LIBRDKAFKA)
 
 
 def kcat(pin: str, subset: bool = False) -> Row:
-    return librdkafka("kcat", "librdkafka-2.0.2", pin, clients.Kcat(pin), False, subset, **KCAT_NO_ADMIN)
+    return librdkafka("kcat", f"librdkafka-{DEBIAN_LIBRDKAFKA}", pin, clients.Kcat(pin), False, DEBIAN_LIBRDKAFKA,
+                      subset, **KCAT_NA)
 
 
 # -- Sarama ----------------------------------------------------------------------------------------
@@ -156,7 +177,9 @@ SARAMA_SCRAM = "Sarama 1.22 speaks SCRAM only through SaslAuthenticate (1.0)"
 def sarama(pin: str, subset: bool = False) -> Row:
     generation = tuple(int(part) for part in pin[1:].split("_"))
     magic = 0 if generation < (0, 10) else 1 if generation < (0, 11) else 2
-    na = {"zstd": "Sarama 1.22 sends zstd in Produce v3, which Kafka refuses (UNSUPPORTED_COMPRESSION_TYPE)"}
+    na = {"zstd": "Sarama 1.22 sends zstd in Produce v3, which Kafka refuses (UNSUPPORTED_COMPRESSION_TYPE)",
+          "transactions": "Sarama 1.22 has no transactional producer (Sarama 1.37 added it)",
+          "kip848": NO_KIP848.format("Sarama 1.22")}
     if generation < (0, 10):
         na["lz4"] = "Sarama sends lz4 from V0_10_0_0"
         na["sasl-plain"] = na["sasl-scram"] = NO_SASL_0_9
@@ -180,7 +203,8 @@ KAFKAJS_CODECS = "kafkajs ships gzip only; other codecs are separate plugin pack
 
 def kafkajs(release: str, subset: bool = False) -> Row:
     return Row("kafkajs", release, "", 2, ("none", "gzip"), headers=True, timestamps=True,
-               not_applicable={c: KAFKAJS_CODECS for c in ("snappy", "lz4", "zstd")}, subset=subset,
+               not_applicable={**{c: KAFKAJS_CODECS for c in ("snappy", "lz4", "zstd")},
+                               "kip848": NO_KIP848.format(f"kafkajs {release}")}, subset=subset,
                client=clients.Kafkajs(release))
 
 

@@ -8,6 +8,9 @@ from typing import TYPE_CHECKING
 
 from kafka import errors as _errors
 
+# Kafka's codes newer than kafka-python's table.
+_LATER = {"INVALID_REGULAR_EXPRESSION": 128}
+
 if TYPE_CHECKING:
     # The members come from kafka-python's table at import time, where mypy cannot see
     # them: every name reads as an ErrorCode, and a misspelt one fails when its line runs.
@@ -19,5 +22,5 @@ else:
     ErrorCode = IntEnum(
         "ErrorCode",
         {"NONE": 0, **{cls.message: code for code, cls in _errors.kafka_errors.items() if code and code > 0},
-         "UNKNOWN_SERVER_ERROR": -1},
+         **_LATER, "UNKNOWN_SERVER_ERROR": -1},
     )

@@ -6,9 +6,19 @@ partitions); the target assignment is computed for an epoch (its assignment epoc
 each member reconciles towards its target at its own pace, one member epoch at a time,
 giving up partitions before anyone else is given them. This module holds that state
 and its ``__consumer_offsets`` record form; ``consumer_machine`` holds the rules.
+
+A member subscribes by topic names, by a regular expression (KIP-848's
+SubscribedTopicRegex, matched against whole topic names, internal topics excluded), or
+both; the group resolves the expression against the topics that exist at each
+heartbeat, so a topic created later that matches is assigned from then on. A
+resolution is computed once per expression and set of topics, not per member and
+heartbeat.
 """
 import enum
+import functools
+import re
 import uuid
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from . import records
@@ -32,6 +42,7 @@ class ConsumerMember:
     rack_id: str | None = None
     rebalance_timeout_ms: int = -1
     subscribed: list[str] = field(default_factory=list)  # topic names
+    regex: str | None = None  # SubscribedTopicRegex
     server_assignor: str | None = None
     epoch: int = 0
     previous_epoch: int = -1
@@ -42,8 +53,9 @@ class ConsumerMember:
     def metadata_record(self, group_id: str) -> tuple[bytes, bytes]:
         return records.consumer_key("member", group_id, self.member_id), records.consumer_value(
             "member", instance_id=self.instance_id, rack_id=self.rack_id, client_id=self.client_id,
-            client_host=self.client_host, subscribed_topic_names=list(self.subscribed), subscribed_topic_regex=None,
-            rebalance_timeout_ms=self.rebalance_timeout_ms, server_assignor=self.server_assignor)
+            client_host=self.client_host, subscribed_topic_names=list(self.subscribed),
+            subscribed_topic_regex=self.regex, rebalance_timeout_ms=self.rebalance_timeout_ms,
+            server_assignor=self.server_assignor)
 
     def assignment_record(self, group_id: str) -> tuple[bytes, bytes]:
         value = records.ConsumerGroupCurrentMemberAssignmentValue
@@ -56,7 +68,16 @@ class ConsumerMember:
         self.instance_id, self.rack_id = value.instance_id, value.rack_id
         self.client_id, self.client_host = value.client_id, value.client_host
         self.subscribed = list(value.subscribed_topic_names)
+        self.regex = value.subscribed_topic_regex or None
         self.rebalance_timeout_ms, self.server_assignor = value.rebalance_timeout_ms, value.server_assignor
+
+    def subscription(self, topics: Collection[str], matchable: frozenset[str]) -> set[str]:
+        """The topics among ``topics`` the member subscribes to: by name, or among ``matchable``
+        (the topics a regular expression may match) by its regex."""
+        chosen = {name for name in self.subscribed if name in topics}
+        if self.regex:
+            chosen.update(resolve(self.regex, matchable))
+        return chosen
 
     def load_assignment(self, value) -> None:
         self.epoch, self.previous_epoch = value.member_epoch, value.previous_member_epoch
@@ -98,8 +119,15 @@ class ConsumerGroup:
                         held[(topic_id, p)] = member.member_id
         return held
 
-    def subscribed_topics(self) -> set[str]:
-        return {topic for member in self.members.values() for topic in member.subscribed}
+    def subscribed_topics(self, topics: Collection[str], matchable: frozenset[str]) -> set[str]:
+        """The topics among ``topics`` some member subscribes to."""
+        return {topic for member in self.members.values() for topic in member.subscription(topics, matchable)}
+
+    def has_regex(self) -> bool:
+        return any(member.regex for member in self.members.values())
+
+    def static_member(self, instance_id: str) -> ConsumerMember | None:
+        return next((m for m in self.members.values() if m.instance_id == instance_id), None)
 
     # -- record form ------------------------------------------------------------------------
 
@@ -156,6 +184,13 @@ class ConsumerGroup:
                 member.load_metadata(value)
             else:
                 member.load_assignment(value)
+
+
+@functools.lru_cache(maxsize=256)
+def resolve(regex: str, names: frozenset[str]) -> frozenset[str]:
+    """The names ``regex`` matches in full."""
+    pattern = re.compile(regex)
+    return frozenset(name for name in names if pattern.fullmatch(name))
 
 
 def _topic_partitions(cls, partitions: Partitions) -> list:

@@ -16,6 +16,15 @@ epoch and, when it changed, the partitions it may use now. The rules, Kafka's:
   two owners.
 - A member whose heartbeats stop for ``group.consumer.session.timeout.ms`` is removed,
   and so is one that sends an epoch it cannot have (FENCED_MEMBER_EPOCH).
+- Static members (a ``group.instance.id``): one that leaves with epoch -2 keeps its
+  partitions, unassigned to anyone else, until its session expires; a member joining
+  with the same instance id (and a new member id) within that time replaces it and gets
+  its assignment back without the group epoch moving, so no other member is disturbed.
+  An instance id still held by a live member is UNRELEASED_INSTANCE_ID; a heartbeat of
+  the replaced member id is FENCED_INSTANCE_ID.
+- A subscription may be a regular expression (SubscribedTopicRegex): it is resolved
+  against the cluster's topics at every heartbeat, so a new matching topic moves the
+  group epoch and is assigned like any subscribed topic.
 
 A group id is either a classic group or a consumer group. A heartbeat for a classic
 group with members is GROUP_ID_NOT_FOUND; an empty classic group becomes a consumer
@@ -25,10 +34,12 @@ back into a classic one on JoinGroup.
 Changes are returned as ``StoreConsumer`` effects holding Kafka's records, so the
 group replays after a coordinator move with its epochs and target assignment.
 """
+import dataclasses
 import logging
+import re
 import uuid
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 
 from kgate.protocol.error_codes import ErrorCode
@@ -54,7 +65,7 @@ class Heartbeat:
     rack_id: str | None
     rebalance_timeout_ms: int
     subscribed: list[str] | None  # None: unchanged
-    regex: str | None
+    regex: str | None  # None: unchanged; "": no regular expression any more
     server_assignor: str | None
     owned: Partitions | None  # None: unchanged
 
@@ -70,8 +81,9 @@ class HeartbeatReply:
 
 class ConsumerGroupMachine:
     def __init__(self, groups: dict[str, Group], *, session_ms: int, heartbeat_ms: int, assignors: list[str],
-                 max_size: int, new_member_id: Callable[[], str]):
+                 max_size: int, new_member_id: Callable[[], str], internal: Callable[[str], bool] = lambda _: False):
         self.groups = groups  # shared with the classic machine: one namespace of group ids
+        self.internal = internal  # topics a regular expression never matches
         self.session_ms = session_ms
         self.heartbeat_ms = heartbeat_ms
         self.assignors = assignors
@@ -86,21 +98,32 @@ class ConsumerGroupMachine:
 
     def _heartbeat(self, now: int, request: Heartbeat, topics: Mapping[str, tuple[uuid.UUID, int]],
                    out: list[Effect]) -> HeartbeatReply:
-        if request.regex is not None:
-            return HeartbeatReply(ErrorCode.INVALID_REQUEST, "regular expression subscriptions are not supported")
+        if request.regex:
+            try:
+                re.compile(request.regex)
+            except re.error as exc:
+                return HeartbeatReply(ErrorCode.INVALID_REGULAR_EXPRESSION, f"{request.regex!r}: {exc}")
         if request.server_assignor is not None and request.server_assignor not in ASSIGNORS:
             return HeartbeatReply(ErrorCode.UNSUPPORTED_ASSIGNOR, f"unknown assignor {request.server_assignor}")
         if request.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             return self._leave(now, request, topics, out)
         group = self.groups.get(request.group_id)
+        replaced = False
         if request.member_epoch == 0:
-            if request.subscribed is None:
+            if request.subscribed is None and not request.regex:
                 return HeartbeatReply(ErrorCode.INVALID_REQUEST, "a joining member must give its subscription")
             consumer = self._consumer_group(group, request.group_id, out)
             if consumer is None:
                 return HeartbeatReply(ErrorCode.GROUP_ID_NOT_FOUND, f"group {request.group_id} is not a consumer group")
             member = consumer.members.get(request.member_id) if request.member_id else None
-            if member is None:
+            static = consumer.static_member(request.instance_id) if request.instance_id is not None else None
+            if static is not None and static is not member:
+                if static.epoch != STATIC_LEAVE_EPOCH:
+                    return HeartbeatReply(ErrorCode.UNRELEASED_INSTANCE_ID,
+                                          f"instance {request.instance_id} is held by member {static.member_id}")
+                member = self._replace(consumer, static, request.member_id or self.new_member_id(), out)
+                joined, replaced = False, True
+            elif member is None:
                 if len(consumer.members) >= self.max_size:
                     return HeartbeatReply(ErrorCode.GROUP_MAX_SIZE_REACHED)
                 member = ConsumerMember(request.member_id or self.new_member_id())
@@ -117,13 +140,39 @@ class ConsumerGroupMachine:
                 return HeartbeatReply(error, None, request.member_id, -1)
             consumer = group.consumer
             member = consumer.members.get(request.member_id)
+            if request.instance_id is not None:
+                static = consumer.static_member(request.instance_id)
+                if static is not None and static is not member:
+                    return HeartbeatReply(ErrorCode.FENCED_INSTANCE_ID, f"instance {request.instance_id} is now "
+                                                                        f"member {static.member_id}")
             if member is None:
                 return HeartbeatReply(ErrorCode.UNKNOWN_MEMBER_ID, f"member {request.member_id} is not in the group")
             if not _epoch_allowed(member, request):
                 return HeartbeatReply(ErrorCode.FENCED_MEMBER_EPOCH,
                                       f"epoch {request.member_epoch} is not the member's epoch {member.epoch}")
             joined = False
-        return self._beat(now, consumer, member, request, topics, joined, out)
+        return self._beat(now, consumer, member, request, topics, joined, out, replaced)
+
+    def _replace(self, consumer: ConsumerGroup, old: ConsumerMember, member_id: str, out: list[Effect]) \
+            -> ConsumerMember:
+        """A static member rejoining under a new member id takes over the one that left with
+        epoch -2: its subscription, target and partitions, with nothing recomputed."""
+        member = dataclasses.replace(old, member_id=member_id, subscribed=list(old.subscribed), epoch=0,
+                                     previous_epoch=0, state=MemberState.STABLE, assigned=_copy(old.assigned),
+                                     pending_revocation={})
+        del consumer.members[old.member_id]
+        consumer.members[member_id] = member
+        target = consumer.target.pop(old.member_id, None)
+        stored = list(consumer.member_tombstones(old.member_id))
+        if target is not None:
+            consumer.target[member_id] = target
+            stored.append(consumer.target_record(member_id))
+        out.append(CancelTimer(_session_key(consumer.group_id, old.member_id)))
+        out.append(CancelTimer(_revocation_key(consumer.group_id, old.member_id)))
+        out.append(StoreConsumer(consumer.group_id, stored))
+        out.append(Log(logging.INFO, "consumer group %s: static member %s rejoined as %s, replacing %s",
+                       (consumer.group_id, old.instance_id, member_id, old.member_id)))
+        return member
 
     def _consumer_group(self, group: Group | None, group_id: str, out: list[Effect]) -> ConsumerGroup | None:
         """The consumer group a member joins: a new one, or an empty classic group converted."""
@@ -143,9 +192,10 @@ class ConsumerGroupMachine:
         return group.consumer
 
     def _beat(self, now: int, consumer: ConsumerGroup, member: ConsumerMember, request: Heartbeat,
-              topics: Mapping[str, tuple[uuid.UUID, int]], joined: bool, out: list[Effect]) -> HeartbeatReply:
+              topics: Mapping[str, tuple[uuid.UUID, int]], joined: bool, out: list[Effect],
+              replaced: bool = False) -> HeartbeatReply:
         stored: list[tuple[bytes, bytes | None]] = []
-        before = (list(member.subscribed), member.server_assignor)
+        before = (list(member.subscribed), member.regex, member.server_assignor)
         member.client_id, member.client_host = request.client_id, request.client_host
         if request.instance_id is not None:
             member.instance_id = request.instance_id
@@ -155,12 +205,14 @@ class ConsumerGroupMachine:
             member.rebalance_timeout_ms = request.rebalance_timeout_ms
         if request.subscribed is not None:
             member.subscribed = sorted(set(request.subscribed))
+        if request.regex is not None:
+            member.regex = request.regex or None
         if request.server_assignor is not None:
             member.server_assignor = request.server_assignor
-        metadata_changed = joined or before != (member.subscribed, member.server_assignor)
-        if metadata_changed:
+        metadata_changed = joined or before != (member.subscribed, member.regex, member.server_assignor)
+        if metadata_changed or replaced:
             stored.append(member.metadata_record(consumer.group_id))
-        subscribed = {topics[name][0]: topics[name][1] for name in consumer.subscribed_topics() if name in topics}
+        subscribed = self._subscribed(consumer, topics)
         if metadata_changed or subscribed != consumer.topic_partitions:
             consumer.topic_partitions = subscribed
             self._bump(consumer, f"member {member.member_id} {'joined' if joined else 'changed'}", stored, out)
@@ -171,9 +223,20 @@ class ConsumerGroupMachine:
             out.append(StoreConsumer(consumer.group_id, stored))
         out.append(ArmTimer(_session_key(consumer.group_id, member.member_id), now + self.session_ms))
         changed = (member.epoch, member.assigned) != previous
-        send = joined or changed or (request.owned is not None and request.owned != member.assigned)
+        send = joined or replaced or changed or (request.owned is not None and request.owned != member.assigned)
         return HeartbeatReply(ErrorCode.NONE, None, member.member_id, member.epoch,
                               _copy(member.assigned) if send else None)
+
+    def _subscribed(self, consumer: ConsumerGroup, topics: Mapping[str, tuple[uuid.UUID, int]]) -> dict[uuid.UUID, int]:
+        """The partition count of each topic the group subscribes to, by topic id."""
+        return {topics[name][0]: topics[name][1]
+                for name in consumer.subscribed_topics(topics, self._matchable(consumer, topics))}
+
+    def _matchable(self, consumer: ConsumerGroup, topics: Collection[str]) -> frozenset[str]:
+        """The topics a member's regular expression may match: all but the internal ones."""
+        if not consumer.has_regex():
+            return frozenset()
+        return frozenset(name for name in topics if not self.internal(name))
 
     def _bump(self, consumer: ConsumerGroup, reason: str, stored: list, out: list[Effect]) -> None:
         consumer.epoch += 1
@@ -186,7 +249,8 @@ class ConsumerGroupMachine:
             return
         consumer.assignor = self._assignor(consumer)
         ids = {name: topic_id for name, (topic_id, _) in topics.items()}
-        subscriptions = {m.member_id: {ids[name] for name in m.subscribed if name in ids}
+        matchable = self._matchable(consumer, ids)
+        subscriptions = {m.member_id: {ids[name] for name in m.subscription(ids, matchable)}
                          for m in consumer.members.values()}
         counts = {topic_id: count for topic_id, count in topics.values()}
         target = ASSIGNORS[consumer.assignor](subscriptions, counts, consumer.target)
@@ -261,7 +325,20 @@ class ConsumerGroupMachine:
         consumer = group.consumer if group is not None else None
         if consumer is None or request.member_id not in consumer.members:
             return HeartbeatReply(ErrorCode.UNKNOWN_MEMBER_ID, None, request.member_id, request.member_epoch)
-        self._remove(now, consumer, request.member_id, "left", topics, out)
+        if request.member_epoch == STATIC_LEAVE_EPOCH:
+            member = consumer.members[request.member_id]
+            if request.instance_id is None or member.instance_id != request.instance_id:
+                return HeartbeatReply(ErrorCode.INVALID_REQUEST, "a member leaving with epoch -2 must give its "
+                                                                 "instance id")
+            # It keeps its partitions, held from the others, until it rejoins or its session expires.
+            member.previous_epoch, member.epoch = member.epoch, STATIC_LEAVE_EPOCH
+            member.state, member.pending_revocation = MemberState.STABLE, {}
+            out.append(CancelTimer(_revocation_key(consumer.group_id, member.member_id)))
+            out.append(StoreConsumer(consumer.group_id, [member.assignment_record(consumer.group_id)]))
+            out.append(Log(logging.INFO, "consumer group %s: static member %s (%s) left for now",
+                           (consumer.group_id, member.instance_id, member.member_id)))
+        else:
+            self._remove(now, consumer, request.member_id, "left", topics, out)
         return HeartbeatReply(ErrorCode.NONE, None, request.member_id, request.member_epoch)
 
     def _remove(self, now: int, consumer: ConsumerGroup, member_id: str, reason: str,
@@ -271,8 +348,7 @@ class ConsumerGroupMachine:
         out.append(CancelTimer(_session_key(consumer.group_id, member_id)))
         out.append(CancelTimer(_revocation_key(consumer.group_id, member_id)))
         stored: list[tuple[bytes, bytes | None]] = list(consumer.member_tombstones(member_id))
-        consumer.topic_partitions = {topics[name][0]: topics[name][1] for name in consumer.subscribed_topics()
-                                     if name in topics}
+        consumer.topic_partitions = self._subscribed(consumer, topics)
         self._bump(consumer, f"member {member_id} {reason}", stored, out)
         self._assign(consumer, topics, stored)
         out.append(StoreConsumer(consumer.group_id, stored))

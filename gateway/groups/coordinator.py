@@ -78,7 +78,8 @@ class GroupCoordinator:
             self.groups, session_ms=settings["group.consumer.session.timeout.ms"],
             heartbeat_ms=settings["group.consumer.heartbeat.interval.ms"],
             assignors=consumer_assignors(settings["group.consumer.assignors"]),
-            max_size=settings["group.consumer.max.size"], new_member_id=lambda: str(uuid.uuid4()))
+            max_size=settings["group.consumer.max.size"], new_member_id=lambda: str(uuid.uuid4()),
+            internal=lambda name: self.broker.is_internal(name))
         # Carrying out the machine's effects: its timers by group, and the futures of parked requests.
         self._timers: dict[str, dict[TimerKey, asyncio.TimerHandle]] = {}
         self._parked: dict[tuple[Wait, str, str], asyncio.Future] = {}

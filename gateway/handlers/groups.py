@@ -227,8 +227,8 @@ async def consumer_group_heartbeat(ctx: Context, request):
         client_id=ctx.header.client_id or "", client_host="/" + ctx.connection.peer.rsplit(":", 1)[0],
         instance_id=request.instance_id, rack_id=request.rack_id, rebalance_timeout_ms=request.rebalance_timeout_ms,
         subscribed=request.subscribed_topic_names,
-        # An empty regex is no regex (what librdkafka sends with a list of topic names).
-        regex=(request.subscribed_topic_regex or None) if ctx.version >= 1 else None,
+        # "": no regex (what librdkafka sends with a list of topic names); null: unchanged.
+        regex=request.subscribed_topic_regex if ctx.version >= 1 else None,
         server_assignor=request.server_assignor,
         owned=None if owned is None else {tp.topic_id: set(tp.partitions) for tp in owned if tp.partitions})
     interval = ctx.broker.groups.consumers.heartbeat_ms
@@ -272,7 +272,7 @@ async def consumer_group_describe(ctx: Context, request):
             group_epoch=consumer.epoch, assignment_epoch=consumer.assignment_epoch, assignor_name=consumer.assignor,
             members=[D.Member(member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id,
                               member_epoch=m.epoch, client_id=m.client_id, client_host=m.client_host,
-                              subscribed_topic_names=list(m.subscribed), subscribed_topic_regex=None,
+                              subscribed_topic_names=list(m.subscribed), subscribed_topic_regex=m.regex,
                               assignment=_assignment(ctx, m.assigned),
                               target_assignment=_assignment(ctx, consumer.target.get(m.member_id, {})))
                      for m in consumer.members.values()],

@@ -1,11 +1,14 @@
 """KIP-848 consumer groups with librdkafka (``group.protocol=consumer``): the broker assigns,
 members share and hand over partitions, offsets commit with member epochs, the group
-survives a coordinator restart, and a group id is either classic or consumer."""
+survives a coordinator restart, a group id is either classic or consumer, a static member
+restarts into its own partitions, a regex subscription is resolved by the broker, and
+confluent-kafka's AdminClient describes the group."""
 import collections
 import uuid
 
 import pytest
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, ConsumerGroupState, ConsumerGroupType
+from confluent_kafka.admin import AdminClient
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import JoinGroupRequest
 from kafka.protocol.metadata import ApiVersionsRequest
@@ -24,8 +27,9 @@ SETTINGS = {"group.consumer.heartbeat.interval.ms": 300, "group.consumer.session
 @pytest.fixture
 def members(members):
     """Members of the new protocol: librdkafka with group.protocol=consumer."""
-    def start(bootstrap, topic, group, assignor=None):
-        return members("confluent-kafka", bootstrap, topic, group, assignor=assignor, group_protocol="consumer")
+    def start(bootstrap, topic, group, assignor=None, instance=None):
+        return members("confluent-kafka", bootstrap, topic, group, assignor=assignor, instance=instance,
+                       group_protocol="consumer")
     return start
 
 
@@ -138,3 +142,76 @@ def test_a_group_id_is_classic_or_consumer(broker_factory):
 def _join_new(group):
     return ConsumerGroupHeartbeatRequest(group_id=group, member_id=str(uuid.uuid4()), member_epoch=0,
                                          rebalance_timeout_ms=30_000, subscribed_topic_names=["t"], topic_partitions=[])
+
+
+def _by_instance(described):
+    return {m.instance_id: (m.member_id, m.member_epoch, sorted(p for tp in m.assignment.topic_partitions
+                                                                for p in tp.partitions))
+            for m in described.members}
+
+
+def test_a_static_member_restarts_into_its_own_partitions_and_nobody_else_moves(broker_factory, members):
+    broker = broker_factory(**SETTINGS)
+    create_topic(broker.bootstrap, "work", PARTITIONS)
+    one = members(broker.bootstrap, "work", "crew", instance="one")
+    members(broker.bootstrap, "work", "crew", instance="two")
+    assert _partitioned(wait_for(lambda: _settled(broker.bootstrap, "crew", 2), 60, "two members Stable"))
+    before = _describe(broker.bootstrap, "crew")
+    placed = _by_instance(before)
+    one.stop()  # a static member closes with epoch -2: it means to come back
+    away = wait_for(lambda: (d := _describe(broker.bootstrap, "crew")) and _by_instance(d)["one"][1] == -2 and d,
+                    30, "instance one away with epoch -2")
+    assert away.group_epoch == before.group_epoch and _by_instance(away)["two"] == placed["two"]
+    assert _by_instance(away)["one"][2] == placed["one"][2], "its partitions wait for it"
+    members(broker.bootstrap, "work", "crew", instance="one")
+    back = wait_for(lambda: _settled(broker.bootstrap, "crew", 2) and _describe(broker.bootstrap, "crew"), 30,
+                    "instance one back")
+    again = _by_instance(back)
+    assert again["one"][0] != placed["one"][0], "a new process: a new member id"
+    assert again["one"][2] == placed["one"][2] and again["two"] == placed["two"]
+    assert back.group_epoch == before.group_epoch, "no rebalance of the others"
+
+
+def test_a_regex_subscription_is_resolved_by_the_broker_and_takes_new_topics(broker_factory):
+    broker = broker_factory(**SETTINGS)
+    for topic in ("orders-eu", "audit"):
+        create_topic(broker.bootstrap, topic, 2)
+        ConfluentClient.produce(broker.bootstrap, topic, 50)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "pattern", "group.protocol": "consumer",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe(["^orders-.*"])
+    got = []
+
+    def read(count):
+        got.extend(m for m in consumer.consume(100, timeout=0.2) if not m.error())
+        return len(got) >= count
+    try:
+        wait_for(lambda: read(50), 30, "orders-eu's records")
+        create_topic(broker.bootstrap, "orders-us", 2)
+        ConfluentClient.produce(broker.bootstrap, "orders-us", 30)
+        wait_for(lambda: read(80), 30, "orders-us's records, a topic created after the subscription")
+        [member] = _describe(broker.bootstrap, "pattern").members
+    finally:
+        consumer.close()
+    assert {(m.topic(), m.partition(), m.offset()) for m in got} == {
+        (m.topic(), m.partition(), m.offset()) for m in got if m.topic() in ("orders-eu", "orders-us")}
+    assert len({(m.topic(), m.partition(), m.offset()) for m in got}) == 80
+    assert member.subscribed_topic_regex == "(^orders-.*)"
+    assert sorted(tp.topic_name for tp in member.assignment.topic_partitions) == ["orders-eu", "orders-us"]
+
+
+def test_confluent_kafkas_admin_client_describes_a_consumer_group(broker_factory, members):
+    broker = broker_factory(**SETTINGS)
+    create_topic(broker.bootstrap, "work", PARTITIONS)
+    for instance in ("one", "two"):
+        members(broker.bootstrap, "work", "crew", instance=instance)
+    settled = wait_for(lambda: _settled(broker.bootstrap, "crew", 2), 60, "two members Stable")
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    described = admin.describe_consumer_groups(["crew"])["crew"].result(timeout=30)
+    assert (described.type, described.state, described.partition_assignor) == (
+        ConsumerGroupType.CONSUMER, ConsumerGroupState.STABLE, "uniform")
+    assert {m.member_id: sorted(tp.partition for tp in m.assignment.topic_partitions)
+            for m in described.members} == settled
+    assert {m.group_instance_id for m in described.members} == {"one", "two"}
+    assert all(sorted(tp.partition for tp in m.target_assignment.topic_partitions) == settled[m.member_id]
+               for m in described.members)

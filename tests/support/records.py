@@ -52,18 +52,7 @@ def check_read_back(records: list[Consumed], count: int, value_size: int = 100, 
     (magic 0) are checked for having none; ``with_timestamps=None`` checks no
     timestamps (producers that cannot set them).
     """
-    seen = {}
-    for record in records:
-        i = index_of(record)
-        assert i not in seen, f"record {i} read twice: at {seen[i]} and {(record.partition, record.offset)}"
-        seen[i] = (record.partition, record.offset)
-        assert record.value == value(i, value_size), f"record {i} value differs"
-        assert list(record.headers) == (headers(i) if with_headers else []), \
-            f"record {i} headers differ: {record.headers}"
-        assert with_timestamps is None or record.timestamp == (timestamp(i) if with_timestamps else NO_TIMESTAMP), \
-            f"record {i} timestamp {record.timestamp}"
-    missing = set(range(count)) - set(seen)
-    assert not missing, f"{len(missing)} records missing, e.g. {sorted(missing)[:5]}"
+    seen = check_records(records, range(count), value_size, with_headers, with_timestamps)
     by_partition: dict[int, list[int]] = {}
     for partition, offset in seen.values():
         by_partition.setdefault(partition, []).append(offset)
@@ -72,3 +61,24 @@ def check_read_back(records: list[Consumed], count: int, value_size: int = 100, 
         assert offsets == list(range(offsets[0], offsets[0] + len(offsets))), \
             f"partition {partition} offsets are not contiguous"
         assert offsets[0] == 0, f"partition {partition} starts at offset {offsets[0]}"
+
+
+def check_records(records: list[Consumed], expected, value_size: int = 100, with_headers: bool = True,
+                  with_timestamps: bool | None = True) -> dict[int, tuple[int, int]]:
+    """Exactly the records of the ``expected`` indices, each once and intact (offsets may
+    have gaps, as around transaction markers); returns index -> (partition, offset)."""
+    expected = set(expected)
+    seen: dict[int, tuple[int, int]] = {}
+    for record in records:
+        i = index_of(record)
+        assert i not in seen, f"record {i} read twice: at {seen[i]} and {(record.partition, record.offset)}"
+        assert i in expected, f"record {i} read at {(record.partition, record.offset)}, but it was not to be seen"
+        seen[i] = (record.partition, record.offset)
+        assert record.value == value(i, value_size), f"record {i} value differs"
+        assert list(record.headers) == (headers(i) if with_headers else []), \
+            f"record {i} headers differ: {record.headers}"
+        assert with_timestamps is None or record.timestamp == (timestamp(i) if with_timestamps else NO_TIMESTAMP), \
+            f"record {i} timestamp {record.timestamp}"
+    missing = expected - set(seen)
+    assert not missing, f"{len(missing)} records missing, e.g. {sorted(missing)[:5]}"
+    return seen

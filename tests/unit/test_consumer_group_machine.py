@@ -38,10 +38,11 @@ class Driver:
             elif isinstance(effect, StoreConsumer):
                 self.stored += effect.records
 
-    def beat(self, member_id="", epoch=0, owned=None, topics=("t",), assignor=None, group="g"):
+    def beat(self, member_id="", epoch=0, owned=None, topics=("t",), assignor=None, group="g", instance=None,
+             regex=None, cluster=TOPICS):
         step = self.machine.heartbeat(self.now, Heartbeat(
-            group, member_id, epoch, "client", "/10.0.0.1", None, None, 60_000 if epoch == 0 else -1,
-            list(topics) if epoch == 0 else None, None, assignor, owned), TOPICS)
+            group, member_id, epoch, "client", "/10.0.0.1", instance, None, 60_000 if epoch == 0 else -1,
+            list(topics) if epoch == 0 else None, regex, assignor, owned), cluster)
         self.carry_out(step.effects)
         return step.reply
 
@@ -158,9 +159,9 @@ def test_assignor_choice_and_refusals():
     driver.beat(member_id="b", assignor="uniform")
     driver.beat(member_id="c", assignor="uniform")
     assert driver.group().assignor == "uniform", "the one most members ask for"
-    step = driver.machine.heartbeat(0, Heartbeat("g", "", 0, "c", "/h", None, None, 1, ["t"], "t.*", None, None),
+    step = driver.machine.heartbeat(0, Heartbeat("g", "", 0, "c", "/h", None, None, 1, [], "t(", None, None),
                                     TOPICS)
-    assert step.reply.error == ErrorCode.INVALID_REQUEST
+    assert step.reply.error == ErrorCode.INVALID_REGULAR_EXPRESSION
 
 
 def test_a_group_is_classic_or_consumer_and_empty_ones_convert():
@@ -222,3 +223,58 @@ def test_uniform_is_balanced_and_sticky_and_range_is_contiguous():
     moved = sum(len(first[m][T] - third[m][T]) for m in first)
     assert moved == 1, "only what balance requires moves"
     assert range_({m: {T} for m in ("a", "b", "c")}, {T: 5}, {}) == {"a": {T: {0, 1}}, "b": {T: {2, 3}}, "c": {T: {4}}}
+
+
+def test_a_static_member_that_rejoins_gets_its_partitions_back_and_nobody_else_moves():
+    driver = Driver()
+    driver.beat(member_id="a", instance="one")
+    driver.beat(member_id="b", instance="two")
+    driver.beat("a", 1, {T: {0, 1, 2, 3}})
+    driver.beat("a", 1, {T: {0, 1}})  # gave up half
+    b = driver.beat("b", 2, {})
+    assert b.assignment == {T: {2, 3}}
+    group = driver.group()
+    epoch, b_epoch = group.epoch, group.members["b"].epoch
+    assert driver.beat("a", -2, instance="one").error == ErrorCode.NONE
+    assert group.members["a"].epoch == -2 and group.members["a"].assigned == {T: {0, 1}}, "held while away"
+    assert driver.beat(member_id="c", instance="two").error == ErrorCode.UNRELEASED_INSTANCE_ID
+    back = driver.beat(member_id="a2", instance="one")
+    assert (back.error, back.member_id, back.member_epoch, back.assignment) == (ErrorCode.NONE, "a2", 2,
+                                                                               {T: {0, 1}})
+    assert (group.epoch, group.members["b"].epoch, set(group.members)) == (epoch, b_epoch, {"a2", "b"})
+    assert driver.beat("a", 2, {T: {0, 1}}, instance="one").error == ErrorCode.FENCED_INSTANCE_ID
+    driver.assert_no_partition_has_two_owners()
+
+
+def test_a_static_member_away_past_its_session_is_removed_and_its_partitions_move():
+    driver = Driver()
+    driver.beat(member_id="a", instance="one")
+    driver.beat(member_id="b", instance="two")
+    driver.beat("a", 1, {T: {0, 1, 2, 3}})
+    driver.beat("a", 1, {T: {0, 1}})
+    driver.beat("b", 2, {})
+    driver.beat("a", -2, instance="one")
+    assert driver.beat("b", 2, {T: {2, 3}}).assignment is None, "b keeps its own, no more"
+    driver.advance(SESSION_MS - 1000)
+    driver.beat("b", 2, {T: {2, 3}})
+    driver.advance(2000)
+    assert set(driver.group().members) == {"b"}
+    assert driver.beat("b", 2, {T: {2, 3}}).assignment == {T: {0, 1, 2, 3}}
+    assert driver.beat(member_id="x", epoch=-2).error == ErrorCode.UNKNOWN_MEMBER_ID
+
+
+def test_a_regular_expression_subscription_takes_matching_topics_as_they_appear():
+    driver = Driver()
+    u, v = uuid.UUID(int=2), uuid.UUID(int=3)
+    cluster = {"t": (T, 4), "news-a": (u, 2), "other": (v, 2), "__consumer_offsets": (uuid.UUID(int=4), 2)}
+    driver.machine.internal = lambda name: name.startswith("__")
+    reply = driver.beat(topics=(), regex="(^news-.*)|(^__.*)", cluster=cluster)
+    assert reply.assignment == {u: {0, 1}}, "internal topics never match"
+    assert driver.group().members[reply.member_id].regex == "(^news-.*)|(^__.*)"
+    w = uuid.UUID(int=5)
+    grown = dict(cluster, **{"news-b": (w, 1)})
+    epoch = driver.group().epoch
+    again = driver.beat(reply.member_id, reply.member_epoch, {u: {0, 1}}, cluster=grown)
+    assert driver.group().epoch == epoch + 1 and again.assignment == {u: {0, 1}, w: {0}}
+    cleared = driver.beat(reply.member_id, again.member_epoch, again.assignment, cluster=grown, regex="")
+    assert cleared.assignment is None or cleared.assignment == {}, "no names, no regex: nothing"

@@ -1,5 +1,6 @@
 // The Java client (kafka-clients 3.9.1) behind the compatibility matrix's driver command
-// line: produce, read partitions, consume as a group, or create/describe/delete a topic.
+// line: produce, produce in transactions, read partitions, consume as a group (the classic
+// protocol or KIP-848's), or create/describe/delete a topic.
 //
 // Records follow tests/support/records.py; consumed records are printed one JSON object
 // per line; a failure exits 1 with one line on stderr.
@@ -33,6 +34,7 @@ public class Driver {
     public static void main(String[] argv) {
         Map<String, String> args = new HashMap<>(Map.of("codec", "none", "first", "0", "count", "0",
                 "partitions", "1", "client-id", "kgate-compat", "timeout", "60"));
+        args.putIfAbsent("transactional-id", "kgate-compat-tx");
         for (String arg : argv) {
             String[] pair = arg.replaceFirst("^--", "").split("=", 2);
             args.put(pair[0], pair.length == 2 ? pair[1] : "true");
@@ -40,6 +42,7 @@ public class Driver {
         try {
             switch (args.getOrDefault("mode", "")) {
                 case "produce": produce(args); break;
+                case "transact": transact(args); break;
                 case "read": read(args); break;
                 case "group": group(args); break;
                 case "admin": admin(args); break;
@@ -83,28 +86,58 @@ public class Driver {
         return v.toString();
     }
 
-    static void produce(Map<String, String> args) throws Exception {
+    static Properties producerConfig(Map<String, String> args) {
         Properties p = common(args);
         p.put("acks", "all");
         p.put("linger.ms", "5");
         p.put("compression.type", args.get("codec"));
-        p.put("enable.idempotence", String.valueOf(args.containsKey("idempotent")));
         p.put("delivery.timeout.ms", String.valueOf(Math.max(timeoutMs(args), 30_000)));
+        return p;
+    }
+
+    static KafkaProducer<byte[], byte[]> producer(Properties p) {
+        return new KafkaProducer<>(p, new ByteArraySerializer(), new ByteArraySerializer());
+    }
+
+    /** Send records first .. first+count-1, flush, and wait for each to be acknowledged. */
+    static void send(KafkaProducer<byte[], byte[]> producer, Map<String, String> args, int first, int count)
+            throws Exception {
+        List<Future<RecordMetadata>> sent = new ArrayList<>();
+        for (int i = first; i < first + count; i++) {
+            ProducerRecord<byte[], byte[]> record = new ProducerRecord<>(args.get("topic"), null,
+                    BASE_TIMESTAMP_MS + i, bytes("k" + i), bytes(value(i)));
+            if (args.containsKey("headers")) {
+                record.headers().add("idx", bytes(String.valueOf(i))).add("kind", bytes("test"));
+            }
+            sent.add(producer.send(record));
+        }
+        producer.flush();
+        for (Future<RecordMetadata> future : sent) future.get(timeoutMs(args), TimeUnit.MILLISECONDS);
+    }
+
+    static void produce(Map<String, String> args) throws Exception {
+        Properties p = producerConfig(args);
+        p.put("enable.idempotence", String.valueOf(args.containsKey("idempotent")));
+        try (KafkaProducer<byte[], byte[]> producer = producer(p)) {
+            send(producer, args, Integer.parseInt(args.get("first")), Integer.parseInt(args.get("count")));
+        }
+    }
+
+    /** Three transactions of one transactional id, a third of the records each: commit, abort, commit. */
+    static void transact(Map<String, String> args) throws Exception {
+        Properties p = producerConfig(args);
+        p.put("transactional.id", args.get("transactional-id"));
         int first = Integer.parseInt(args.get("first"));
         int count = Integer.parseInt(args.get("count"));
-        try (KafkaProducer<byte[], byte[]> producer =
-                     new KafkaProducer<>(p, new ByteArraySerializer(), new ByteArraySerializer())) {
-            List<Future<RecordMetadata>> sent = new ArrayList<>();
-            for (int i = first; i < first + count; i++) {
-                ProducerRecord<byte[], byte[]> record = new ProducerRecord<>(args.get("topic"), null,
-                        BASE_TIMESTAMP_MS + i, bytes("k" + i), bytes(value(i)));
-                if (args.containsKey("headers")) {
-                    record.headers().add("idx", bytes(String.valueOf(i))).add("kind", bytes("test"));
-                }
-                sent.add(producer.send(record));
+        int third = count / 3;
+        try (KafkaProducer<byte[], byte[]> producer = producer(p)) {
+            producer.initTransactions();
+            int[][] spans = {{first, third, 1}, {first + third, third, 0}, {first + 2 * third, count - 2 * third, 1}};
+            for (int[] span : spans) {
+                producer.beginTransaction();
+                send(producer, args, span[0], span[1]);
+                if (span[2] == 1) producer.commitTransaction(); else producer.abortTransaction();
             }
-            producer.flush();
-            for (Future<RecordMetadata> future : sent) future.get(timeoutMs(args), TimeUnit.MILLISECONDS);
         }
     }
 
@@ -113,6 +146,8 @@ public class Driver {
         p.put("enable.auto.commit", "false");
         p.put("auto.offset.reset", "earliest");
         if (group != null) p.put("group.id", group);
+        if (args.containsKey("isolation")) p.put("isolation.level", args.get("isolation"));
+        if (args.containsKey("group-protocol")) p.put("group.protocol", args.get("group-protocol"));
         return new KafkaConsumer<>(p, new ByteArrayDeserializer(), new ByteArrayDeserializer());
     }
 

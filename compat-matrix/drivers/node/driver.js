@@ -1,8 +1,10 @@
 // kafkajs (1.x and 2.x; NODE_PATH picks the release) behind the compatibility matrix's
-// driver command line: produce, read, consume as a group, or create/describe/delete a topic.
+// driver command line: produce, produce in transactions, read, consume as a group, or
+// create/describe/delete a topic.
 //
 // kafkajs has no consumer without a group, so "read" joins a group of its own and
-// commits nothing. Records follow tests/support/records.py; consumed records are printed
+// commits nothing; kafkajs reads committed records only unless --isolation=read_uncommitted.
+// It has no KIP-848 consumer. Records follow tests/support/records.py; consumed records are printed
 // one JSON object per line; a failure exits 1 with one line on stderr.
 const { Kafka, CompressionTypes, logLevel } = require('kafkajs')
 
@@ -10,7 +12,8 @@ const BASE_TIMESTAMP_MS = 1700000000000
 
 function options (argv) {
   const out = { pin: '', codec: 'none', first: 0, count: 0, partitions: 1, group: '', headers: false,
-    idempotent: false, 'sasl-mechanism': '', 'client-id': 'kgate-compat', timeout: 60 }
+    idempotent: false, 'sasl-mechanism': '', 'client-id': 'kgate-compat', timeout: 60,
+    'transactional-id': 'kgate-compat-tx', isolation: '' }
   for (const arg of argv) {
     const [name, ...rest] = arg.replace(/^--/, '').split('=')
     out[name] = rest.length ? rest.join('=') : true
@@ -36,18 +39,43 @@ function client (args) {
 const CODECS = { none: CompressionTypes.None, gzip: CompressionTypes.GZIP, snappy: CompressionTypes.Snappy,
   lz4: CompressionTypes.LZ4, zstd: CompressionTypes.ZSTD }
 
+function messages (args, first, count) {
+  const out = []
+  for (let i = first; i < first + count; i++) {
+    const message = { key: `k${i}`, value: value(i), timestamp: String(BASE_TIMESTAMP_MS + i) }
+    if (args.headers) message.headers = { idx: String(i), kind: 'test' }
+    out.push(message)
+  }
+  return out
+}
+
 async function produce (args) {
   const producer = client(args).producer({ idempotent: args.idempotent,
     maxInFlightRequests: args.idempotent ? 1 : undefined })
   await producer.connect()
   try {
-    const messages = []
-    for (let i = args.first; i < args.first + args.count; i++) {
-      const message = { key: `k${i}`, value: value(i), timestamp: String(BASE_TIMESTAMP_MS + i) }
-      if (args.headers) message.headers = { idx: String(i), kind: 'test' }
-      messages.push(message)
+    await producer.send({ topic: args.topic, messages: messages(args, args.first, args.count), acks: -1,
+      compression: CODECS[args.codec] })
+  } finally {
+    await producer.disconnect()
+  }
+}
+
+// Three transactions of one transactional id, a third of the records each: commit, abort, commit.
+async function transact (args) {
+  const producer = client(args).producer({ transactionalId: args['transactional-id'], idempotent: true,
+    maxInFlightRequests: 1 })
+  await producer.connect()
+  try {
+    const third = Math.floor(args.count / 3)
+    const spans = [[args.first, third, true], [args.first + third, third, false],
+      [args.first + 2 * third, args.count - 2 * third, true]]
+    for (const [first, count, commit] of spans) {
+      const transaction = await producer.transaction()
+      await transaction.send({ topic: args.topic, messages: messages(args, first, count), acks: -1,
+        compression: CODECS[args.codec] })
+      await (commit ? transaction.commit() : transaction.abort())
     }
-    await producer.send({ topic: args.topic, messages, acks: -1, compression: CODECS[args.codec] })
   } finally {
     await producer.disconnect()
   }
@@ -62,7 +90,8 @@ function emit (partition, message) {
 
 // Read `count` records in `group`; with `commit`, commit exactly those before leaving.
 async function consume (args, group, commit) {
-  const consumer = client(args).consumer({ groupId: group, rebalanceTimeout: 10000, sessionTimeout: 10000 })
+  const consumer = client(args).consumer({ groupId: group, rebalanceTimeout: 10000, sessionTimeout: 10000,
+    ...(args.isolation ? { readUncommitted: args.isolation === 'read_uncommitted' } : {}) })
   await consumer.connect()
   const positions = {}
   let seen = 0
@@ -108,6 +137,7 @@ async function admin (args) {
 
 const MODES = {
   produce,
+  transact,
   read: args => consume(args, `${args['client-id']}-read-${process.pid}`, false),
   group: args => consume(args, args.group, true),
   admin

@@ -1,4 +1,4 @@
-"""aiokafka (asyncio): the same four modes, each run to completion in its own loop.
+"""aiokafka (asyncio): the driver's modes, each run to completion in its own loop.
 
 ``--pin`` is aiokafka's ``api_version`` string ("0.10.2"); empty means "auto".
 """
@@ -34,12 +34,33 @@ async def _produce(args) -> None:
         await producer.stop()
 
 
+def transact(args) -> None:
+    asyncio.run(_transact(args))
+
+
+async def _transact(args) -> None:
+    """Three transactions of one transactional id: commit, abort, commit."""
+    producer = AIOKafkaProducer(transactional_id=args.transactional_id, linger_ms=5, acks="all",
+                                compression_type=None if args.codec == "none" else args.codec, **common(args))
+    await producer.start()
+    try:
+        for records, commit in driver.transactions(args):
+            await producer.begin_transaction()
+            futures = [await producer.send(args.topic, key=key, value=value, headers=headers, timestamp_ms=timestamp)
+                       for key, value, headers, timestamp in records]
+            await asyncio.wait_for(asyncio.gather(*futures), args.timeout)
+            await (producer.commit_transaction() if commit else producer.abort_transaction())
+    finally:
+        await producer.stop()
+
+
 def read(args) -> None:
     asyncio.run(_read(args))
 
 
 async def _read(args) -> None:
-    consumer = AIOKafkaConsumer(enable_auto_commit=False, **common(args))
+    consumer = AIOKafkaConsumer(enable_auto_commit=False, **({"isolation_level": args.isolation} if args.isolation
+                                                               else {}), **common(args))
     await consumer.start()
     try:
         partitions = [TopicPartition(args.topic, p) for p in range(args.partitions)]

@@ -31,8 +31,22 @@ def produce(args) -> None:
         raise RuntimeError(f"{remaining} undelivered, {len(failures)} failed: {failures[:1]}")
 
 
+def transact(args) -> None:
+    """Three transactions of one transactional id: commit, abort, commit."""
+    producer = Producer({"transactional.id": args.transactional_id, "compression.type": args.codec, "linger.ms": 5,
+                         **common(args)})
+    producer.init_transactions(args.timeout)
+    for records, commit in driver.transactions(args):
+        producer.begin_transaction()
+        for key, value, headers, timestamp in records:
+            producer.produce(args.topic, key=key, value=value, headers=headers, timestamp=timestamp)
+            producer.poll(0)
+        producer.flush(args.timeout)
+        (producer.commit_transaction if commit else producer.abort_transaction)(args.timeout)
+
+
 def read(args) -> None:
-    consumer = Consumer({"group.id": "unused", "enable.auto.commit": False, **common(args)})
+    consumer = Consumer({"group.id": "unused", "enable.auto.commit": False, **isolation(args), **common(args)})
     consumer.assign([TopicPartition(args.topic, p, 0) for p in range(args.partitions)])
     try:
         consume(consumer, args)
@@ -43,7 +57,7 @@ def read(args) -> None:
 def group(args) -> None:
     """Read ``count`` records as a member of ``group``, commit exactly those, leave."""
     consumer = Consumer({"group.id": args.group, "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                         **common(args)})
+                         **({"group.protocol": args.group_protocol} if args.group_protocol else {}), **common(args)})
     consumer.subscribe([args.topic])
     try:
         positions = consume(consumer, args)
@@ -51,6 +65,10 @@ def group(args) -> None:
                         asynchronous=False)
     finally:
         consumer.close()
+
+
+def isolation(args) -> dict:
+    return {"isolation.level": args.isolation} if args.isolation else {}
 
 
 def consume(consumer, args) -> dict:

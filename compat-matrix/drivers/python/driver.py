@@ -1,6 +1,6 @@
 """One Python client library driven through the matrix's driver command line.
 
-    python driver.py LIBRARY --mode=produce|read|group|admin [options]
+    python driver.py LIBRARY --mode=produce|transact|read|group|admin [options]
 
 LIBRARY names the adapter module beside this file (``kafka_python`` for kafka-python
 and kafka-python-ng, ``aiokafka_client``, ``confluent``); the interpreter is the one
@@ -26,7 +26,7 @@ def arguments(argv: list[str]) -> argparse.Namespace:
     """The options every driver of the matrix takes, whatever its language."""
     parser = argparse.ArgumentParser()
     parser.add_argument("library")
-    parser.add_argument("--mode", required=True, choices=["produce", "read", "group", "admin"])
+    parser.add_argument("--mode", required=True, choices=["produce", "transact", "read", "group", "admin"])
     parser.add_argument("--brokers", required=True)
     parser.add_argument("--topic", required=True)
     parser.add_argument("--pin", default="", help="the protocol generation to speak; empty: negotiate")
@@ -37,6 +37,9 @@ def arguments(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--group", default="")
     parser.add_argument("--headers", action="store_true", help="give each record its headers")
     parser.add_argument("--idempotent", action="store_true")
+    parser.add_argument("--transactional-id", default="kgate-compat-tx")
+    parser.add_argument("--isolation", default="", help="read_committed or read_uncommitted; empty: the library's")
+    parser.add_argument("--group-protocol", default="", help="consumer: KIP-848's; empty: the classic protocol")
     parser.add_argument("--sasl-mechanism", default="")
     parser.add_argument("--sasl-user", default="")
     parser.add_argument("--sasl-password", default="")
@@ -49,6 +52,15 @@ def produced(args: argparse.Namespace):
     """(key, value, headers or None, timestamp) of each record to produce."""
     for i in range(args.first, args.first + args.count):
         yield records.key(i), records.value(i), records.headers(i) if args.headers else None, records.timestamp(i)
+
+
+def transactions(args: argparse.Namespace) -> list[tuple[list, bool]]:
+    """What transact mode writes: the records in three transactions of a third each, the
+    first and last committed, the middle one aborted (each one's records flushed first, so
+    the abort has stored records to mark), as (records, commit)."""
+    records = list(produced(args))
+    third = len(records) // 3
+    return [(records[:third], True), (records[third:2 * third], False), (records[2 * third:], True)]
 
 
 def emit(partition: int, offset: int, key: bytes, value: bytes, timestamp, headers) -> None:

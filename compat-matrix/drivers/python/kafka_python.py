@@ -25,17 +25,37 @@ def produce(args) -> None:
         options["enable_idempotence"] = True
     producer = KafkaProducer(compression_type=None if args.codec == "none" else args.codec, linger_ms=5,
                              acks="all", **options)
-    futures = [producer.send(args.topic, key=key, value=value, headers=headers, timestamp_ms=timestamp)
-               if headers else producer.send(args.topic, key=key, value=value, timestamp_ms=timestamp)
-               for key, value, headers, timestamp in driver.produced(args)]
+    futures = [send(producer, args.topic, *record) for record in driver.produced(args)]
     producer.flush(args.timeout)
     for future in futures:
         future.get(timeout=10)
     producer.close(10)
 
 
+def transact(args) -> None:
+    """Three transactions of one transactional id: commit, abort, commit (kafka-python 2.1 and later)."""
+    producer = KafkaProducer(transactional_id=args.transactional_id, linger_ms=5, acks="all",
+                             compression_type=None if args.codec == "none" else args.codec, **common(args))
+    producer.init_transactions()
+    for records, commit in driver.transactions(args):
+        producer.begin_transaction()
+        futures = [send(producer, args.topic, *record) for record in records]
+        producer.flush(args.timeout)
+        for future in futures:
+            future.get(timeout=10)
+        (producer.commit_transaction if commit else producer.abort_transaction)()
+    producer.close(10)
+
+
+def send(producer, topic, key, value, headers, timestamp):
+    if headers:
+        return producer.send(topic, key=key, value=value, headers=headers, timestamp_ms=timestamp)
+    return producer.send(topic, key=key, value=value, timestamp_ms=timestamp)
+
+
 def read(args) -> None:
-    consumer = KafkaConsumer(enable_auto_commit=False, **common(args))
+    isolation = {"isolation_level": args.isolation} if args.isolation else {}
+    consumer = KafkaConsumer(enable_auto_commit=False, **isolation, **common(args))
     partitions = [TopicPartition(args.topic, p) for p in range(args.partitions)]
     consumer.assign(partitions)
     consumer.seek_to_beginning(*partitions)
