@@ -16,12 +16,12 @@ heartbeat.
 """
 import enum
 import functools
-import re
 import uuid
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from . import records
+from .subscription_regex import compile_regex
 
 Partitions = dict[uuid.UUID, set[int]]
 
@@ -189,7 +189,7 @@ class ConsumerGroup:
 @functools.lru_cache(maxsize=256)
 def resolve(regex: str, names: frozenset[str]) -> frozenset[str]:
     """The names ``regex`` matches in full."""
-    pattern = re.compile(regex)
+    pattern = compile_regex(regex)
     return frozenset(name for name in names if pattern.fullmatch(name))
 
 

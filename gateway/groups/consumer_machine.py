@@ -36,7 +36,6 @@ group replays after a coordinator move with its epochs and target assignment.
 """
 import dataclasses
 import logging
-import re
 import uuid
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping
@@ -49,6 +48,7 @@ from .consumer_group import ConsumerGroup, ConsumerMember, MemberState, Partitio
 from .effects import ArmTimer, CancelTimer, Effect, Log, Step, StoreConsumer, Timer, TimerKey
 from .group import Group
 from .records import group_key
+from .subscription_regex import InvalidRegex, compile_regex
 
 LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2
@@ -100,8 +100,8 @@ class ConsumerGroupMachine:
                    out: list[Effect]) -> HeartbeatReply:
         if request.regex:
             try:
-                re.compile(request.regex)
-            except re.error as exc:
+                compile_regex(request.regex)
+            except InvalidRegex as exc:
                 return HeartbeatReply(ErrorCode.INVALID_REGULAR_EXPRESSION, f"{request.regex!r}: {exc}")
         if request.server_assignor is not None and request.server_assignor not in ASSIGNORS:
             return HeartbeatReply(ErrorCode.UNSUPPORTED_ASSIGNOR, f"unknown assignor {request.server_assignor}")

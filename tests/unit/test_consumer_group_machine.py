@@ -278,3 +278,15 @@ def test_a_regular_expression_subscription_takes_matching_topics_as_they_appear(
     assert driver.group().epoch == epoch + 1 and again.assignment == {u: {0, 1}, w: {0}}
     cleared = driver.beat(reply.member_id, again.member_epoch, again.assignment, cluster=grown, regex="")
     assert cleared.assignment is None or cleared.assignment == {}, "no names, no regex: nothing"
+
+
+def test_subscription_regexes_are_re2_as_kafka_matches_them():
+    driver = Driver()
+    lookbehind = driver.beat(topics=(), regex="(?<=news-)a", cluster=TOPICS)
+    assert lookbehind.error == ErrorCode.INVALID_REGULAR_EXPRESSION, "RE2 (Kafka's RE2/J) has no lookbehind"
+    assert "invalid perl operator" in lookbehind.message
+    # Exponential for a backtracking engine (2^40 paths), linear for RE2: it resolves, matching nothing.
+    trap = "a" * 40 + "c"
+    cluster = dict(TOPICS, **{trap: (uuid.UUID(int=9), 1)})
+    reply = driver.beat(member_id="m", topics=(), regex="(a+)+b", cluster=cluster)
+    assert reply.error == ErrorCode.NONE and not reply.assignment
