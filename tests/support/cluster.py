@@ -9,7 +9,7 @@ import os
 import threading
 import time
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from . import records as R
@@ -155,11 +155,11 @@ class AckedProducer:
 def read_all(bootstrap: str, topic: str, partitions: int, timeout: float = 60) -> dict[tuple[int, int], bytes]:
     """(partition, offset) -> key of every record in the topic, read up to each partition's end."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "read-all", "enable.auto.commit": False})
+    deadline = time.monotonic() + timeout
     try:
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)}
+        ends = {p: _log_end(consumer, TopicPartition(topic, p), deadline) for p in range(partitions)}
         consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions) if ends[p] > 0])
         found: dict[tuple[int, int], bytes] = {}
-        deadline = time.monotonic() + timeout
         while len(found) < sum(ends.values()) and time.monotonic() < deadline:
             for message in consumer.consume(10_000, timeout=0.5):
                 assert message.error() is None, message.error()
@@ -168,6 +168,23 @@ def read_all(bootstrap: str, topic: str, partitions: int, timeout: float = 60) -
         return found
     finally:
         consumer.close()
+
+
+# What a partition's log end is answered with while its ownership moves between brokers.
+_MOVING = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError._TRANSPORT,
+           KafkaError._TIMED_OUT}
+
+
+def _log_end(consumer: Consumer, partition: TopicPartition, deadline: float) -> int:
+    """The partition's log end offset, asked again while ownership moves (a retriable error,
+    such as NOT_LEADER_FOR_PARTITION from a broker that has just handed the partition on)."""
+    while True:
+        try:
+            return consumer.get_watermark_offsets(partition, timeout=10)[1]
+        except KafkaException as exc:
+            if exc.args[0].code() not in _MOVING or time.monotonic() > deadline:
+                raise
+        time.sleep(0.2)
 
 
 def check_delivery(stored: dict[tuple[int, int], bytes], acked: list[tuple[int, int, int]]) -> None:
