@@ -3,10 +3,11 @@
 Zone-aware routing asks a partition's owner for its high watermark on every read
 served elsewhere, so this is a hot path: one connection per peer, opened on first
 use over the peer's PLAINTEXT listener, with requests written as they come and one
-reader task matching answers to waiters by correlation id (requests need not be
-answered in order across partitions' long polls, but Kafka answers a connection's
-requests in order anyway). A link that fails fails every request waiting on it and
-is opened again by the next request.
+reader task matching answers to waiters by correlation id. The serving broker
+answers a peer's requests as soon as each is ready, not in order (gateway/connection.py),
+so a long poll parked on the link (a tail read's KgateReadEnd) holds up nothing sent
+after it. A link that fails fails every request waiting on it and is opened again by
+the next request.
 
 Every byte sent and received is counted by zone pair (``kgate_interbroker_bytes``),
 so an operator sees what crossing zones costs; the serving side counts the same
