@@ -3,18 +3,29 @@ ledger directory, with real clients that say their zone (``client.rack``, and a
 ``kgate_az=`` token in ``client.id``). Record bytes must reach a client from a broker of
 its own zone, whichever broker owns the partition, and the metrics must show it.
 """
+import subprocess
+import sys
 import time
 import uuid
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
-from confluent_kafka.admin import NewTopic
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
 
 from tests.support import records as R
 from tests.support.clients import ConfluentClient
 from tests.support.cluster import AckedProducer, KgateCluster, check_delivery, read_all
 from tests.support.member_process import wait_for
 from tests.support.scrape import scrape, value
+from tests.support.transactions import transactional
 from tests.support.zookeeper import Ensemble
 
 pytestmark = pytest.mark.slow
@@ -159,3 +170,76 @@ def test_when_a_zone_loses_its_broker_its_clients_go_to_the_owners_and_lose_noth
     fallbacks = sum(value(scrape(zoned.brokers[n].metrics_url), "kgate_zone_fallbacks_total", client_zone="a")
                     for n in (1, 2))
     assert fallbacks > 0
+
+
+PASSWORDS = {"admin": "admin-secret", "kgate-broker": "peer-secret", "alice": "alice-secret"}
+
+
+def login(user: str) -> dict:
+    return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": user,
+            "sasl.password": PASSWORDS[user]}
+
+
+def test_with_acls_zoned_clients_write_and_read_in_their_zone_as_themselves(tmp_path, zookeeper):
+    """ACLs on, SCRAM users, brokers in zones a and b logging in to each other as a super user. alice
+    may write and read the topic and her transactional id, nothing more. Her idempotent producer in
+    zone a writes through the zone-a broker, which sends the owner in b references that it takes as
+    alice; her transaction (a client with no zone) is ended in both brokers' partitions by markers
+    sent over the logged-in link; her read_committed consumer in zone a reads everything from the
+    zone-a broker, which asks the owner in b for high watermarks over that link: b serves no record byte."""
+    cluster = KgateCluster(str(tmp_path), zookeeper.address, f"/kgate-{uuid.uuid4().hex[:8]}", **{
+        "authorizer.class.name": "acl", "super.users": "User:admin;User:kgate-broker",
+        "kgate.inter.broker.sasl.username": "kgate-broker",
+        "kgate.inter.broker.sasl.password": PASSWORDS["kgate-broker"],
+        "transaction.state.log.num.partitions": 2, "offsets.topic.num.partitions": 2})
+    for user, password in PASSWORDS.items():
+        subprocess.run([sys.executable, "-m", "kgate", "users", "--metadata", cluster.metadata, "--create", "add",
+                        user, "--password", password, "--mechanism", "SCRAM-SHA-512"],
+                       capture_output=True, text=True, timeout=60, check=True)
+    try:
+        for node_id, zone in ((0, "a"), (1, "b")):
+            cluster.start_broker(node_id, listeners=("SASL_PLAINTEXT",),
+                                 **{"broker.rack": zone, "kgate.metrics.listener": "127.0.0.1:0"})
+        zone_a = cluster.brokers[0].address("SASL_PLAINTEXT")
+        admin = AdminClient({"bootstrap.servers": zone_a, **login("admin")})
+        topic = "guarded-zones"
+        admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
+        grants = [(ResourceType.TOPIC, topic, AclOperation.WRITE), (ResourceType.TOPIC, topic, AclOperation.READ),
+                  (ResourceType.TRANSACTIONAL_ID, "tx-alice", AclOperation.WRITE),
+                  (ResourceType.GROUP, "alice-reader", AclOperation.READ)]
+        for future in admin.create_acls([AclBinding(kind, name, ResourcePatternType.LITERAL, "User:alice", "*",
+                                                    operation, AclPermissionType.ALLOW)
+                                         for kind, name, operation in grants]).values():
+            future.result(30)
+        wait_for(lambda: {p.leader for p in admin.list_topics(topic, timeout=10).topics[topic].partitions.values()}
+                 == {0, 1}, 60, "a partition owned in each zone")
+        writer = AckedProducer("confluent", zone_a, topic, 20, per_second=1000, **{
+            "client.id": "alice,kgate_az=a", "enable.idempotence": True, **login("alice")}).start()
+        writer.join(60)
+        assert not writer.failed and len(writer.acked) == 20, writer.failed[:3]
+        owned_in_b = {i for i, p in admin.list_topics(topic, timeout=10).topics[topic].partitions.items()
+                      if p.leader == 1}
+        assert any(partition in owned_in_b for partition, _, _ in writer.acked), "nothing went by reference"
+        both = ",".join(b.address("SASL_PLAINTEXT") for b in cluster.brokers.values())
+        producer = transactional(both, "tx-alice", **login("alice"))
+        producer.begin_transaction()
+        for i in range(20):
+            producer.produce(topic, value=b"tx-%d" % i, partition=i % 2)
+        producer.commit_transaction(30)
+        consumer = Consumer({"bootstrap.servers": zone_a, "group.id": "alice-reader", "enable.auto.commit": False,
+                             "isolation.level": "read_committed", "client.rack": "a",
+                             "client.id": "alice-reader,kgate_az=a", **login("alice")})
+        try:
+            consumer.assign([TopicPartition(topic, p, 0) for p in range(2)])
+            got = read(consumer, 40)
+        finally:
+            consumer.close()
+        assert len(got) == 40
+        assert {r.value for r in got} >= {b"tx-%d" % i for i in range(20)}
+        for partition in (0, 1):
+            offsets = [r.offset for r in got if r.partition == partition]
+            assert offsets == sorted(offsets) and len(set(offsets)) == len(offsets)
+        served = fetched_bytes(cluster, topic)
+        assert served[1] == 0 and served[0] > 0, f"the owner in zone b served record bytes: {served}"
+    finally:
+        cluster.stop()
