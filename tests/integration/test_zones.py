@@ -19,6 +19,7 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
+from kafka.protocol.metadata import FindCoordinatorRequest
 
 from tests.support import records as R
 from tests.support.clients import ConfluentClient
@@ -26,6 +27,7 @@ from tests.support.cluster import AckedProducer, KgateCluster, check_delivery, r
 from tests.support.member_process import wait_for
 from tests.support.scrape import scrape, value
 from tests.support.transactions import transactional
+from tests.support.wire import Wire
 from tests.support.zookeeper import Ensemble
 
 pytestmark = pytest.mark.slow
@@ -150,6 +152,51 @@ def test_producers_write_through_a_broker_of_their_own_zone_by_reference(zoned):
         crossed += sum(value(samples, "kgate_interbroker_bytes_total", direction="sent", local_zone=ZONES[node_id],
                              peer_zone=peer) for peer in ZONES.values() if peer != ZONES[node_id])
     assert 0 < crossed < payload / 4, f"{crossed} inter-broker bytes for {payload} bytes of records"
+
+
+def coordinated_elsewhere(cluster, zone_broker: int) -> str:
+    """A group id whose coordinator (as a client with no zone is told) is not ``zone_broker``."""
+    found: list[str] = []
+
+    def located() -> bool:
+        for i in range(20):
+            group = f"zoned-group-{i}"
+            answer = Wire(cluster.brokers[zone_broker].bootstrap).call(
+                FindCoordinatorRequest(key=group, key_type=0), 1)
+            if answer.error_code == 0 and answer.node_id != zone_broker:
+                found.append(group)
+                return True
+        return False
+    wait_for(located, 30, "a group coordinated in another zone")
+    return found[0]
+
+
+def test_a_zoned_consumer_group_consumes_and_commits_with_no_client_byte_leaving_its_zone(zoned):
+    """A librdkafka group member in zone a (client.rack and a kgate_az token) whose group's coordinator
+    is in another zone: FindCoordinator names the zone-a broker, which forwards the joins, syncs,
+    heartbeats, commits and the leave to the coordinator. It reads every record, its commit is
+    stored (seen through any broker), and none of its bytes reached a broker of another zone."""
+    topic = "zoned-group"
+    create(zoned, topic)
+    ConfluentClient.produce(zoned.bootstrap, topic, 300)
+    group = coordinated_elsewhere(zoned, 0)
+    consumer = Consumer({"bootstrap.servers": zoned.brokers[0].bootstrap, "group.id": group,
+                         "client.rack": "a", "client.id": "grouped,kgate_az=a", "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", "fetch.wait.max.ms": 500})
+    try:
+        consumer.subscribe([topic])
+        got = read(consumer, 300)
+        consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()
+    R.check_read_back(got, 300)
+    assert cross_zone_client_bytes(zoned) == 0
+    checker = Consumer({"bootstrap.servers": zoned.bootstrap, "group.id": group})
+    try:
+        committed = checker.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=30)
+    finally:
+        checker.close()
+    assert sum(tp.offset for tp in committed) == 300
 
 
 def test_when_a_zone_loses_its_broker_its_clients_go_to_the_owners_and_lose_nothing(zoned):
