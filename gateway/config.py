@@ -197,6 +197,14 @@ BROKER_SETTINGS: dict[str, tuple[object, tuple]] = {
     "super.users": ("", ("must be ;-separated principals such as User:admin",
                          lambda v: all(_is_principal(p.strip()) for p in v.split(";") if p.strip()))),
     "allow.everyone.if.no.acl.found": (False, _ANY),
+    # How this broker logs in to its peers (the links of gateway/peer_links.py: zone routing and
+    # transaction markers) over a peer's SASL_PLAINTEXT listener, as Kafka's inter-broker
+    # SASL does; that user needs ClusterAction on the cluster (a super user) once an authorizer
+    # is on. Empty user: the peers' PLAINTEXT listeners, unauthenticated.
+    "kgate.inter.broker.sasl.mechanism": ("SCRAM-SHA-512", ("must be one of " + ", ".join(SASL_MECHANISMS),
+                                                            lambda v: v in SASL_MECHANISMS)),
+    "kgate.inter.broker.sasl.username": ("", _ANY),
+    "kgate.inter.broker.sasl.password": ("", _ANY),
     # One PEM file holding the certificate chain and the private key, for SSL listeners.
     "ssl.keystore.location": ("", _ANY),
     "ssl.key.password": ("", _ANY),
@@ -351,6 +359,8 @@ class Settings:
         if settings["kgate.metrics.basic.auth.user"] and not settings["kgate.metrics.basic.auth.password.file"]:
             raise ConfigError("kgate.metrics.basic.auth.user needs kgate.metrics.basic.auth.password.file "
                               "(a file whose first line is the password)")
+        if settings["kgate.inter.broker.sasl.username"] and not settings["kgate.inter.broker.sasl.password"]:
+            raise ConfigError("kgate.inter.broker.sasl.username needs kgate.inter.broker.sasl.password")
         tls = [f"{item.security_protocol}://{item.host}:{item.port}" for item in settings.listeners if item.tls]
         if tls and not settings["ssl.keystore.location"]:
             raise ConfigError(f"listener {tls[0]} needs ssl.keystore.location (a PEM file with certificate and key)")

@@ -3,7 +3,17 @@
 The socket is read straight into buffers the sans-IO
 :class:`protocol.connection.ServerConnection` lends; each decoded request starts its
 handler at once (so requests pipeline), and one writer task sends the responses
-strictly in request order, answers that are ready together in one write. When too
+strictly in request order, answers that are ready together in one write.
+
+Except on a connection a peer broker opened (gateway/peer_links.py): there each answer
+is written as soon as it is ready. A peer multiplexes all its requests to this broker
+over that one link and matches answers by correlation id, and some of them are long
+polls (KgateReadEnd waiting for data, forwarded JoinGroups), so answering in order would
+hold every produce by reference and every other poll behind the longest wait. One link
+answered out of order was chosen over a link per purpose: no extra connections, and no
+class of request that can still be stuck behind another of its kind. Order where it
+matters is kept elsewhere: produces by reference take their append turn in the order
+they arrive (gateway/handlers/produce_reference.py). When too
 many requests or request bytes are in flight the connection stops reading until the
 writer catches up, and fetched bytes count against the broker's response budget until
 the socket has taken them (gateway/response_budget.py).
@@ -102,6 +112,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._listener = listener
         self._transport: asyncio.Transport | None = None
         self._pending: asyncio.Queue = asyncio.Queue()
+        self._unordered: set[asyncio.Future] = set()  # a peer's requests not answered yet (see the docstring)
         self._inflight = 0
         self._reading = True
         self._writable = asyncio.Event()
@@ -205,11 +216,22 @@ class KafkaConnection(asyncio.BufferedProtocol):
     # -- requests and responses ------------------------------------------------------------
 
     def _enqueue(self, header, work, received: float, size: int) -> None:
-        """Start ``work`` now; its answer is written after every earlier one (``header`` None: a raw token)."""
+        """Start ``work`` now; its answer is written after every earlier one (``header`` None: a raw token),
+        or, from a peer broker, once it is ready."""
         self._inflight += 1
         self._queued_bytes += size
         self._budget.take(size)
-        self._pending.put_nowait((header, asyncio.ensure_future(work), received, size))
+        task = asyncio.ensure_future(work)
+        item = (header, task, received, size)
+        if header is None or self.info.peer_broker is None:
+            self._pending.put_nowait(item)
+            return
+        self._unordered.add(task)
+
+        def ready(_):
+            self._unordered.discard(task)
+            self._pending.put_nowait(item)
+        task.add_done_callback(ready)
 
     def _over_limits(self) -> bool:
         return (self._inflight >= self._max_inflight or self._queued_bytes >= self._max_queued_bytes
@@ -372,4 +394,6 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     async def drain(self) -> None:
         """Wait until every request received so far has been answered."""
+        while self._unordered:
+            await asyncio.wait(set(self._unordered))
         await self._pending.join()

@@ -3,10 +3,17 @@
 Zone-aware routing asks a partition's owner for its high watermark on every read
 served elsewhere, so this is a hot path: one connection per peer, opened on first
 use over the peer's PLAINTEXT listener, with requests written as they come and one
-reader task matching answers to waiters by correlation id (requests need not be
-answered in order across partitions' long polls, but Kafka answers a connection's
-requests in order anyway). A link that fails fails every request waiting on it and
-is opened again by the next request.
+reader task matching answers to waiters by correlation id. The serving broker
+answers a peer's requests as soon as each is ready, not in order (gateway/connection.py),
+so a long poll parked on the link (a tail read's KgateReadEnd) holds up nothing sent
+after it. A link that fails fails every request waiting on it and is opened again by
+the next request.
+
+With ``kgate.inter.broker.sasl.username`` set, a link goes to the peer's SASL_PLAINTEXT
+listener when it has one and logs in there before its first request (gateway/sasl/login.py),
+as Kafka brokers do with inter-broker SASL: with an authorizer on, a peer then holds
+ClusterAction (a super user), which the internal requests need. Otherwise, and towards
+peers with no SASL_PLAINTEXT listener, links use PLAINTEXT. TLS links are not made.
 
 Every byte sent and received is counted by zone pair (``kgate_interbroker_bytes``),
 so an operator sees what crossing zones costs; the serving side counts the same
@@ -19,6 +26,7 @@ import struct
 
 from kgate.protocol.messages import RESPONSES
 
+from .sasl.login import LoginFailed, log_in
 from .zones import broker_client_id
 
 log = logging.getLogger(__name__)
@@ -36,7 +44,11 @@ class PeerUnavailable(ConnectionError):
 class PeerLinks:
     def __init__(self, broker):
         self._broker = broker
-        self._links: dict[int, _Link] = {}
+        self._links: dict[int, Link] = {}
+        settings = broker.settings
+        self._username = settings["kgate.inter.broker.sasl.username"]
+        self._password = settings["kgate.inter.broker.sasl.password"]
+        self._mechanism = settings["kgate.inter.broker.sasl.mechanism"]
 
     async def request(self, node_id: int, request, version: int, timeout: float):
         """Send ``request`` at ``version`` to broker ``node_id``; its decoded response.
@@ -58,18 +70,26 @@ class PeerLinks:
         """
         broker = self._broker
         info = broker.cluster.brokers.get(node_id)
-        address = info.address("PLAINTEXT") if info is not None else None
+        address, login = None, None
+        if info is not None and self._username:
+            address = info.address("SASL_PLAINTEXT")
+            login = self._log_in if address is not None else None
+        if info is not None and address is None:
+            address = info.address("PLAINTEXT")
         if address is None:
-            raise PeerUnavailable(f"broker {node_id} is not live or has no PLAINTEXT listener")
+            raise PeerUnavailable(f"broker {node_id} is not live or has no PLAINTEXT or SASL_PLAINTEXT listener")
         link = self._links.get(node_id)
         if link is None or link.address != address or link.closed:
             if link is not None:
                 link.close()
             zone = broker.zone
-            link = self._links[node_id] = _Link(
+            link = self._links[node_id] = Link(
                 address, broker_client_id(broker.node_id, zone),
-                broker.metrics.interbroker_counter(zone, info.rack))
+                broker.metrics.interbroker_counter(zone, info.rack), login)
         return await link.send(request, version)
+
+    async def _log_in(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client_id: str) -> None:
+        await log_in(reader, writer, self._mechanism, self._username, self._password, client_id)
 
     def close(self) -> None:
         for link in self._links.values():
@@ -77,9 +97,10 @@ class PeerLinks:
         self._links.clear()
 
 
-class _Link:
-    def __init__(self, address: tuple[str, int], client_id: str, count):
+class Link:
+    def __init__(self, address: tuple[str, int], client_id: str, count, login=None):
         self.address = address
+        self._login = login  # login(reader, writer, client_id), awaited before the first request
         self._client_id = client_id
         self._count = count  # count(direction, bytes): "out" sent, "in" received
         self._correlation = itertools.count(1)
@@ -99,11 +120,21 @@ class _Link:
         return self._writer
 
     async def _connect(self) -> None:
+        where = f"{self.address[0]}:{self.address[1]}"
         try:
             reader, writer = await asyncio.wait_for(asyncio.open_connection(*self.address), CONNECT_TIMEOUT_S)
         except (TimeoutError, OSError) as exc:
             self.close()
-            raise PeerUnavailable(f"connecting to {self.address[0]}:{self.address[1]}: {exc!r}") from exc
+            raise PeerUnavailable(f"connecting to {where}: {exc!r}") from exc
+        if self._login is not None:
+            try:
+                await asyncio.wait_for(self._login(reader, writer, self._client_id), CONNECT_TIMEOUT_S)
+            except (TimeoutError, OSError, asyncio.IncompleteReadError) as exc:
+                writer.close()
+                self.close()
+                if isinstance(exc, LoginFailed):
+                    log.warning("cannot log in to the broker at %s: %s", where, exc)
+                raise PeerUnavailable(f"logging in to {where}: {exc!r}") from exc
         self._writer = writer
         self._reader_task = asyncio.create_task(self._read(reader))
 

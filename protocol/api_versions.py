@@ -59,9 +59,11 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
 # decoded and served like the others but never advertised, so no client sees them.
 KGATE_READ_END = 32000
 KGATE_PRODUCE_REFERENCE = 32001
+KGATE_FORWARD = 32002
 INTERNAL: dict[int, tuple[int, int]] = {
     KGATE_READ_END: (0, 0),
     KGATE_PRODUCE_REFERENCE: (0, 0),
+    KGATE_FORWARD: (0, 0),
 }
 
 

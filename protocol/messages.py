@@ -51,10 +51,18 @@ class KgateProduceReferenceResponse(ApiMessage, load_json=schemas):  # type: ign
     pass
 
 
+class KgateForwardRequest(ApiMessage, load_json=schemas):  # type: ignore[call-arg]
+    pass
+
+
+class KgateForwardResponse(ApiMessage, load_json=schemas):  # type: ignore[call-arg]
+    pass
+
+
 _MODULES = (admin, consumer, metadata, producer, sasl)
 _OWN = (ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, ConsumerGroupDescribeRequest,
         ConsumerGroupDescribeResponse, KgateReadEndRequest, KgateReadEndResponse,
-        KgateProduceReferenceRequest, KgateProduceReferenceResponse)
+        KgateProduceReferenceRequest, KgateProduceReferenceResponse, KgateForwardRequest, KgateForwardResponse)
 
 
 def _classes(suffix: str) -> dict:

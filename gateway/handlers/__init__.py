@@ -67,6 +67,10 @@ def handles(api_key: int):
 
 
 async def dispatch(ctx: Context, request):
+    if ctx.header.api_key in forward.FORWARDED:  # a zone's group requests may go to their coordinator
+        answer = await forward.forwarded(ctx, request)
+        if answer is not None:
+            return answer
     return await _HANDLERS[ctx.header.api_key](ctx, request)
 
 
@@ -80,6 +84,7 @@ from . import (  # noqa: E402,F401
     cluster,
     configs,
     fetch,
+    forward,
     groups,
     leader_epochs,
     list_offsets,

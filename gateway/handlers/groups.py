@@ -15,7 +15,7 @@ from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
 from kgate.protocol.messages import ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse
 
-from ..groups import JoinRequest
+from ..groups import OFFSETS_TOPIC, JoinRequest
 from ..groups.consumer_machine import Heartbeat
 from ..groups.group import Group, GroupState
 from . import Context, handles
@@ -54,12 +54,24 @@ async def _coordinator(ctx: Context, key_type: int, key: str) -> tuple[ErrorCode
         if not ctx.allowed(Operation.DESCRIBE, ResourceType.GROUP, key or ""):
             return ErrorCode.GROUP_AUTHORIZATION_FAILED, None, -1, "", -1
         owner = broker.groups.coordinator_of(key or "")
+        zone = ctx.connection.zone
+        if owner is not None and zone is not None and ctx.connection.peer_broker is None and owner.rack != zone:
+            # A broker of the client's zone, which forwards the group's requests (gateway/handlers/forward.py).
+            routed = broker.zone_broker(zone, OFFSETS_TOPIC, broker.groups.partition_of(key or ""))
+            if routed is not None:
+                return _located(ctx, routed)
+            if broker.followers.available:
+                broker.metrics.zone_fallback(zone)
     else:
         return ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}", -1, "", -1
-    address = broker.live_brokers(ctx.connection).get(owner.node_id) if owner is not None else None
-    if address is None:
+    return _located(ctx, owner.node_id if owner is not None else None)
+
+
+def _located(ctx: Context, node_id: int | None) -> tuple[ErrorCode, str | None, int, str, int]:
+    address = ctx.broker.live_brokers(ctx.connection).get(node_id) if node_id is not None else None
+    if node_id is None or address is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, "no live broker owns the coordinator's partition", -1, "", -1
-    return ErrorCode.NONE, None, owner.node_id, address[0], address[1]
+    return ErrorCode.NONE, None, node_id, address[0], address[1]
 
 
 @handles(ApiKey.JoinGroup)

@@ -253,7 +253,10 @@ async def _by_reference(ctx: Context, request, topic_name: str, data, turn: Turn
 
     The owner reads the bytes from storage (in the region, not across zones), appends them
     exactly as a direct produce (validation, idempotent sequences, fencing, transactions)
-    and answers once they are durable; this broker answers the client with that. The
+    and answers once they are durable; this broker answers the client with that. Like Kafka's
+    forwarding (KIP-590's Envelope), the reference carries the client's principal and address,
+    and the owner authorizes the produce as that client; this broker checked the client's
+    Write before staging, so a refused client stages nothing. The
     reference goes out in the connection's produce order, over the one link to the owner,
     which keeps that order (gateway/handlers/produce_reference.py), so a producer's batches
     reach the owner in the order it sent them.
@@ -273,7 +276,8 @@ async def _by_reference(ctx: Context, request, topic_name: str, data, turn: Turn
     except OSError as exc:
         raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"staging for broker {owner.node_id} failed: {exc}") from None
     await turn.wait()
-    reference = _REF(produce_version=ctx.version, transactional_id=request.transactional_id,
+    reference = _REF(produce_version=ctx.version, principal=ctx.connection.principal,
+                     client_address=ctx.connection.peer, transactional_id=request.transactional_id,
                      timeout_ms=request.timeout_ms, topics=[_REF.ReferenceTopic(name=topic_name, partitions=[
                          _REF.ReferenceTopic.ReferencePartition(index=data.index, staged=staged, size=len(records))])])
     try:

@@ -8,11 +8,19 @@ the very path of a direct Produce of the client's version: the same validation,
 idempotent sequence checks, producer fencing and transaction checks, and an answer
 only once the entry is durable.
 
+Authorization: only a peer broker may send this (ClusterAction on the cluster: with an
+authorizer on, peers log in as a super user, gateway/peer_links.py), and the produce is
+then authorized as the client the peer names, from the address it names (Kafka's
+forwarding, KIP-590, trusts its Envelope's principal on the same condition): Write on
+each topic and on the transactional id, exactly as for the client's own Produce.
+
 Order: the asking broker sends a producer's references in the order the producer sent
 its batches, over its one link to this broker; this handler takes its place among the
 link's produces before it pauses to read the staged bytes, as a produce that pauses
 to inflate does, so they are appended in that order too.
 """
+from dataclasses import replace
+
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.producer import ProduceRequest
 
@@ -67,7 +75,8 @@ async def produce_reference(ctx: Context, request):
                                      timeout_ms=request.timeout_ms, topic_data=topics)
             header = RequestHeader(ApiKey.Produce, request.produce_version, ctx.header.correlation_id,
                                    ctx.header.client_id)
-            answered = await produce_in_turn(Context(ctx.broker, ctx.connection, header), produce, turn)
+            client = replace(ctx.connection, principal=request.principal, peer=request.client_address)
+            answered = await produce_in_turn(Context(ctx.broker, client, header), produce, turn)
             answers = [(t.name, p) for t in answered.responses for p in t.partition_responses]
     finally:
         turn.release()

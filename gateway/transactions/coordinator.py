@@ -240,10 +240,10 @@ class TransactionCoordinator:
                     await write_marker(broker, partition, txn.producer_id, txn.epoch, commit, coordinator_epoch)
                     return
                 owner = broker.leader(known, index)
-                address = owner.address("PLAINTEXT") if owner is not None and owner.node_id != broker.node_id else None
-                if address is None:
+                if owner is None or owner.node_id == broker.node_id:
                     raise KafkaError(ErrorCode.NOT_LEADER_FOR_PARTITION, "no broker to take it")
-                error = await send_marker(address, txn.producer_id, txn.epoch, commit, coordinator_epoch, topic, index)
+                error = await send_marker(broker.peers, owner.node_id, txn.producer_id, txn.epoch, commit,
+                                          coordinator_epoch, topic, index)
                 if error == ErrorCode.NONE:
                     return
                 raise KafkaError(error, f"broker {owner.node_id} answered {error.name}")

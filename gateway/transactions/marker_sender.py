@@ -2,45 +2,30 @@
 
 One writer per partition (DESIGN rule 5): a marker for a partition another broker owns
 must be appended by that broker, so the coordinator asks it with Kafka's own
-broker-to-broker request, over the owner's PLAINTEXT listener, one short-lived
-connection per request (markers are one per transaction and partition, not a hot path).
+broker-to-broker request over the pooled link to that broker (gateway/peer_links.py),
+which logs in with the inter-broker credentials: with an authorizer on, the owner
+accepts markers only from a principal holding ClusterAction.
 """
-import asyncio
-import itertools
-import struct
-
-from kafka.protocol.producer import WriteTxnMarkersRequest, WriteTxnMarkersResponse
+from kafka.protocol.producer import WriteTxnMarkersRequest
 
 from kgate.protocol.error_codes import ErrorCode
 
 VERSION = 1  # the oldest the schemas keep; flexible
-_CORRELATION = itertools.count(1)
-_SIZE = struct.Struct(">i")
 # A marker's answer: bounded so a broker that does not answer does not hold a transaction.
 TIMEOUT_S = 10.0
-MAX_RESPONSE_BYTES = 1 << 20
 
 Marker = WriteTxnMarkersRequest.WritableTxnMarker
 
 
-async def send_marker(address: tuple[str, int], producer_id: int, epoch: int, commit: bool, coordinator_epoch: int,
+async def send_marker(peers, node_id: int, producer_id: int, epoch: int, commit: bool, coordinator_epoch: int,
                       topic: str, index: int) -> ErrorCode:
-    """Ask the broker at ``address`` to append one marker; its error for the partition."""
+    """Ask broker ``node_id`` to append one marker; its error for the partition.
+
+    Raises PeerUnavailable or TimeoutError when the broker cannot be asked."""
     request = WriteTxnMarkersRequest(markers=[Marker(
         producer_id=producer_id, producer_epoch=epoch, transaction_result=commit, coordinator_epoch=coordinator_epoch,
         topics=[Marker.WritableTxnMarkerTopic(name=topic, partition_indexes=[index])])])
-    request.API_VERSION = VERSION
-    request.with_header(correlation_id=next(_CORRELATION), client_id="kgate-transaction-coordinator")
-    reader, writer = await asyncio.wait_for(asyncio.open_connection(*address), TIMEOUT_S)
-    try:
-        writer.write(request.encode(header=True, framed=True))
-        size = _SIZE.unpack(await asyncio.wait_for(reader.readexactly(_SIZE.size), TIMEOUT_S))[0]
-        if not 0 < size <= MAX_RESPONSE_BYTES:
-            raise ConnectionError(f"WriteTxnMarkers response of {size} bytes")
-        payload = await asyncio.wait_for(reader.readexactly(size), TIMEOUT_S)
-    finally:
-        writer.close()
-    response = WriteTxnMarkersResponse.decode(payload, version=VERSION, header=True)
+    response = await peers.request(node_id, request, VERSION, TIMEOUT_S)
     for marker in response.markers:
         for result in marker.topics:
             for partition in result.partitions:

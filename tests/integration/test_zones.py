@@ -3,18 +3,31 @@ ledger directory, with real clients that say their zone (``client.rack``, and a
 ``kgate_az=`` token in ``client.id``). Record bytes must reach a client from a broker of
 its own zone, whichever broker owns the partition, and the metrics must show it.
 """
+import subprocess
+import sys
 import time
 import uuid
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
-from confluent_kafka.admin import NewTopic
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
+from kafka.protocol.metadata import FindCoordinatorRequest
 
 from tests.support import records as R
 from tests.support.clients import ConfluentClient
 from tests.support.cluster import AckedProducer, KgateCluster, check_delivery, read_all
 from tests.support.member_process import wait_for
 from tests.support.scrape import scrape, value
+from tests.support.transactions import transactional
+from tests.support.wire import Wire
 from tests.support.zookeeper import Ensemble
 
 pytestmark = pytest.mark.slow
@@ -141,6 +154,51 @@ def test_producers_write_through_a_broker_of_their_own_zone_by_reference(zoned):
     assert 0 < crossed < payload / 4, f"{crossed} inter-broker bytes for {payload} bytes of records"
 
 
+def coordinated_elsewhere(cluster, zone_broker: int) -> str:
+    """A group id whose coordinator (as a client with no zone is told) is not ``zone_broker``."""
+    found: list[str] = []
+
+    def located() -> bool:
+        for i in range(20):
+            group = f"zoned-group-{i}"
+            answer = Wire(cluster.brokers[zone_broker].bootstrap).call(
+                FindCoordinatorRequest(key=group, key_type=0), 1)
+            if answer.error_code == 0 and answer.node_id != zone_broker:
+                found.append(group)
+                return True
+        return False
+    wait_for(located, 30, "a group coordinated in another zone")
+    return found[0]
+
+
+def test_a_zoned_consumer_group_consumes_and_commits_with_no_client_byte_leaving_its_zone(zoned):
+    """A librdkafka group member in zone a (client.rack and a kgate_az token) whose group's coordinator
+    is in another zone: FindCoordinator names the zone-a broker, which forwards the joins, syncs,
+    heartbeats, commits and the leave to the coordinator. It reads every record, its commit is
+    stored (seen through any broker), and none of its bytes reached a broker of another zone."""
+    topic = "zoned-group"
+    create(zoned, topic)
+    ConfluentClient.produce(zoned.bootstrap, topic, 300)
+    group = coordinated_elsewhere(zoned, 0)
+    consumer = Consumer({"bootstrap.servers": zoned.brokers[0].bootstrap, "group.id": group,
+                         "client.rack": "a", "client.id": "grouped,kgate_az=a", "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", "fetch.wait.max.ms": 500})
+    try:
+        consumer.subscribe([topic])
+        got = read(consumer, 300)
+        consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()
+    R.check_read_back(got, 300)
+    assert cross_zone_client_bytes(zoned) == 0
+    checker = Consumer({"bootstrap.servers": zoned.bootstrap, "group.id": group})
+    try:
+        committed = checker.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=30)
+    finally:
+        checker.close()
+    assert sum(tp.offset for tp in committed) == 300
+
+
 def test_when_a_zone_loses_its_broker_its_clients_go_to_the_owners_and_lose_nothing(zoned):
     """kill -9 of the only zone-a broker while a zone-a idempotent producer writes through it:
     the producer falls back to the owners in other zones (counted as fallbacks) and every
@@ -159,3 +217,76 @@ def test_when_a_zone_loses_its_broker_its_clients_go_to_the_owners_and_lose_noth
     fallbacks = sum(value(scrape(zoned.brokers[n].metrics_url), "kgate_zone_fallbacks_total", client_zone="a")
                     for n in (1, 2))
     assert fallbacks > 0
+
+
+PASSWORDS = {"admin": "admin-secret", "kgate-broker": "peer-secret", "alice": "alice-secret"}
+
+
+def login(user: str) -> dict:
+    return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": user,
+            "sasl.password": PASSWORDS[user]}
+
+
+def test_with_acls_zoned_clients_write_and_read_in_their_zone_as_themselves(tmp_path, zookeeper):
+    """ACLs on, SCRAM users, brokers in zones a and b logging in to each other as a super user. alice
+    may write and read the topic and her transactional id, nothing more. Her idempotent producer in
+    zone a writes through the zone-a broker, which sends the owner in b references that it takes as
+    alice; her transaction (a client with no zone) is ended in both brokers' partitions by markers
+    sent over the logged-in link; her read_committed consumer in zone a reads everything from the
+    zone-a broker, which asks the owner in b for high watermarks over that link: b serves no record byte."""
+    cluster = KgateCluster(str(tmp_path), zookeeper.address, f"/kgate-{uuid.uuid4().hex[:8]}", **{
+        "authorizer.class.name": "acl", "super.users": "User:admin;User:kgate-broker",
+        "kgate.inter.broker.sasl.username": "kgate-broker",
+        "kgate.inter.broker.sasl.password": PASSWORDS["kgate-broker"],
+        "transaction.state.log.num.partitions": 2, "offsets.topic.num.partitions": 2})
+    for user, password in PASSWORDS.items():
+        subprocess.run([sys.executable, "-m", "kgate", "users", "--metadata", cluster.metadata, "--create", "add",
+                        user, "--password", password, "--mechanism", "SCRAM-SHA-512"],
+                       capture_output=True, text=True, timeout=60, check=True)
+    try:
+        for node_id, zone in ((0, "a"), (1, "b")):
+            cluster.start_broker(node_id, listeners=("SASL_PLAINTEXT",),
+                                 **{"broker.rack": zone, "kgate.metrics.listener": "127.0.0.1:0"})
+        zone_a = cluster.brokers[0].address("SASL_PLAINTEXT")
+        admin = AdminClient({"bootstrap.servers": zone_a, **login("admin")})
+        topic = "guarded-zones"
+        admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
+        grants = [(ResourceType.TOPIC, topic, AclOperation.WRITE), (ResourceType.TOPIC, topic, AclOperation.READ),
+                  (ResourceType.TRANSACTIONAL_ID, "tx-alice", AclOperation.WRITE),
+                  (ResourceType.GROUP, "alice-reader", AclOperation.READ)]
+        for future in admin.create_acls([AclBinding(kind, name, ResourcePatternType.LITERAL, "User:alice", "*",
+                                                    operation, AclPermissionType.ALLOW)
+                                         for kind, name, operation in grants]).values():
+            future.result(30)
+        wait_for(lambda: {p.leader for p in admin.list_topics(topic, timeout=10).topics[topic].partitions.values()}
+                 == {0, 1}, 60, "a partition owned in each zone")
+        writer = AckedProducer("confluent", zone_a, topic, 20, per_second=1000, **{
+            "client.id": "alice,kgate_az=a", "enable.idempotence": True, **login("alice")}).start()
+        writer.join(60)
+        assert not writer.failed and len(writer.acked) == 20, writer.failed[:3]
+        owned_in_b = {i for i, p in admin.list_topics(topic, timeout=10).topics[topic].partitions.items()
+                      if p.leader == 1}
+        assert any(partition in owned_in_b for partition, _, _ in writer.acked), "nothing went by reference"
+        both = ",".join(b.address("SASL_PLAINTEXT") for b in cluster.brokers.values())
+        producer = transactional(both, "tx-alice", **login("alice"))
+        producer.begin_transaction()
+        for i in range(20):
+            producer.produce(topic, value=b"tx-%d" % i, partition=i % 2)
+        producer.commit_transaction(30)
+        consumer = Consumer({"bootstrap.servers": zone_a, "group.id": "alice-reader", "enable.auto.commit": False,
+                             "isolation.level": "read_committed", "client.rack": "a",
+                             "client.id": "alice-reader,kgate_az=a", **login("alice")})
+        try:
+            consumer.assign([TopicPartition(topic, p, 0) for p in range(2)])
+            got = read(consumer, 40)
+        finally:
+            consumer.close()
+        assert len(got) == 40
+        assert {r.value for r in got} >= {b"tx-%d" % i for i in range(20)}
+        for partition in (0, 1):
+            offsets = [r.offset for r in got if r.partition == partition]
+            assert offsets == sorted(offsets) and len(set(offsets)) == len(offsets)
+        served = fetched_bytes(cluster, topic)
+        assert served[1] == 0 and served[0] > 0, f"the owner in zone b served record bytes: {served}"
+    finally:
+        cluster.stop()

@@ -1,0 +1,123 @@
+"""What a broker owes a peer broker on the one link the peer keeps to it, and what it asks of it.
+
+The peer here is the test, holding a real link (gateway/peer_links.py: a broker's client
+id, requests pipelined, answers matched by correlation id, an inter-broker SASL login) to a
+real broker process, and speaking kgate's internal requests on it.
+"""
+import asyncio
+import os
+import subprocess
+import sys
+
+from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, AdminClient, NewTopic
+from confluent_kafka.admin import ResourcePatternType as Pattern
+from confluent_kafka.admin import ResourceType as Resource
+
+from kgate.gateway.peer_links import Link
+from kgate.gateway.sasl.login import log_in
+from kgate.gateway.zones import broker_client_id
+from kgate.protocol.error_codes import ErrorCode
+from kgate.protocol.messages import KgateProduceReferenceRequest, KgateReadEndRequest
+from tests.support.clients import create_topic
+from tests.unit.record_batches import build_batch
+
+REF = KgateProduceReferenceRequest
+END = KgateReadEndRequest
+WAIT = 20  # seconds: a bound on waiting for the broker, never an assertion about speed
+PASSWORDS = {"kgate-broker": "peer-secret", "admin": "admin-secret", "alice": "alice-secret",
+             "bob": "bob-secret"}
+
+
+def address(bootstrap: str) -> tuple[str, int]:
+    host, _, port = bootstrap.rpartition(":")
+    return host, int(port)
+
+
+def peer_link(bootstrap: str, login=None) -> Link:
+    return Link(address(bootstrap), broker_client_id(99, None), lambda _direction, _size: None, login)
+
+
+def stage(broker, name: str, records: bytes) -> None:
+    """Put a record set where the broker's file store looks for staged ones (its ledger directory)."""
+    staged = os.path.join(broker.data_dir, "ledgers", "staged")
+    os.makedirs(staged, exist_ok=True)
+    with open(os.path.join(staged, name), "wb") as out:
+        out.write(records)
+
+
+def reference(topic: str, index: int, name: str, size: int, principal: str | None = None):
+    return REF(produce_version=9, principal=principal, client_address="127.0.0.1:1", transactional_id=None,
+               timeout_ms=30_000, topics=[REF.ReferenceTopic(name=topic, partitions=[
+                   REF.ReferenceTopic.ReferencePartition(index=index, staged=name, size=size)])])
+
+
+def outcome(answer):
+    appended = answer.topics[0].partitions[0]
+    return ErrorCode(appended.error_code), appended.base_offset
+
+
+async def test_a_produce_by_reference_is_answered_while_a_read_end_long_poll_waits_on_the_same_link(broker):
+    """A ReadEnd long poll for partition 1 (no data coming for a minute) is parked on the link when a
+    produce by reference for partition 0 follows it: the produce is answered while the poll still
+    waits, and the poll is answered as soon as a second reference appends to partition 1."""
+    create_topic(broker.bootstrap, "linked", 2)
+    records = build_batch([b"first", b"second"])
+    stage(broker, "ref-0", records)
+    stage(broker, "ref-1", records)
+    link = peer_link(broker.bootstrap)
+    try:
+        poll = await link.send(END(max_wait_ms=60_000, topics=[END.ReadEndTopic(name="linked", partitions=[
+            END.ReadEndTopic.ReadEndPartition(partition_index=1, known_high_watermark=0)])]), 0)
+        produce = await link.send(reference("linked", 0, "ref-0", len(records)), 0)
+        await asyncio.wait([poll, produce], timeout=WAIT, return_when=asyncio.FIRST_COMPLETED)
+        assert produce.done() and not poll.done(), "the produce waited behind the long poll"
+        assert outcome(produce.result()) == (ErrorCode.NONE, 0)
+        second = await link.send(reference("linked", 1, "ref-1", len(records)), 0)
+        assert outcome(await asyncio.wait_for(second, WAIT)) == (ErrorCode.NONE, 0)
+        woken = (await asyncio.wait_for(poll, WAIT)).topics[0].partitions[0]
+        assert (woken.error_code, woken.high_watermark) == (0, 2)
+    finally:
+        link.close()
+
+
+def users(data_dir: str) -> None:
+    for user, password in PASSWORDS.items():
+        subprocess.run([sys.executable, "-m", "kgate", "users", "--data-dir", data_dir, "--create", "add", user,
+                        "--password", password, "--mechanism", "SCRAM-SHA-512"],
+                       capture_output=True, text=True, timeout=60, check=True)
+
+
+async def test_with_an_authorizer_the_owner_takes_references_only_from_a_logged_in_peer_and_as_the_client(
+        broker_factory, tmp_path):
+    """With ACLs on, a reference over an anonymous link is refused (CLUSTER_AUTHORIZATION_FAILED); over a
+    link logged in with SCRAM as a super user, the produce is authorized as the principal the reference
+    names: alice, who may write the topic, appends; bob, who may not, is refused."""
+    users(str(tmp_path / "owner"))
+    owner = broker_factory("owner", listeners=("SASL_PLAINTEXT",), **{
+        "authorizer.class.name": "acl", "super.users": "User:admin;User:kgate-broker"})
+    sasl = owner.address("SASL_PLAINTEXT")
+    admin = AdminClient({"bootstrap.servers": sasl, "security.protocol": "SASL_PLAINTEXT",
+                         "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "admin",
+                         "sasl.password": PASSWORDS["admin"]})
+    admin.create_topics([NewTopic("guarded", 1, 1)])["guarded"].result(WAIT)
+    for future in admin.create_acls([AclBinding(Resource.TOPIC, "guarded", Pattern.LITERAL, "User:alice", "*",
+                                                AclOperation.WRITE, AclPermissionType.ALLOW)]).values():
+        future.result(WAIT)
+    records = build_batch([b"guarded"])
+    for name in ("anonymous", "alice", "bob"):
+        stage(owner, name, records)
+
+    anonymous = peer_link(owner.bootstrap)
+    logged_in = peer_link(sasl, lambda reader, writer, client_id: log_in(
+        reader, writer, "SCRAM-SHA-512", "kgate-broker", PASSWORDS["kgate-broker"], client_id))
+    try:
+        refused = await asyncio.wait_for(await anonymous.send(
+            reference("guarded", 0, "anonymous", len(records), principal="alice"), 0), WAIT)
+        assert outcome(refused) == (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, -1)
+        as_alice = await logged_in.send(reference("guarded", 0, "alice", len(records), principal="alice"), 0)
+        as_bob = await logged_in.send(reference("guarded", 0, "bob", len(records), principal="bob"), 0)
+        assert outcome(await asyncio.wait_for(as_alice, WAIT)) == (ErrorCode.NONE, 0)
+        assert outcome(await asyncio.wait_for(as_bob, WAIT)) == (ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1)
+    finally:
+        anonymous.close()
+        logged_in.close()
