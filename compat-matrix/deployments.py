@@ -1,4 +1,5 @@
-"""What a row runs against: one broker of its own, or a 3-broker cluster of its own.
+"""What a row runs against: one broker of its own, or a 3-broker cluster of its own
+(over a shared directory, or over S3 with a data directory per broker).
 
 Either way the row gets a PLAINTEXT and a SASL_PLAINTEXT listener, the matrix's SASL
 user, and the metrics endpoints whose request counters say which request versions
@@ -58,10 +59,11 @@ class SingleNode:
 class Cluster(SingleNode):
     _rows = itertools.count()
 
-    def __init__(self, scratch: str, entry_format: str, zookeeper: str):
+    def __init__(self, scratch: str, entry_format: str, zookeeper: str, storage: str | None = None):
+        """``storage``: the brokers' ``--storage`` (default: a shared directory in ``scratch``)."""
         super().__init__(scratch, entry_format)
         self.cluster = KgateCluster(scratch, zookeeper, f"/compat-{os.path.basename(scratch)}", size=3,
-                                    **SETTINGS, **{"entry.format": entry_format})
+                                    storage=storage, **SETTINGS, **{"entry.format": entry_format})
 
     def start(self) -> cells.Broker:
         _add_user("--metadata", self.cluster.metadata)

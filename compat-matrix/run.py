@@ -1,12 +1,15 @@
 """Run the compatibility matrix: real clients of every generation against a live kgate.
 
     .venv/bin/python compat-matrix/run.py [--full | --subset] [--rows PATTERN] [--jobs N]
-                                          [--out DIR] [--entry-format NAME] [--cluster] [--no-install]
+                                          [--out DIR] [--entry-format NAME] [--cluster [--storage s3]]
+                                          [--no-install]
 
 Installs the clients (scripts/setup-compat, idempotent), then runs each row against a
 broker of its own (single node, a SASL listener, its metrics endpoint; fresh data
 directory) or, with ``--cluster``, a 3-broker cluster of its own over a ZooKeeper
-ensemble started for the run (see deployments.py), one cell after another, so what the broker
+ensemble started for the run (see deployments.py; with ``--storage s3`` its brokers keep their logs
+in a SeaweedFS started for the run, each with a data directory of its own and the S3 WAL, no
+shared filesystem), one cell after another, so what the broker
 reports during a cell is that cell's doing. Rows run ``--jobs`` at a time. Writes ``<out>/<row>.json`` per row and
 ``<out>/run.json`` (commit, date, counts); a full run into the default folder also
 writes ``baseline.json`` (the passing cells, which the CI subset holds the build to)
@@ -33,10 +36,13 @@ import clients  # noqa: E402
 import deployments  # noqa: E402
 import render  # noqa: E402
 import rows as catalogue  # noqa: E402
+from tests.support.seaweedfs import SeaweedFS  # noqa: E402
 from tests.support.zookeeper import Ensemble  # noqa: E402
 
 RESULTS = os.path.join(HERE, "results")
 CLUSTER_RESULTS = os.path.join(RESULTS, "cluster")
+S3_CLUSTER_RESULTS = os.path.join(RESULTS, "cluster-s3")
+S3_BUCKET = "kgate-compat"
 BASELINE = os.path.join(RESULTS, "baseline.json")
 
 
@@ -121,9 +127,9 @@ def commit_of_tree() -> str:
 
 
 def run(selected: list, out: str, jobs: int, entry_format: str = cells.STORED_AS_PRODUCED,
-        zookeeper: str | None = None) -> list[dict]:
+        zookeeper: str | None = None, s3_endpoint: str | None = None) -> list[dict]:
     """Run ``selected`` rows, each against a broker of its own or, given a ZooKeeper
-    ensemble address, a 3-broker cluster of its own."""
+    ensemble address, a 3-broker cluster of its own (over that S3 endpoint's bucket, given one)."""
     os.makedirs(out, exist_ok=True)
     progress = Progress(len(selected) * len(catalogue.COLUMNS))
     started = time.monotonic()
@@ -131,7 +137,9 @@ def run(selected: list, out: str, jobs: int, entry_format: str = cells.STORED_AS
 
     def one(row):
         with tempfile.TemporaryDirectory(prefix="kgate-compat-") as scratch:
-            deployment = deployments.Cluster(scratch, entry_format, zookeeper) if zookeeper else \
+            storage = f"s3://{S3_BUCKET}/{os.path.basename(scratch)}?endpoint={s3_endpoint}&region=us-east-1" \
+                if s3_endpoint else None
+            deployment = deployments.Cluster(scratch, entry_format, zookeeper, storage) if zookeeper else \
                 deployments.SingleNode(scratch, entry_format)
             result = run_row(row, progress, deployment)
         with open(os.path.join(out, file_name(row.id)), "w") as fh:
@@ -144,11 +152,17 @@ def run(selected: list, out: str, jobs: int, entry_format: str = cells.STORED_AS
     statuses = [cell["status"] for result in results for cell in result["cells"].values()]
     summary = {"commit": commit_of_tree(), "date": datetime.datetime.now(datetime.UTC).strftime(
         "%Y-%m-%d %H:%M UTC"), "seconds": round(time.monotonic() - started), "rows": [r["row"]["id"] for r in results],
-        "entry_format": entry_format, "deployment": "3-broker ZooKeeper cluster" if zookeeper else "single node",
+        "entry_format": entry_format, "deployment": _deployment(zookeeper, s3_endpoint),
         "pass": statuses.count("pass"), "fail": statuses.count("fail"), "n/a": statuses.count("n/a")}
     with open(os.path.join(out, "run.json"), "w") as fh:
         json.dump(summary, fh, indent=1)
     return results
+
+
+def _deployment(zookeeper: str | None, s3_endpoint: str | None) -> str:
+    if not zookeeper:
+        return "single node"
+    return "3-broker ZooKeeper cluster" + (" on S3 (SeaweedFS, S3 WAL)" if s3_endpoint else "")
 
 
 def passing(results: list[dict]) -> list[str]:
@@ -169,8 +183,13 @@ def main(argv=None) -> int:
     parser.add_argument("--cluster", action="store_true",
                         help="run each row against a 3-broker ZooKeeper cluster instead "
                              f"(results into {CLUSTER_RESULTS})")
+    parser.add_argument("--storage", choices=("file", "s3"), default="file",
+                        help="with --cluster: the brokers' ledger store, a shared directory (file) or a "
+                             f"SeaweedFS started for the run (s3; results into {S3_CLUSTER_RESULTS})")
     parser.add_argument("--no-install", action="store_true", help="skip scripts/setup-compat")
     args = parser.parse_args(argv)
+    if args.storage == "s3" and not args.cluster:
+        parser.error("--storage s3 runs with --cluster")
     selected = select(args.subset, args.rows)
     if not selected:
         print(f"compat-matrix: no row matches {args.rows!r}", file=sys.stderr)
@@ -196,12 +215,22 @@ def main(argv=None) -> int:
 def run_on_cluster(selected: list, args) -> int:
     """The rows against 3-broker clusters over one ZooKeeper ensemble started for the run;
     its results and report go to their own folder, never into the single-node baseline."""
-    out = CLUSTER_RESULTS if os.path.abspath(args.out) == RESULTS else args.out
+    default = S3_CLUSTER_RESULTS if args.storage == "s3" else CLUSTER_RESULTS
+    out = default if os.path.abspath(args.out) == RESULTS else args.out
     os.makedirs(out, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="kgate-compat-zk-") as scratch:
         ensemble = Ensemble(scratch).start()
         try:
-            run(selected, out, args.jobs, args.entry_format, zookeeper=ensemble.address)
+            if args.storage == "s3":
+                with SeaweedFS.started(os.path.join(scratch, "seaweedfs")) as seaweedfs:
+                    seaweedfs.make_bucket(S3_BUCKET)
+                    # The brokers read credentials from the standard AWS environment (SeaweedFS
+                    # without an -s3.config takes any).
+                    os.environ.setdefault("AWS_ACCESS_KEY_ID", "kgate-compat")
+                    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "kgate-compat")
+                    run(selected, out, args.jobs, args.entry_format, ensemble.address, seaweedfs.endpoint)
+            else:
+                run(selected, out, args.jobs, args.entry_format, zookeeper=ensemble.address)
         finally:
             ensemble.stop()
     render.write(out, os.path.join(out, "MATRIX.md"), os.path.join(out, "MATRIX.html"))
