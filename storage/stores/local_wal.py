@@ -175,14 +175,9 @@ class LocalWal:
         self._slots = asyncio.Semaphore(MAX_INFLIGHT_PUTS)
         self._previous: asyncio.Future | None = None
         self._task: asyncio.Task | None = None
-        self._tasks: set[asyncio.Task] = set()
         self._drains: dict[int, asyncio.Task] = {}
-
-    def _spawn(self, coroutine) -> asyncio.Task:
-        task = asyncio.ensure_future(coroutine)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
+        # Uploads and drains run as the store's background tasks, cancelled when it closes.
+        self._spawn = store._spawn
 
     # -- writing and uploading ---------------------------------------------------------
 
@@ -363,8 +358,6 @@ class LocalWal:
     def close(self) -> None:
         if self._task is not None:
             self._task.cancel()
-        for task in list(self._tasks):
-            task.cancel()
         os.close(self._lock_fd)
 
 
