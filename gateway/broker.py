@@ -152,8 +152,11 @@ class Broker:
         events.start()
         self._retention_task = asyncio.create_task(self._retention_loop())
         self.log_cleaner.start()
-        self._collection_task = asyncio.create_task(self._collection_loop())
-        self._compaction_task = asyncio.create_task(self._compaction_loop())
+        self._collection_task = asyncio.create_task(
+            self._periodically("kgate.s3.gc.interval.ms", self._collect_garbage, "object garbage collection"))
+        # Each broker compacts what it holds: its own partitions' sealed ledgers.
+        self._compaction_task = asyncio.create_task(
+            self._periodically("kgate.s3.compaction.interval.ms", self.ledgers.compact_round, "compaction"))
         log.info("broker %d of %d live: serving %d of %d topics' partitions", self.node_id,
                  len(self.cluster.brokers), len(self.partitions),
                  sum(t.partitions for t in self.cluster.topics.values()))
@@ -477,28 +480,21 @@ class Broker:
             producer_id = next(self._producer_ids)
         return producer_id
 
-    async def _collection_loop(self) -> None:
+    async def _periodically(self, setting: str, job, what: str) -> None:
+        """Run ``job`` every ``setting`` milliseconds; a failure waits for the next turn."""
+        interval = self.settings[setting] / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await job()
+            except Exception as exc:
+                log.warning("%s failed (tried again in %.0f s): %s", what, interval, exc)
+
+    async def _collect_garbage(self) -> None:
         """Let the store delete what no live ledger needs (WAL objects of deleted ledgers).
         One broker does it, the live one with the lowest id; any could, safely."""
-        interval = self.settings["kgate.s3.gc.interval.ms"] / 1000
-        while True:
-            await asyncio.sleep(interval)
-            if self.cluster.brokers and min(self.cluster.brokers) != self.node_id:
-                continue
-            try:
-                await self.ledgers.collect_garbage(lambda: live_ledger_ids(self.cluster))
-            except Exception as exc:
-                log.warning("object garbage collection failed (tried again in %.0f s): %s", interval, exc)
-
-    async def _compaction_loop(self) -> None:
-        """Let the store compact what this broker holds (each broker its own partitions')."""
-        interval = self.settings["kgate.s3.compaction.interval.ms"] / 1000
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                await self.ledgers.compact_round()
-            except Exception as exc:
-                log.warning("compaction failed (tried again in %.0f s): %s", interval, exc)
+        if not self.cluster.brokers or min(self.cluster.brokers) == self.node_id:
+            await self.ledgers.collect_garbage(lambda: live_ledger_ids(self.cluster))
 
     async def _retention_loop(self) -> None:
         interval = self.settings["log.retention.check.interval.ms"] / 1000
