@@ -1,5 +1,6 @@
 import asyncio
 import inspect
+import os
 
 import pytest
 
@@ -61,29 +62,54 @@ def pytest_pyfunc_call(pyfuncitem):
     return None
 
 
-@pytest.fixture(scope="session")
-def seaweedfs(tmp_path_factory):
-    """One real SeaweedFS S3 engine for the whole session (it takes ~4 s to answer), with one
-    bucket; tests keep apart by prefix. Stopped by PID at the end."""
-    from tests.support.seaweedfs import SeaweedFS
+S3_BUCKET = "kgate-tests"
+# The keys brokers and tests sign with. SeaweedFS (started without an -s3.config) accepts any;
+# Ceph RGW checks them against the one user scripts/ceph-rgw creates with these keys.
+S3_ACCESS_KEY = S3_SECRET_KEY = "kgate-test"
+S3_ENGINES = ("seaweedfs", "ceph")
 
-    server = SeaweedFS(str(tmp_path_factory.mktemp("seaweedfs"))).start()
+
+@pytest.fixture(scope="session")
+def s3_engine(tmp_path_factory):
+    """One real S3 engine for the whole session (SeaweedFS answers in ~4 s, Ceph RGW in ~10 s),
+    with one bucket; tests keep apart by prefix. Stopped by PID at the end.
+    ``KGATE_S3_ENGINE`` picks it: ``seaweedfs`` (the default) or ``ceph`` (Debian's Ceph RGW,
+    scripts/test-ceph), so the same S3 tests show the store leans on no one engine's quirks."""
+    engine = os.environ.get("KGATE_S3_ENGINE", "seaweedfs")
+    if engine == "seaweedfs":
+        from tests.support.seaweedfs import SeaweedFS
+
+        server = SeaweedFS(str(tmp_path_factory.mktemp("seaweedfs"))).start()
+    elif engine == "ceph":
+        from tests.support.ceph_rgw import CephRGW
+
+        server = CephRGW(str(tmp_path_factory.mktemp("ceph-rgw")), S3_ACCESS_KEY, S3_SECRET_KEY).start()
+    else:
+        raise pytest.UsageError(f"KGATE_S3_ENGINE={engine!r}: expected one of {', '.join(S3_ENGINES)}")
     try:
-        server.make_bucket(SEAWEEDFS_BUCKET)
+        server.make_bucket(S3_BUCKET)
         yield server
     finally:
         server.stop()
 
 
-SEAWEEDFS_BUCKET = "kgate-tests"
+@pytest.fixture(scope="session")
+def seaweedfs(s3_engine):
+    """The session's engine when it is SeaweedFS: for tests that act on its process itself
+    (SIGSTOP of the whole engine), which a Ceph node of several daemons does not offer."""
+    from tests.support.seaweedfs import SeaweedFS
+
+    if not isinstance(s3_engine, SeaweedFS):
+        pytest.skip("acts on the SeaweedFS process itself (KGATE_S3_ENGINE is not seaweedfs)")
+    return s3_engine
 
 
 @pytest.fixture
-def bucket_url(seaweedfs, monkeypatch):
+def bucket_url(s3_engine, monkeypatch):
     """``--storage`` for a prefix of its own in the session's bucket; brokers (and the test)
     get credentials from the environment."""
     import uuid
 
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "kgate-test")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "kgate-test")
-    return f"s3://{SEAWEEDFS_BUCKET}/{uuid.uuid4().hex}?endpoint={seaweedfs.endpoint}&region=us-east-1"
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", S3_ACCESS_KEY)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", S3_SECRET_KEY)
+    return f"s3://{S3_BUCKET}/{uuid.uuid4().hex}?endpoint={s3_engine.endpoint}&region=us-east-1"

@@ -1,7 +1,7 @@
-"""The object ledger store against a real SeaweedFS: durability, recovery from objects alone,
-fencing of a writer that lost its lease, damage detection and the bounded PUT rate."""
+"""The object ledger store against a real S3 engine (SeaweedFS, or Ceph RGW with
+KGATE_S3_ENGINE=ceph): durability, recovery from objects alone, fencing of a writer that
+lost its lease, damage detection and the bounded PUT rate."""
 import asyncio
-import uuid
 
 import pytest
 
@@ -10,14 +10,12 @@ from kgate.storage.stores import wal_object
 from kgate.storage.stores.bucket_location import BucketLocation
 from kgate.storage.stores.object_client import ObjectClient
 from kgate.storage.stores.s3_store import S3LedgerStore
-from tests.conftest import SEAWEEDFS_BUCKET
 
 
 @pytest.fixture
-def location(seaweedfs, monkeypatch):
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
-    return BucketLocation.parse(f"s3://{SEAWEEDFS_BUCKET}/{uuid.uuid4().hex}?endpoint={seaweedfs.endpoint}")
+def location(bucket_url):
+    """A prefix of its own in the session's S3 engine (KGATE_S3_ENGINE), credentials in the environment."""
+    return BucketLocation.parse(bucket_url)
 
 
 class Lease:
