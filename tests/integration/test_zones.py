@@ -5,6 +5,7 @@ its own zone, whichever broker owns the partition, and the metrics must show it.
 """
 import subprocess
 import sys
+import threading
 import time
 import uuid
 
@@ -217,6 +218,170 @@ def test_when_a_zone_loses_its_broker_its_clients_go_to_the_owners_and_lose_noth
     fallbacks = sum(value(scrape(zoned.brokers[n].metrics_url), "kgate_zone_fallbacks_total", client_zone="a")
                     for n in (1, 2))
     assert fallbacks > 0
+
+
+# The issue's acceptance run: 30 s of paced load, a producer and a consumer in every zone.
+# Each batch written by reference and each high-watermark question a zone's broker asks an
+# owner for its consumers' fetches costs ~150-200 bytes across zones whatever the batch holds,
+# so the 1% bound is for batched traffic: 3 MB/s per producer (4 KiB values), linger 100 ms,
+# batches up to 1 MB (librdkafka's default). At 300 x 1 KiB records/s, linger 5 ms, the same
+# run measured 3-4%; at 1000 x 1 KiB/s, linger 100-250 ms, 0.8-1.4% (more fetches on a quieter machine).
+LOAD_SECONDS = 30
+LOAD_RATE = 750  # records per second per producer
+LOAD_VALUE = 4096
+LOAD_LINGER_MS = 100
+
+
+class ZoneReader:
+    """A consumer in ``zone`` that knows only its zone's broker, assigned every partition from
+    offset 0, reading from a thread until it has ``count`` records or ``timeout`` passes; keeps
+    (partition, offset, key) in the order it received them. librdkafka says its zone with
+    ``client.rack`` (Fetch's rack_id) and a ``kgate_az=`` token (so Metadata names its zone's
+    broker); kafka-python, which sends no rack_id, with the token alone."""
+
+    def __init__(self, client: str, bootstrap: str, topic: str, zone: str, count: int, timeout: float):
+        self.client, self.bootstrap, self.topic, self.zone, self.count = client, bootstrap, topic, zone, count
+        self.deadline = time.monotonic() + timeout
+        self.got: list[tuple[int, int, bytes]] = []
+        self.failed: list[str] = []
+        self._thread = threading.Thread(target=self._run, name=f"reader-{zone}", daemon=True)
+
+    def start(self) -> "ZoneReader":
+        self._thread.start()
+        return self
+
+    def join(self) -> None:
+        self._thread.join(max(0.0, self.deadline - time.monotonic()) + 30)
+        assert not self._thread.is_alive(), f"the zone-{self.zone} reader is still running"
+
+    def _run(self) -> None:
+        try:
+            (self._run_confluent if self.client == "confluent" else self._run_kafka_python)()
+        except Exception as exc:  # noqa: BLE001 - reported by the test through self.failed
+            self.failed.append(f"{type(exc).__name__}: {exc}")
+
+    def _reading(self) -> bool:
+        return len(self.got) < self.count and time.monotonic() < self.deadline and not self.failed
+
+    def _run_confluent(self) -> None:
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"zoned-load-{self.zone}",
+                             "enable.auto.commit": False, "client.rack": self.zone,
+                             "client.id": f"reader-{self.zone},kgate_az={self.zone}", "fetch.wait.max.ms": 500})
+        try:
+            consumer.assign([TopicPartition(self.topic, p, 0) for p in range(PARTITIONS)])
+            while self._reading():
+                for message in consumer.consume(10_000, timeout=0.5):
+                    if message.error() is not None:
+                        self.failed.append(str(message.error()))
+                    else:
+                        self.got.append((message.partition(), message.offset(), message.key()))
+        finally:
+            consumer.close()
+
+    def _run_kafka_python(self) -> None:
+        from kafka import KafkaConsumer
+        from kafka.structs import TopicPartition as KafkaPartition
+
+        consumer = KafkaConsumer(bootstrap_servers=[self.bootstrap], group_id=None, enable_auto_commit=False,
+                                 client_id=f"reader-{self.zone},kgate_az={self.zone}", fetch_max_wait_ms=500)
+        try:
+            partitions = [KafkaPartition(self.topic, p) for p in range(PARTITIONS)]
+            consumer.assign(partitions)
+            for partition in partitions:
+                consumer.seek(partition, 0)
+            while self._reading():
+                for partition, records in consumer.poll(timeout_ms=500).items():
+                    self.got.extend((partition.partition, record.offset, record.key) for record in records)
+        finally:
+            consumer.close()
+
+
+def check_read_once_in_order(got: list[tuple[int, int, bytes]], acked: list[tuple[int, int, int]]) -> None:
+    """Each partition's offsets arrived in order, once each, from 0 without gaps, and every
+    acknowledged record is at the offset it was acknowledged with (so nothing else was read)."""
+    by_partition: dict[int, list[int]] = {}
+    for partition, offset, _ in got:
+        by_partition.setdefault(partition, []).append(offset)
+    for partition, offsets in by_partition.items():
+        assert offsets == list(range(len(offsets))), \
+            f"partition {partition} read out of order, twice or with gaps, first offsets {offsets[:10]}"
+    assert len(got) == len(acked), f"read {len(got)} records, {len(acked)} acknowledged"
+    check_delivery({(partition, offset): key for partition, offset, key in got}, acked)
+
+
+def cross_zone_interbroker_bytes(cluster) -> float:
+    """Bytes brokers sent to brokers of other zones (each byte counted once, by its sender)."""
+    crossed = 0.0
+    for node_id, broker in cluster.brokers.items():
+        samples = scrape(broker.metrics_url)
+        crossed += sum(value(samples, "kgate_interbroker_bytes_total", direction="sent", local_zone=ZONES[node_id],
+                             peer_zone=peer) for peer in ZONES.values() if peer != ZONES[node_id])
+    return crossed
+
+
+def requests_by_api(cluster) -> dict[str, float]:
+    """Requests the brokers answered, by API, all brokers together (peers' requests included)."""
+    counts: dict[str, float] = {}
+    for broker in cluster.brokers.values():
+        for (name, labels), sample in scrape(broker.metrics_url).items():
+            if name == "kgate_requests_total":
+                api = dict(labels)["api"]
+                counts[api] = counts.get(api, 0) + sample
+    return counts
+
+
+def test_under_load_in_three_zones_no_client_byte_crosses_zones_and_every_record_is_read_once_in_order(zoned):
+    """The issue's acceptance run. A producer and a consumer in each of zones a, b and c, each
+    knowing only its zone's broker: idempotent acks=all producers (librdkafka in a, kafka-python
+    in b and c, each with a kgate_az token; batched, see LOAD_*) paced for 30 s over partitions
+    owned in every zone, and consumers (librdkafka with client.rack and the token in a and c,
+    kafka-python with the token in b) reading every partition from offset 0 while it is written.
+    From the brokers' metrics: no client byte went to or came from a broker of another zone, and
+    brokers sent each other across zones at most 1% of the record bytes produced; every consumer
+    read every acknowledged record once, in order per partition, at the offset it was acknowledged
+    with."""
+    topic = "zoned-load"
+    leaders = create(zoned, topic)
+    assert set(leaders.values()) == set(ZONES), f"every zone owns some partitions: {leaders}"
+    clients = {"a": ("confluent", "confluent"), "b": ("kafka-python", "kafka-python"),
+               "c": ("kafka-python", "confluent")}
+    home = {zone: zoned.brokers[node_id].bootstrap for node_id, zone in ZONES.items()}
+    count = LOAD_SECONDS * LOAD_RATE
+    total = count * len(clients)
+    readers = [ZoneReader(consumer, home[zone], topic, zone, total, LOAD_SECONDS + 150).start()
+               for zone, (_, consumer) in clients.items()]
+    writers = []
+    for n, (zone, (producer, _)) in enumerate(clients.items()):
+        if producer == "confluent":
+            config = {"client.id": f"writer-{zone},kgate_az={zone}", "enable.idempotence": True,
+                      "linger.ms": LOAD_LINGER_MS}
+        else:
+            config = {"client_id": f"writer-{zone},kgate_az={zone}", "enable_idempotence": True,
+                      "linger_ms": LOAD_LINGER_MS, "batch_size": 1_000_000}  # librdkafka's default batch.size
+        writers.append(AckedProducer(producer, home[zone], topic, count, first=n * count, per_second=LOAD_RATE,
+                                     value_size=LOAD_VALUE, **config).start())
+    for writer in writers:
+        writer.join(LOAD_SECONDS + 150)
+        assert not writer.failed, writer.failed[:3]
+    acked = [record for writer in writers for record in writer.acked]
+    assert len(acked) == total
+    for reader in readers:
+        reader.join()
+        assert not reader.failed, f"zone {reader.zone}: {reader.failed[:3]}"
+        check_read_once_in_order(reader.got, acked)
+    assert cross_zone_client_bytes(zoned) == 0
+    for node_id, zone in ZONES.items():
+        samples = scrape(zoned.brokers[node_id].metrics_url)
+        for direction in ("in", "out"):
+            assert value(samples, "kgate_client_bytes_total", direction=direction, client_zone=zone,
+                         broker_zone=zone) > 0, f"the zone-{zone} broker counted no {direction} bytes of its clients"
+    payload = sum(value(scrape(b.metrics_url), "kgate_topic_bytes_in_total", topic=topic)
+                  for b in zoned.brokers.values())
+    assert payload >= total * LOAD_VALUE
+    crossed = cross_zone_interbroker_bytes(zoned)
+    assert 0 < crossed <= payload / 100, \
+        f"{crossed:.0f} inter-broker bytes crossed zones for {payload:.0f} bytes of records " \
+        f"({crossed / payload:.2%}); requests answered: {requests_by_api(zoned)}"
 
 
 PASSWORDS = {"admin": "admin-secret", "kgate-broker": "peer-secret", "alice": "alice-secret"}

@@ -83,14 +83,16 @@ class AckedProducer:
     """Produce records 0..count-1 from a thread, keeping each acknowledged (partition, offset).
 
     ``client`` is "confluent" (librdkafka) or "kafka-python"; both retry retriable errors
-    (NOT_LEADER_OR_FOLLOWER after an owner moves) until their delivery timeout.
+    (NOT_LEADER_OR_FOLLOWER after an owner moves) until their delivery timeout. Record ``i`` is
+    ``R.key(i)``, ``R.value(i, value_size)``; ``config`` overrides the client's settings here.
     """
 
     def __init__(self, client: str, bootstrap: str, topic: str, count: int, first: int = 0,
-                 per_second: int = 2000, **config):
+                 per_second: int = 2000, value_size: int = 100, **config):
         self.client, self.bootstrap, self.topic = client, bootstrap, topic
         self.indexes = range(first, first + count)
         self.per_second = per_second
+        self.value_size = value_size
         self.config = config
         self.acked: list[tuple[int, int, int]] = []  # (partition, offset, record index)
         self.failed: list[str] = []
@@ -131,7 +133,7 @@ class AckedProducer:
                 self.failed.append(str(err))
 
         for i in self._paced():
-            producer.produce(self.topic, key=R.key(i), value=R.value(i),
+            producer.produce(self.topic, key=R.key(i), value=R.value(i, self.value_size),
                              on_delivery=lambda e, m, i=i: delivered(e, m, i))
             producer.poll(0)
         assert producer.flush(120) == 0, "records undelivered"
@@ -139,12 +141,12 @@ class AckedProducer:
     def _run_kafka_python(self) -> None:
         from kafka import KafkaProducer
 
-        producer = KafkaProducer(bootstrap_servers=self.bootstrap.split(","), acks="all", linger_ms=5,
-                                 retries=1000, retry_backoff_ms=200, delivery_timeout_ms=90_000,
-                                 request_timeout_ms=10_000, metadata_max_age_ms=1000, **self.config)
+        producer = KafkaProducer(**{"bootstrap_servers": self.bootstrap.split(","), "acks": "all", "linger_ms": 5,
+                                    "retries": 1000, "retry_backoff_ms": 200, "delivery_timeout_ms": 90_000,
+                                    "request_timeout_ms": 10_000, "metadata_max_age_ms": 1000, **self.config})
         try:
             for i in self._paced():
-                future = producer.send(self.topic, key=R.key(i), value=R.value(i))
+                future = producer.send(self.topic, key=R.key(i), value=R.value(i, self.value_size))
                 future.add_callback(lambda md, i=i: self.acked.append((md.partition, md.offset, i)))
                 future.add_errback(lambda exc: self.failed.append(repr(exc)))
             producer.flush(120)
