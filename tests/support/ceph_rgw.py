@@ -20,16 +20,11 @@ import hmac
 import os
 import signal
 import subprocess
-import tempfile
-import time
-import urllib.error
-import urllib.request
-from collections.abc import Iterator
 
+from .s3_server import SCRIPTS, S3Server
 from .zookeeper import free_ports
 
-_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SCRIPT = os.path.join(_ROOT, "scripts", "ceph-rgw")
+SCRIPT = os.path.join(SCRIPTS, "ceph-rgw")
 REGION = "us-east-1"
 _EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 
@@ -57,17 +52,15 @@ def signed_headers(method: str, host: str, path: str, access_key: str, secret_ke
                              f"Signature={signature}"}
 
 
-class CephRGW:
+class CephRGW(S3Server):
+    name = "Ceph RGW"
+    ready_timeout = 120.0  # the node takes ~20 s to come up on a loaded machine
+
     def __init__(self, data_dir: str, access_key: str = "kgate-test", secret_key: str = "kgate-test"):
-        self.data_dir = data_dir
+        s3_port, self.mon_port = free_ports(2)
+        super().__init__(data_dir, s3_port)
         self.access_key = access_key
         self.secret_key = secret_key
-        self.s3_port, self.mon_port = free_ports(2)
-        self.process: subprocess.Popen | None = None
-
-    @property
-    def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.s3_port}"
 
     def start(self) -> "CephRGW":
         os.makedirs(self.data_dir, exist_ok=True)
@@ -79,36 +72,8 @@ class CephRGW:
         log.close()
         return self
 
-    def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def _request(self, method: str, path: str) -> int:
-        host = f"127.0.0.1:{self.s3_port}"
-        headers = signed_headers(method, host, path, self.access_key, self.secret_key)
-        request = urllib.request.Request(self.endpoint + path, method=method, headers=headers)
-        try:
-            with urllib.request.urlopen(request, timeout=5) as response:
-                return response.status
-        except urllib.error.HTTPError as exc:
-            return exc.code
-
-    def make_bucket(self, bucket: str, timeout: float = 120.0) -> None:
-        """Create ``bucket`` once the gateway answers (the node takes ~20 s to come up)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            if not self.alive():
-                raise RuntimeError(f"Ceph RGW exited; see {self.data_dir}/server.log")
-            try:
-                status = self._request("PUT", f"/{bucket}")
-                if status in (200, 409):
-                    return
-                if status not in (403, 404, 500, 503):
-                    raise RuntimeError(f"Ceph RGW refused to create bucket {bucket}: HTTP {status}")
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"Ceph RGW S3 not answering within {timeout} s; see {self.data_dir}/server.log")
-            time.sleep(0.2)
+    def _headers(self, method: str, path: str) -> dict[str, str]:
+        return signed_headers(method, f"127.0.0.1:{self.s3_port}", path, self.access_key, self.secret_key)
 
     def stop(self, timeout: float = 20.0) -> None:
         """SIGTERM the script (it stops its daemons), then SIGKILL its process group."""
@@ -125,15 +90,3 @@ class CephRGW:
             os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait()
         self.process = None
-
-    @classmethod
-    @contextlib.contextmanager
-    def started(cls, data_dir: str | None = None) -> Iterator["CephRGW"]:
-        with contextlib.ExitStack() as stack:
-            if data_dir is None:
-                data_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="ceph-rgw-"))
-            server = cls(data_dir).start()
-            try:
-                yield server
-            finally:
-                server.stop()

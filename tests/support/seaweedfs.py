@@ -5,20 +5,14 @@ free and below 55535; its data lives in a directory the caller owns; it is stopp
 PID, SIGTERM then SIGKILL (SIGTERM alone can hang). Ready means the S3 gateway answers
 and the process is still ours (a leftover server on the port could answer otherwise).
 """
-import contextlib
 import os
 import socket
 import subprocess
-import tempfile
-import time
-import urllib.error
-import urllib.request
-from collections.abc import Iterator
 
 from .broker_process import terminate
+from .s3_server import SCRIPTS, S3Server
 
-_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SCRIPT = os.path.join(_ROOT, "scripts", "seaweedfs")
+SCRIPT = os.path.join(SCRIPTS, "seaweedfs")
 GRPC_OFFSET = 10000
 PORT_CEILING = 65535 - GRPC_OFFSET
 
@@ -47,15 +41,12 @@ def free_port_pairs(count: int) -> list[int]:
     return ports
 
 
-class SeaweedFS:
-    def __init__(self, data_dir: str):
-        self.data_dir = data_dir
-        self.s3_port, self.master_port, self.volume_port, self.filer_port = free_port_pairs(4)
-        self.process: subprocess.Popen | None = None
+class SeaweedFS(S3Server):
+    name = "SeaweedFS"
 
-    @property
-    def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.s3_port}"
+    def __init__(self, data_dir: str):
+        s3_port, self.master_port, self.volume_port, self.filer_port = free_port_pairs(4)
+        super().__init__(data_dir, s3_port)
 
     def start(self) -> "SeaweedFS":
         os.makedirs(self.data_dir, exist_ok=True)
@@ -69,46 +60,7 @@ class SeaweedFS:
         log.close()
         return self
 
-    def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def _request(self, method: str, path: str) -> int:
-        request = urllib.request.Request(self.endpoint + path, method=method)
-        try:
-            with urllib.request.urlopen(request, timeout=5) as response:
-                return response.status
-        except urllib.error.HTTPError as exc:
-            return exc.code
-
-    def make_bucket(self, bucket: str, timeout: float = 60.0) -> None:
-        """Create ``bucket`` with a plain ``PUT /BUCKET``, once the gateway answers (it takes ~4 s)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            if not self.alive():
-                raise RuntimeError(f"SeaweedFS exited; see {self.data_dir}/server.log")
-            try:
-                status = self._request("PUT", f"/{bucket}")
-                if status in (200, 409):
-                    return
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"SeaweedFS S3 not answering within {timeout} s; see {self.data_dir}/server.log")
-            time.sleep(0.1)
-
     def stop(self) -> None:
         if self.process is not None:
             terminate(self.process, 5)
             self.process = None
-
-    @classmethod
-    @contextlib.contextmanager
-    def started(cls, data_dir: str | None = None) -> Iterator["SeaweedFS"]:
-        with contextlib.ExitStack() as stack:
-            if data_dir is None:
-                data_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="seaweedfs-"))
-            server = cls(data_dir).start()
-            try:
-                yield server
-            finally:
-                server.stop()
