@@ -157,9 +157,10 @@ def main() -> None:
                 ratio = statistics.median(s[key] / f[key] for s, f in zip(runs[name], runs["file"]) if f[key])
                 line += f"{ratio:>18.2f}"
         print(line)
-    for name in CONFIGURATIONS:
-        print(f"produce MB/s run by run, {CONFIGURATIONS[name]}: "
-              + ", ".join(f"{r['produce_mb_s']:.1f}" for r in runs[name]))
+    for key in ("produce_mb_s", "cold_read_mb_s", "cold_read_compacted_mb_s"):
+        for name in CONFIGURATIONS:
+            if key in runs[name][0]:
+                print(f"{key} run by run, {CONFIGURATIONS[name]}: " + ", ".join(f"{r[key]:.1f}" for r in runs[name]))
 
 
 if __name__ == "__main__":

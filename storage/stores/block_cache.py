@@ -21,6 +21,9 @@ class _Lru:
             self._items.move_to_end(key)
         return data
 
+    def __contains__(self, key: tuple[str, int, int]) -> bool:
+        return key in self._items
+
     def put(self, key: tuple[str, int, int], data: memoryview) -> None:
         if len(data) > self.capacity:
             return
@@ -54,6 +57,10 @@ class BlockCache:
         else:
             self.hits += 1
         return data
+
+    def holds(self, key: tuple[str, int, int]) -> bool:
+        """Whether either pool has the block (read-ahead's question: no hit counted, no LRU move)."""
+        return key in self.recent or key in self.reads
 
     def drop_ledger(self, ledger_id: int) -> None:
         self.recent.drop_ledger(ledger_id)

@@ -660,19 +660,28 @@ class S3LedgerStore(LedgerStore):
     # -- reading -----------------------------------------------------------------------
 
     async def block_bytes(self, ledger_id: int, index: _Index, number: int) -> memoryview:
-        """The bytes of block ``number`` of a ledger's ``index``: from memory, or one range GET
-        (with the next blocks fetched ahead)."""
+        """The bytes of block ``number`` of a ledger's ``index``: from memory, or one range GET.
+
+        Every read, hit or miss, keeps the next READ_AHEAD_BLOCKS blocks cached or on their
+        way, and on a miss they are asked for before this block's GET is awaited, so the
+        GETs overlap. Refreshing the window only on a miss (as before) made a
+        sequential reader wait for a whole GET every READ_AHEAD_BLOCKS + 1 blocks, one
+        partition after another within a fetch.
+        """
         location = index.location(number)
         assert location is not None
         data = self.cache.get((location[0], ledger_id, location[1]))
+        # Spawned tasks start after this one's next await: the block asked for now takes
+        # the first free GET slot, the blocks ahead queue behind it.
+        for ahead in range(number + 1, number + 1 + READ_AHEAD_BLOCKS):
+            following = index.location(ahead)
+            if following is None:
+                break
+            key = (following[0], ledger_id, following[1])
+            if not self.cache.holds(key) and key not in self._fetching:
+                self._spawn(self._fetch(ledger_id, following)).add_done_callback(_quiet)
         if data is None:
             data = await self._fetch(ledger_id, location)
-            for ahead in range(number + 1, number + 1 + READ_AHEAD_BLOCKS):
-                following = index.location(ahead)
-                if following is None:
-                    break
-                if self.cache.reads.get((following[0], ledger_id, following[1])) is None:
-                    self._spawn(self._fetch(ledger_id, following)).add_done_callback(_quiet)
         return data
 
     async def _fetch(self, ledger_id: int, location: tuple[str, int, int], cache: bool = True) -> memoryview:
