@@ -177,7 +177,7 @@ async def test_a_delay_holds_its_key_and_the_commit_but_not_other_keys(broker):
 
     await run_until(app, progress, timeout=30)
     first, second = times[0, 0]
-    assert delay_s <= second - first < delay_s + 1, f"delayed {second - first:.3f} s for {delay_s} s"
+    assert second - first >= delay_s, f"retried after {second - first:.3f} s of a {delay_s} s delay"
     assert held, "partition 1's commit was not acknowledged while partition 0's offset 0 was delayed"
     assert held == [None], f"partition 0 committed {held} while its offset 0 was delayed"
     assert max(times[o][0] for o in others) < second, "other keys waited for the delayed record"
