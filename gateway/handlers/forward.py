@@ -1,11 +1,12 @@
-"""Group coordinator requests of a zone's clients, forwarded to the coordinator by a broker of their zone.
+"""Coordinator requests of a zone's clients, forwarded to the coordinator by a broker of their zone.
 
-A group's coordinator is the owner of its ``__consumer_offsets`` partition, which may sit
-in another zone; a client there would send every heartbeat, join and commit across zones.
+A group's coordinator is the owner of its ``__consumer_offsets`` partition, a transactional
+id's the owner of its ``__transaction_state`` partition; either may sit in another zone, and
+a client there would send every heartbeat, join, commit and transaction step across zones.
 So FindCoordinator names a broker of the client's own zone (gateway/handlers/groups.py),
-and that broker forwards the group's requests to the coordinator in a ``KgateForward``
-envelope over its link to it, answering the client with the coordinator's answer. As
-with Kafka's forwarding (KIP-590's Envelope), the envelope carries the client's principal,
+and that broker forwards the coordinator requests in a ``KgateForward`` envelope over its
+link to the coordinator, answering the client with the coordinator's answer. As with
+Kafka's forwarding (KIP-590's Envelope), the envelope carries the client's principal,
 address and client id; the coordinator accepts it only from a peer holding ClusterAction
 (brokers log in to each other, gateway/peer_links.py) and serves the inner request as
 that client, through the very handler a direct request meets.
@@ -31,35 +32,45 @@ from . import Context, dispatch, handles
 
 log = logging.getLogger(__name__)
 
-FORWARDED = frozenset((ApiKey.JoinGroup, ApiKey.SyncGroup, ApiKey.Heartbeat, ApiKey.LeaveGroup,
-                       ApiKey.OffsetCommit, ApiKey.OffsetFetch, ApiKey.ConsumerGroupHeartbeat))
+GROUP_REQUESTS = frozenset((ApiKey.JoinGroup, ApiKey.SyncGroup, ApiKey.Heartbeat, ApiKey.LeaveGroup,
+                            ApiKey.OffsetCommit, ApiKey.OffsetFetch, ApiKey.ConsumerGroupHeartbeat,
+                            ApiKey.TxnOffsetCommit))  # a transaction's offsets go to the group's coordinator
+TRANSACTION_REQUESTS = frozenset((ApiKey.InitProducerId, ApiKey.AddPartitionsToTxn, ApiKey.AddOffsetsToTxn,
+                                  ApiKey.EndTxn))
+FORWARDED = GROUP_REQUESTS | TRANSACTION_REQUESTS
 # Beyond a JoinGroup's rebalance timeout: how long the coordinator may take to answer.
 ANSWER_TIMEOUT_S = 30.0
 
 
-def group_of(api_key: int, version: int, request) -> str | None:
-    """The one group a coordinator request is about (None: several, served where it arrives)."""
+def coordinator_key(api_key: int, version: int, request) -> str | None:
+    """The one group or transactional id a coordinator request is about (None: several, or
+    none, as an idempotent producer's InitProducerId: served where it arrives)."""
+    if api_key == ApiKey.AddPartitionsToTxn:  # v0-v3: Kafka's schema names the fields for those versions
+        return request.v3_and_below_transactional_id
+    if api_key in TRANSACTION_REQUESTS:
+        return request.transactional_id
     if api_key == ApiKey.OffsetFetch and version >= 8:
         return request.groups[0].group_id if len(request.groups) == 1 else None
     return request.group_id
 
 
-def coordinator_elsewhere(ctx: Context, group_id: str) -> int | None:
-    """The coordinator to forward to: for a client of this broker's zone whose group's
-    coordinator is in another zone, that broker's id; else None (served here)."""
+def coordinator_elsewhere(ctx: Context, key: str) -> int | None:
+    """The coordinator to forward to: for a client of this broker's zone whose group's or
+    transaction's coordinator is in another zone, that broker's id; else None (served here)."""
     connection, broker = ctx.connection, ctx.broker
     if connection.zone is None or connection.peer_broker is not None or connection.zone != broker.zone:
         return None
-    owner = broker.groups.coordinator_of(group_id)
+    coordinators = broker.transactions if ctx.header.api_key in TRANSACTION_REQUESTS else broker.groups
+    owner = coordinators.coordinator_of(key)
     if owner is None or owner.node_id == broker.node_id or owner.rack == broker.zone:
         return None
     return owner.node_id
 
 
 async def forwarded(ctx: Context, request):
-    """The coordinator's answer to a zoned client's group request, or None when it is served here."""
-    group_id = group_of(ctx.header.api_key, ctx.version, request)
-    coordinator = coordinator_elsewhere(ctx, group_id) if group_id is not None else None
+    """The coordinator's answer to a zoned client's coordinator request, or None when it is served here."""
+    key = coordinator_key(ctx.header.api_key, ctx.version, request)
+    coordinator = coordinator_elsewhere(ctx, key) if key is not None else None
     if coordinator is None:
         return None
     version = ctx.version
@@ -72,11 +83,10 @@ async def forwarded(ctx: Context, request):
     try:
         answer = await ctx.broker.peers.request(coordinator, envelope, 0, wait)
     except (PeerUnavailable, TimeoutError) as exc:
-        log.info("forwarding api key %d of group %r to broker %d failed: %s", ctx.header.api_key, group_id,
-                 coordinator, exc)
+        log.info("forwarding api key %d of %r to broker %d failed: %s", ctx.header.api_key, key, coordinator, exc)
         return None
     if answer.error_code != ErrorCode.NONE:
-        log.warning("broker %d refused a forwarded request of group %r: %s", coordinator, group_id,
+        log.warning("broker %d refused a forwarded request about %r: %s", coordinator, key,
                     ErrorCode(answer.error_code).name)
         return None
     return EncodedAnswer(answer.response_data)

@@ -18,6 +18,7 @@ from kgate.protocol.messages import ConsumerGroupDescribeResponse, ConsumerGroup
 from ..groups import OFFSETS_TOPIC, JoinRequest
 from ..groups.consumer_machine import Heartbeat
 from ..groups.group import Group, GroupState
+from ..transactions.coordinator import TRANSACTION_STATE_TOPIC
 from . import Context, handles
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1
@@ -50,20 +51,22 @@ async def _coordinator(ctx: Context, key_type: int, key: str) -> tuple[ErrorCode
             return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None, -1, "", -1
         await broker.transactions.ensure_topic()
         owner = broker.transactions.coordinator_of(key)
+        placement = TRANSACTION_STATE_TOPIC, broker.transactions.partition_of(key)
     elif key_type == GROUP_KEY:
         if not ctx.allowed(Operation.DESCRIBE, ResourceType.GROUP, key or ""):
             return ErrorCode.GROUP_AUTHORIZATION_FAILED, None, -1, "", -1
         owner = broker.groups.coordinator_of(key or "")
-        zone = ctx.connection.zone
-        if owner is not None and zone is not None and ctx.connection.peer_broker is None and owner.rack != zone:
-            # A broker of the client's zone, which forwards the group's requests (gateway/handlers/forward.py).
-            routed = broker.zone_broker(zone, OFFSETS_TOPIC, broker.groups.partition_of(key or ""))
-            if routed is not None:
-                return _located(ctx, routed)
-            if broker.followers.available:
-                broker.metrics.zone_fallback(zone)
+        placement = OFFSETS_TOPIC, broker.groups.partition_of(key or "")
     else:
         return ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}", -1, "", -1
+    zone = ctx.connection.zone
+    if owner is not None and zone is not None and ctx.connection.peer_broker is None and owner.rack != zone:
+        # A broker of the client's zone, which forwards the coordinator requests (gateway/handlers/forward.py).
+        routed = broker.zone_broker(zone, *placement)
+        if routed is not None:
+            return _located(ctx, routed)
+        if broker.followers.available:
+            broker.metrics.zone_fallback(zone)
     return _located(ctx, owner.node_id if owner is not None else None)
 
 

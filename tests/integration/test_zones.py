@@ -27,7 +27,7 @@ from tests.support.clients import ConfluentClient
 from tests.support.cluster import AckedProducer, KgateCluster, check_delivery, read_all
 from tests.support.member_process import wait_for
 from tests.support.scrape import scrape, value
-from tests.support.transactions import transactional
+from tests.support.transactions import read_to_end, transactional
 from tests.support.wire import Wire
 from tests.support.zookeeper import Ensemble
 
@@ -155,20 +155,21 @@ def test_producers_write_through_a_broker_of_their_own_zone_by_reference(zoned):
     assert 0 < crossed < payload / 4, f"{crossed} inter-broker bytes for {payload} bytes of records"
 
 
-def coordinated_elsewhere(cluster, zone_broker: int) -> str:
-    """A group id whose coordinator (as a client with no zone is told) is not ``zone_broker``."""
+def coordinated_elsewhere(cluster, zone_broker: int, key_type: int = 0) -> str:
+    """A group id (key type 0) or transactional id (1) whose coordinator, as a client with no
+    zone is told, is not ``zone_broker``."""
     found: list[str] = []
 
     def located() -> bool:
         for i in range(20):
-            group = f"zoned-group-{i}"
+            key = f"zoned-{'group' if key_type == 0 else 'tx'}-{i}"
             answer = Wire(cluster.brokers[zone_broker].bootstrap).call(
-                FindCoordinatorRequest(key=group, key_type=0), 1)
+                FindCoordinatorRequest(key=key, key_type=key_type), 1)
             if answer.error_code == 0 and answer.node_id != zone_broker:
-                found.append(group)
+                found.append(key)
                 return True
         return False
-    wait_for(located, 30, "a group coordinated in another zone")
+    wait_for(located, 30, "a key coordinated in another zone")
     return found[0]
 
 
@@ -198,6 +199,31 @@ def test_a_zoned_consumer_group_consumes_and_commits_with_no_client_byte_leaving
     finally:
         checker.close()
     assert sum(tp.offset for tp in committed) == 300
+
+
+def test_a_zoned_transactional_producer_commits_and_aborts_through_its_zone(zoned):
+    """A librdkafka transactional producer in zone a (a kgate_az token) whose transactional id is
+    coordinated in another zone: FindCoordinator names the zone-a broker, which forwards
+    InitProducerId, AddPartitionsToTxn and EndTxn to the coordinator, and its records go to the
+    owners by reference. A read_committed consumer sees exactly the committed transactions, and
+    none of the producer's bytes reached a broker of another zone."""
+    topic = "zoned-tx"
+    create(zoned, topic)
+    transactional_id = coordinated_elsewhere(zoned, 0, key_type=1)
+    producer = transactional(zoned.brokers[0].bootstrap, transactional_id, **{"client.id": "tx,kgate_az=a"})
+    for outcome, count in (("commit", 30), ("abort", 10), ("commit", 20)):
+        producer.begin_transaction()
+        for i in range(count):
+            producer.produce(topic, value=b"%s-%d" % (outcome.encode(), i), partition=i % PARTITIONS)
+        if outcome == "commit":
+            producer.commit_transaction(30)
+        else:
+            producer.flush(30)  # stored, then aborted (librdkafka purges what an abort finds unsent)
+            producer.abort_transaction(30)
+    committed = read_to_end(zoned.bootstrap, topic, PARTITIONS, "read_committed")
+    assert sorted(committed) == sorted([b"commit-%d" % i for i in range(30)] + [b"commit-%d" % i for i in range(20)])
+    assert len(read_to_end(zoned.bootstrap, topic, PARTITIONS, "read_uncommitted", group="all")) == 60
+    assert cross_zone_client_bytes(zoned) == 0
 
 
 def test_when_a_zone_loses_its_broker_its_clients_go_to_the_owners_and_lose_nothing(zoned):
