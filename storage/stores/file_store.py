@@ -279,11 +279,7 @@ class FileLedgerStore(LedgerStore):
 
         Always off the event loop, however small: unlike a read from the page cache, making
         a file is a metadata write (a server round trip on a network filesystem, a journal
-        entry here), and a zone's broker makes one per partition batch it takes for an owner.
-        Made inline, on a loaded 2-core machine, creating the file took 42% of the zone
-        broker's produce handling (py-spy), and in paired runs of a paced produce at linger
-        5 ms (bench/zones.py's) its requests waited 0.4-217 ms (mean per run) to be handled,
-        against 0.2-29 ms with the file made here."""
+        entry here), and a zone's broker makes one per partition batch it takes for an owner."""
         await asyncio.get_running_loop().run_in_executor(None, _write_file, self._staged(name), data)
 
     async def read_staged(self, name: str) -> bytes:
