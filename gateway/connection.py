@@ -66,8 +66,8 @@ class ConnectionInfo:
     principal: str | None = None
     # This connection's share of the broker's fetched-bytes budget.
     responses: HeldResponses = field(kw_only=True)
-    # Set while a produce request that paused before appending has not appended yet,
-    # so the connection's later produces wait for it and keep the order they were sent in.
+    # The newest produce request's turn (gateway/handlers/produce.py, Turn), done once it has
+    # appended: the connection's next produce appends after it, keeping the order they were sent in.
     appending: asyncio.Future | None = None
     # The client's zone (gateway/zones.py), or the peer broker's id for a broker-to-broker
     # connection, known from the first request's client id; and how its bytes are counted.

@@ -17,6 +17,7 @@ import logging
 import time
 from array import array
 from bisect import bisect_left, bisect_right
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 
@@ -130,6 +131,8 @@ class ManagedLedger:
         self._garbage: list[int] = []
         self._high_watermark = 0
         self._roll_lock = asyncio.Lock()
+        # Appends waiting for their turn, first to go first (see :meth:`prepare_append`).
+        self._appenders: deque[asyncio.Future] = deque()
         self._append_waiters: set[asyncio.Future] = set()
         self._closed = False
         # The confirmation round entries appended now will share (see :meth:`append`).
@@ -258,24 +261,53 @@ class ManagedLedger:
     # -- appending ------------------------------------------------------------------
 
     async def prepare_append(self) -> None:
-        """Roll the ledger over first if it is due; call right before :meth:`append`.
+        """Take this append's turn, rolling the ledger over first if it is due; call right
+        before :meth:`append`, with no await in between.
 
-        Split from :meth:`append` so a caller can check state (producer sequences)
-        and append with no await in between.
+        Split from :meth:`append` so a caller can check state (producer sequences) and
+        append atomically. Appends land in the order their callers arrived here: while a
+        roll is under way (or appends wait behind one), a newcomer queues behind them,
+        although the new ledger may already be open. Otherwise a producer's pipelined
+        requests that found the roll finished would overtake those that waited for it.
         """
-        if self._needs_rollover():
-            async with self._roll_lock:
-                if self._needs_rollover():
-                    try:
-                        await self._roll()
-                    except (LedgerFenced, ChainConflict):
-                        raise
-                    except Exception as exc:
-                        # The store or the chain record could not take it (a full disk): the
-                        # roll is tried again before the next append, from where it stopped.
-                        raise StoreUnavailable(f"{self.name}: rolling over failed: {exc!r}") from exc
-        if self._closed:
-            raise LedgerFenced(f"{self.name} is closed")
+        if self._appenders or self._needs_rollover():
+            await self._in_turn(self._needs_rollover)
+        self._check_open()
+
+    async def roll_over(self) -> None:
+        """Seal the current ledger now (if it holds anything) and start the next one."""
+        await self._in_turn(lambda: bool(self._segments[-1].ends))
+
+    async def _in_turn(self, roll_due: Callable[[], bool]) -> None:
+        """Wait for every earlier caller's turn, roll over if ``roll_due()``, and hand the turn on.
+
+        The next caller resumes only after this one has returned to its caller, which
+        appends with no await in between, so the queue is the append order.
+        """
+        turn = asyncio.get_running_loop().create_future()
+        self._appenders.append(turn)
+        try:
+            if len(self._appenders) > 1:
+                await turn
+            if roll_due():
+                async with self._roll_lock:  # shared with retention and compaction, which rewrite the chain
+                    if roll_due():
+                        await self._roll_guarded()
+        finally:
+            first = self._appenders[0] is turn
+            self._appenders.remove(turn)
+            if first and self._appenders and not self._appenders[0].done():  # done: cancelled, it passes on itself
+                self._appenders[0].set_result(None)
+
+    async def _roll_guarded(self) -> None:
+        try:
+            await self._roll()
+        except (LedgerFenced, ChainConflict):
+            raise
+        except Exception as exc:
+            # The store or the chain record could not take it (a full disk): the roll is
+            # tried again before the next append, from where it stopped.
+            raise StoreUnavailable(f"{self.name}: rolling over failed: {exc!r}") from exc
 
     def append(self, record_count: int, max_timestamp: int, magic: int, format_code: int,
                encode: Callable[[int], list]) -> tuple[int, asyncio.Future]:
@@ -471,12 +503,6 @@ class ManagedLedger:
                    and self._segments[0].info.last_offset < offset):
                 await self._drop_first_segment()
             await self._persist()
-
-    async def roll_over(self) -> None:
-        """Seal the current ledger now (if it holds anything) and start the next one."""
-        async with self._roll_lock:
-            if self._segments[-1].ends:
-                await self._roll()
 
     async def _drop_first_segment(self) -> None:
         segment = self._segments.pop(0)

@@ -59,12 +59,14 @@ class _Outcome:
 
 
 class Turn:
-    """Keeps a connection's produces appending in the order they were sent.
+    """A produce request's place among its connection's produces: it appends only after
+    every earlier one has.
 
-    Requests run as concurrent tasks, and one that appends with no pause in between
-    cannot be overtaken. One that pauses first (inflating a large compressed batch
-    in slices, a legacy set parsed off the event loop) holds the connection's turn
-    until it has appended, and every later produce of the connection waits for it.
+    Requests run as concurrent tasks, and any of them may pause before appending
+    (inflating a large compressed batch in slices, a legacy set parsed off the event loop,
+    staging for another zone's owner, waiting behind a ledger roll), so each takes its
+    place when it starts, as Kafka handles a connection's requests one at a time. One
+    future per request: what it costs is small beside a reordered partition.
     """
 
     __slots__ = ("connection", "previous", "mine")
@@ -72,18 +74,13 @@ class Turn:
     def __init__(self, connection):
         self.connection = connection
         self.previous: asyncio.Future | None = connection.appending
-        self.mine: asyncio.Future | None = None
-
-    def hold(self) -> None:
-        if self.mine is None:
-            self.mine = asyncio.get_running_loop().create_future()
-            self.connection.appending = self.mine
+        self.mine: asyncio.Future | None = asyncio.get_running_loop().create_future()
+        connection.appending = self.mine
 
     async def wait(self) -> None:
-        """Return once the connection's earlier produces have appended."""
+        """Return once the connection's earlier produces have appended (or given up)."""
         previous = self.previous
         if previous is not None and not previous.done():
-            self.hold()
             await previous
         self.previous = None
 
@@ -141,7 +138,9 @@ async def produce_in_turn(ctx: Context, request, turn: "Turn"):
         return None
     durables = [r.durable for r in results.values() if r.durable is not None]
     if durables:
-        await _all_done(durables, max(request.timeout_ms, 1) / 1000)
+        # Kafka applies the timeout to acks=all's replication only: an acks=1 answer waits for
+        # the append (here: until it is durable), or a client retrying on the timeout stores twice.
+        await _all_done(durables, max(request.timeout_ms, 1) / 1000 if request.acks == -1 else None)
         metrics.produce_stage["fsync"].observe(time.monotonic() - appended)
     for result in results.values():
         durable, partition = result.durable, result.partition
@@ -167,8 +166,8 @@ def _writes_failed(ctx: Context, partition: Partition, failure: BaseException) -
     ctx.broker.metrics.storage_write_failed()
 
 
-async def _all_done(futures, timeout: float) -> None:
-    """Return once every future is done, or after ``timeout`` seconds; nothing is cancelled.
+async def _all_done(futures, timeout: float | None) -> None:
+    """Return once every future is done, or after ``timeout`` seconds (None: no limit); nothing is cancelled.
 
     What ``asyncio.wait(futures, timeout=...)`` does, without its argument checks and
     result sets: about a quarter of its cost, paid by every produce request.
@@ -220,7 +219,7 @@ async def _append(ctx: Context, request, topic_name, data, turn: Turn, inflation
         raise KafkaError(ErrorCode.MESSAGE_SIZE_TOO_LARGE, f"{len(records)} bytes exceed max.message.bytes")
     view = memoryview(records)
     compacted = is_compacted(broker.topic_config(topic, "cleanup.policy"))
-    produced = await _validated(view, version, turn, inflation, compacted)
+    produced = await _validated(view, version, inflation, compacted)
     if compacted:
         _check_keys(produced, f"{topic_name}-{data.index}")
     entry_format = broker.entry_format(topic)
@@ -270,7 +269,6 @@ async def _by_reference(ctx: Context, request, topic_name: str, data, turn: Turn
     if not records:
         raise KafkaError(ErrorCode.INVALID_RECORD, "empty record set")
     staged = f"{broker.node_id}-{uuid.uuid4().hex}"
-    turn.hold()
     try:
         await broker.ledgers.stage(staged, records)
     except OSError as exc:
@@ -314,7 +312,7 @@ def _check_transactional(ctx: Context, transactional_id: str | None, header: rec
                                           (topic_name, index))
 
 
-async def _validated(view: memoryview, version: int, turn: Turn, inflation: _Inflation,
+async def _validated(view: memoryview, version: int, inflation: _Inflation,
                      compacted: bool = False) -> ProducedRecords:
     """The record set checked through to its last record, inflating within the request's limits;
     for a ``compacted`` topic, the records without a key are found too (a second, per-record
@@ -327,8 +325,7 @@ async def _validated(view: memoryview, version: int, turn: Turn, inflation: _Inf
         _check_legacy(view, version)
         limit = inflation.limit()
         if len(view) > message_set.ATTRIBUTES_AT and view[message_set.ATTRIBUTES_AT] & message_set.CODEC_MASK:
-            turn.hold()
-            parsed = await asyncio.get_running_loop().run_in_executor(None, message_set.parse, view, False, limit)
+                parsed = await asyncio.get_running_loop().run_in_executor(None, message_set.parse, view, False, limit)
         else:
             parsed = message_set.parse(view, inflate_limit=limit)
         inflation.request_left -= parsed.inflated
@@ -336,7 +333,6 @@ async def _validated(view: memoryview, version: int, turn: Turn, inflation: _Inf
     header = _validate_batch(view, version)
     walked = record_walk.Walked()
     for _slice in record_walk.walk(view, header, inflation.limit(), walked):
-        turn.hold()
         await asyncio.sleep(0)
     inflation.request_left -= walked.inflated
     null_keys = None
@@ -344,8 +340,7 @@ async def _validated(view: memoryview, version: int, turn: Turn, inflation: _Inf
         if header.record_count <= record_walk.SLICE_RECORDS:
             null_keys = record_compaction.null_key_indexes(view, header, inflation.batch_bytes)
         else:
-            turn.hold()
-            null_keys = await asyncio.get_running_loop().run_in_executor(
+                null_keys = await asyncio.get_running_loop().run_in_executor(
                 None, record_compaction.null_key_indexes, view, header, inflation.batch_bytes)
     return ProducedRecords.of_batch(view, header, null_keys)
 

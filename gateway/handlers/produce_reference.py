@@ -42,7 +42,6 @@ Data = ProduceRequest.TopicProduceData
 @handles(KGATE_PRODUCE_REFERENCE)
 async def produce_reference(ctx: Context, request):
     turn = Turn(ctx.connection)
-    turn.hold()
     try:
         refused: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
         topics = []

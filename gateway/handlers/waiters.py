@@ -13,13 +13,15 @@ def wake(waiter: asyncio.Future) -> None:
         waiter.set_result(None)
 
 
-async def wait_woken(waiter: asyncio.Future, timeout: float) -> None:
-    """Return once ``waiter`` is woken, or after ``timeout`` seconds (then it is woken, not cancelled)."""
-    timer = asyncio.get_running_loop().call_later(timeout, wake, waiter)
+async def wait_woken(waiter: asyncio.Future, timeout: float | None) -> None:
+    """Return once ``waiter`` is woken, or after ``timeout`` seconds if one is given
+    (then it is woken, not cancelled)."""
+    timer = asyncio.get_running_loop().call_later(timeout, wake, waiter) if timeout is not None else None
     try:
         await waiter
     finally:
-        timer.cancel()
+        if timer is not None:
+            timer.cancel()
 
 
 async def appended(ledgers, timeout: float) -> None:

@@ -3,9 +3,12 @@ import time
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+from kafka.protocol.api_key import ApiKey
+from kafka.protocol.producer import ProduceRequest
 
-from tests.support import records
+from tests.support import records, wire
 from tests.support.clients import ConfluentClient, create_topic
+from tests.unit.record_batches import build_batch
 
 PARTITIONS = 4
 
@@ -82,3 +85,24 @@ def test_kill_9_loses_no_acknowledged_record_and_producer_continues(broker):
         assert at.get(position) == i, f"record {i} acknowledged at {position} but read back as {at.get(position)}"
     # Idempotence carried across the crash: nothing stored twice, nothing missing.
     records.check_read_back(consumed, total)
+
+
+def test_acks_1_is_answered_once_stored_whatever_its_timeout(broker):
+    """Kafka applies a produce's timeout to acks=all's replication only: an acks=1 request is
+    answered when appended (here: durable) even past its timeout, or a client retrying on
+    REQUEST_TIMED_OUT stores its records twice (kafka-node's default ackTimeoutMs is 100 ms)."""
+    count = 300
+    create_topic(broker.bootstrap, "acks-1", 1)
+    sock = wire.connect(broker.bootstrap)
+    try:
+        frames = b"".join(wire.encode_request(ProduceRequest(
+            transactional_id=None, acks=1, timeout_ms=1, topic_data=[ProduceRequest.TopicProduceData(
+                name="acks-1", partition_data=[ProduceRequest.TopicProduceData.PartitionProduceData(
+                    index=0, records=build_batch([b"%d" % n]))])]), 8, n) for n in range(count))
+        sock.sendall(frames)  # pipelined: the later ones wait for group commits well past 1 ms
+        answers = [wire.read_response(sock, ApiKey.Produce, 8, n).responses[0].partition_responses[0]
+                   for n in range(count)]
+    finally:
+        sock.close()
+    assert [a.error_code for a in answers] == [0] * count
+    assert [a.base_offset for a in answers] == list(range(count))
