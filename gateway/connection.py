@@ -47,7 +47,7 @@ from .sasl import AuthenticationFailed, Mechanism
 log = logging.getLogger(__name__)
 
 
-# Frames at least this large are written buffer by buffer rather than joined.
+# Buffers at least this large are written as they are rather than joined with others.
 WRITE_JOIN_MAX_BYTES = 64 * 1024
 
 
@@ -270,24 +270,25 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._budget.wait(self)
 
     def _send(self, frame: list) -> None:
-        """Write a response frame (a list of buffers): small ones corked, large ones without a copy.
+        """Write a response frame (a list of buffers): small buffers corked, large ones without a copy.
 
         Answers that are ready together (every produce a group commit made durable) go
         out in one ``writelines`` and one send when the writer is about to wait
-        (:meth:`_flush`). A large frame is handed to ``write`` buffer by buffer, since
-        Python 3.11's ``writelines`` would join it first: one full copy of every record
-        byte a fetch serves (the profile in bench/PROFILE.md).
+        (:meth:`_flush`), and so do the small pieces of a large frame (the header pieces
+        and small record sets of a fetch). A large buffer (a fetch's stored entry) is
+        handed to ``write`` as it is, since Python 3.11's ``writelines`` would join it
+        first: one full copy of every record byte a fetch serves (bench/PROFILE.md).
         """
-        size = sum(map(len, frame))
-        if size < WRITE_JOIN_MAX_BYTES:
-            self._corked.extend(frame)
-            self._corked_bytes += size
-            if self._corked_bytes >= WRITE_JOIN_MAX_BYTES:
-                self._flush()
-            return
-        self._flush()
         for buffer in frame:
-            self._transport.write(buffer)
+            size = len(buffer)
+            if size < WRITE_JOIN_MAX_BYTES:
+                self._corked.append(buffer)
+                self._corked_bytes += size
+                if self._corked_bytes >= WRITE_JOIN_MAX_BYTES:
+                    self._flush()
+            else:
+                self._flush()
+                self._transport.write(buffer)
 
     def _flush(self) -> None:
         if self._corked:

@@ -21,7 +21,6 @@ from collections import OrderedDict
 
 from kgate.metadata.cluster import Topic, ledger_list_path
 from kgate.protocol.error_codes import ErrorCode
-from kgate.protocol.errors import KafkaError
 from kgate.protocol.messages import KgateReadEndRequest
 from kgate.storage.followed_ledger import FollowedLedger
 from kgate.storage.ledger import FollowingUnsupported
@@ -61,26 +60,6 @@ class Followers:
             opening = self._opening[key] = asyncio.ensure_future(self._open(topic, index))
             opening.add_done_callback(lambda _: self._opening.pop(key, None))
         return await asyncio.shield(opening)
-
-    async def readable(self, connection, name: str, index: int) -> Partition:
-        """The partition to read for a client on ``connection``: this broker's own, or, for a client
-        of this broker's zone, the owner's caught up to its high watermark; else KafkaError."""
-        broker = self._broker
-        try:
-            return broker.partition(name, index)
-        except KafkaError as refused:
-            topic = broker.topics.get(name)
-            if (refused.code != ErrorCode.NOT_LEADER_FOR_PARTITION or topic is None or connection.zone is None
-                    or connection.zone != broker.zone or not self.available):
-                raise
-            try:
-                partition = await self.partition(topic, index)
-            except (OSError, FollowingUnsupported):
-                raise refused from None
-        error = (await self.refresh([partition])).get((name, index))
-        if error is not None:
-            raise KafkaError(error)
-        return partition
 
     async def _open(self, topic: Topic, index: int) -> Partition:
         broker = self._broker

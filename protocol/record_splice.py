@@ -8,6 +8,10 @@ encoded by kafka-python as usual, and the encoding is cut at the markers: the fr
 the encoded pieces with the record bytes between them, handed to the socket as they
 are. The bytes on the wire are exactly kafka-python's encoding of the original
 response.
+
+A partition's records may be given as :class:`RecordChunks`, the buffers they were
+read in (one per stored entry): spliced, each goes to the socket as it is, so not even
+a join copies them; small ones are joined, which costs less than a buffer each.
 """
 import os
 from typing import Any
@@ -20,6 +24,22 @@ SPLICE_MIN_BYTES = 16 * 1024
 _MARK_SIZE = 16
 
 
+class RecordChunks:
+    """A partition's record bytes as a list of buffers; ``len`` is their total size."""
+
+    __slots__ = ("buffers", "size")
+
+    def __init__(self, buffers: list):
+        self.buffers = buffers
+        self.size = sum(map(len, buffers))
+
+    def __len__(self) -> int:
+        return self.size
+
+    def join(self) -> bytes:
+        return b"".join(self.buffers)
+
+
 def _length_prefix(size: int, compact: bool) -> bytes:
     """How a non-null ``records`` field of ``size`` bytes starts (COMPACT_RECORDS: varint of size + 1)."""
     return UnsignedVarInt32.encode(size + 1) if compact else Int32.encode(size)
@@ -29,6 +49,7 @@ def encode_fetch_body(response, version: int) -> list:
     """The response body as buffers: kafka-python's encoding with large record sets passed through."""
     spliced: list[tuple[Any, Any, bytes]] = []  # (partition data, its record bytes, its marker), in encoding order
     nonce = os.urandom(_MARK_SIZE - 4)
+    joined: list[tuple[Any, RecordChunks]] = []
     for topic in response.responses:
         for partition in topic.partitions:
             records = partition.records
@@ -36,11 +57,16 @@ def encode_fetch_body(response, version: int) -> list:
                 mark = nonce + len(spliced).to_bytes(4, "big")
                 spliced.append((partition, records, mark))
                 partition.records = mark
+            elif isinstance(records, RecordChunks):
+                joined.append((partition, records))
+                partition.records = records.join()
     try:
         encoded = response.encode(version=version)
     finally:
         for partition, records, _mark in spliced:
             partition.records = records
+        for partition, chunks in joined:
+            partition.records = chunks
     if not spliced:
         return [encoded]
     compact = FetchResponse.flexible_version_q(version)
@@ -52,7 +78,10 @@ def encode_fetch_body(response, version: int) -> list:
         if at < start + len(mark_prefix) or encoded[at - len(mark_prefix):at] != mark_prefix:
             raise AssertionError("a records marker is missing from the encoded Fetch response")
         pieces.append(encoded[start:at - len(mark_prefix)] + _length_prefix(len(records), compact))
-        pieces.append(records)
+        if isinstance(records, RecordChunks):
+            pieces.extend(records.buffers)
+        else:
+            pieces.append(records)
         start = at + _MARK_SIZE
     pieces.append(encoded[start:])
     return pieces

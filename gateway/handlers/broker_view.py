@@ -17,6 +17,8 @@ from kgate.protocol.errors import KafkaError
 from kgate.storage.entry_formats import EntryFormat
 from kgate.storage.ledger import LedgerStore
 
+from ..partition_router import Client, Followed, Local, Operation, Refused, route
+
 if TYPE_CHECKING:
     from ..authorizer import Authorizer
     from ..config import Settings
@@ -104,22 +106,28 @@ class BrokerView(Protocol):
     async def next_producer_id(self) -> int: ...
 
 
-async def per_partition(broker: BrokerView, topic: str, asked: Iterable[Asked], index: Callable[[Asked], int],
-                        answer: Callable[[Asked, "Partition"], Awaitable[Answer]],
+async def per_partition(broker: BrokerView, client: Client, topic: str, asked: Iterable[Asked],
+                        index: Callable[[Asked], int], answer: Callable[[Asked, Local | Followed], Awaitable[Answer]],
                         refused: Callable[[Asked, KafkaError], Answer], *, allowed: bool,
-                        find: Callable[[str, int], Awaitable["Partition"]] | None = None) -> list[Answer]:
-    """One answer per partition ``asked`` of ``topic``: ``answer`` for a partition this
-    broker serves (or ``find`` finds: one read here for its owner), ``refused`` with the
-    Kafka error when the principal is not ``allowed`` the topic (TOPIC_AUTHORIZATION_FAILED),
-    when this broker does not serve it, or when ``answer`` raises one (an unreadable entry,
-    a fenced epoch, ...)."""
+                        operation: Operation) -> list[Answer]:
+    """One answer per partition ``asked`` of ``topic``: ``answer`` for a partition served here
+    (gateway/partition_router.py decides, for ``client`` and ``operation``), ``refused`` with
+    the Kafka error when the principal is not ``allowed`` the topic (TOPIC_AUTHORIZATION_FAILED),
+    when it is not served here, or when ``answer`` raises one (an unreadable entry, a fenced
+    epoch, ...)."""
     answers = []
+    known = broker.topics.get(topic)
     for item in asked:
         try:
             if not allowed:
                 raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-            found = await find(topic, index(item)) if find is not None else broker.partition(topic, index(item))
-            answers.append(await answer(item, found))
+            if known is None:
+                raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            decision = await route(broker, client, known, index(item), operation)
+            if isinstance(decision, Refused):
+                raise KafkaError(decision.error)
+            assert isinstance(decision, Local | Followed)  # what the router answers these operations
+            answers.append(await answer(item, decision))
         except KafkaError as error:
             answers.append(refused(item, error))
     return answers

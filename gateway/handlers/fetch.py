@@ -15,6 +15,8 @@ reads every partition of its session and answers only those with something new.
 import asyncio
 import logging
 import time
+from dataclasses import dataclass
+from typing import Any
 
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import FetchResponse
@@ -23,13 +25,14 @@ from kgate.metadata.acls import Operation, ResourceType
 from kgate.protocol import message_set
 from kgate.protocol.conversion import magic_of
 from kgate.protocol.error_codes import ErrorCode
-from kgate.protocol.errors import KafkaError
 from kgate.protocol.inflate import DEFAULT_LIMIT
+from kgate.protocol.record_splice import RecordChunks
 from kgate.storage.entry_formats import EntryUnreadable, decode_entry
-from kgate.storage.followed_ledger import FollowedLedger
-from kgate.storage.ledger import CorruptLedger, FollowingUnsupported
+from kgate.storage.ledger import CorruptLedger
 
 from ..fetch_sessions import INITIAL_EPOCH, INVALID_SESSION_ID, CachedPartition
+from ..partition_router import Client, Decision, Followed, Local, Redirect, Refused, route
+from ..partition_router import Operation as Route
 from ..partition_transactions import READ_COMMITTED, committed_view
 from . import Context, handles
 from .broker_view import BrokerView
@@ -48,57 +51,137 @@ def readable_magic(version: int) -> int:
     return 0 if version <= 1 else 1 if version < MIN_VERSION_READING_ANY_MAGIC else 2
 
 
+@dataclass(slots=True)
+class _Target:
+    """One partition a fetch asked for, and where the partition router sends it."""
+
+    topic: Any  # the request's topic entry (or a fetch session's cached partition)
+    part: Any  # the request's partition entry (idem)
+    decision: Decision
+
+
 @handles(ApiKey.Fetch)
 async def fetch(ctx: Context, request):
-    version = ctx.version
+    """Session, route, read (waiting for data as the request allows), answer."""
     broker = ctx.broker
-    uses_ids = version >= 13
-    session = None
-    if version >= 7 and request.session_epoch > INITIAL_EPOCH:
-        error, session = broker.fetch_sessions.incremental(request.session_id, request.session_epoch, uses_ids,
-                                                           time.monotonic() * 1000)
-        if session is None:
-            return R(throttle_time_ms=0, error_code=error, session_id=INVALID_SESSION_ID, responses=[])
-        session.update(((_key(t, p.partition, uses_ids), t, p) for t in request.topics for p in t.partitions),
-                       (_key(f, index, uses_ids) for f in request.forgotten_topics_data for index in f.partitions))
-        if not session.partitions:  # everything forgotten: Kafka closes the session and answers sessionless
-            broker.fetch_sessions.remove(session.id)
-            session = None
-    elif version >= 7 and request.session_id != INVALID_SESSION_ID:
-        broker.fetch_sessions.remove(request.session_id)  # a full fetch closes the session it names
-    if version >= 11 and request.rack_id:
+    uses_ids = ctx.version >= 13
+    session, refused = _session(ctx, request, uses_ids)
+    if refused is not None:
+        return R(throttle_time_ms=0, error_code=refused, session_id=INVALID_SESSION_ID, responses=[])
+    if ctx.version >= 11 and request.rack_id:
         ctx.connection.said_zone(request.rack_id, broker.metrics)
+    wanted = ((c, c) for c in session.partitions.values()) if session is not None else \
+        ((t, p) for t in request.topics for p in t.partitions)
+    targets = await _route(ctx, wanted)
+    await _catch_up(broker, targets)
+    responses, total, served = await _read_until_ready(ctx, request, targets)
+    ctx.held_bytes = total
+    for topic, (size, count) in served.items():
+        broker.metrics.fetched(topic, size, count)
+    session_id = INVALID_SESSION_ID
     if session is not None:
-        keys = list(session.partitions)
-        targets, followed = await _targets(ctx, ((cached, cached) for cached in session.partitions.values()))
-    else:
-        targets, followed = await _targets(ctx, ((t, p) for t in request.topics for p in t.partitions))
-    if followed:
-        refused = await broker.followers.refresh(followed)
-        if refused:
-            targets = [(t, p, None, refused[(partition.topic, partition.index)], -1)
-                       if partition is not None and (partition.topic, partition.index) in refused
-                       else (t, p, partition, missing, preferred)
-                       for t, p, partition, missing, preferred in targets]
-            followed = [p for p in followed if (p.topic, p.index) not in refused]
-    redirected = any(preferred >= 0 for *_, preferred in targets)
+        session_id = session.id
+        responses = _news(session, list(session.partitions), responses)
+    elif ctx.version >= 7 and request.session_epoch == INITIAL_EPOCH:
+        session_id = broker.fetch_sessions.create(time.monotonic() * 1000, uses_ids, {
+            _key(target.topic, target.part.partition, uses_ids): CachedPartition(
+                target.topic.topic, target.topic.topic_id, target.part.partition, target.part.fetch_offset,
+                target.part.partition_max_bytes, pd.high_watermark, pd.log_start_offset)
+            for target, (_, pd) in zip(targets, responses, strict=True)})
+    return R(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=session_id, responses=_group(responses))
+
+
+def _session(ctx: Context, request, uses_ids: bool):
+    """The incremental fetch session (KIP-227) the request continues, or None; and the error
+    that refuses the request (an unknown session or a wrong epoch), or None."""
+    fetch_sessions = ctx.broker.fetch_sessions
+    if ctx.version < 7:
+        return None, None
+    if request.session_epoch <= INITIAL_EPOCH:
+        if request.session_id != INVALID_SESSION_ID:
+            fetch_sessions.remove(request.session_id)  # a full fetch closes the session it names
+        return None, None
+    error, session = fetch_sessions.incremental(request.session_id, request.session_epoch, uses_ids,
+                                                time.monotonic() * 1000)
+    if session is None:
+        return None, error
+    session.update(((_key(t, p.partition, uses_ids), t, p) for t in request.topics for p in t.partitions),
+                   (_key(f, index, uses_ids) for f in request.forgotten_topics_data for index in f.partitions))
+    if not session.partitions:  # everything forgotten: Kafka closes the session and answers sessionless
+        fetch_sessions.remove(session.id)
+        return None, None
+    return session, None
+
+
+def _key(topic, partition: int, uses_ids: bool) -> tuple:
+    """A session partition's identity: by topic id from Fetch v13, by name before (as Kafka keys them)."""
+    return (topic.topic_id if uses_ids else topic.topic), partition
+
+
+async def _route(ctx: Context, wanted) -> list[_Target]:
+    """Where each ``(topic, partition request)`` wanted is served (gateway/partition_router.py),
+    its topic resolved and authorized once per run of the same topic."""
+    broker = ctx.broker
+    by_name = ctx.version < 13
+    client = Client.of(ctx.connection, may_redirect=ctx.version >= 11)
+    targets = []
+    last = None
+    for topic_request, part in wanted:
+        if (topic_request.topic, topic_request.topic_id) != last:
+            last = (topic_request.topic, topic_request.topic_id)
+            topic = broker.topics.get(topic_request.topic) if by_name else broker.topic_by_id(topic_request.topic_id)
+            # By name, Kafka refuses an unauthorized topic whether or not it exists; by id, an unknown id stays unknown.
+            name = topic_request.topic if by_name else topic.name if topic else None
+            allowed = name is None or ctx.allowed(Operation.READ, ResourceType.TOPIC, name)
+        if not allowed:
+            decision: Decision = Refused(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        elif topic is None:
+            decision = Refused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if by_name else ErrorCode.UNKNOWN_TOPIC_ID)
+        else:
+            decision = await route(broker, client, topic, part.partition, Route.FETCH)
+        targets.append(_Target(topic_request, part, decision))
+    return targets
+
+
+async def _catch_up(broker: BrokerView, targets: list[_Target]) -> None:
+    """Followed partitions learn their owners' high watermarks, one question per owner;
+    those an owner refuses are refused to the client too."""
+    followed = [t.decision.partition for t in targets if isinstance(t.decision, Followed)]
+    if not followed:
+        return
+    refused = await broker.followers.refresh(followed)
+    for target in targets:
+        if isinstance(target.decision, Followed):
+            partition = target.decision.partition
+            error = refused.get((partition.topic, partition.index))
+            if error is not None:
+                target.decision = Refused(error)
+
+
+async def _read_until_ready(ctx: Context, request, targets: list[_Target]) -> tuple[list, int, dict]:
+    """Read, and while less than ``min_bytes`` came back, wait for appends (or for the
+    connection's held answers to drain) until ``max_wait_ms``; the bytes answered are
+    held by the connection until the socket has taken them."""
+    broker = ctx.broker
+    version = ctx.version
     stages = broker.metrics.fetch_stage
     held = ctx.connection.responses
     max_bytes = request.max_bytes if version >= 3 else 2**31 - 1
     deadline = time.monotonic() + request.max_wait_ms / 1000
-    ledgers = [p.ledger for _, _, p, _, preferred in targets if p is not None and preferred < 0]
-    committed_only = version >= 4 and request.isolation_level == READ_COMMITTED
+    followed, ledgers = _read_here(targets)
+    # A client sent to another broker hears so at once, as from Kafka; with nothing read here, nothing to wait for.
+    waits = bool(ledgers) and not any(isinstance(t.decision, Redirect) for t in targets)
+    committed_only = _reads_committed(request, version)
     while True:
         room = held.room()
         began = time.monotonic()
         # The room stays this fetch's while its reads are awaited, so a concurrent fetch
         # cannot count on it too; what the answer holds is taken for good below.
-        limit = min(max_bytes, room)
-        reserved = max(0, limit)
+        reserved = max(0, min(max_bytes, room))
         held.take(reserved)
         try:
-            responses, total, served = await _read(broker, targets, limit, version, progress=room > 0,
-                                                   committed_only=committed_only)
+            responses, total, served = await _read(broker, targets, min(max_bytes, room), version,
+                                                   progress=room > 0, committed_only=committed_only)
         finally:
             held.give(reserved)
         now = time.monotonic()
@@ -108,89 +191,34 @@ async def fetch(ctx: Context, request):
             # Answers already read for other fetches fill the budget: wait for them to be sent.
             broker.metrics.fetch_budget_waits.inc()
             await held.wait_for_room(remaining)
-        elif (total >= request.min_bytes or remaining <= 0 or not ledgers or redirected
-              or _has_errors(responses)):
-            break  # a client sent to another broker hears so at once, as from Kafka
+        elif not waits or total >= request.min_bytes or remaining <= 0 or _has_errors(responses):
+            break
         else:
-            # Partitions read here for their owner move when the owner says so: a long poll.
-            poll = asyncio.ensure_future(broker.followers.refresh(followed, remaining)) if followed else None
-            try:
-                await appended(ledgers, remaining)
-            finally:
-                if poll is not None and not poll.done():
-                    poll.cancel()
+            await _wait_for_appends(broker, ledgers, followed, remaining)
         stages["wait"].observe(time.monotonic() - now)
     held.take(total)  # no await since the reservation was given back: the room is still there
-    ctx.held_bytes = total
-    for topic, (size, count) in served.items():
-        broker.metrics.fetched(topic, size, count)
-    session_id = INVALID_SESSION_ID
-    if session is not None:
-        session_id = session.id
-        responses = _news(session, keys, responses)
-    elif version >= 7 and request.session_epoch == INITIAL_EPOCH:
-        session_id = broker.fetch_sessions.create(time.monotonic() * 1000, uses_ids, {
-            _key(topic, part.partition, uses_ids): CachedPartition(
-                topic.topic, topic.topic_id, part.partition, part.fetch_offset, part.partition_max_bytes,
-                pd.high_watermark, pd.log_start_offset)
-            for (topic, part, *_), (_, pd) in zip(targets, responses, strict=True)})
-    return R(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=session_id, responses=_group(responses))
+    return responses, total, served
 
 
-def _key(topic, partition: int, uses_ids: bool) -> tuple:
-    """A session partition's identity: by topic id from Fetch v13, by name before (as Kafka keys them)."""
-    return (topic.topic_id if uses_ids else topic.topic), partition
+def _read_here(targets: list[_Target]) -> tuple[list, list]:
+    """The partitions read here for their owners, and the ledgers of every partition read here."""
+    read = [t.decision for t in targets if isinstance(t.decision, Local | Followed)]
+    return [d.partition for d in read if isinstance(d, Followed)], [d.partition.ledger for d in read]
 
 
-async def _targets(ctx: Context, wanted) -> tuple[list, list]:
-    """``(topic, partition request, Partition | None, error code when None, preferred read replica or -1)``
-    per ``(topic, partition request)`` wanted, the topic resolved and authorized once per run of the
-    same topic; and the partitions among them read here for their owner (gateway/followers.py).
+def _reads_committed(request, version: int) -> bool:
+    return version >= 4 and request.isolation_level == READ_COMMITTED
 
-    Zones (gateway/zones.py): a Fetch v11+ client in another zone than this broker is sent to
-    a broker of its own zone (preferred_read_replica) when there is one; a client in this
-    broker's zone reads a partition owned elsewhere here, from shared storage.
-    """
-    broker = ctx.broker
-    by_name = ctx.version < 13
-    zone = ctx.connection.zone
-    redirect = ctx.version >= 11 and zone is not None and zone != broker.zone and ctx.connection.peer_broker is None
-    follow = zone is not None and zone == broker.zone and broker.followers.available
-    targets = []
-    followed = []
-    last = None
-    for topic_request, part in wanted:
-        if (topic_request.topic, topic_request.topic_id) != last:
-            last = (topic_request.topic, topic_request.topic_id)
-            topic = broker.topics.get(topic_request.topic) if by_name else broker.topic_by_id(topic_request.topic_id)
-            # By name, Kafka refuses an unauthorized topic whether or not it exists; by id, an unknown id stays unknown.
-            name = topic_request.topic if by_name else topic.name if topic else None
-            allowed = name is None or ctx.allowed(Operation.READ, ResourceType.TOPIC, name)
-        partition, missing, preferred = None, None, -1
-        if not allowed:
-            missing = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-        elif topic is None:
-            missing = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if by_name else ErrorCode.UNKNOWN_TOPIC_ID
-        else:
-            try:
-                partition = broker.partition(topic.name, part.partition)
-            except KafkaError as error:
-                missing = error.code
-            if missing == ErrorCode.NOT_LEADER_FOR_PARTITION and follow:
-                try:
-                    partition, missing = await broker.followers.partition(topic, part.partition), None
-                    followed.append(partition)
-                except (OSError, FollowingUnsupported) as exc:
-                    log.warning("%s-%d: cannot follow its ledgers here: %s", topic.name, part.partition, exc)
-            elif partition is not None and redirect and zone is not None:
-                replica = broker.zone_broker(zone, topic.name, part.partition)
-                if replica is None:
-                    if broker.followers.available:  # else the store keeps every client on the owners
-                        broker.metrics.zone_fallback(zone)
-                elif replica != broker.node_id:
-                    preferred = replica
-        targets.append((topic_request, part, partition, missing, preferred))
-    return targets, followed
+
+async def _wait_for_appends(broker: BrokerView, ledgers: list, followed: list, remaining: float) -> None:
+    """Until a ledger read confirms new entries or ``remaining`` seconds pass; partitions read
+    here for their owner move when the owner says so: a long poll."""
+    poll = asyncio.ensure_future(broker.followers.refresh(followed, remaining)) if followed else None
+    try:
+        await appended(ledgers, remaining)
+    finally:
+        if poll is not None and not poll.done():
+            poll.cancel()
 
 
 def _news(session, keys: list, responses: list) -> list:
@@ -206,7 +234,34 @@ def _news(session, keys: list, responses: list) -> list:
     return kept
 
 
-async def _read(broker: BrokerView, targets: list, max_bytes: int, version: int,
+class _Budget:
+    """What a fetch may still return: ``max_bytes`` across partitions, and whether the first
+    partition holding data returns a batch regardless (Kafka's progress rule)."""
+
+    __slots__ = ("left", "progress", "total", "served")
+
+    def __init__(self, max_bytes: int, progress: bool):
+        self.left = max_bytes
+        self.progress = progress
+        self.total = 0
+        self.served: dict[str, list[int]] = {}
+
+    @property
+    def min_one(self) -> bool:
+        return self.progress and self.total == 0
+
+    def may_read(self) -> bool:
+        return self.left > 0 or self.min_one
+
+    def spend(self, topic: str, size: int, records: int) -> None:
+        self.total += size
+        self.left -= size
+        counts = self.served.setdefault(topic, [0, 0])
+        counts[0] += size
+        counts[1] += records
+
+
+async def _read(broker: BrokerView, targets: list[_Target], max_bytes: int, version: int,
                 progress: bool = True, committed_only: bool = False) -> tuple[list, int, dict]:
     """Partition responses, their total bytes, and per topic the (bytes, records) served.
 
@@ -216,62 +271,76 @@ async def _read(broker: BrokerView, targets: list, max_bytes: int, version: int,
     ``max_bytes`` (and its own limit), leaving a batch that does not fit for the next fetch.
     With ``committed_only`` (read_committed) a partition is read up to its last stable
     offset, with the aborted transactions of what is returned.
+    """
+    budget = _Budget(max_bytes, progress)
+    responses = []
+    for target in targets:
+        decision = target.decision
+        if isinstance(decision, Refused):
+            answer = _refused(target.part.partition, decision.error)
+        elif isinstance(decision, Redirect):
+            answer = _redirected(target.part, decision)
+        else:
+            assert isinstance(decision, Local | Followed)  # a fetch is never routed by reference
+            answer = await _read_partition(broker, target.part, decision, budget, version, committed_only)
+        responses.append((target.topic, answer))
+    return responses, budget.total, budget.served
+
+
+def _redirected(part, decision: Redirect):
+    """Read from the client's own zone: nothing is read here, the offsets are this broker's."""
+    partition = decision.partition
+    assert partition is not None  # a fetch is redirected only from a partition served here
+    ledger = partition.ledger
+    hw = ledger.high_watermark
+    return PD(partition_index=part.partition, error_code=ErrorCode.NONE, high_watermark=hw,
+              last_stable_offset=partition.transactions.last_stable_offset(hw),
+              log_start_offset=ledger.log_start_offset, preferred_read_replica=decision.broker, records=b"")
+
+
+async def _read_partition(broker: BrokerView, part, decision: Local | Followed, budget: _Budget, version: int,
+                          committed_only: bool):
+    """One partition's answer: its records from ``part.fetch_offset`` within the budget.
 
     Fetches before v4 may need what is stored down-converted, per record: that runs in
     a thread, each batch inflated within kgate.max.inflated.batch.bytes, so the event
     loop goes on serving other connections meanwhile.
     """
-    responses = []
-    total = 0
-    served: dict[str, list[int]] = {}
-    for topic_request, part, partition, missing, preferred in targets:
-        if partition is None:
-            responses.append((topic_request, _refused(part.partition, missing)))
-            continue
-        ledger = partition.ledger
-        hw = ledger.high_watermark
-        start = ledger.log_start_offset
-        error = ErrorCode.NONE
-        records = b""
-        lso = partition.transactions.last_stable_offset(hw)
-        aborted = None
-        if preferred >= 0:
-            pass  # read from the client's own zone: nothing is read here
-        elif not start <= part.fetch_offset <= hw:
-            error = ErrorCode.OFFSET_OUT_OF_RANGE
-        elif (max_bytes > 0 or (progress and total == 0)) and (not committed_only or part.fetch_offset < lso):
-            try:
-                entries = await ledger.read(part.fetch_offset, min(part.partition_max_bytes, max_bytes),
-                                            min_one=progress and total == 0)
-            except CorruptLedger as damage:
-                if isinstance(ledger, FollowedLedger):
-                    # Not ours to judge (a ledger retention or compaction replaced mid-read): the owner serves it.
-                    responses.append((topic_request, _refused(part.partition, ErrorCode.NOT_LEADER_FOR_PARTITION)))
-                    continue
-                broker.take_offline(partition.topic, partition.index, damage)
-                responses.append((topic_request, _refused(part.partition, ErrorCode.KAFKA_STORAGE_ERROR)))
-                continue
-            if committed_only:
-                entries, aborted = committed_view(partition.transactions, entries, part.fetch_offset, lso, start)
-            if version < MIN_VERSION_READING_ANY_MAGIC:
-                chunks, error = await asyncio.get_running_loop().run_in_executor(
-                    None, decode_entries, entries, version, broker.settings["kgate.max.inflated.batch.bytes"])
-            else:
-                chunks, error = decode_entries(entries, version)
-            if chunks and magic_of(chunks[0]) < 2:
-                chunks[0] = message_set.from_offset(chunks[0], part.fetch_offset)
-            records = b"".join(chunks)
-            total += len(records)
-            max_bytes -= len(records)
-            counts = served.setdefault(partition.topic, [0, 0])
-            counts[0] += len(records)
-            counts[1] += sum(stored.header.record_count for stored in entries[:len(chunks)])
-        responses.append((topic_request, PD(
-            partition_index=part.partition, error_code=error, high_watermark=hw, last_stable_offset=lso,
-            log_start_offset=start, preferred_read_replica=preferred, records=records,
-            aborted_transactions=[PD.AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset)
-                                  for a in aborted] if aborted else None)))
-    return responses, total, served
+    partition = decision.partition
+    ledger = partition.ledger
+    hw = ledger.high_watermark
+    start = ledger.log_start_offset
+    lso = partition.transactions.last_stable_offset(hw)
+    error = ErrorCode.NONE
+    records: RecordChunks | bytes = b""
+    aborted = None
+    if not start <= part.fetch_offset <= hw:
+        error = ErrorCode.OFFSET_OUT_OF_RANGE
+    elif budget.may_read() and (not committed_only or part.fetch_offset < lso):
+        try:
+            entries = await ledger.read(part.fetch_offset, min(part.partition_max_bytes, budget.left),
+                                        min_one=budget.min_one)
+        except CorruptLedger as damage:
+            if isinstance(decision, Followed):
+                # Not ours to judge (a ledger retention or compaction replaced mid-read): the owner serves it.
+                return _refused(part.partition, ErrorCode.NOT_LEADER_FOR_PARTITION)
+            broker.take_offline(partition.topic, partition.index, damage)
+            return _refused(part.partition, ErrorCode.KAFKA_STORAGE_ERROR)
+        if committed_only:
+            entries, aborted = committed_view(partition.transactions, entries, part.fetch_offset, lso, start)
+        if version < MIN_VERSION_READING_ANY_MAGIC:
+            chunks, error = await asyncio.get_running_loop().run_in_executor(
+                None, decode_entries, entries, version, broker.settings["kgate.max.inflated.batch.bytes"])
+        else:
+            chunks, error = decode_entries(entries, version)
+        if chunks and magic_of(chunks[0]) < 2:
+            chunks[0] = message_set.from_offset(chunks[0], part.fetch_offset)
+        records = RecordChunks(chunks)
+        budget.spend(partition.topic, len(records), sum(stored.header.record_count for stored in entries[:len(chunks)]))
+    return PD(partition_index=part.partition, error_code=error, high_watermark=hw, last_stable_offset=lso,
+              log_start_offset=start, preferred_read_replica=-1, records=records,
+              aborted_transactions=[PD.AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset)
+                                    for a in aborted] if aborted else None)
 
 
 def _refused(index: int, error: ErrorCode):

@@ -25,6 +25,8 @@ from kgate.metadata.acls import Operation, ResourceType
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
 
+from ..partition_router import Client
+from ..partition_router import Operation as Route
 from . import Context, handles
 from .broker_view import per_partition
 
@@ -38,7 +40,8 @@ UNDEFINED_OFFSET = -1
 
 @handles(ApiKey.OffsetForLeaderEpoch)
 async def offset_for_leader_epoch(ctx: Context, request):
-    async def answer(part, partition):
+    async def answer(part, served):
+        partition = served.partition
         current = part.current_leader_epoch if ctx.version >= 2 else -1
         if current != -1 and current < partition.leader_epoch:
             raise KafkaError(ErrorCode.FENCED_LEADER_EPOCH)
@@ -54,8 +57,9 @@ async def offset_for_leader_epoch(ctx: Context, request):
 
     return R(throttle_time_ms=0, topics=[
         TopicResult(topic=topic.topic, partitions=await per_partition(
-            ctx.broker, topic.topic, topic.partitions, lambda part: part.partition, answer, refused,
-            allowed=ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, topic.topic)))
+            ctx.broker, Client.of(ctx.connection), topic.topic, topic.partitions, lambda part: part.partition,
+            answer, refused, allowed=ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, topic.topic),
+            operation=Route.OWNED))
         for topic in request.topics])
 
 

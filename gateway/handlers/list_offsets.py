@@ -13,9 +13,10 @@ from kgate.protocol import conversion
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
 from kgate.storage.entry_formats import decode_entry
-from kgate.storage.followed_ledger import FollowedLedger
 from kgate.storage.ledger import CorruptLedger
 
+from ..partition_router import Client, Followed
+from ..partition_router import Operation as Route
 from ..partition_transactions import READ_COMMITTED
 from . import Context, handles
 from .broker_view import per_partition
@@ -32,7 +33,8 @@ LATEST_TIERED = -5
 
 @handles(ApiKey.ListOffsets)
 async def list_offsets(ctx: Context, request):
-    async def answer(part, partition):
+    async def answer(part, served):
+        partition = served.partition
         if ctx.version == 0:
             return _old_style(partition, part)
         try:
@@ -40,7 +42,7 @@ async def list_offsets(ctx: Context, request):
             if part.timestamp == LATEST and ctx.version >= 2 and request.isolation_level == READ_COMMITTED:
                 offset = partition.transactions.last_stable_offset(offset)
         except CorruptLedger as damage:
-            if isinstance(partition.ledger, FollowedLedger):
+            if isinstance(served, Followed):
                 raise KafkaError(ErrorCode.NOT_LEADER_FOR_PARTITION) from None  # the owner's to judge
             ctx.broker.take_offline(partition.topic, partition.index, damage)
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR) from None
@@ -53,9 +55,9 @@ async def list_offsets(ctx: Context, request):
 
     return R(throttle_time_ms=0, topics=[
         R.ListOffsetsTopicResponse(name=topic.name, partitions=await per_partition(
-            ctx.broker, topic.name, topic.partitions, lambda part: part.partition_index, answer, refused,
-            allowed=ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, topic.name),
-            find=lambda name, index: ctx.broker.followers.readable(ctx.connection, name, index)))
+            ctx.broker, Client.of(ctx.connection), topic.name, topic.partitions, lambda part: part.partition_index,
+            answer, refused, allowed=ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, topic.name),
+            operation=Route.DESCRIBE))
         for topic in request.topics])
 
 

@@ -7,8 +7,8 @@ from kafka.protocol.metadata import MetadataResponse
 from kgate.metadata.acls import CLUSTER_NAME, Operation, ResourceType
 from kgate.metadata.cluster import TopicExists, invalid_topic_name
 from kgate.protocol.error_codes import ErrorCode
-from kgate.protocol.errors import KafkaError
 
+from ..partition_router import Client, Local, Refused, lead
 from . import Context, handles
 
 log = logging.getLogger(__name__)
@@ -97,31 +97,17 @@ async def _describe(ctx: Context, name, auto_create, with_operations):
 
 
 def _partition(ctx: Context, topic, index):
-    """The partition's leader is its owner. One this broker owns but has not opened yet
-    (claimed a moment ago) or one with no live owner has no leader: clients retry."""
-    broker = ctx.broker
-    leader = broker.leader(topic, index)
-    try:
-        local = broker.partition(topic.name, index)
-    except KafkaError:
-        local = None
-    if leader is None or (leader.node_id == broker.node_id and local is None):
+    """The partition's leader as the partition router names it to this client
+    (gateway/partition_router.py, ``lead``): none while it has no serving owner, and clients retry."""
+    decision = lead(ctx.broker, Client.of(ctx.connection), topic, index)
+    if isinstance(decision, Refused):
         return R.MetadataResponseTopic.MetadataResponsePartition(
-            error_code=ErrorCode.LEADER_NOT_AVAILABLE, partition_index=index, leader_id=-1, leader_epoch=-1,
+            error_code=decision.error, partition_index=index, leader_id=-1, leader_epoch=-1,
             replica_nodes=[], isr_nodes=[], offline_replicas=[])
-    node = leader.node_id
-    zone = ctx.connection.zone
-    if zone is not None and ctx.connection.peer_broker is None and leader.rack != zone:
-        # A client in another zone than the owner: a broker of its own zone leads it for that
-        # client (reads from shared storage, writes by reference: gateway/followers.py, produce.py).
-        routed = broker.zone_broker(zone, topic.name, index)
-        if routed is None:
-            if broker.followers.available:  # else the store keeps every client on the owners
-                broker.metrics.zone_fallback(zone)
-        elif routed != node:
-            node, local = routed, None
-    # Another broker's epoch is not known here; -1 tells clients not to compare epochs.
-    epoch = local.leader_epoch if local is not None else -1
+    if isinstance(decision, Local):
+        node, epoch = ctx.broker.node_id, decision.partition.leader_epoch
+    else:
+        node, epoch = decision.broker, -1  # another broker's epoch is not known here: clients do not compare
     return R.MetadataResponseTopic.MetadataResponsePartition(
         error_code=ErrorCode.NONE, partition_index=index, leader_id=node, leader_epoch=epoch,
         replica_nodes=[node], isr_nodes=[node], offline_replicas=[])

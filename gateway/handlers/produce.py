@@ -16,6 +16,7 @@ from kafka.protocol.api_key import ApiKey
 from kafka.protocol.producer import ProduceResponse
 
 from kgate.metadata.acls import Operation, ResourceType
+from kgate.metadata.cluster import BrokerInfo
 from kgate.protocol import message_set, record_batch, record_compaction, record_walk
 from kgate.protocol.conversion import magic_of
 from kgate.protocol.error_codes import ErrorCode
@@ -26,6 +27,8 @@ from kgate.storage.ledger import LedgerFenced, StoreUnavailable
 
 from ..config import COMPRESSION_TYPES, is_compacted
 from ..partition import Partition
+from ..partition_router import ByReference, Client, Local, Refused, route
+from ..partition_router import Operation as Route
 from ..peer_links import PeerUnavailable
 from . import Context, handles
 from .waiters import wait_woken, wake
@@ -71,7 +74,7 @@ class Turn:
 
     __slots__ = ("connection", "previous", "mine")
 
-    def __init__(self, connection):
+    def __init__(self, connection) -> None:
         self.connection = connection
         self.previous: asyncio.Future | None = connection.appending
         self.mine: asyncio.Future | None = asyncio.get_running_loop().create_future()
@@ -200,15 +203,16 @@ async def _append(ctx: Context, request, topic_name, data, turn: Turn, inflation
             Operation.WRITE, ResourceType.TRANSACTIONAL_ID, request.transactional_id):
         raise KafkaError(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     ctx.require(Operation.WRITE, ResourceType.TOPIC, topic_name)
-    try:
-        partition = broker.partition(topic_name, data.index)
-    except KafkaError as refused:
-        if refused.code != ErrorCode.NOT_LEADER_FOR_PARTITION or not _takes_for_owner(ctx):
-            raise
-        return await _by_reference(ctx, request, topic_name, data, turn)
     topic = broker.topics.get(topic_name)
-    if topic is None:  # deleted while its partitions are being dropped
+    if topic is None:
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    decision = await route(broker, Client.of(ctx.connection), topic, data.index, Route.PRODUCE)
+    if isinstance(decision, ByReference):
+        return await _by_reference(ctx, request, topic_name, data, turn, decision.owner)
+    if isinstance(decision, Refused):
+        raise KafkaError(decision.error)
+    assert isinstance(decision, Local)  # what the router answers a produce
+    partition = decision.partition
     if not broker.writable:
         # The metadata session is suspended: this broker may be superseded any moment.
         raise KafkaError(ErrorCode.NOT_LEADER_FOR_PARTITION, "metadata session suspended")
@@ -239,15 +243,7 @@ async def _append(ctx: Context, request, topic_name, data, turn: Turn, inflation
     return _Outcome(ErrorCode.NONE, base, durable, partition)
 
 
-def _takes_for_owner(ctx: Context) -> bool:
-    """Whether this broker takes a produce for a partition another broker owns: for a client of
-    its own zone, when the store can stage record sets for the owner to read."""
-    connection, broker = ctx.connection, ctx.broker
-    return (connection.zone is not None and connection.zone == broker.zone and connection.peer_broker is None
-            and broker.followers.available)
-
-
-async def _by_reference(ctx: Context, request, topic_name: str, data, turn: Turn) -> _Outcome:
+async def _by_reference(ctx: Context, request, topic_name: str, data, turn: Turn, owner: BrokerInfo) -> _Outcome:
     """Stage the record set in shared storage and send the owner only a reference to it.
 
     The owner reads the bytes from storage (in the region, not across zones), appends them
@@ -261,10 +257,6 @@ async def _by_reference(ctx: Context, request, topic_name: str, data, turn: Turn
     reach the owner in the order it sent them.
     """
     broker = ctx.broker
-    topic = broker.topics.get(topic_name)
-    owner = broker.leader(topic, data.index) if topic is not None else None
-    if owner is None or owner.node_id == broker.node_id:
-        raise KafkaError(ErrorCode.NOT_LEADER_FOR_PARTITION)
     records = data.records
     if not records:
         raise KafkaError(ErrorCode.INVALID_RECORD, "empty record set")

@@ -14,6 +14,8 @@ from kafka.protocol.api_key import ApiKey
 from kgate.metadata.acls import Operation, ResourceType
 from kgate.protocol.error_codes import ErrorCode
 
+from ..partition_router import Client
+from ..partition_router import Operation as Route
 from . import Context, handles
 from .broker_view import per_partition
 
@@ -28,7 +30,8 @@ NO_TRANSACTION = -1
 
 @handles(ApiKey.DescribeProducers)
 async def describe_producers(ctx: Context, request):
-    async def answer(index, partition):
+    async def answer(index, served):
+        partition = served.partition
         return PartitionResult(
             partition_index=index, error_code=ErrorCode.NONE, error_message=None,
             active_producers=[State(producer_id=p.producer_id, producer_epoch=p.epoch,
@@ -42,6 +45,7 @@ async def describe_producers(ctx: Context, request):
 
     return R(throttle_time_ms=0, topics=[
         TopicResult(name=topic.name, partitions=await per_partition(
-            ctx.broker, topic.name, topic.partition_indexes, lambda index: index, answer, refused(topic.name),
-            allowed=ctx.allowed(Operation.READ, ResourceType.TOPIC, topic.name)))
+            ctx.broker, Client.of(ctx.connection), topic.name, topic.partition_indexes, lambda index: index, answer,
+            refused(topic.name), allowed=ctx.allowed(Operation.READ, ResourceType.TOPIC, topic.name),
+            operation=Route.OWNED))
         for topic in request.topics])

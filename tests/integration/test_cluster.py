@@ -31,7 +31,8 @@ from tests.support.wire import Wire, connect, encode_request, read_response
 from tests.support.zookeeper import Ensemble
 from tests.unit.record_batches import build_batch
 
-pytestmark = pytest.mark.slow
+# One worker runs the module, so its module-scoped servers start once (scripts/test: --dist loadgroup).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("cluster")]
 TOPIC_PARTITIONS = 12
 
 

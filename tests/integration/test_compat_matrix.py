@@ -13,6 +13,9 @@ import pytest
 
 from tests.support.compat_matrix import MATRIX, render, rows, run
 
+# One worker runs the module, so its module-scoped servers start once (scripts/test: --dist loadgroup).
+pytestmark = pytest.mark.xdist_group("compat_matrix")
+
 BASELINE = os.path.join(MATRIX, "results", "baseline.json")
 SUBSET = rows.subset()
 

@@ -17,7 +17,8 @@ from kgate.metadata.stores.embedded import EmbeddedMetadataStore
 from kgate.metadata.stores.zookeeper import ZooKeeperMetadataStore
 from tests.support.zookeeper import ZooKeeperServer, free_ports
 
-pytestmark = pytest.mark.slow
+# One worker runs the module, so its module-scoped servers start once (scripts/test: --dist loadgroup).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("metadata_stores")]
 
 
 @pytest.fixture(scope="module")

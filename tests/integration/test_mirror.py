@@ -26,7 +26,8 @@ from tests.support.member_process import wait_for
 from tests.support.mirror import MirrorWorker, mirror_command, write_config
 from tests.support.zookeeper import ZooKeeperServer, free_ports
 
-pytestmark = pytest.mark.slow
+# One worker runs the module, so its module-scoped servers start once (scripts/test: --dist loadgroup).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("mirror")]
 ORIGIN = "kgate.mirror.origin"
 SINCE_TEST_RECORDS = "2023-11-14T00:00:00Z"  # test records carry timestamps from R.BASE_TIMESTAMP_MS on
 

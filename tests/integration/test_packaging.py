@@ -19,7 +19,8 @@ ROOMS = sorted(p.name for p in (ROOT / "src" / "kgate").iterdir() if p.is_symlin
 COPY_IGNORES = shutil.ignore_patterns(".git", ".venv", ".cache", "build", "*.egg-info", "__pycache__",
                                       ".hypothesis", ".pytest_cache", "kgate-data")
 
-pytestmark = pytest.mark.slow
+# One worker runs the module, so its module-scoped servers start once (scripts/test: --dist loadgroup).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("packaging")]
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,8 @@ from tests.support.scrape import scrape, value
 from tests.support.wire import Wire, encode_request, read_response
 from tests.support.zookeeper import ZooKeeperServer, free_ports
 
-pytestmark = pytest.mark.slow
+# One worker runs the module, so its module-scoped servers start once (scripts/test: --dist loadgroup).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("s3_cluster")]
 PARTITIONS = 4
 
 

@@ -23,6 +23,9 @@ from tests.support.clients import kgate_users
 from tests.support.member_process import wait_for
 from tests.support.wire import TIMEOUT, encode_request, read_response, recv_exactly
 
+# One worker runs the module, so its module-scoped servers start once (scripts/test: --dist loadgroup).
+pytestmark = pytest.mark.xdist_group("sasl")
+
 USER, PASSWORD = "alice", "alice-secret"
 SCRAM = ["SCRAM-SHA-256", "SCRAM-SHA-512"]
 COUNT = 200

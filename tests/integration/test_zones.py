@@ -31,7 +31,8 @@ from tests.support.transactions import read_to_end, transactional
 from tests.support.wire import Wire
 from tests.support.zookeeper import Ensemble
 
-pytestmark = pytest.mark.slow
+# One worker runs the module, so its module-scoped servers start once (scripts/test: --dist loadgroup).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("zones")]
 ZONES = {0: "a", 1: "b", 2: "c"}
 PARTITIONS = 6
 
