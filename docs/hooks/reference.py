@@ -21,6 +21,7 @@ MARKER = re.compile(r"<!-- (reference|include): ([\w./-]+) -->")
 METRIC_SOURCES = {
     "gateway/metrics.py": "broker (`kgate serve --metrics`)",
     "storage/stores/object_store_metrics.py": "broker on `s3://` storage",
+    "storage/stores/object_client.py": "broker on `s3://` storage",
     "mirror/metrics.py": "mirror worker (`kgate mirror serve --metrics`)",
     "processing/metrics.py": "processor (`kgate process --metrics`, `app.metrics.registry`)",
 }
