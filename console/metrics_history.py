@@ -1,0 +1,91 @@
+"""The last hour of the brokers' metrics, for the console's charts.
+
+Given the brokers' Prometheus endpoints (``--metrics``), a thread scrapes them every
+``interval`` seconds and keeps an hour of two figures: bytes produced per topic
+(``kgate_topic_bytes_in_total``, summed over brokers) and lag per group
+(``kgate_group_lag_records``). Without endpoints there are no charts and nothing runs."""
+import collections
+import threading
+import time
+import urllib.request
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from .html_pages import Raw, esc
+
+HOUR = 3600.0
+
+
+class MetricsHistory:
+    def __init__(self, urls: list[str], interval: float = 15.0):
+        self.urls = urls
+        self.interval = interval
+        self._samples: collections.deque = collections.deque(maxlen=int(HOUR / interval) + 1)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="metrics-history", daemon=True)
+        self.error: str | None = None
+
+    def start(self) -> "MetricsHistory":
+        if self.urls:
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.scrape_once()
+            self._stop.wait(self.interval)
+
+    def scrape_once(self) -> None:
+        topics: collections.Counter = collections.Counter()
+        lag: collections.Counter = collections.Counter()
+        try:
+            for url in self.urls:
+                with urllib.request.urlopen(url, timeout=5) as response:
+                    text = response.read().decode()
+                for family in text_string_to_metric_families(text):
+                    for sample in family.samples:
+                        if sample.name == "kgate_topic_bytes_in_total":
+                            topics[sample.labels["topic"]] += sample.value
+                        elif sample.name == "kgate_group_lag_records":
+                            lag[sample.labels["group"]] += sample.value
+        except OSError as exc:
+            self.error = f"cannot scrape the metrics endpoints: {exc}"
+            return
+        self.error = None
+        self._samples.append((time.time(), topics, lag))
+
+    def topic_rates(self) -> dict[str, float]:
+        """Bytes produced per second per topic between the last two scrapes."""
+        if len(self._samples) < 2:
+            return {}
+        (t0, before, _), (t1, after, _) = self._samples[-2], self._samples[-1]
+        return {topic: max(0.0, after[topic] - before.get(topic, 0.0)) / (t1 - t0) for topic in after}
+
+    def throughput_chart(self) -> str:
+        points = []
+        samples = list(self._samples)
+        for (t0, before, _), (t1, after, _) in zip(samples, samples[1:]):
+            points.append((t1, max(0.0, sum(after.values()) - sum(before.values())) / (t1 - t0)))
+        return self._chart("Bytes produced per second, all topics, last hour", points, "throughput-chart")
+
+    def lag_chart(self, group: str) -> str:
+        points = [(t, lag[group]) for t, _, lag in self._samples if group in lag]
+        return self._chart(f"Lag of {group}, last hour (records)", points, "lag-chart")
+
+    def _chart(self, title: str, points: list[tuple[float, float]], chart_id: str) -> str:
+        if not self.urls:
+            return ""
+        if self.error:
+            return f"<h2>{esc(title)}</h2><p>{esc(self.error)}</p>"
+        if len(points) < 2:
+            return f"<h2>{esc(title)}</h2><p>Collecting: a chart appears after two scrapes.</p>"
+        width, height = 600, 120
+        now, top = time.time(), max(value for _, value in points) or 1.0
+        line = " ".join(f"{width * (1 - (now - t) / HOUR):.1f},{height - height * value / top:.1f}"
+                        for t, value in points)
+        return Raw(f"<h2>{esc(title)}</h2><svg id=\"{chart_id}\" width=\"{width}\" height=\"{height}\" "
+                   f"viewBox=\"0 0 {width} {height}\"><polyline fill=\"none\" stroke=\"#3366cc\" stroke-width=\"2\" "
+                   f"points=\"{line}\"/></svg><p>peak {top:,.0f}</p>")
