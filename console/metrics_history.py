@@ -81,7 +81,7 @@ class MetricsHistory:
         if self.error:
             return f"<h2>{esc(title)}</h2><p>{esc(self.error)}</p>"
         if len(points) < 2:
-            return f"<h2>{esc(title)}</h2><p>Collecting: a chart appears after two scrapes.</p>"
+            return f"<h2>{esc(title)}</h2><p>Collecting: a chart appears after a few scrapes.</p>"
         width, height = 600, 120
         now, top = time.time(), max(value for _, value in points) or 1.0
         line = " ".join(f"{width * (1 - (now - t) / HOUR):.1f},{height - height * value / top:.1f}"

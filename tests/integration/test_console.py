@@ -12,6 +12,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 
+from kgate.console.metrics_history import MetricsHistory
 from tests.support.broker_process import BrokerProcess
 from tests.support.browser import headless_chromium, wait_for
 from tests.support.clients import create_topic
@@ -23,7 +24,8 @@ RECORDS_PER_PARTITION = 10
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    started = BrokerProcess(str(tmp_path_factory.mktemp("broker")), listeners=("SASL_PLAINTEXT",)).start()
+    started = BrokerProcess(str(tmp_path_factory.mktemp("broker")), {"kgate.metrics.listener": "127.0.0.1:0"},
+                            listeners=("SASL_PLAINTEXT",)).start()
     create_topic(started.bootstrap, ORDERS, 3)
     create_topic(started.bootstrap, EVENTS, 1)
     producer = Producer({"bootstrap.servers": started.bootstrap})
@@ -57,7 +59,7 @@ def _committed(bootstrap: str) -> dict[int, int]:
 
 @pytest.fixture(scope="module")
 def console(broker):
-    started = ConsoleProcess(broker.bootstrap, "--allow-writes").start()
+    started = ConsoleProcess(broker.bootstrap, "--allow-writes", "--metrics", broker.metrics_url).start()
     yield started
     started.stop()
 
@@ -77,6 +79,7 @@ def test_pages_show_the_clusters_topics_groups_and_lag(console, browser):
     browser.get(console.url + "/")
     assert wait_for(browser, lambda b: b.find_element(By.ID, "brokers")).is_displayed()
     assert "kgate" in browser.find_element(By.ID, "kgate-settings").text
+    assert "Bytes produced per second" in browser.find_element(By.TAG_NAME, "main").text  # given --metrics
     browser.find_element(By.LINK_TEXT, "Topics").click()
     topics = {row[0]: row for row in _cells(browser, "topics")}
     assert topics[ORDERS][1] == "3" and topics[EVENTS][1] == "1"
@@ -174,3 +177,18 @@ def test_an_unreachable_cluster_and_refused_credentials_get_a_page_saying_so(bro
     finally:
         unreachable.stop()
         refused.stop()
+
+
+def test_the_charts_follow_the_brokers_metrics(broker):
+    history = MetricsHistory([broker.metrics_url])  # not started: scraped by hand
+    history.scrape_once()
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for _ in range(2):  # two intervals with traffic: two points of the throughput line
+        for _ in range(50):
+            producer.produce(EVENTS, value=b"z" * 1024)
+        producer.flush(30)
+        history.scrape_once()
+    assert history.topic_rates()[EVENTS] > 0
+    assert history.topic_rates().get(ORDERS, 0) == 0
+    assert "<polyline" in history.throughput_chart()
+    assert "<polyline" in history.lag_chart(GROUP) and "peak 9" in history.lag_chart(GROUP)
