@@ -50,6 +50,7 @@ class GroupView:
     protocol_type: str
     members: list[dict] = field(default_factory=list)
     partitions: list[PartitionLag] = field(default_factory=list)
+    note: str | None = None  # what the page cannot show of this group, and why
 
     @property
     def total_lag(self) -> int:
@@ -148,7 +149,7 @@ class ClusterReader:
         def read(admin):
             described = admin.describe_groups([group_id])[group_id]
             if described.get("error"):
-                raise Failed(options.result_text(described["error"], f"group {group_id!r}"))
+                described = _listed_only(admin, group_id, described["error"])
             committed = group_offsets.committed(admin, group_id)
             owners = {tp: m["member_id"] for m in described["members"] for tp in group_offsets.assigned(m)}
             partitions = sorted(set(committed) | set(owners))
@@ -158,7 +159,7 @@ class ClusterReader:
                        for m in described["members"]]
             return GroupView(group_id, described["group_state"], described.get("protocol_type") or "", members,
                              [PartitionLag(tp.topic, tp.partition, committed.get(tp), ends[tp], owners.get(tp))
-                              for tp in partitions])
+                              for tp in partitions], described.get("note"))
         return self.call(read)
 
     def reset_offsets(self, group_id: str, topic: str, to: str, offset: int | None = None) -> dict:
@@ -215,3 +216,15 @@ class ClusterReader:
         finally:
             consumer.close()
 
+
+def _listed_only(admin, group_id: str, error: str) -> dict:
+    """A group DescribeGroups does not describe but ListGroups lists: a KIP-848 consumer group (or a
+    share or streams group), which only its own describe API shows, and kafka-python has none of
+    those. Its state and type come from the listing; its offsets and lag are read as for any group."""
+    listed = next((g for g in admin.list_groups() if g["group_id"] == group_id), None)
+    if listed is None:
+        raise Failed(options.result_text(error, f"group {group_id!r}"))
+    kind = listed.get("group_type") or listed.get("protocol_type") or "?"
+    return {"group_state": listed.get("group_state") or "?", "protocol_type": listed.get("protocol_type"),
+            "members": [], "note": f"Members of this {kind} group are not shown: DescribeGroups describes only "
+                                   f"classic groups, and the console's client has no describe API for the others."}

@@ -135,9 +135,11 @@ def group(view, allow_writes: bool, csrf_token: str, charts: str) -> str:
     partitions = table("lag", ("topic", "partition", "committed", "log end", "lag", "member"),
                        [(p.topic, p.partition, "-" if p.committed is None else p.committed, p.end,
                          "-" if p.lag is None else p.lag, p.member or "-") for p in view.partitions])
+    members_said = "members not described" if view.note else f"{len(view.members)} members"
     summary = (f'<p>State <span class="tag" id="state">{esc(view.state)}</span> type {esc(view.protocol_type or "-")}'
-               f', {len(view.members)} members, total lag <b id="total-lag">{view.total_lag:,}</b></p>')
-    return summary + "<h2>Members</h2>" + members + "<h2>Offsets and lag</h2>" + partitions + charts + \
+               f', {members_said}, total lag <b id="total-lag">{view.total_lag:,}</b></p>')
+    note = f'<p id="group-note">{esc(view.note)}</p>' if view.note else ""
+    return summary + "<h2>Members</h2>" + note + members + "<h2>Offsets and lag</h2>" + partitions + charts + \
         _reset_form(view, allow_writes, csrf_token)
 
 

@@ -3,6 +3,7 @@ show the cluster's actual topics, groups and lag; a reset of offsets round-trips
 cluster; writes need --allow-writes and a token from the console's own page; a cluster
 that cannot be reached, or refuses the credentials, gets a page saying so."""
 import socket
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -192,3 +193,30 @@ def test_the_charts_follow_the_brokers_metrics(broker):
     assert history.topic_rates().get(ORDERS, 0) == 0
     assert "<polyline" in history.throughput_chart()
     assert "<polyline" in history.lag_chart(GROUP) and "peak 9" in history.lag_chart(GROUP)
+
+
+def test_a_kip848_consumer_group_shows_its_state_offsets_and_lag(broker, console):
+    group = "console-kip848"
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group, "group.protocol": "consumer",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([ORDERS])
+    try:
+        read = []
+        wait_for_records = time.monotonic() + 30
+        while len(read) < 5 and time.monotonic() < wait_for_records:
+            record = consumer.poll(0.5)
+            if record is not None and not record.error():
+                read.append(record)
+        assert len(read) == 5
+        consumer.commit(asynchronous=False)
+        status, page, _ = _get(f"{console.url}/groups/{group}")
+        assert status == 200 and 'id="group-note"' in page and "Stable" in page
+        positions = {}
+        for record in read:
+            positions[record.partition()] = max(positions.get(record.partition(), 0), record.offset() + 1)
+        lag = sum(RECORDS_PER_PARTITION - position for position in positions.values())
+        assert f'<b id="total-lag">{lag}</b>' in page
+        status, page, _ = _get(f"{console.url}/groups")
+        assert status == 200 and f">{group}</a>" in page
+    finally:
+        consumer.close()

@@ -26,13 +26,12 @@ def headless_chromium(profile_dir: str, timeout: float = 30.0):
     """A WebDriver for a headless chromium with a profile of its own; quit on exit."""
     if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
         raise RuntimeError(MISSING)
-    # Selenium Manager would look for drivers online when it is not told where they are.
-    os.environ["SE_OFFLINE"] = "true"
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for flag in FLAGS:
         options.add_argument(flag)
     options.add_argument(f"--user-data-dir={profile_dir}")
+    # Given the driver's path, Selenium skips Selenium Manager (which would look for drivers online).
     driver = webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
     driver.set_page_load_timeout(timeout)
     try:
