@@ -6,7 +6,7 @@ import sys
 from kgate.cli import client_options as options
 from kgate.cli.client_options import UsageError
 
-from .cluster_reader import ClusterReader
+from . import logins
 from .metrics_history import MetricsHistory
 from .web_server import ConsoleServer
 
@@ -37,17 +37,20 @@ def _serve(args) -> None:
     host, sep, port = args.listen.rpartition(":")
     if not sep or not host or not port.isdigit():
         raise UsageError(f"--listen {args.listen!r} must be HOST:PORT")
-    options.kafka_config(args)  # bad connection options are a usage error now, not a page later
-    reader = ClusterReader(args)
+    login = logins.for_arguments(args)
+    if not login.asks_credentials:
+        options.kafka_config(args)  # bad connection options are a usage error now, not a page later
     history = MetricsHistory(args.metrics).start()
     try:
-        server = ConsoleServer((host.strip("[]"), int(port)), reader, history, args.allow_writes)
+        server = ConsoleServer((host.strip("[]"), int(port)), login, args.bootstrap_server, history,
+                               args.allow_writes)
     except OSError as exc:
         raise UsageError(f"--listen {args.listen}: {exc.strerror}") from None
     signal.signal(signal.SIGTERM, _interrupt)
     bound_host, bound_port = server.server_address[:2]
     mode = "read-write" if args.allow_writes else "read-only"
-    print(f"kgate console on http://{bound_host}:{bound_port} for {reader.bootstrap} ({mode})", flush=True)
+    who = ", each person logs in with SASL" if login.asks_credentials else ""
+    print(f"kgate console on http://{bound_host}:{bound_port} for {args.bootstrap_server} ({mode}{who})", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
@@ -55,7 +58,7 @@ def _serve(args) -> None:
     finally:
         server.server_close()
         history.stop()
-        reader.close()
+        login.close()
     sys.stdout.flush()
 
 

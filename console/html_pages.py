@@ -49,12 +49,13 @@ def _cell(value) -> str:
     return f'<td class="n">{value}</td>' if numeric else f"<td>{esc(value)}</td>"
 
 
-def layout(title: str, body: str, bootstrap: str, active: str = "", notice: tuple[str, str] | None = None) -> str:
+def layout(title: str, body: str, bootstrap: str, active: str = "", notice: tuple[str, str] | None = None,
+           logout: str = "") -> str:
     nav = "".join(f'<a href="{href}"{" class=on" if href == active else ""}>{name}</a>' for href, name in NAV)
     shown = f'<div class="notice {notice[0]}" id="notice">{esc(notice[1])}</div>' if notice else ""
     return (f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{esc(title)} - kgate console</title>"
             f"<style>{STYLE}</style></head><body><header><strong>kgate console</strong>{nav}"
-            f'<span class="cluster">{esc(bootstrap)}</span></header><main><h1>{esc(title)}</h1>{shown}{body}'
+            f'<span class="cluster">{esc(bootstrap)}</span>{logout}</header><main><h1>{esc(title)}</h1>{shown}{body}'
             f"</main></body></html>")
 
 
@@ -176,3 +177,17 @@ def trouble(kind: str, message: str, bootstrap: str) -> str:
                          "--sasl-password or KGATE_SASL_PASSWORD).",
               "failed": "The cluster answered with an error."}[kind]
     return f'<div class="notice bad" id="trouble"><b>{esc(message)}</b></div><p>{esc(advice)}</p>'
+
+
+def login(csrf_token: str) -> str:
+    return (f"<p>Log in with your SASL credentials for this cluster: the console connects as you, so the "
+            f"cluster's ACLs decide what you see and may change.</p>"
+            f'<form id="login" method="post" action="/login"><input type="hidden" name="csrf" '
+            f'value="{esc(csrf_token)}"><p><label>user <input name="username" autocomplete="username"></label></p>'
+            f'<p><label>password <input name="password" type="password" autocomplete="current-password"></label></p>'
+            f'<p><button type="submit">Log in</button></p></form>')
+
+
+def logout_form(csrf_token: str) -> str:
+    return (f'<form class="inline" method="post" action="/logout"><input type="hidden" name="csrf" '
+            f'value="{esc(csrf_token)}"><button type="submit" id="logout">Log out</button></form>')

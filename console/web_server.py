@@ -14,6 +14,7 @@ from kgate.cli.client_options import ConnectError, Failed, UsageError, reason
 
 from . import html_pages as pages
 from . import record_view
+from .cluster_reader import ClusterReader
 from .csrf import COOKIE, CsrfGuard
 
 log = logging.getLogger(__name__)
@@ -23,9 +24,10 @@ RECORDS_PER_PAGE = 20
 class ConsoleServer(http.server.ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, address, reader, history, allow_writes: bool):
+    def __init__(self, address, login, bootstrap: str, history, allow_writes: bool):
         super().__init__(address, ConsoleHandler)
-        self.reader = reader
+        self.login = login
+        self.bootstrap = bootstrap
         self.history = history
         self.allow_writes = allow_writes
         self.csrf = CsrfGuard()
@@ -34,6 +36,7 @@ class ConsoleServer(http.server.ThreadingHTTPServer):
 class ConsoleHandler(http.server.BaseHTTPRequestHandler):
     server: ConsoleServer
     server_version = "kgate-console"
+    _reader: ClusterReader | None = None  # whom this request reads the cluster as; None: not logged in
     ROUTES = (
         (re.compile(r"/"), "overview"),
         (re.compile(r"/topics"), "topics"),
@@ -71,7 +74,9 @@ class ConsoleHandler(http.server.BaseHTTPRequestHandler):
 
     def _page(self, title: str, body: str, active: str = "", notice=None, status: int = 200,
               session: str | None = None) -> None:
-        self._send(status, pages.layout(title, body, self.server.reader.bootstrap, active, notice), session)
+        signed_in = self.server.login.asks_credentials and self._reader is not None
+        logout = pages.logout_form(self.server.csrf.token(self._session() or "")) if signed_in else ""
+        self._send(status, pages.layout(title, body, self.server.bootstrap, active, notice, logout), session)
 
     def do_GET(self):
         url = urlsplit(self.path)
@@ -79,6 +84,10 @@ class ConsoleHandler(http.server.BaseHTTPRequestHandler):
         session = self._session()
         fresh = None if session else CsrfGuard.new_session()
         session = session or fresh
+        self._reader = self.server.login.reader(session)
+        if self._reader is None:
+            self._login_page(session, fresh)
+            return
         for pattern, name in self.ROUTES:
             match = pattern.fullmatch(url.path.rstrip("/") or "/")
             if match:
@@ -112,19 +121,19 @@ class ConsoleHandler(http.server.BaseHTTPRequestHandler):
 
     def _trouble(self, kind: str, message: str, status: int, fresh: str | None) -> None:
         titles = {"unreachable": "Cluster unreachable", "refused": "Credentials refused", "failed": "Request failed"}
-        self._page(titles[kind], pages.trouble(kind, message, self.server.reader.bootstrap), status=status,
+        self._page(titles[kind], pages.trouble(kind, message, self.server.bootstrap), status=status,
                    session=fresh)
 
     def _overview(self, query, session):
         history = self.server.history
-        return "Overview", pages.overview(self.server.reader.overview(), history.throughput_chart()), "/", None
+        return "Overview", pages.overview(self._reader.overview(), history.throughput_chart()), "/", None
 
     def _topics(self, query, session):
-        rows = self.server.reader.topics()
+        rows = self._reader.topics()
         return "Topics", pages.topics(rows, self.server.history.topic_rates()), "/topics", None
 
     def _topic(self, query, session, topic):
-        return f"Topic {topic}", pages.topic(self.server.reader.topic(topic)), "/topics", None
+        return f"Topic {topic}", pages.topic(self._reader.topic(topic)), "/topics", None
 
     def _records(self, query, session, topic, partition):
         form = query.get("format", "auto")
@@ -134,42 +143,67 @@ class ConsoleHandler(http.server.BaseHTTPRequestHandler):
             offset = max(0, int(query.get("offset", "0")))
         except ValueError:
             raise UsageError("offset must be a number") from None
-        found = self.server.reader.records(topic, int(partition), offset, RECORDS_PER_PAGE)
+        found = self._reader.records(topic, int(partition), offset, RECORDS_PER_PAGE)
         return (f"Records of {topic}-{partition}", pages.records(topic, int(partition), offset, found, form),
                 "/topics", None)
 
     def _groups(self, query, session):
-        return "Consumer groups", pages.groups(self.server.reader.groups()), "/groups", None
+        return "Consumer groups", pages.groups(self._reader.groups()), "/groups", None
 
     def _group(self, query, session, group):
-        view = self.server.reader.group(group)
+        view = self._reader.group(group)
         notice = ("ok", f"Committed new offsets for {query['reset']}") if "reset" in query else None
         charts = self.server.history.lag_chart(group)
         body = pages.group(view, self.server.allow_writes, self.server.csrf.token(session), charts)
         return f"Group {group}", body, "/groups", notice
 
     def _acls(self, query, session):
-        return "ACLs", pages.acls(*self.server.reader.acls()), "/acls", None
+        return "ACLs", pages.acls(*self._reader.acls()), "/acls", None
+
+    def _login_page(self, session: str, fresh: str | None, refused: str | None = None) -> None:
+        notice = ("bad", refused) if refused else None
+        self._page("Log in", pages.login(self.server.csrf.token(session)), notice=notice,
+                   status=401 if refused else 200, session=fresh)
 
     def do_POST(self):
         url = urlsplit(self.path)
+        length = min(int(self.headers.get("Content-Length") or 0), 64 * 1024)
+        form = {key: values[-1] for key, values in parse_qs(self.rfile.read(length).decode(errors="replace")).items()}
+        session = self._session()
+        if not self.server.csrf.allows(session, form.get("csrf"), self.headers.get("Origin"),
+                                       self.headers.get("Host")):
+            self._page("Refused", "<p>The form did not come from this console (a missing or wrong CSRF token, "
+                                  "or another site's origin). Reload the page and try again.</p>", status=403)
+            return
+        if url.path in ("/login", "/logout") and self.server.login.asks_credentials:
+            self._sign_in_or_out(url.path, session, form)
+            return
+        self._reader = self.server.login.reader(session)
         match = re.fullmatch(r"/groups/(?P<group>[^/]+)/reset-offsets", url.path)
         if match is None:
             self._page("Not found", "<p>No action here.</p>", status=404)
             return
-        length = min(int(self.headers.get("Content-Length") or 0), 64 * 1024)
-        form = {key: values[-1] for key, values in parse_qs(self.rfile.read(length).decode(errors="replace")).items()}
+        if self._reader is None:
+            self._login_page(session, None)
+            return
         if not self.server.allow_writes:
             self._page("Read-only", "<p>This console is read-only: start it with --allow-writes to change "
                                     "offsets.</p>", status=403)
             return
-        if not self.server.csrf.allows(self._session(), form.get("csrf"), self.headers.get("Origin"),
-                                       self.headers.get("Host")):
-            self._page("Refused", "<p>The form did not come from this console (a missing or wrong CSRF token, "
-                                  "or another site's origin). Reload the group's page and try again.</p>", status=403)
-            return
         group = unquote(match["group"])
         self._guarded(functools.partial(self._reset, group, form), None)
+
+    def _sign_in_or_out(self, path: str, session: str, form: dict) -> None:
+        if path == "/logout":
+            self.server.login.logout(session)
+        else:
+            try:
+                self.server.login.login(session, form.get("username", ""), form.get("password", ""))
+            except ConnectError as exc:
+                self._reader = None
+                self._login_page(session, None, refused=str(exc))
+                return
+        self._send(303, '<a href="/">continue</a>', headers={"Location": "/"})
 
     def _reset(self, group: str, form: dict):
         to = form.get("to", "")
@@ -179,7 +213,7 @@ class ConsoleHandler(http.server.BaseHTTPRequestHandler):
             offset = int(form["offset"]) if to == "offset" else None
         except (KeyError, ValueError):
             raise UsageError("an offset reset needs a number in the offset field") from None
-        plan = self.server.reader.reset_offsets(group, form["topic"], to, offset)
+        plan = self._reader.reset_offsets(group, form["topic"], to, offset)
         done = f"{form['topic']} ({to}: " + ", ".join(f"partition {p} at {o}" for p, o in sorted(plan.items())) + ")"
         location = f"/groups/{quote(group, safe='')}?reset={quote(done)}"
         self._send(303, f'<a href="{pages.esc(location)}">done</a>', headers={"Location": location})

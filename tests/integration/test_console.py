@@ -16,17 +16,19 @@ from selenium.webdriver.support.ui import Select
 from kgate.console.metrics_history import MetricsHistory
 from tests.support.broker_process import BrokerProcess
 from tests.support.browser import headless_chromium, wait_for
-from tests.support.clients import create_topic
+from tests.support.clients import create_topic, kgate_users
 from tests.support.console_process import ConsoleProcess
 
 ORDERS, EVENTS, GROUP = "console-orders", "console-events", "console-billing"
+USER, PASSWORD = "alice", "alice-secret"
 RECORDS_PER_PARTITION = 10
 
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    started = BrokerProcess(str(tmp_path_factory.mktemp("broker")), {"kgate.metrics.listener": "127.0.0.1:0"},
-                            listeners=("SASL_PLAINTEXT",)).start()
+    data_dir = str(tmp_path_factory.mktemp("broker"))
+    kgate_users(data_dir, "--create", "add", USER, "--password", PASSWORD)
+    started = BrokerProcess(data_dir, {"kgate.metrics.listener": "127.0.0.1:0"}, listeners=("SASL_PLAINTEXT",)).start()
     create_topic(started.bootstrap, ORDERS, 3)
     create_topic(started.bootstrap, EVENTS, 1)
     producer = Producer({"bootstrap.servers": started.bootstrap})
@@ -82,14 +84,14 @@ def test_pages_show_the_clusters_topics_groups_and_lag(console, browser):
     assert "kgate" in browser.find_element(By.ID, "kgate-settings").text
     assert "Bytes produced per second" in browser.find_element(By.TAG_NAME, "main").text  # given --metrics
     browser.find_element(By.LINK_TEXT, "Topics").click()
-    topics = {row[0]: row for row in _cells(browser, "topics")}
+    topics = {row[0]: row for row in wait_for(browser, lambda b: _cells(b, "topics"))}
     assert topics[ORDERS][1] == "3" and topics[EVENTS][1] == "1"
     browser.find_element(By.LINK_TEXT, ORDERS).click()
     partitions = wait_for(browser, lambda b: _cells(b, "partitions"))
     assert [(row[0], row[2], row[3]) for row in partitions] == [(str(p), "0", str(RECORDS_PER_PARTITION))
                                                                for p in range(3)]
     browser.find_element(By.LINK_TEXT, "Consumer groups").click()
-    groups = {row[0]: row for row in _cells(browser, "groups")}
+    groups = {row[0]: row for row in wait_for(browser, lambda b: _cells(b, "groups"))}
     assert groups[GROUP][1] == "Empty" and groups[GROUP][4] == "9"
     browser.find_element(By.LINK_TEXT, GROUP).click()
     lag = wait_for(browser, lambda b: _cells(b, "lag"))
@@ -220,3 +222,28 @@ def test_a_kip848_consumer_group_shows_its_state_offsets_and_lag(broker, console
         assert status == 200 and f">{group}</a>" in page
     finally:
         consumer.close()
+
+
+def test_each_person_logs_in_with_the_clusters_sasl_credentials(broker, tmp_path):
+    console = ConsoleProcess(broker.address("SASL_PLAINTEXT"), "--security-protocol", "SASL_PLAINTEXT",
+                             "--sasl-mechanism", "SCRAM-SHA-256").start()
+    try:
+        with headless_chromium(str(tmp_path / "profile")) as browser:
+            browser.get(console.url + "/topics")
+            form = wait_for(browser, lambda b: b.find_element(By.ID, "login"))
+            form.find_element(By.NAME, "username").send_keys(USER)
+            form.find_element(By.NAME, "password").send_keys("not-the-password")
+            form.find_element(By.TAG_NAME, "button").click()
+            refused = wait_for(browser, lambda b: b.find_elements(By.ID, "notice"))[0]  # the login page again
+            assert "authentication failed" in refused.text
+            form = browser.find_element(By.ID, "login")
+            form.find_element(By.NAME, "username").send_keys(USER)
+            form.find_element(By.NAME, "password").send_keys(PASSWORD)
+            form.find_element(By.TAG_NAME, "button").click()
+            wait_for(browser, lambda b: b.find_element(By.ID, "logout"))  # the overview, logged in
+            browser.find_element(By.LINK_TEXT, "Topics").click()
+            assert ORDERS in [row[0] for row in wait_for(browser, lambda b: _cells(b, "topics"))]
+            browser.find_element(By.ID, "logout").click()
+            assert wait_for(browser, lambda b: b.find_element(By.ID, "login")).is_displayed()
+    finally:
+        console.stop()
