@@ -106,11 +106,8 @@ class ClusterReader:
         def read(admin):
             topics = admin.describe_topics()
             sizes: dict[str, int] = {}
-            for broker in admin.describe_log_dirs():
-                for log_dir in broker.get("log_dirs", ()):
-                    for topic in log_dir.get("topics", ()):
-                        sizes[topic["name"]] = sizes.get(topic["name"], 0) + sum(
-                            p["partition_size"] for p in topic["partitions"])
+            for (name, _index), stored in _stored_bytes(admin.describe_log_dirs()).items():
+                sizes[name] = sizes.get(name, 0) + stored
             return sorted(({"name": t["name"], "partitions": len(t["partitions"]), "internal": t["is_internal"],
                             "bytes": sizes.get(t["name"])} for t in topics), key=lambda t: t["name"])
         return self.call(read)
@@ -123,11 +120,13 @@ class ClusterReader:
             earliest = group_offsets.offsets(admin, partitions, OffsetSpec.EARLIEST)
             latest = group_offsets.offsets(admin, partitions, OffsetSpec.LATEST)
             leaders = {p["partition_index"]: p["leader_id"] for p in described["partitions"]}
+            stored = _stored_bytes(admin.describe_log_dirs([name]))
             configs = admin.describe_configs([ConfigResource("TOPIC", name)], config_filter="all")
             entries = configs.get("topic", {}).get(name, {})
             return {"name": name, "internal": described["is_internal"],
                     "partitions": [{"partition": tp.partition, "leader": leaders[tp.partition],
-                                    "earliest": earliest[tp], "latest": latest[tp]} for tp in sorted(partitions)],
+                                    "earliest": earliest[tp], "latest": latest[tp],
+                                    "bytes": stored.get((name, tp.partition))} for tp in sorted(partitions)],
                     "configs": sorted((key, entry["value"], not entry.get("is_default", True))
                                       for key, entry in entries.items())}
         return self.call(read)
@@ -228,3 +227,15 @@ def _listed_only(admin, group_id: str, error: str) -> dict:
     return {"group_state": listed.get("group_state") or "?", "protocol_type": listed.get("protocol_type"),
             "members": [], "note": f"Members of this {kind} group are not shown: DescribeGroups describes only "
                                    f"classic groups, and the console's client has no describe API for the others."}
+
+
+def _stored_bytes(log_dirs: list[dict]) -> dict[tuple[str, int], int]:
+    """``{(topic, partition): bytes}`` from DescribeLogDirs answers of every broker."""
+    stored: dict[tuple[str, int], int] = {}
+    for broker in log_dirs:
+        for log_dir in broker.get("log_dirs", ()):
+            for topic in log_dir.get("topics", ()):
+                for partition in topic["partitions"]:
+                    key = (topic["name"], partition["partition_index"])
+                    stored[key] = stored.get(key, 0) + partition["partition_size"]
+    return stored

@@ -93,8 +93,9 @@ def topics(rows: list[dict], rates: dict[str, float]) -> str:
 
 def topic(data: dict) -> str:
     name = quote(data["name"], safe="")
-    partitions = table("partitions", ("partition", "leader", "earliest", "latest", "records", ""),
+    partitions = table("partitions", ("partition", "leader", "earliest", "latest", "records", "stored", ""),
                        [(p["partition"], p["leader"], p["earliest"], p["latest"], p["latest"] - p["earliest"],
+                         size(p["bytes"]),
                          link(f"/topics/{name}/partitions/{p['partition']}?offset={p['earliest']}", "browse"))
                         for p in data["partitions"]])
     configs = table("configs", ("config", "value", "set"),
