@@ -3,7 +3,8 @@
 Given the brokers' Prometheus endpoints (``--metrics``), a thread scrapes them every
 ``interval`` seconds and keeps an hour of two figures: bytes produced per topic
 (``kgate_topic_bytes_in_total``, summed over brokers) and lag per group
-(``kgate_group_lag_records``). Without endpoints there are no charts and nothing runs."""
+(``kgate_group_lag_records``); and the latest WAL upload lag of each broker on object
+storage. Without endpoints there are no charts and nothing runs."""
 import collections
 import threading
 import time
@@ -11,9 +12,11 @@ import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from .html_pages import Raw, esc
+from .html_pages import Raw, esc, table
 
 HOUR = 3600.0
+# What a kgate broker on object storage says of its WAL, shown per broker on the overview.
+STORAGE_GAUGES = {"kgate_wal_upload_lag_seconds": "WAL upload lag (s)"}
 
 
 class MetricsHistory:
@@ -24,6 +27,7 @@ class MetricsHistory:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="metrics-history", daemon=True)
         self.error: str | None = None
+        self.storage: dict[str, dict[str, float]] = {}  # endpoint -> the latest STORAGE_GAUGES
 
     def start(self) -> "MetricsHistory":
         if self.urls:
@@ -41,6 +45,7 @@ class MetricsHistory:
     def scrape_once(self) -> None:
         topics: collections.Counter = collections.Counter()
         lag: collections.Counter = collections.Counter()
+        storage: dict[str, dict[str, float]] = {}
         try:
             for url in self.urls:
                 with urllib.request.urlopen(url, timeout=5) as response:
@@ -51,10 +56,13 @@ class MetricsHistory:
                             topics[sample.labels["topic"]] += sample.value
                         elif sample.name == "kgate_group_lag_records":
                             lag[sample.labels["group"]] += sample.value
+                        elif sample.name in STORAGE_GAUGES:
+                            storage.setdefault(url, {})[STORAGE_GAUGES[sample.name]] = sample.value
         except OSError as exc:
             self.error = f"cannot scrape the metrics endpoints: {exc}"
             return
         self.error = None
+        self.storage = storage
         self._samples.append((time.time(), topics, lag))
 
     def topic_rates(self) -> dict[str, float]:
@@ -89,3 +97,11 @@ class MetricsHistory:
         return Raw(f"<h2>{esc(title)}</h2><svg id=\"{chart_id}\" width=\"{width}\" height=\"{height}\" "
                    f"viewBox=\"0 0 {width} {height}\"><polyline fill=\"none\" stroke=\"#3366cc\" stroke-width=\"2\" "
                    f"points=\"{line}\"/></svg><p>peak {top:,.0f}</p>")
+
+    def storage_table(self) -> str:
+        """The latest WAL upload lag of each endpoint whose broker keeps a WAL (object storage)."""
+        if not self.storage:
+            return ""
+        rows = [(url, *(f"{figures.get(label, 0):.1f}" for label in STORAGE_GAUGES.values()))
+                for url, figures in sorted(self.storage.items())]
+        return Raw("<h2>Object storage</h2>" + table("wal", ("metrics endpoint", *STORAGE_GAUGES.values()), rows))

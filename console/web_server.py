@@ -126,7 +126,8 @@ class ConsoleHandler(http.server.BaseHTTPRequestHandler):
 
     def _overview(self, query, session):
         history = self.server.history
-        return "Overview", pages.overview(self._reader.overview(), history.throughput_chart()), "/", None
+        charts = history.storage_table() + history.throughput_chart()
+        return "Overview", pages.overview(self._reader.overview(), charts), "/", None
 
     def _topics(self, query, session):
         rows = self._reader.topics()

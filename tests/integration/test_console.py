@@ -18,6 +18,7 @@ from tests.support.broker_process import BrokerProcess
 from tests.support.browser import headless_chromium, wait_for
 from tests.support.clients import create_topic, kgate_users
 from tests.support.console_process import ConsoleProcess
+from tests.support.member_process import wait_for as wait_until
 
 ORDERS, EVENTS, GROUP = "console-orders", "console-events", "console-billing"
 USER, PASSWORD = "alice", "alice-secret"
@@ -245,5 +246,18 @@ def test_each_person_logs_in_with_the_clusters_sasl_credentials(broker, tmp_path
             assert ORDERS in [row[0] for row in wait_for(browser, lambda b: _cells(b, "topics"))]
             browser.find_element(By.ID, "logout").click()
             assert wait_for(browser, lambda b: b.find_element(By.ID, "login")).is_displayed()
+    finally:
+        console.stop()
+
+
+def test_the_overview_of_a_broker_on_object_storage_shows_its_wal(broker_factory, bucket_url):
+    on_s3 = broker_factory(**{"kgate.storage": bucket_url, "kgate.metrics.listener": "127.0.0.1:0"})
+    console = ConsoleProcess(on_s3.bootstrap, "--metrics", on_s3.metrics_url).start()
+    try:
+        def scraped():
+            status, page, _ = _get(console.url + "/")
+            return status == 200 and 'id="wal"' in page and page
+        page = wait_until(scraped, timeout=30, what="the WAL upload lag on the overview")
+        assert "kgate.storage" in page and "s3://" in page and on_s3.metrics_url in page
     finally:
         console.stop()
