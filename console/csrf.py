@@ -9,12 +9,12 @@ import hashlib
 import hmac
 import secrets
 
-COOKIE = "kgate_console_session"
-
 
 class CsrfGuard:
-    def __init__(self):
+    def __init__(self, port: int):
         self._key = secrets.token_bytes(32)
+        # Browsers send a host's cookies to every port of it: each console names its own.
+        self.cookie_name = f"kgate_console_session_{port}"
 
     @staticmethod
     def new_session() -> str:
@@ -28,6 +28,5 @@ class CsrfGuard:
             return False
         return origin is None or origin in (f"http://{host}", f"https://{host}")
 
-    @staticmethod
-    def cookie(session: str) -> str:
-        return f"{COOKIE}={session}; Path=/; HttpOnly; SameSite=Strict"
+    def cookie(self, session: str) -> str:
+        return f"{self.cookie_name}={session}; Path=/; HttpOnly; SameSite=Strict"

@@ -15,7 +15,7 @@ from kgate.cli.client_options import ConnectError, Failed, UsageError, reason
 from . import html_pages as pages
 from . import record_view
 from .cluster_reader import ClusterReader
-from .csrf import COOKIE, CsrfGuard
+from .csrf import CsrfGuard
 
 log = logging.getLogger(__name__)
 RECORDS_PER_PAGE = 20
@@ -30,7 +30,7 @@ class ConsoleServer(http.server.ThreadingHTTPServer):
         self.bootstrap = bootstrap
         self.history = history
         self.allow_writes = allow_writes
-        self.csrf = CsrfGuard()
+        self.csrf = CsrfGuard(self.server_address[1])
 
 
 class ConsoleHandler(http.server.BaseHTTPRequestHandler):
@@ -52,7 +52,8 @@ class ConsoleHandler(http.server.BaseHTTPRequestHandler):
 
     def _session(self) -> str | None:
         cookie = http.cookies.SimpleCookie(self.headers.get("Cookie", ""))
-        return cookie[COOKIE].value if COOKIE in cookie else None
+        name = self.server.csrf.cookie_name
+        return cookie[name].value if name in cookie else None
 
     def _send(self, status: int, body: str, session: str | None = None, headers: dict | None = None) -> None:
         data = body.encode()
@@ -65,7 +66,7 @@ class ConsoleHandler(http.server.BaseHTTPRequestHandler):
                                                     "form-action 'self'; frame-ancestors 'none'")
         self.send_header("X-Frame-Options", "DENY")
         if session is not None:
-            self.send_header("Set-Cookie", CsrfGuard.cookie(session))
+            self.send_header("Set-Cookie", self.server.csrf.cookie(session))
         for name, value in (headers or {}).items():
             self.send_header(name, value)
         self.end_headers()

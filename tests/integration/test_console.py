@@ -225,27 +225,26 @@ def test_a_kip848_consumer_group_shows_its_state_offsets_and_lag(broker, console
         consumer.close()
 
 
-def test_each_person_logs_in_with_the_clusters_sasl_credentials(broker, tmp_path):
+def test_each_person_logs_in_with_the_clusters_sasl_credentials(broker, browser):
     console = ConsoleProcess(broker.address("SASL_PLAINTEXT"), "--security-protocol", "SASL_PLAINTEXT",
                              "--sasl-mechanism", "SCRAM-SHA-256").start()
     try:
-        with headless_chromium(str(tmp_path / "profile")) as browser:
-            browser.get(console.url + "/topics")
-            form = wait_for(browser, lambda b: b.find_element(By.ID, "login"))
-            form.find_element(By.NAME, "username").send_keys(USER)
-            form.find_element(By.NAME, "password").send_keys("not-the-password")
-            form.find_element(By.TAG_NAME, "button").click()
-            refused = wait_for(browser, lambda b: b.find_elements(By.ID, "notice"))[0]  # the login page again
-            assert "authentication failed" in refused.text
-            form = browser.find_element(By.ID, "login")
-            form.find_element(By.NAME, "username").send_keys(USER)
-            form.find_element(By.NAME, "password").send_keys(PASSWORD)
-            form.find_element(By.TAG_NAME, "button").click()
-            wait_for(browser, lambda b: b.find_element(By.ID, "logout"))  # the overview, logged in
-            browser.find_element(By.LINK_TEXT, "Topics").click()
-            assert ORDERS in [row[0] for row in wait_for(browser, lambda b: _cells(b, "topics"))]
-            browser.find_element(By.ID, "logout").click()
-            assert wait_for(browser, lambda b: b.find_element(By.ID, "login")).is_displayed()
+        browser.get(console.url + "/topics")
+        form = wait_for(browser, lambda b: b.find_element(By.ID, "login"))
+        form.find_element(By.NAME, "username").send_keys(USER)
+        form.find_element(By.NAME, "password").send_keys("not-the-password")
+        form.find_element(By.TAG_NAME, "button").click()
+        refused = wait_for(browser, lambda b: b.find_elements(By.ID, "notice"))[0]  # the login page again
+        assert "authentication failed" in refused.text
+        form = browser.find_element(By.ID, "login")
+        form.find_element(By.NAME, "username").send_keys(USER)
+        form.find_element(By.NAME, "password").send_keys(PASSWORD)
+        form.find_element(By.TAG_NAME, "button").click()
+        wait_for(browser, lambda b: b.find_element(By.ID, "logout"))  # the overview, logged in
+        browser.find_element(By.LINK_TEXT, "Topics").click()
+        assert ORDERS in [row[0] for row in wait_for(browser, lambda b: _cells(b, "topics"))]
+        browser.find_element(By.ID, "logout").click()
+        assert wait_for(browser, lambda b: b.find_element(By.ID, "login")).is_displayed()
     finally:
         console.stop()
 
