@@ -2,7 +2,8 @@
 
 The settings reference of the documentation site is generated from this table and
 ``config.BROKER_SETTINGS`` together, and its build fails when a setting has no entry
-here, so a new setting cannot ship undocumented. A setting is either one of Apache Kafka's
+here, so a new setting cannot ship undocumented; DescribeConfigs answers the same text
+to clients that ask for documentation. A setting is either one of Apache Kafka's
 under its name (``kafka_name``), or kgate's own, sometimes doing the work of a Kafka
 setting that does not fit a broker over shared storage (``kafka_counterpart``).
 """
