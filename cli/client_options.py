@@ -79,7 +79,8 @@ def parser(defaults: bool = True) -> argparse.ArgumentParser:
                        help="how to talk to the brokers (default PLAINTEXT)")
     group.add_argument("--sasl-mechanism", choices=SASL_MECHANISMS, default=default(None),
                        help="SASL mechanism for SASL_PLAINTEXT and SASL_SSL (default PLAIN)")
-    group.add_argument("--sasl-username", metavar="NAME", default=default(None))
+    group.add_argument("--sasl-username", metavar="NAME", default=default(None),
+                       help="the SASL user to log in as (with --security-protocol SASL_*)")
     group.add_argument("--sasl-password", metavar="PASSWORD", default=default(None),
                        help=f"SASL password (default: the {PASSWORD_VARIABLE} environment variable, "
                             f"which keeps it out of the process list)")

@@ -16,6 +16,9 @@ from kafka.structs import OffsetAndMetadata, TopicPartition
 from . import client_options as options
 from . import output
 from .client_options import Failed, UsageError
+from .group_offsets import assigned as _assigned
+from .group_offsets import committed as _committed
+from .group_offsets import offsets as _offsets
 
 INACTIVE_STATES = ("Empty", "Dead")
 COMMIT_CHUNK = 500  # partitions per OffsetCommit, so a large reset shows progress
@@ -175,18 +178,8 @@ def _group(admin, group_id: str) -> dict:
     return group
 
 
-def _committed(admin, group_id: str) -> dict:
-    """The group's committed offsets; partitions without one (offset -1) left out."""
-    offsets = admin.list_group_offsets(group_id).get(group_id, {})
-    return {tp: meta.offset for tp, meta in offsets.items() if meta.offset >= 0}
 
 
-def _assigned(member: dict) -> list:
-    """A member's partitions from its decoded consumer-protocol assignment (none for other protocols)."""
-    assignment = member.get("member_assignment")
-    if not isinstance(assignment, dict):
-        return []
-    return [TopicPartition(a["topic"], p) for a in assignment.get("assigned_partitions", ()) for p in a["partitions"]]
 
 
 def _partitions(admin, topics) -> list:
@@ -197,10 +190,6 @@ def _partitions(admin, topics) -> list:
     return sorted(partitions)
 
 
-def _offsets(admin, partitions, spec) -> dict:
-    if not partitions:
-        return {}
-    return {tp: found.offset for tp, found in admin.list_partition_offsets({tp: spec for tp in partitions}).items()}
 
 
 def _timestamp_ms(text: str) -> int:

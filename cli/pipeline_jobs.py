@@ -34,7 +34,8 @@ def add_parser(commands) -> None:
                                             "the counts as JSON records to OUTPUT_TOPIC (update mode: the "
                                             "last record of a minute and key holds its count).")
     _job_arguments(counts)
-    counts.add_argument("--output-topic", required=True, metavar="TOPIC")
+    counts.add_argument("--output-topic", required=True, metavar="TOPIC",
+                        help="the topic the counts are written to (keyed by the counted key)")
     counts.add_argument("--watermark", default="10 minutes", metavar="DELAY",
                         help="how late a record may be and still be counted (default '10 minutes')")
 

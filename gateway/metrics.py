@@ -58,6 +58,12 @@ class BrokerMetrics:
                           "cause: unreadable (missing, cut short, I/O error), checksum (an entry read back "
                           "failed its CRC32C), recovery (valid entries after damage in a crashed ledger)",
                           ["cause"], registry=self.registry)
+        self._produce_errors = Counter("kgate_produce_errors", "Partitions of produce requests answered with an "
+                                       "error, by Kafka's error name", ["error"], registry=self.registry)
+        self._auth_failures = Counter("kgate_authentication_failures", "SASL logins that failed, by mechanism and "
+                                      "reason: refused (a wrong password or unknown user) or limited (refused "
+                                      "unheard after too many failures from the address)", ["mechanism", "reason"],
+                                      registry=self.registry)
         self._write_errors = Counter("kgate_storage_write_errors", "Appends refused with KAFKA_STORAGE_ERROR "
                                      "because the store could not write (disk full, I/O error)",
                                      registry=self.registry)
@@ -121,6 +127,13 @@ class BrokerMetrics:
 
     def zone_fallback(self, client_zone: str) -> None:
         self._zone_fallbacks.labels(client_zone).inc()
+
+    def authentication_failed(self, mechanism: str, reason: str) -> None:
+        self._auth_failures.labels(mechanism, reason).inc()
+
+    def produce_failed(self, error) -> None:
+        """One partition of a produce answered with ``error`` (an ErrorCode)."""
+        self._produce_errors.labels(error.name).inc()
 
     def storage_write_failed(self) -> None:
         self._write_errors.inc()
@@ -213,6 +226,8 @@ class _StateCollector:
             sizes.add_metric([topic], size)
         yield ledgers
         yield sizes
+        yield self._ownership_gaps(broker)
+        yield self._group_lag(broker)
         owned = GaugeMetricFamily("kgate_partitions_owned", "Partitions this broker owns and serves, by topic",
                                   labels=["topic"])
         for topic, count in sorted(collections.Counter(topic for topic, _ in list(broker.partitions)).items()):
@@ -249,3 +264,34 @@ class _StateCollector:
                                 value=broker.request_bytes.total)
         yield GaugeMetricFamily("kgate_queued_response_bytes", "Fetched bytes in answers not yet on the socket",
                                 value=broker.response_bytes.total)
+
+    @staticmethod
+    def _ownership_gaps(broker) -> GaugeMetricFamily:
+        gaps = GaugeMetricFamily("kgate_ownership_gaps", "Partitions the cluster assigns to this broker that it "
+                                 "does not serve: the previous owner still holds the claim, or the partition is "
+                                 "offline (see kgate_offline_partitions)", labels=["topic"])
+        for topic in list(broker.cluster.topics.values()):
+            owners = broker.ownership.owners(topic)
+            missing = sum(1 for index, owner in enumerate(owners)
+                          if owner == broker.node_id and (topic.name, index) not in broker.partitions)
+            if missing:
+                gaps.add_metric([topic.name], missing)
+        return gaps
+
+    @staticmethod
+    def _group_lag(broker) -> GaugeMetricFamily:
+        """Computed where the group's offsets are (its coordinator) for the partitions served here:
+        all of them on a single node; in a cluster, a partition owned by another broker is left out."""
+        lag = GaugeMetricFamily("kgate_group_lag_records", "Records between each group's committed offsets and "
+                                "the high watermark, per topic, for the groups this broker coordinates and the "
+                                "partitions it serves", labels=["group", "topic"])
+        for group in list(broker.groups.groups.values()):
+            per_topic: dict[str, int] = {}
+            for (topic, index), committed in list(group.offsets.items()):
+                partition = broker.partitions.get((topic, index))
+                if partition is not None:
+                    behind = max(0, partition.ledger.high_watermark - committed.offset)
+                    per_topic[topic] = per_topic.get(topic, 0) + behind
+            for topic, records in sorted(per_topic.items()):
+                lag.add_metric([group.group_id, topic], records)
+        return lag

@@ -44,12 +44,14 @@ def add_parser(commands) -> None:
             listing=True)
     audit = _action(actions, "audit", "records per topic and minute at the source and at the target (exit 1 when "
                                       "records are missing)", listing=True)
-    audit.add_argument("--route", required=True, metavar="SOURCE:TARGET")
+    audit.add_argument("--route", required=True, metavar="SOURCE:TARGET",
+                       help="the route to audit, its source and target cluster names")
     audit.add_argument("--since", default="1h", metavar="WHEN",
                        help="a duration back from now (90s, 30m, 1h, 2d) or an ISO-8601 time (default 1h)")
     failover = _action(actions, "failover", "move a consumer group to the other cluster (a dry run unless --execute)",
                        listing=True)
-    failover.add_argument("--group", required=True, metavar="GROUP")
+    failover.add_argument("--group", required=True, metavar="GROUP",
+                          help="the consumer group whose committed offsets are translated")
     failover.add_argument("--from", required=True, dest="source", metavar="CLUSTER",
                           help="the cluster the group leaves (its committed offsets are read there)")
     failover.add_argument("--to", required=True, dest="target", metavar="CLUSTER",

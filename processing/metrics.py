@@ -29,6 +29,18 @@ class ProcessingMetrics:
         self.registry.register(_StateCollector(processor))
 
 
+# Read from the processor's snapshot at each scrape; full names, so the metrics reference of
+# the documentation finds them in the source.
+STATE_GAUGES = (("kgate_processing_buffered_records", "Records in memory, from taken to finished"),
+                ("kgate_processing_buffered_records_max", "Most records in memory at once since start"),
+                ("kgate_processing_buffered_bytes", "Key and value bytes of the records in memory"),
+                ("kgate_processing_buffered_bytes_max", "Most key and value bytes in memory at once since start"),
+                ("kgate_processing_queued_records", "Records free to run waiting for a handler slot"),
+                ("kgate_processing_running_records", "Handler attempts under way"),
+                ("kgate_processing_delayed_records", "Records waiting out a Delay or a retry backoff"),
+                ("kgate_processing_paused", "1 while fetching is paused because memory is full"))
+
+
 class _StateCollector:
     def __init__(self, processor) -> None:
         self._processor = processor
@@ -36,15 +48,8 @@ class _StateCollector:
     def collect(self):
         p = self._processor
         state = p.snapshot()
-        for name, help_text in (("buffered_records", "Records in memory, from taken to finished"),
-                                ("buffered_records_max", "Most records in memory at once since start"),
-                                ("buffered_bytes", "Key and value bytes of the records in memory"),
-                                ("buffered_bytes_max", "Most key and value bytes in memory at once since start"),
-                                ("queued_records", "Records free to run waiting for a handler slot"),
-                                ("running_records", "Handler attempts under way"),
-                                ("delayed_records", "Records waiting out a Delay or a retry backoff"),
-                                ("paused", "1 while fetching is paused because memory is full")):
-            yield GaugeMetricFamily(f"kgate_processing_{name}", help_text, value=state[name])
+        for name, help_text in STATE_GAUGES:
+            yield GaugeMetricFamily(name, help_text, value=state[name.removeprefix("kgate_processing_")])
         lag = GaugeMetricFamily("kgate_processing_lag_records", "Log end offset minus the commit position",
                                 labels=["topic", "partition"])
         age = GaugeMetricFamily("kgate_processing_commit_age_seconds",

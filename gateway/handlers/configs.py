@@ -31,6 +31,7 @@ from kgate.protocol.errors import KafkaError
 from .. import topic_configs
 from ..broker import InternalTopic
 from ..config import BROKER_SETTINGS, ConfigError, ConfigSource, ConfigType, config_type, is_sensitive
+from ..setting_docs import SETTING_DOCS
 from ..topic_configs import TOPIC_CONFIGS
 from . import Context, handles
 from .broker_view import BrokerView
@@ -45,7 +46,8 @@ BROKER = 4
 
 @handles(ApiKey.DescribeConfigs)
 async def describe_configs(ctx: Context, request):
-    results = [_describe(ctx, resource) for resource in request.resources]
+    documented = bool(getattr(request, "include_documentation", False))  # v3+
+    results = [_describe(ctx, resource, documented) for resource in request.resources]
     return R(throttle_time_ms=0, results=results)
 
 
@@ -58,7 +60,7 @@ def _refusal(ctx: Context, resource, operation: Operation) -> KafkaError | None:
     return None
 
 
-def _describe(ctx: Context, resource):
+def _describe(ctx: Context, resource, documented: bool = False):
     broker = ctx.broker
     wanted = set(resource.configuration_keys) if resource.configuration_keys is not None else None
     refused = _refusal(ctx, resource, Operation.DESCRIBE_CONFIGS)
@@ -84,10 +86,20 @@ def _describe(ctx: Context, resource):
     configs = [Entry(name=name, value=None if is_sensitive(name) else value, read_only=read_only,
                      config_source=source, is_default=source == ConfigSource.DEFAULT_CONFIG,
                      is_sensitive=is_sensitive(name), synonyms=[],
-                     config_type=kind, documentation=None)
+                     config_type=kind, documentation=_documentation(resource.resource_type, name) if documented
+                     else None)
                for name, value, read_only, source, kind in entries if wanted is None or name in wanted]
     return Result(error_code=ErrorCode.NONE, error_message=None, resource_type=resource.resource_type,
                   resource_name=resource.resource_name, configs=configs)
+
+
+def _documentation(resource_type: int, name: str) -> str:
+    """What DescribeConfigs v3+ answers when asked for documentation: what the documentation
+    site's reference says of the setting, or what kgate does with the topic config."""
+    if resource_type == BROKER:
+        return SETTING_DOCS[name].text
+    config = TOPIC_CONFIGS[name]
+    return f"kgate: {config.use.value}" + (f" ({config.why})" if config.why else "")
 
 
 def _error(resource, error, message):

@@ -160,6 +160,9 @@ async def produce_in_turn(ctx: Context, request, turn: "Turn"):
         elif durable.cancelled() or durable.exception() is not None:
             _writes_failed(ctx, partition, durable.exception() or asyncio.CancelledError("entry not made durable"))
             result.fail(ErrorCode.KAFKA_STORAGE_ERROR)
+    for result in results.values():
+        if result.error:
+            metrics.produce_failed(ErrorCode(result.error))
     return _response(results)
 
 

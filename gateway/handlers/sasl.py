@@ -59,11 +59,13 @@ async def authenticate(broker: BrokerView, connection, token: bytes) -> bytes:
     refusal = broker.login_limiter.refusal(address, user)
     if refusal is not None:
         log.warning("SASL login for %r from %s refused: too many failed logins", user, connection.peer)
+        broker.metrics.authentication_failed(mechanism.name, "limited")
         raise sasl.AuthenticationFailed(refusal)
     try:
         answer = await mechanism.evaluate(token)
     except sasl.AuthenticationFailed as exc:
         broker.login_limiter.failed(address, user)
+        broker.metrics.authentication_failed(mechanism.name, "refused")
         log.warning("SASL %s login from %s failed: %s", mechanism.name, connection.peer, exc)
         raise
     if mechanism.complete:

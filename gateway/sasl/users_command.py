@@ -49,7 +49,8 @@ def add_parser(commands) -> None:
     add.add_argument("--iterations", type=int, default=MIN_ITERATIONS,
                      help=f"SCRAM iterations, {MIN_ITERATIONS}-{MAX_ITERATIONS} (default {MIN_ITERATIONS})")
     listing = actions.add_parser("list", help="list users and their mechanisms")
-    listing.add_argument("--output", choices=("table", "json"), default="table")
+    listing.add_argument("--output", choices=("table", "json"), default="table",
+                         help="table: one user per line with its mechanisms; json: one document (default table)")
     delete = actions.add_parser("delete", help="delete a user")
     delete.add_argument("name")
     for action in (add, listing, delete):

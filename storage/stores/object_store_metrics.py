@@ -17,6 +17,7 @@ class ObjectStoreCollector:
             moved.add_metric([kind], client.bytes[kind])
         yield requests
         yield moved
+        yield from client.put_latency.collect()
         yield CounterMetricFamily("kgate_wal_objects", "WAL objects written", value=store.wal_objects)
         yield CounterMetricFamily("kgate_wal_object_bytes", "Bytes of WAL objects written (over kgate_wal_objects: "
                                   "the mean object size)", value=store.wal_bytes)

@@ -17,9 +17,10 @@ from confluent_kafka.admin import (
     ConfigSource,
     ResourceType,
 )
-from kafka.protocol.admin import AlterConfigsRequest, IncrementalAlterConfigsRequest
+from kafka.protocol.admin import AlterConfigsRequest, DescribeConfigsRequest, IncrementalAlterConfigsRequest
 
 from kgate.gateway.config import BROKER_SETTINGS
+from kgate.gateway.setting_docs import SETTING_DOCS
 from kgate.protocol.error_codes import ErrorCode
 from tests.support.clients import create_topic
 from tests.support.member_process import wait_for
@@ -307,3 +308,27 @@ def test_every_described_config_written_back_with_message_format_version_kafka_p
     finally:
         kafka_python.close()
     assert dynamic(admin(broker)) == {**everything, "message.format.version": "2.8"}
+
+
+TOPIC_RESOURCE, BROKER = 2, 4  # DescribeConfigs resource types
+
+
+def test_describe_configs_answers_documentation_when_asked(broker):
+    """DescribeConfigs v3+ with include_documentation: each broker setting's text from the
+    documentation site's table, each topic config what kgate does with it; none unasked."""
+    create_topic(broker.bootstrap, "documented", 1)
+    resources = [DescribeConfigsRequest.DescribeConfigsResource(resource_type=BROKER, resource_name="",
+                                                                configuration_keys=["log.retention.ms"]),
+                 DescribeConfigsRequest.DescribeConfigsResource(resource_type=TOPIC_RESOURCE,
+                                                                resource_name="documented",
+                                                                configuration_keys=["flush.ms", "retention.ms"])]
+    with Wire(broker.bootstrap) as wire:
+        asked = wire.call(DescribeConfigsRequest(resources=resources, include_synonyms=False,
+                                                 include_documentation=True), 4)
+        unasked = wire.call(DescribeConfigsRequest(resources=resources, include_synonyms=False,
+                                                   include_documentation=False), 4)
+    docs = {c.name: c.documentation for result in asked.results for c in result.configs}
+    assert docs["log.retention.ms"] == SETTING_DOCS["log.retention.ms"].text
+    assert docs["retention.ms"] == "kgate: acts"
+    assert docs["flush.ms"].startswith("kgate: accepted and ignored (") and "fsync" in docs["flush.ms"]
+    assert all(c.documentation is None for result in unasked.results for c in result.configs)

@@ -45,6 +45,9 @@ def test_one_broker_on_s3_produces_and_consumes_and_restarts_from_objects(broker
     samples = scrape(broker.metrics_url)
     wal_objects = value(samples, "kgate_wal_objects_total")
     assert 0 < wal_objects <= value(samples, "kgate_object_requests_total", kind="put")
+    # Every plain PUT is timed (conditional creates are not on the acknowledgement path).
+    assert wal_objects <= value(samples, "kgate_object_put_seconds_count") <= \
+        value(samples, "kgate_object_requests_total", kind="put")
     assert value(samples, "kgate_wal_object_bytes_total") > 500 * 300
     # The consumer read what this broker had just written: from memory, with no GET.
     assert value(samples, "kgate_object_cache_hit_ratio") == 1.0

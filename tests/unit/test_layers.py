@@ -14,7 +14,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "src" / "kgate"
 ROOMS = sorted(p.name for p in PACKAGE.iterdir() if p.is_symlink())
-CLIENT_ROOMS = {"cli", "pipeline", "mirror", "processing"}
+CLIENT_ROOMS = {"cli", "console", "pipeline", "mirror", "processing"}
 MAY_IMPORT = {
     "protocol": set(),
     "storage": {"protocol"},
