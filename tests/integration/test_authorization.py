@@ -8,6 +8,7 @@ in with SaslHandshake v0 and raw tokens.
 import json
 import subprocess
 import sys
+import uuid
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicCollection
@@ -28,13 +29,16 @@ from kafka import KafkaProducer
 from kafka.errors import TopicAuthorizationFailedError
 from kafka.protocol.admin.acl import CreateAclsRequest, DescribeAclsRequest
 from kafka.protocol.api_key import ApiKey
+from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
 from kgate.metadata.acls import Operation, Permission
 from kgate.metadata.acls import PatternType as Pattern
 from kgate.metadata.acls import ResourceType as Kind
+from kgate.protocol.error_codes import ErrorCode
+from kgate.protocol.messages import ConsumerGroupHeartbeatRequest
 from tests.support.compat_matrix import clients
 from tests.support.member_process import wait_for
-from tests.support.wire import connect, encode_request, read_response
+from tests.support.wire import Wire, connect, encode_request, read_response
 
 PASSWORDS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
 TIMEOUT = 30
@@ -97,6 +101,15 @@ def read(broker, user, topic, count, group) -> list:
     finally:
         consumer.close()
     return got
+
+
+def logged_in(broker, user) -> Wire:
+    """A raw connection on the SASL listener, logged in as ``user`` with PLAIN."""
+    wire = Wire(broker.address("SASL_PLAINTEXT"))
+    assert wire.call(SaslHandshakeRequest(mechanism="PLAIN"), 1).error_code == ErrorCode.NONE
+    token = f"\x00{user}\x00{PASSWORDS[user]}".encode()
+    assert wire.call(SaslAuthenticateRequest(auth_bytes=token), 1).error_code == ErrorCode.NONE
+    return wire
 
 
 def grant(admin: AdminClient, *bindings: AclBinding) -> None:
@@ -269,3 +282,24 @@ def test_authorized_operations_are_the_allowed_ones(secured):
     everything = admin.describe_topics(TopicCollection(["orders"]), include_authorized_operations=True)["orders"]
     assert {AclOperation.WRITE, AclOperation.DELETE, AclOperation.ALTER_CONFIGS} <= set(
         everything.result(TIMEOUT).authorized_operations)
+
+
+def test_a_consumer_group_heartbeat_naming_a_topic_the_member_may_not_describe_is_refused(secured):
+    """Kafka fails the heartbeat with TOPIC_AUTHORIZATION_FAILED while any named topic is not
+    describable, whether or not it exists (the member was accepted and assigned the others)."""
+    admin = admin_client(secured)
+    for topic in ("shared", "secret"):
+        create_topic(admin, topic)
+    grant(admin, allow("User:alice", ResourceType.GROUP, "alice.new", AclOperation.READ),
+          allow("User:alice", ResourceType.TOPIC, "shared", AclOperation.READ))
+
+    def heartbeat(wire, topics):
+        return wire.call(ConsumerGroupHeartbeatRequest(
+            group_id="alice.new", member_id=str(uuid.uuid4()), member_epoch=0, rebalance_timeout_ms=30_000,
+            subscribed_topic_names=topics, topic_partitions=[]), 0)
+    with logged_in(secured, "alice") as wire:
+        for topics in (["shared", "missing", "secret"], ["shared", "secret"], ["shared", "missing"]):
+            refused = heartbeat(wire, topics)
+            assert (refused.error_code, refused.assignment) == (ErrorCode.TOPIC_AUTHORIZATION_FAILED, None), topics
+        accepted = heartbeat(wire, ["shared"])
+        assert accepted.error_code == ErrorCode.NONE and accepted.member_epoch == 1
