@@ -11,11 +11,18 @@ benchmark's PUTs and GETs per GB.
 import datetime
 from collections import Counter
 
-import obstore
-from obstore.exceptions import AlreadyExistsError, PreconditionError
-from obstore.store import S3Store
-
+from ..missing_extra import MissingExtra
 from .bucket_location import BucketLocation
+
+try:
+    import obstore
+    from obstore.exceptions import AlreadyExistsError, PreconditionError
+    from obstore.exceptions import BaseError as ObjectStoreError
+    from obstore.store import S3Store
+except ModuleNotFoundError as missing:
+    raise MissingExtra("s3:// storage", "s3", missing.name) from None
+
+__all__ = ["ObjectClient", "ObjectExists", "ObjectStoreError"]
 
 
 class ObjectExists(Exception):
