@@ -27,8 +27,10 @@ from confluent_kafka.admin import (
 )
 from kafka import KafkaProducer
 from kafka.errors import TopicAuthorizationFailedError
+from kafka.protocol.admin import DeleteTopicsRequest
 from kafka.protocol.admin.acl import CreateAclsRequest, DescribeAclsRequest
 from kafka.protocol.api_key import ApiKey
+from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
 from kgate.metadata.acls import Operation, Permission
@@ -303,3 +305,33 @@ def test_a_consumer_group_heartbeat_naming_a_topic_the_member_may_not_describe_i
             assert (refused.error_code, refused.assignment) == (ErrorCode.TOPIC_AUTHORIZATION_FAILED, None), topics
         accepted = heartbeat(wire, ["shared"])
         assert accepted.error_code == ErrorCode.NONE and accepted.member_epoch == 1
+
+
+def test_a_topic_id_does_not_reveal_the_name_of_a_topic_the_user_may_not_describe(secured):
+    """Kafka answers TOPIC_AUTHORIZATION_FAILED with the name null and the id kept (an id is not
+    sensitive, a name is), for Metadata and DeleteTopics by id."""
+    admin = admin_client(secured)
+    create_topic(admin, "secret")
+    with logged_in(secured, "admin") as wire:
+        [described] = wire.call(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="secret")],
+                                                allow_auto_topic_creation=False), 12).topics
+    secret_id, unknown_id = described.topic_id, uuid.uuid4()
+
+    def by_id(wire, *ids):
+        return [(t.error_code, t.name, t.topic_id) for t in wire.call(MetadataRequest(
+            topics=[MetadataRequest.MetadataRequestTopic(topic_id=i, name=None) for i in ids],
+            allow_auto_topic_creation=False), 12).topics]
+
+    def delete_by_id(wire, topic_id):
+        [result] = wire.call(DeleteTopicsRequest(topics=[DeleteTopicsRequest.DeleteTopicState(
+            name=None, topic_id=topic_id)], timeout_ms=10_000), 6).responses
+        return result.error_code, result.name, result.topic_id
+    with logged_in(secured, "alice") as wire:
+        assert by_id(wire, secret_id, unknown_id) == [(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None, secret_id),
+                                                      (ErrorCode.UNKNOWN_TOPIC_ID, None, unknown_id)]
+        assert delete_by_id(wire, secret_id) == (ErrorCode.TOPIC_AUTHORIZATION_FAILED, None, secret_id)
+        grant(admin, allow("User:alice", ResourceType.TOPIC, "secret", AclOperation.DESCRIBE))
+        assert delete_by_id(wire, secret_id) == (ErrorCode.TOPIC_AUTHORIZATION_FAILED, "secret", secret_id), \
+            "may describe, may not delete: the name is hers to know"
+        [(error, name, topic_id)] = by_id(wire, secret_id)
+        assert (error, name, topic_id) == (ErrorCode.NONE, "secret", secret_id)
