@@ -183,9 +183,12 @@ class Broker:
         await self.followers.close()
         self.peers.close()
         serving = list(self.partitions)
-        for name, index in serving:
-            await self.ownership.lose(name, index, seal=True)
-        log.info("sealed and handed over %d partitions", len(serving))
+        failed = [f"{name}-{index}" for name, index in serving if not await self.ownership.lose(name, index, seal=True)]
+        log.info("sealed and handed over %d partitions", len(serving) - len(failed))
+        if failed:
+            log.error("the hand-over of %d partitions (%s) could not be written (the warnings above say why); "
+                      "nothing acknowledged is lost: their next owner's recovery seals their ledgers",
+                      len(failed), ", ".join(failed[:5]) + (", ..." if len(failed) > 5 else ""))
         self.ledgers.close()
         await self.metadata.close()
 

@@ -120,9 +120,11 @@ class Ownership:
         log.debug("now serving %s-%d (leader epoch %d)", topic.name, index, partition.leader_epoch)
         return True
 
-    async def lose(self, name: str, index: int, seal: bool) -> None:
+    async def lose(self, name: str, index: int, seal: bool) -> bool:
         """Stop serving a partition at once; ``seal`` its ledger (a clean hand-over) or just
-        drop it (the topic is gone, or the claim was lost with the session)."""
+        drop it (the topic is gone, or the claim was lost with the session). False when the
+        seal or the release could not be written (a full disk, a store gone): logged, and
+        nothing acknowledged is lost, since what was acknowledged is durable already."""
         broker = self.broker
         partition = broker.partitions.pop((name, index), None)
         offline = broker.offline.pop((name, index), None)
@@ -130,24 +132,33 @@ class Ownership:
         if partition is None:
             if offline is not None and not self._expired:
                 await broker.cluster.release(name, index, broker.node_id)
-            return
+            return True
         if name == OFFSETS_TOPIC:
             broker.groups.lose(index)
         elif name == TRANSACTION_STATE_TOPIC:
             broker.transactions.lose(index)
+        clean = True
         if seal:
             try:
                 await partition.ledger.close()
             except (LedgerFenced, ChainConflict) as exc:
                 # Its next owner got there first: that owner's recovery sealed it.
                 log.warning("%s-%d was already taken over: %s", name, index, exc)
-            except Exception:
-                log.exception("sealing %s-%d on hand-over failed; its next owner's recovery seals it", name, index)
+            except Exception as exc:
+                clean = False
+                log.warning("sealing %s-%d on hand-over failed (%r); its next owner's recovery seals it",
+                            name, index, exc)
         else:
             partition.ledger.abandon()
         if not self._expired:
-            await broker.cluster.release(name, index, broker.node_id)
+            try:
+                await broker.cluster.release(name, index, broker.node_id)
+            except Exception as exc:
+                clean = False  # the claim is ephemeral: it ends with this broker's metadata session instead
+                log.warning("releasing %s-%d on hand-over failed (%r); its claim ends with this broker's session",
+                            name, index, exc)
         log.debug("stopped serving %s-%d", name, index)
+        return clean
 
     # -- the metadata session ------------------------------------------------------------
 
