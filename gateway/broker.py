@@ -100,7 +100,8 @@ class Broker:
         self.credentials = CredentialStore(metadata)
         self.sasl_mechanisms = [m.strip() for m in settings["sasl.enabled.mechanisms"].split(",")]
         self.login_limiter = LoginLimiter(settings["kgate.sasl.max.failed.logins.per.minute"],
-                                          settings["kgate.sasl.max.failed.logins.per.address.per.minute"])
+                                          settings["kgate.sasl.max.failed.logins.per.address.per.minute"],
+                                          settings["kgate.sasl.max.failed.logins.per.user.per.minute"])
         self.metrics = BrokerMetrics(self)
         for collector in ledgers.collectors():
             self.metrics.registry.register(collector)
