@@ -24,8 +24,9 @@ async def metadata(ctx: Context, request):
     requested = request.topics
     if requested is None or (version == 0 and not requested):
         # All topics: those the principal may describe (Kafka filters, without logging denials).
-        wanted = [(name, None) for name in sorted(broker.topics)
-                  if ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, name, quietly=True)]
+        wanted: list[tuple[str | None, uuid.UUID | None]] = [
+            (name, None) for name in sorted(broker.topics)
+            if ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, name, quietly=True)]
         auto_create = False
     else:
         wanted = [_resolved(ctx, topic) for topic in requested]
