@@ -31,7 +31,7 @@ from kgate.protocol.errors import KafkaError
 from kgate.storage import entry_formats
 from kgate.storage.entry_formats import EntryFormat
 from kgate.storage.ledger import CorruptLedger, LedgerStore, TailUnreachable
-from kgate.storage.managed_ledger import ManagedLedger, RetentionPolicy, RolloverPolicy
+from kgate.storage.managed_ledger import DamagedEntry, ManagedLedger, RetentionPolicy, RolloverPolicy
 
 from . import topic_configs
 from .authorizer import Authorizer
@@ -81,6 +81,8 @@ class Broker:
         # Partitions this broker owns but cannot serve because their ledgers are damaged:
         # each answers KAFKA_STORAGE_ERROR until the ledger is repaired and the broker restarted.
         self.offline: dict[tuple[str, int], str] = {}
+        # Of those, partitions served until an entry read back damaged: the first offset it holds.
+        self.damaged_from: dict[tuple[str, int], int] = {}
         self.connections: set = set()
         self.connection_limits = ConnectionLimits(settings["max.connections"], settings["max.connections.per.ip"],
                                                   parse_overrides(settings["max.connections.per.ip.overrides"]))
@@ -427,6 +429,10 @@ class Broker:
         A ledger whose tail is in another broker's local WAL is not damage: it answers
         KAFKA_STORAGE_ERROR too (retriable: clients retry) until that tail is uploaded.
         """
+        if isinstance(damage, DamagedEntry) and (name, index) in self.partitions:
+            # Served below the damage, refused from it on: an earlier damaged entry lowers the bound.
+            known = self.damaged_from.get((name, index))
+            self.damaged_from[(name, index)] = damage.offset if known is None else min(known, damage.offset)
         if (name, index) in self.offline:
             return
         self.offline[(name, index)] = str(damage)
@@ -436,6 +442,13 @@ class Broker:
             return
         cause = self.metrics.ledger_damaged(damage)
         log.error("%s-%d: ledger damaged (%s), answering KAFKA_STORAGE_ERROR: %s", name, index, cause, damage)
+
+    def damaged_partition(self, name: str, index: int) -> tuple[Partition, int] | None:
+        """A partition taken offline by a damaged entry, with that entry's first offset: what
+        lies before it is still served (fetches, the earliest offset)."""
+        below = self.damaged_from.get((name, index))
+        partition = self.partitions.get((name, index))
+        return None if below is None or partition is None else (partition, below)
 
     def served(self) -> Iterator[tuple[tuple[str, int], Partition]]:
         """The partitions this broker serves, in name and index order."""

@@ -110,6 +110,7 @@ class Ownership:
             await broker.cluster.release(topic.name, index, broker.node_id)
             raise
         broker.partitions[(topic.name, index)] = partition
+        broker.damaged_from.pop((topic.name, index), None)
         if broker.offline.pop((topic.name, index), None) is not None:
             self._awaiting_tail.discard((topic.name, index))
             log.info("%s-%d: its ledger tail was uploaded; serving it", topic.name, index)
@@ -128,6 +129,7 @@ class Ownership:
         broker = self.broker
         partition = broker.partitions.pop((name, index), None)
         offline = broker.offline.pop((name, index), None)
+        broker.damaged_from.pop((name, index), None)
         self._awaiting_tail.discard((name, index))
         if partition is None:
             if offline is not None and not self._expired:

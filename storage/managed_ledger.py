@@ -23,9 +23,20 @@ from dataclasses import asdict, dataclass, field
 from . import entry
 from .chain_record import ChainConflict, ChainRecord
 from .entry import EntryHeader
-from .ledger import Ledger, LedgerFenced, LedgerStore, StoreUnavailable, StrandedEntries
+from .ledger import CorruptLedger, Ledger, LedgerFenced, LedgerStore, StoreUnavailable, StrandedEntries
 
 log = logging.getLogger(__name__)
+
+
+class DamagedEntry(CorruptLedger):
+    """An entry read back damaged (``found`` says how): ``offset`` is the first offset it
+    holds. What lies before it is sound and may still be served (reads with ``end`` at
+    most ``offset``)."""
+
+    def __init__(self, found: CorruptLedger, offset: int):
+        super().__init__(f"{found}; offsets from {offset} on are not served")
+        self.found = found
+        self.offset = offset
 
 
 @dataclass
@@ -356,14 +367,17 @@ class ManagedLedger:
 
     # -- reading --------------------------------------------------------------------
 
-    async def read(self, offset: int, max_bytes: int, min_one: bool = True) -> list[StoredEntry]:
-        """Entries from the one holding ``offset`` up to the high watermark.
+    async def read(self, offset: int, max_bytes: int, min_one: bool = True,
+                   end: int | None = None) -> list[StoredEntry]:
+        """Entries from the one holding ``offset`` up to the high watermark (or up to ``end``,
+        entries wholly below it, when that is lower).
 
         Stops once ``max_bytes`` of payload are gathered. With ``min_one`` it returns at
         least one entry so a batch larger than the limit still makes progress (Kafka's
-        minOneMessage); without, an entry past the limit is left for a later read.
+        minOneMessage); without, an entry past the limit is left for a later read. An
+        entry that reads back damaged raises DamagedEntry, naming its first offset.
         """
-        hw = self._high_watermark
+        hw = self._high_watermark if end is None else min(end, self._high_watermark)
         if offset >= hw or offset < self._log_start:
             return []
         out: list[StoredEntry] = []
@@ -390,7 +404,11 @@ class ManagedLedger:
             more = last < len(segment.last_offsets) - 1
             budget -= segment.ends[last] - start_bytes
             next_offset = segment.last_offsets[last] + 1
-            for raw in await self.read_entries(segment, first, last):
+            try:
+                raws = await self.read_entries(segment, first, last)
+            except CorruptLedger as damage:
+                raise await self._damaged_entry(segment, first, last, damage) from damage
+            for raw in raws:
                 header = EntryHeader.unpack(raw)
                 out.append(StoredEntry(header, raw[entry.SIZE:]))
             offset = next_offset
@@ -398,6 +416,20 @@ class ManagedLedger:
                 break
             index = max(0, bisect_right(self._firsts, offset) - 1)
         return out
+
+    async def _damaged_entry(self, segment: _Segment, first: int, last: int, damage: CorruptLedger) -> DamagedEntry:
+        """The first of entries ``first..last`` that does not read back alone (a read that
+        failed as a whole does not say which): the damage, with the first offset it holds."""
+        for entry_id in range(first, last + 1):
+            try:
+                await self.read_entries(segment, entry_id, entry_id)
+            except CorruptLedger as exc:
+                damage = exc
+                break
+        else:
+            entry_id = first  # each reads back alone: refuse from the range's start
+        offset = segment.last_offsets[entry_id - 1] + 1 if entry_id else segment.info.first_offset
+        return DamagedEntry(damage, offset)
 
     async def read_entries(self, segment: _Segment, first: int, last: int) -> list[memoryview]:
         """Entries ``first..last`` of ``segment`` (header and payload), which stays open meanwhile."""

@@ -28,6 +28,7 @@ from kgate.protocol.inflate import DEFAULT_LIMIT
 from kgate.storage.entry_formats import EntryUnreadable, decode_entry
 from kgate.storage.followed_ledger import FollowedLedger
 from kgate.storage.ledger import CorruptLedger, FollowingUnsupported
+from kgate.storage.managed_ledger import DamagedEntry
 
 from ..fetch_sessions import INITIAL_EPOCH, INVALID_SESSION_ID, CachedPartition
 from ..partition_transactions import READ_COMMITTED, committed_view
@@ -175,7 +176,8 @@ async def _targets(ctx: Context, wanted) -> tuple[list, list]:
             try:
                 partition = broker.partition(topic.name, part.partition)
             except KafkaError as error:
-                missing = error.code
+                damaged = broker.damaged_partition(topic.name, part.partition)
+                partition, missing = (damaged[0], None) if damaged is not None else (None, error.code)
             if missing == ErrorCode.NOT_LEADER_FOR_PARTITION and follow:
                 try:
                     partition, missing = await broker.followers.partition(topic, part.partition), None
@@ -191,6 +193,26 @@ async def _targets(ctx: Context, wanted) -> tuple[list, list]:
                     preferred = replica
         targets.append((topic_request, part, partition, missing, preferred))
     return targets, followed
+
+
+async def _entries(broker: BrokerView, partition, offset: int, max_bytes: int, min_one: bool) -> list:
+    """What a fetch at ``offset`` reads, or KafkaError. A damaged entry refuses its offsets
+    and every later one (KAFKA_STORAGE_ERROR); what lies before it is still served."""
+    ledger = partition.ledger
+    damaged = broker.damaged_partition(partition.topic, partition.index)
+    end = None if damaged is None else damaged[1]
+    if end is not None and offset >= end:
+        raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR)
+    try:
+        return await ledger.read(offset, max_bytes, min_one=min_one, end=end)
+    except CorruptLedger as damage:
+        if isinstance(ledger, FollowedLedger):
+            # Not ours to judge (a ledger retention or compaction replaced mid-read): the owner serves it.
+            raise KafkaError(ErrorCode.NOT_LEADER_FOR_PARTITION) from None
+        broker.take_offline(partition.topic, partition.index, damage)
+        if isinstance(damage, DamagedEntry) and offset < damage.offset:
+            return await _entries(broker, partition, offset, max_bytes, min_one)
+        raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR) from None
 
 
 def _news(session, keys: list, responses: list) -> list:
@@ -241,15 +263,10 @@ async def _read(broker: BrokerView, targets: list, max_bytes: int, version: int,
             error = ErrorCode.OFFSET_OUT_OF_RANGE
         elif (max_bytes > 0 or (progress and total == 0)) and (not committed_only or part.fetch_offset < lso):
             try:
-                entries = await ledger.read(part.fetch_offset, min(part.partition_max_bytes, max_bytes),
-                                            min_one=progress and total == 0)
-            except CorruptLedger as damage:
-                if isinstance(ledger, FollowedLedger):
-                    # Not ours to judge (a ledger retention or compaction replaced mid-read): the owner serves it.
-                    responses.append((topic_request, _refused(part.partition, ErrorCode.NOT_LEADER_FOR_PARTITION)))
-                    continue
-                broker.take_offline(partition.topic, partition.index, damage)
-                responses.append((topic_request, _refused(part.partition, ErrorCode.KAFKA_STORAGE_ERROR)))
+                entries = await _entries(broker, partition, part.fetch_offset,
+                                         min(part.partition_max_bytes, max_bytes), progress and total == 0)
+            except KafkaError as refused:
+                responses.append((topic_request, _refused(part.partition, refused.code)))
                 continue
             if committed_only:
                 entries, aborted = committed_view(partition.transactions, entries, part.fetch_offset, lso, start)

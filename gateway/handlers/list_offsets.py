@@ -33,6 +33,9 @@ LATEST_TIERED = -5
 @handles(ApiKey.ListOffsets)
 async def list_offsets(ctx: Context, request):
     async def answer(part, partition):
+        if ctx.broker.damaged_partition(partition.topic, partition.index) is not None and \
+                part.timestamp not in (EARLIEST, EARLIEST_LOCAL):
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR)  # only the log start lies before the damage
         if ctx.version == 0:
             return _old_style(partition, part)
         try:
@@ -47,6 +50,15 @@ async def list_offsets(ctx: Context, request):
         return P(partition_index=part.partition_index, error_code=ErrorCode.NONE,
                  timestamp=timestamp, offset=offset, leader_epoch=partition.leader_epoch)
 
+    async def find(name, index):
+        try:
+            return await ctx.broker.followers.readable(ctx.connection, name, index)
+        except KafkaError:
+            damaged = ctx.broker.damaged_partition(name, index)
+            if damaged is None:
+                raise
+            return damaged[0]
+
     def refused(part, error):
         return P(partition_index=part.partition_index, error_code=error.code, timestamp=-1, offset=-1,
                  old_style_offsets=[])
@@ -55,7 +67,7 @@ async def list_offsets(ctx: Context, request):
         R.ListOffsetsTopicResponse(name=topic.name, partitions=await per_partition(
             ctx.broker, topic.name, topic.partitions, lambda part: part.partition_index, answer, refused,
             allowed=ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, topic.name),
-            find=lambda name, index: ctx.broker.followers.readable(ctx.connection, name, index)))
+            find=find))
         for topic in request.topics])
 
 

@@ -10,6 +10,7 @@ from kgate.metadata.cluster import TopicExists, invalid_topic_name
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
 
+from ..partition import Partition
 from . import Context, handles
 
 log = logging.getLogger(__name__)
@@ -108,10 +109,12 @@ def _partition(ctx: Context, topic, index):
     (claimed a moment ago) or one with no live owner has no leader: clients retry."""
     broker = ctx.broker
     leader = broker.leader(topic, index)
+    local: Partition | None
     try:
         local = broker.partition(topic.name, index)
     except KafkaError:
-        local = None
+        damaged = broker.damaged_partition(topic.name, index)  # led here: what lies before the damage is served
+        local = damaged[0] if damaged is not None else None
     if leader is None or (leader.node_id == broker.node_id and local is None):
         return R.MetadataResponseTopic.MetadataResponsePartition(
             error_code=ErrorCode.LEADER_NOT_AVAILABLE, partition_index=index, leader_id=-1, leader_epoch=-1,

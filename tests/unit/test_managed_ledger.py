@@ -8,8 +8,8 @@ from kgate.gateway.chain_records import MetadataChainRecord
 from kgate.metadata.cluster import ClusterState
 from kgate.metadata.stores.embedded import EmbeddedMetadataStore
 from kgate.storage.entry import EntryHeader
-from kgate.storage.ledger import StoreUnavailable, StrandedEntries
-from kgate.storage.managed_ledger import ManagedLedger, RetentionPolicy, RolloverPolicy
+from kgate.storage.ledger import ChecksumMismatch, StoreUnavailable, StrandedEntries
+from kgate.storage.managed_ledger import DamagedEntry, ManagedLedger, RetentionPolicy, RolloverPolicy
 from kgate.storage.stores.file_store import FileLedgerStore
 
 PAYLOAD = 100
@@ -337,3 +337,26 @@ async def test_a_failed_fsync_gives_up_the_unconfirmed_entries_and_their_offsets
     assert offsets(await (await partition.open()).read(0, 1 << 20)) == contiguous(COUNTS)
     await partition.stop(clean=False)
     assert offsets(await (await partition.open()).read(0, 1 << 20)) == contiguous(COUNTS)
+
+
+async def test_a_damaged_entry_read_back_names_its_first_offset_and_what_lies_before_it_still_reads(partition):
+    ledger = await partition.open(rollover=RolloverPolicy())
+    for n in COUNTS:
+        await append(ledger, n)
+    offsets = [0]
+    for n in COUNTS:
+        offsets.append(offsets[-1] + n)
+    await partition.stop(clean=True)  # sealed: its entries are checked when read, not when opened
+    path = os.path.join(partition.ledgers_dir, partition.ledger_files()[0])
+    with open(path, "r+b") as fh:  # a payload byte of the fourth entry (8-byte frames of 22 + 100 bytes)
+        fh.seek(3 * (8 + 22 + PAYLOAD) + 8 + 22 + 50)
+        fh.write(b"!")
+
+    ledger = await partition.open(rollover=RolloverPolicy())
+    with pytest.raises(DamagedEntry) as damaged:
+        await ledger.read(0, 1 << 20)
+    assert damaged.value.offset == offsets[3] and isinstance(damaged.value.found, ChecksumMismatch)
+    before = await ledger.read(0, 1 << 20, end=damaged.value.offset)
+    assert [e.header.base_offset for e in before] == offsets[:3]
+    assert (await ledger.read(offsets[4], 1 << 20))[0].header.base_offset == offsets[4], "and after it"
+    await partition.stop(clean=True)
