@@ -81,8 +81,8 @@ class Broker:
         # Partitions this broker owns but cannot serve because their ledgers are damaged:
         # each answers KAFKA_STORAGE_ERROR until the ledger is repaired and the broker restarted.
         self.offline: dict[tuple[str, int], str] = {}
-        # Of those, partitions served until an entry read back damaged: the first offset it holds.
-        self.damaged_from: dict[tuple[str, int], int] = {}
+        # Of those, partitions damaged from an offset on, still read below it (damaged_partition).
+        self.damaged: dict[tuple[str, int], tuple[Partition, int]] = {}
         self.connections: set = set()
         self.connection_limits = ConnectionLimits(settings["max.connections"], settings["max.connections.per.ip"],
                                                   parse_overrides(settings["max.connections.per.ip.overrides"]))
@@ -399,7 +399,11 @@ class Broker:
             f"{topic.name}-{index}", self.ledgers, MetadataChainRecord(self.metadata, ledger_list_path(topic, index)),
             lambda: self.cluster.allocate("ledger-id"), rollover=rollover, retention=retention)
         partition = Partition(topic.name, index, ledger)
-        await partition.open()
+        try:
+            await partition.open()
+        except DamagedEntry as damage:
+            self._damaged_below(topic.name, index, damage.offset, opened=partition)
+            raise
         return partition
 
     # -- what handlers ask (handlers.broker_view.BrokerView) ---------------------------------
@@ -429,10 +433,8 @@ class Broker:
         A ledger whose tail is in another broker's local WAL is not damage: it answers
         KAFKA_STORAGE_ERROR too (retriable: clients retry) until that tail is uploaded.
         """
-        if isinstance(damage, DamagedEntry) and (name, index) in self.partitions:
-            # Served below the damage, refused from it on: an earlier damaged entry lowers the bound.
-            known = self.damaged_from.get((name, index))
-            self.damaged_from[(name, index)] = damage.offset if known is None else min(known, damage.offset)
+        if isinstance(damage, DamagedEntry):
+            self._damaged_below(name, index, damage.offset)
         if (name, index) in self.offline:
             return
         self.offline[(name, index)] = str(damage)
@@ -443,12 +445,18 @@ class Broker:
         cause = self.metrics.ledger_damaged(damage)
         log.error("%s-%d: ledger damaged (%s), answering KAFKA_STORAGE_ERROR: %s", name, index, cause, damage)
 
+    def _damaged_below(self, name: str, index: int, offset: int, opened: Partition | None = None) -> None:
+        """Serve the partition below ``offset`` only: a damaged entry found when read (the
+        partition served until now) or when opened (``opened``, readable as far as the damage)."""
+        partition = opened or self.partitions.get((name, index))
+        known = self.damaged.get((name, index))
+        if partition is not None:  # an earlier damaged entry lowers the bound
+            self.damaged[(name, index)] = partition, offset if known is None else min(known[1], offset)
+
     def damaged_partition(self, name: str, index: int) -> tuple[Partition, int] | None:
         """A partition taken offline by a damaged entry, with that entry's first offset: what
         lies before it is still served (fetches, the earliest offset)."""
-        below = self.damaged_from.get((name, index))
-        partition = self.partitions.get((name, index))
-        return None if below is None or partition is None else (partition, below)
+        return self.damaged.get((name, index))
 
     def served(self) -> Iterator[tuple[tuple[str, int], Partition]]:
         """The partitions this broker serves, in name and index order."""

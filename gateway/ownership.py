@@ -98,7 +98,7 @@ class Ownership:
             asyncio.get_running_loop().call_later(TAIL_RETRY_SECONDS, broker.events.post, Event.OWNERS, topic.name)
             return first_try
         except (CorruptLedger, OSError) as damage:
-            # Held, not served: every other partition starts, and this one answers why not.
+            # Held, served below the damage at most: every other partition starts, and this one says why not.
             broker.take_offline(topic.name, index, damage)
             return True
         except Exception:
@@ -110,7 +110,6 @@ class Ownership:
             await broker.cluster.release(topic.name, index, broker.node_id)
             raise
         broker.partitions[(topic.name, index)] = partition
-        broker.damaged_from.pop((topic.name, index), None)
         if broker.offline.pop((topic.name, index), None) is not None:
             self._awaiting_tail.discard((topic.name, index))
             log.info("%s-%d: its ledger tail was uploaded; serving it", topic.name, index)
@@ -129,9 +128,11 @@ class Ownership:
         broker = self.broker
         partition = broker.partitions.pop((name, index), None)
         offline = broker.offline.pop((name, index), None)
-        broker.damaged_from.pop((name, index), None)
+        damaged = broker.damaged.pop((name, index), None)
         self._awaiting_tail.discard((name, index))
         if partition is None:
+            if damaged is not None:
+                damaged[0].ledger.abandon()  # opened only as far as its damage: nothing to seal
             if offline is not None and not self._expired:
                 await broker.cluster.release(name, index, broker.node_id)
             return True

@@ -23,7 +23,15 @@ from dataclasses import asdict, dataclass, field
 from . import entry
 from .chain_record import ChainConflict, ChainRecord
 from .entry import EntryHeader
-from .ledger import CorruptLedger, Ledger, LedgerFenced, LedgerStore, StoreUnavailable, StrandedEntries
+from .ledger import (
+    CorruptLedger,
+    FollowingUnsupported,
+    Ledger,
+    LedgerFenced,
+    LedgerStore,
+    StoreUnavailable,
+    StrandedEntries,
+)
 
 log = logging.getLogger(__name__)
 
@@ -143,6 +151,8 @@ class ManagedLedger:
         self._roll_lock = asyncio.Lock()
         self._append_waiters: set[asyncio.Future] = set()
         self._closed = False
+        # Set when opening met a damaged ledger: the first offset not served (see _open_before).
+        self.damaged_at: int | None = None
         # The confirmation round entries appended now will share (see :meth:`append`).
         self._next_round: asyncio.Future | None = None
 
@@ -168,12 +178,12 @@ class ManagedLedger:
         try:
             for info in infos:
                 await self._load(info, observe, payload_head)
-        except BaseException as exc:
+        except CorruptLedger as exc:
+            await self._open_before(info, self._stranded(exc) if isinstance(exc, StrandedEntries) else exc)
+        except BaseException:
             for segment in self._segments:
                 segment.ledger.release()
             self._closed = True
-            if isinstance(exc, StrandedEntries):
-                raise self._stranded(exc) from exc
             raise
         await self._start_ledger(self._segments[-1].next_offset if self._segments else self._log_start)
         self._high_watermark = self._segments[-1].info.first_offset
@@ -199,6 +209,32 @@ class ManagedLedger:
             return
         self._push_segment(segment)
 
+    async def _open_before(self, info: LedgerInfo, damage: CorruptLedger) -> None:
+        """Keep what lies before the damage readable, then raise DamagedEntry: the ledgers
+        before the damaged one and, when the store can open it read-only, its whole CRC-valid
+        entries before the damage. Closed: nothing is appended, sealed, trimmed or persisted,
+        so the damaged ledger stays as found for a repair."""
+        self._closed = True
+        try:
+            ledger = await self._store.open_follower(info.ledger_id)
+        except (OSError, CorruptLedger, FollowingUnsupported):
+            ledger = None
+        if ledger is not None:
+            try:
+                heads = await ledger.read_heads(0, ledger.last_add_confirmed, entry.SIZE)
+            except (OSError, CorruptLedger):
+                heads = []
+            if heads:
+                segment = _Segment(info, ledger)
+                for length, head in heads:
+                    segment.add(EntryHeader.unpack(head), length - entry.SIZE)
+                self._push_segment(segment)
+            else:
+                ledger.release()
+        self._high_watermark = self._segments[-1].next_offset if self._segments else self._log_start
+        self.damaged_at = self._high_watermark
+        raise DamagedEntry(damage, self._high_watermark) from damage
+
     def _stranded(self, exc: StrandedEntries) -> StrandedEntries:
         """The store's refusal, with what the stranded entries hold by their entry headers."""
         headers = [EntryHeader.unpack(head) for head in exc.heads if len(head) >= entry.SIZE]
@@ -206,7 +242,7 @@ class ManagedLedger:
                    if headers else "no readable entry header")
         return StrandedEntries(f"{exc}; {len(exc.heads)} entries holding "
                                f"{sum(h.record_count for h in headers)} records ({offsets}) lie after the damage; "
-                               "nothing was truncated and the partition is not served", exc.kept, exc.heads)
+                               "nothing was truncated", exc.kept, exc.heads)
 
     def _seal_info(self, segment: _Segment) -> None:
         info = segment.info

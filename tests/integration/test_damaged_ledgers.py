@@ -89,14 +89,15 @@ def _wait_for(condition, what: str, timeout: float = 20):
         time.sleep(0.1)
 
 
-def test_damaged_ledgers_take_only_their_partitions_offline(broker_factory):
+def test_damaged_ledgers_serve_only_what_lies_before_the_damage(broker_factory):
     """A sealed ledger cut 30 bytes short, and an open ledger damaged in its middle by a crash
     (valid entries after the damage): the broker starts, those two partitions answer
-    KAFKA_STORAGE_ERROR with one ERROR line each, the recovery one names what it would have
-    dropped, nothing is truncated, and the healthy partition keeps serving."""
+    KAFKA_STORAGE_ERROR from the damage on with one ERROR line each (the recovery one names
+    what lies after the damage), still serve the entries before it, nothing is truncated,
+    and the healthy partition keeps serving. (The whole partitions went offline.)"""
     broker = broker_factory(**METRICS)
     create_topic(broker.bootstrap, "t", 3)
-    _produce(broker.bootstrap, "t", [0])
+    _produce(broker.bootstrap, "t", [0])  # entries of 50 records each
     assert broker.stop() == 0  # partition 0's ledger is sealed
     broker.restart()
     _produce(broker.bootstrap, "t", [1, 2])
@@ -113,12 +114,17 @@ def test_damaged_ledgers_take_only_their_partitions_offline(broker_factory):
         fh.write(bytes([byte[0] ^ 0xFF]))
 
     broker.restart()
-    for partition in (0, 1):
+    for partition, served in ((0, 150), (1, None)):
         for _ in range(2):  # asked twice: still one log line
             answers = _answers(broker.bootstrap, "t", partition)
-            assert answers == {"produce": (ErrorCode.KAFKA_STORAGE_ERROR, None),
-                               "fetch": (ErrorCode.KAFKA_STORAGE_ERROR, b""),  # empty records, never null
-                               "list_offsets": (ErrorCode.KAFKA_STORAGE_ERROR, None)}, (partition, answers)
+            values = _values(answers["fetch"][1])
+            assert answers["fetch"][0] == ErrorCode.NONE and 0 < len(values) < RECORDS, (partition, answers)
+            assert served is None or len(values) == served, "all but the entry cut short"
+            assert values == [b"t-%d-%06d" % (partition, i) for i in range(len(values))]
+            assert _answers(broker.bootstrap, "t", partition, len(values))["fetch"] == (
+                ErrorCode.KAFKA_STORAGE_ERROR, b""), "from the damage on: refused, empty records, never null"
+            assert answers["produce"][0] == answers["list_offsets"][0] == ErrorCode.KAFKA_STORAGE_ERROR, answers
+            assert _answers(broker.bootstrap, "t", partition, timestamp=-2)["list_offsets"] == (ErrorCode.NONE, 0)
         assert len(_error_lines(broker, f"t-{partition}")) == 1, _error_lines(broker, f"t-{partition}")
     # What recovery found after the damage is said at ERROR with counts, and left on disk.
     recovery = _error_lines(broker, "t-1")[0]
@@ -131,6 +137,8 @@ def test_damaged_ledgers_take_only_their_partitions_offline(broker_factory):
     assert value(samples, "kgate_offline_partitions") == 2
     assert value(samples, "kgate_damaged_ledgers_total", cause="unreadable") == 1
     assert value(samples, "kgate_damaged_ledgers_total", cause="recovery") == 1
+    assert broker.stop() == 0
+    assert os.path.getsize(unsealed) == size, "a clean shutdown writes nothing to a damaged ledger"
 
 
 def test_a_flipped_byte_in_a_sealed_ledger_is_never_served_and_what_lies_before_it_is(broker_factory):

@@ -271,8 +271,14 @@ async def test_damage_before_valid_entries_is_refused_with_what_they_hold(partit
         fh.seek(3 * (8 + 22 + PAYLOAD) + 8 + 22 + 50)
         fh.write(b"!")
 
-    with pytest.raises(StrandedEntries, match=r"6 entries holding 11 records \(offsets 10-20\) lie after the damage"):
+    with pytest.raises(DamagedEntry, match=r"6 entries holding 11 records \(offsets 10-20\) lie after the damage") \
+            as damaged:
         await partition.open(rollover=RolloverPolicy())
+    assert isinstance(damaged.value.found, StrandedEntries) and damaged.value.offset == 5
+    # What lies before the damage still reads: the three entries (offsets 0-4) before it.
+    assert [e.header.base_offset for e in await partition.ledger.read(0, 1 << 20)] == [0, 1, 4]
+    assert partition.ledger.high_watermark == 5 and partition.ledger.damaged_at == 5
+    partition.ledger.abandon()
     await partition.metadata.close()
     assert os.path.getsize(path) == size  # nothing truncated: a repair can still get them back
 
