@@ -31,7 +31,7 @@ from kgate.protocol.errors import KafkaError
 from kgate.storage import entry_formats
 from kgate.storage.entry_formats import EntryFormat
 from kgate.storage.ledger import CorruptLedger, LedgerStore, TailUnreachable
-from kgate.storage.managed_ledger import ManagedLedger, RetentionPolicy, RolloverPolicy
+from kgate.storage.managed_ledger import DamagedEntry, ManagedLedger, RetentionPolicy, RolloverPolicy
 
 from . import topic_configs
 from .authorizer import Authorizer
@@ -81,6 +81,8 @@ class Broker:
         # Partitions this broker owns but cannot serve because their ledgers are damaged:
         # each answers KAFKA_STORAGE_ERROR until the ledger is repaired and the broker restarted.
         self.offline: dict[tuple[str, int], str] = {}
+        # Of those, partitions damaged from an offset on, still read below it (damaged_partition).
+        self.damaged: dict[tuple[str, int], tuple[Partition, int]] = {}
         self.connections: set = set()
         self.connection_limits = ConnectionLimits(settings["max.connections"], settings["max.connections.per.ip"],
                                                   parse_overrides(settings["max.connections.per.ip.overrides"]))
@@ -100,7 +102,8 @@ class Broker:
         self.credentials = CredentialStore(metadata)
         self.sasl_mechanisms = [m.strip() for m in settings["sasl.enabled.mechanisms"].split(",")]
         self.login_limiter = LoginLimiter(settings["kgate.sasl.max.failed.logins.per.minute"],
-                                          settings["kgate.sasl.max.failed.logins.per.address.per.minute"])
+                                          settings["kgate.sasl.max.failed.logins.per.address.per.minute"],
+                                          settings["kgate.sasl.max.failed.logins.per.user.per.minute"])
         self.metrics = BrokerMetrics(self)
         for collector in ledgers.collectors():
             self.metrics.registry.register(collector)
@@ -183,9 +186,12 @@ class Broker:
         await self.followers.close()
         self.peers.close()
         serving = list(self.partitions)
-        for name, index in serving:
-            await self.ownership.lose(name, index, seal=True)
-        log.info("sealed and handed over %d partitions", len(serving))
+        failed = [f"{name}-{index}" for name, index in serving if not await self.ownership.lose(name, index, seal=True)]
+        log.info("sealed and handed over %d partitions", len(serving) - len(failed))
+        if failed:
+            log.error("the hand-over of %d partitions (%s) could not be written (the warnings above say why); "
+                      "nothing acknowledged is lost: their next owner's recovery seals their ledgers",
+                      len(failed), ", ".join(failed[:5]) + (", ..." if len(failed) > 5 else ""))
         self.ledgers.close()
         await self.metadata.close()
 
@@ -393,7 +399,11 @@ class Broker:
             f"{topic.name}-{index}", self.ledgers, MetadataChainRecord(self.metadata, ledger_list_path(topic, index)),
             lambda: self.cluster.allocate("ledger-id"), rollover=rollover, retention=retention)
         partition = Partition(topic.name, index, ledger)
-        await partition.open()
+        try:
+            await partition.open()
+        except DamagedEntry as damage:
+            self._damaged_below(topic.name, index, damage.offset, opened=partition)
+            raise
         return partition
 
     # -- what handlers ask (handlers.broker_view.BrokerView) ---------------------------------
@@ -423,6 +433,8 @@ class Broker:
         A ledger whose tail is in another broker's local WAL is not damage: it answers
         KAFKA_STORAGE_ERROR too (retriable: clients retry) until that tail is uploaded.
         """
+        if isinstance(damage, DamagedEntry):
+            self._damaged_below(name, index, damage.offset)
         if (name, index) in self.offline:
             return
         self.offline[(name, index)] = str(damage)
@@ -432,6 +444,19 @@ class Broker:
             return
         cause = self.metrics.ledger_damaged(damage)
         log.error("%s-%d: ledger damaged (%s), answering KAFKA_STORAGE_ERROR: %s", name, index, cause, damage)
+
+    def _damaged_below(self, name: str, index: int, offset: int, opened: Partition | None = None) -> None:
+        """Serve the partition below ``offset`` only: a damaged entry found when read (the
+        partition served until now) or when opened (``opened``, readable as far as the damage)."""
+        partition = opened or self.partitions.get((name, index))
+        known = self.damaged.get((name, index))
+        if partition is not None:  # an earlier damaged entry lowers the bound
+            self.damaged[(name, index)] = partition, offset if known is None else min(known[1], offset)
+
+    def damaged_partition(self, name: str, index: int) -> tuple[Partition, int] | None:
+        """A partition taken offline by a damaged entry, with that entry's first offset: what
+        lies before it is still served (fetches, the earliest offset)."""
+        return self.damaged.get((name, index))
 
     def served(self) -> Iterator[tuple[tuple[str, int], Partition]]:
         """The partitions this broker serves, in name and index order."""

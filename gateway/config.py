@@ -186,10 +186,13 @@ BROKER_SETTINGS: dict[str, tuple[object, tuple]] = {
     "sasl.server.max.receive.size": (64 * 1024, _POSITIVE),
     "connection.failed.authentication.delay.ms": (100, _NON_NEGATIVE),
     # Failed logins for one user from one client address in a minute before that user's
-    # logins from that address are refused; and failed logins from one address, whatever
-    # the users, before every login from it is (gateway/sasl/login_limiter.py says why).
+    # logins from that address are refused; failed logins from one address, whatever
+    # the users, before every login from it is; and failed logins for one user from every
+    # address before that user's logins are, but from addresses it logged in from within
+    # the hour (gateway/sasl/login_limiter.py says why).
     "kgate.sasl.max.failed.logins.per.minute": (10, _POSITIVE),
     "kgate.sasl.max.failed.logins.per.address.per.minute": (100, _POSITIVE),
+    "kgate.sasl.max.failed.logins.per.user.per.minute": (50, _POSITIVE),
     # Authorization, with Kafka's names: "acl" (or Kafka's authorizer class names) turns on
     # the ACL authorizer; super.users is a ;-separated list of principals (User:admin).
     "authorizer.class.name": ("", ("must be empty (no authorization) or " + ", ".join(AUTHORIZER_NAMES),

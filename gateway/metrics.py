@@ -17,6 +17,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from kgate.metadata.events import Event
 from kgate.storage.ledger import ChecksumMismatch, StrandedEntries
+from kgate.storage.managed_ledger import DamagedEntry
 
 # 0.5 ms to 10 s: a request either rides the event loop (sub-ms) or waits for fsync.
 BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -140,6 +141,8 @@ class BrokerMetrics:
 
     def ledger_damaged(self, damage: Exception) -> str:
         """Count a partition taken offline; returns the cause it was counted under."""
+        if isinstance(damage, DamagedEntry):
+            damage = damage.found
         cause = ("recovery" if isinstance(damage, StrandedEntries)
                  else "checksum" if isinstance(damage, ChecksumMismatch) else "unreadable")
         self._damaged[cause].inc()

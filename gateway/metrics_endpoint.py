@@ -6,12 +6,18 @@ credentials; this one answers 404 anywhere but ``/metrics`` and, when
 in ``kgate.metrics.basic.auth.password.file`` (a file, so the password shows neither in
 the command line nor in DescribeConfigs). Basic auth sends the password in the clear:
 bind the endpoint to a private address, or put TLS in front of it.
+
+It is served from the broker's event loop, one short exchange per connection: a thread
+per connection with no timeout let 1,000 idle connections hold 1,000 threads. A request
+head must arrive whole within ``READ_TIMEOUT`` seconds and ``MAX_HEAD`` bytes; past
+``MAX_CONNECTIONS`` open at once, the oldest is closed, so idle connections cost no
+thread and never pile up, and a scraper that connects still gets its answer.
 """
+import asyncio
 import base64
 import hmac
 import logging
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections import OrderedDict
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
@@ -20,6 +26,11 @@ from .config import ConfigError
 log = logging.getLogger(__name__)
 
 PATH = "/metrics"
+READ_TIMEOUT = 10.0
+MAX_HEAD = 8192
+MAX_CONNECTIONS = 64
+_TEXT = "text/plain; charset=utf-8"
+_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed"}
 
 
 def read_password(path: str) -> str:
@@ -34,36 +45,54 @@ def read_password(path: str) -> str:
     return password
 
 
-def serve(registry: CollectorRegistry, host: str, port: int, credentials: tuple[str, str] | None) -> int:
-    """Start the endpoint in a daemon thread; returns the port it bound (0 picks a free one)."""
-    expected = None
-    if credentials is not None:
-        expected = b"Basic " + base64.b64encode(":".join(credentials).encode())
+class MetricsEndpoint:
+    def __init__(self, registry: CollectorRegistry, credentials: tuple[str, str] | None):
+        self._registry = registry
+        self._expected = None if credentials is None else b"Basic " + base64.b64encode(":".join(credentials).encode())
+        self._open: OrderedDict[asyncio.StreamWriter, None] = OrderedDict()
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            if self.path.partition("?")[0] != PATH:
-                self._answer(404, b"not found; metrics are at /metrics\n", "text/plain; charset=utf-8")
-            elif expected is not None and not hmac.compare_digest(
-                    self.headers.get("Authorization", "").encode(), expected):
-                self._answer(401, b"unauthorized\n", "text/plain; charset=utf-8",
-                             {"WWW-Authenticate": 'Basic realm="kgate metrics"'})
-            else:
-                self._answer(200, generate_latest(registry), CONTENT_TYPE_LATEST)
+    async def start(self, host: str, port: int) -> asyncio.Server:
+        """Listen on ``host:port`` (0 picks a free port) from the running loop."""
+        return await asyncio.start_server(self._exchange, host, port, limit=MAX_HEAD, reuse_address=True)
 
-        def _answer(self, status: int, body: bytes, content_type: str, headers: dict | None = None) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            for name, value in (headers or {}).items():
-                self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(body)
+    async def _exchange(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if len(self._open) >= MAX_CONNECTIONS:
+            oldest, _ = self._open.popitem(last=False)
+            oldest.transport.abort()
+        self._open[writer] = None
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), READ_TIMEOUT)
+            status, body, content_type, headers = self.answer(head)
+            writer.write(_response(status, body, content_type, headers))
+            writer.close()  # once what is buffered is sent
+            await asyncio.wait_for(writer.wait_closed(), READ_TIMEOUT)
+        except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError) as exc:
+            log.debug("metrics endpoint: connection dropped: %r", exc)
+        finally:
+            self._open.pop(writer, None)
+            writer.transport.abort()  # a no-op once closed; else what is left is dropped
 
-        def log_message(self, format: str, *args) -> None:
-            log.debug("metrics endpoint: " + format, *args)
+    def answer(self, head: bytes) -> tuple[int, bytes, str, dict]:
+        """(status, body, content type, extra headers) for a request head."""
+        lines = head.decode("latin-1").split("\r\n")
+        parts = lines[0].split(" ")
+        if len(parts) != 3:
+            return 400, b"bad request\n", _TEXT, {}
+        method, target, _version = parts
+        if method != "GET":
+            return 405, b"only GET\n", _TEXT, {"Allow": "GET"}
+        if target.partition("?")[0] != PATH:
+            return 404, b"not found; metrics are at /metrics\n", _TEXT, {}
+        if self._expected is not None:
+            given = next((value.strip() for name, _, value in (line.partition(":") for line in lines[1:])
+                          if name.strip().lower() == "authorization"), "")
+            if not hmac.compare_digest(given.encode("latin-1"), self._expected):
+                return 401, b"unauthorized\n", _TEXT, {"WWW-Authenticate": 'Basic realm="kgate metrics"'}
+        return 200, generate_latest(self._registry), CONTENT_TYPE_LATEST, {}
 
-    server = ThreadingHTTPServer((host, port), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, name="metrics-endpoint", daemon=True).start()
-    return server.server_address[1]
+
+def _response(status: int, body: bytes, content_type: str, headers: dict) -> bytes:
+    head = [f"HTTP/1.1 {status} {_REASONS[status]}", f"Content-Type: {content_type}",
+            f"Content-Length: {len(body)}", "Connection: close"]
+    head += [f"{name}: {value}" for name, value in headers.items()]
+    return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body

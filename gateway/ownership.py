@@ -98,7 +98,7 @@ class Ownership:
             asyncio.get_running_loop().call_later(TAIL_RETRY_SECONDS, broker.events.post, Event.OWNERS, topic.name)
             return first_try
         except (CorruptLedger, OSError) as damage:
-            # Held, not served: every other partition starts, and this one answers why not.
+            # Held, served below the damage at most: every other partition starts, and this one says why not.
             broker.take_offline(topic.name, index, damage)
             return True
         except Exception:
@@ -120,34 +120,48 @@ class Ownership:
         log.debug("now serving %s-%d (leader epoch %d)", topic.name, index, partition.leader_epoch)
         return True
 
-    async def lose(self, name: str, index: int, seal: bool) -> None:
+    async def lose(self, name: str, index: int, seal: bool) -> bool:
         """Stop serving a partition at once; ``seal`` its ledger (a clean hand-over) or just
-        drop it (the topic is gone, or the claim was lost with the session)."""
+        drop it (the topic is gone, or the claim was lost with the session). False when the
+        seal or the release could not be written (a full disk, a store gone): logged, and
+        nothing acknowledged is lost, since what was acknowledged is durable already."""
         broker = self.broker
         partition = broker.partitions.pop((name, index), None)
         offline = broker.offline.pop((name, index), None)
+        damaged = broker.damaged.pop((name, index), None)
         self._awaiting_tail.discard((name, index))
         if partition is None:
+            if damaged is not None:
+                damaged[0].ledger.abandon()  # opened only as far as its damage: nothing to seal
             if offline is not None and not self._expired:
                 await broker.cluster.release(name, index, broker.node_id)
-            return
+            return True
         if name == OFFSETS_TOPIC:
             broker.groups.lose(index)
         elif name == TRANSACTION_STATE_TOPIC:
             broker.transactions.lose(index)
+        clean = True
         if seal:
             try:
                 await partition.ledger.close()
             except (LedgerFenced, ChainConflict) as exc:
                 # Its next owner got there first: that owner's recovery sealed it.
                 log.warning("%s-%d was already taken over: %s", name, index, exc)
-            except Exception:
-                log.exception("sealing %s-%d on hand-over failed; its next owner's recovery seals it", name, index)
+            except Exception as exc:
+                clean = False
+                log.warning("sealing %s-%d on hand-over failed (%r); its next owner's recovery seals it",
+                            name, index, exc)
         else:
             partition.ledger.abandon()
         if not self._expired:
-            await broker.cluster.release(name, index, broker.node_id)
+            try:
+                await broker.cluster.release(name, index, broker.node_id)
+            except Exception as exc:
+                clean = False  # the claim is ephemeral: it ends with this broker's metadata session instead
+                log.warning("releasing %s-%d on hand-over failed (%r); its claim ends with this broker's session",
+                            name, index, exc)
         log.debug("stopped serving %s-%d", name, index)
+        return clean
 
     # -- the metadata session ------------------------------------------------------------
 

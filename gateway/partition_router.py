@@ -5,7 +5,8 @@ broker may read it, and zones (gateway/zones.py) keep a client's bytes inside it
 For each partition of a request, handlers ask :func:`route` and act on the typed
 decision it returns; none of them looks at ownership, zones or the kind of ledger.
 
-- ``Local``: this broker owns the partition and serves it.
+- ``Local``: this broker owns the partition and serves it; ``damaged_from`` is set when
+  an entry of it is damaged: reads below that offset are served, nothing from it on.
 - ``Followed``: another broker owns it; a client of this broker's zone reads it here,
   from the owner's ledgers in shared storage, up to the owner's high watermark.
 - ``Redirect``: serve it from another broker: a Fetch v11+ client in another zone is
@@ -42,6 +43,7 @@ class Operation(Enum):
 @dataclass(frozen=True, slots=True)
 class Local:
     partition: "Partition"
+    damaged_from: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,9 +90,12 @@ async def route(broker: "BrokerView", client: Client, topic: Topic, index: int, 
     try:
         partition = broker.partition(topic.name, index)
     except KafkaError as refused:
-        if refused.code != ErrorCode.NOT_LEADER_FOR_PARTITION:
+        if refused.code == ErrorCode.NOT_LEADER_FOR_PARTITION:
+            return await _elsewhere(broker, client, topic, index, operation)
+        damaged = broker.damaged_partition(topic.name, index)
+        if damaged is None or operation in (Operation.PRODUCE, Operation.OWNED):
             return Refused(refused.code)
-        return await _elsewhere(broker, client, topic, index, operation)
+        return Local(*damaged)  # readable below its damaged entry
     if operation is Operation.FETCH and client.may_redirect:
         return _zone_read(broker, client, topic, index, partition)
     return Local(partition)
@@ -148,7 +153,8 @@ def lead(broker: "BrokerView", client: Client, topic: Topic, index: int) -> Loca
     try:
         local = broker.partition(topic.name, index)
     except KafkaError:
-        local = None
+        damaged = broker.damaged_partition(topic.name, index)  # led here: what lies before the damage is served
+        local = damaged[0] if damaged is not None else None
     if leader is None or (leader.node_id == broker.node_id and local is None):
         return Refused(ErrorCode.LEADER_NOT_AVAILABLE)
     node = leader.node_id

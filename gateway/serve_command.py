@@ -7,6 +7,7 @@ import asyncio
 import sys
 
 from kgate.metadata.cluster import DuplicateBroker
+from kgate.storage.missing_extra import MissingExtra
 
 from . import logs
 from .config import ConfigError, Settings
@@ -54,7 +55,7 @@ def run(args) -> int:
     logs.configure(settings["log.level"])
     try:
         asyncio.run(serve(settings))
-    except (ConfigError, DuplicateBroker) as exc:
+    except (ConfigError, DuplicateBroker, MissingExtra) as exc:
         print(f"kgate: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except OSError as exc:

@@ -62,7 +62,10 @@ async def serve(settings, ready=print) -> None:
         metrics_at = broker.settings["kgate.metrics.listener"]
         if metrics_at:
             host, _, port = metrics_at.rpartition(":")
-            port = metrics_endpoint.serve(broker.metrics.registry, host, int(port), metrics_credentials)
+            endpoint = metrics_endpoint.MetricsEndpoint(broker.metrics.registry, metrics_credentials)
+            metrics_server = await endpoint.start(host, int(port))
+            servers.append(metrics_server)
+            port = metrics_server.sockets[0].getsockname()[1]
             ready(f"kgate metrics on http://{host}:{port}/metrics", flush=True)
         await stop.wait()
         log.info("shutting down")

@@ -11,6 +11,7 @@ import sys
 
 from kgate.metadata.cluster import ClusterState
 from kgate.metadata.store import StoreUnavailable
+from kgate.storage.missing_extra import MissingExtra
 from kgate.storage.stores.bucket_location import BucketLocation
 
 from .chain_records import live_ledger_ids
@@ -42,8 +43,14 @@ def run(args) -> int:
 async def _check(args) -> int:
     try:
         location = BucketLocation.parse(args.storage)
+        # Imported here, before the metadata store is opened: the S3 client is an optional
+        # extra, and the other commands do without it.
+        import kgate.storage.stores.object_client  # noqa: F401
     except ValueError as exc:
         print(f"kgate storage check: --storage {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except MissingExtra as exc:
+        print(f"kgate storage check: {exc}", file=sys.stderr)
         return EXIT_USAGE
     try:
         async with cluster_metadata(args.metadata, args.data_dir) as metadata:
@@ -71,10 +78,7 @@ async def _check(args) -> int:
 
 async def _survey(location: BucketLocation, cluster: ClusterState):
     """The bucket against the live ledgers, or None (said why) if the bucket cannot be read."""
-    # Imported here: the S3 client is an optional extra, and the other commands do without it.
-    from obstore.exceptions import BaseError as ObjectStoreError
-
-    from kgate.storage.stores.object_client import ObjectClient
+    from kgate.storage.stores.object_client import ObjectClient, ObjectStoreError
     from kgate.storage.stores.object_inventory import ObjectInventory
 
     try:

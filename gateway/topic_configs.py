@@ -67,10 +67,23 @@ def _is_throttled_replicas(items: list[str]) -> bool:
     return items == ["*"] or all(re.fullmatch(r"\d+:\d+", item) for item in items)
 
 
+_OLD_RELEASES = {(0, 8, 0), (0, 8, 1), (0, 8, 2), (0, 9, 0), (0, 10, 0), (0, 10, 1), (0, 10, 2), (0, 11, 0)}
+_LAST_MINOR = {1: 1, 2: 8, 3: 9}
+
+
 def _is_message_format_version(version: str) -> bool:
-    """A Kafka release Kafka 3.x accepts as message.format.version (0.8.0 .. 3.x, an -IVn suffix allowed)."""
-    match = re.fullmatch(r"(\d+)\.(\d+)(?:\.(\d+))?(?:-IV\d+)?", version)
-    return bool(match) and (0, 8) <= (int(match[1]), int(match[2])) < (4, 0)
+    """A Kafka release Kafka 3.x accepts as message.format.version: like its MetadataVersion,
+    only the first three parts of a 0.x version count (``0.10.0.0`` is 0.10.0) and the first
+    two of a later one (``2.8.1`` is 2.8); the release may carry an -IVn suffix."""
+    parts = version.split(".")
+    kept = ".".join(parts[:3] if version.startswith("0.") else parts[:2])
+    match = re.fullmatch(r"(\d+)\.(\d+)(?:\.(\d+))?(?:-IV\d+)?", kept)
+    if not match:
+        return False
+    major, minor, patch = int(match[1]), int(match[2]), match[3]
+    if major == 0:
+        return patch is not None and (0, minor, int(patch)) in _OLD_RELEASES
+    return patch is None and minor <= _LAST_MINOR.get(major, -1)
 
 
 _THROTTLED = ("must be the wildcard (*) or a list of partitionId:brokerId", _is_throttled_replicas)

@@ -81,6 +81,12 @@ class MessageSet:
     max_timestamp: int
     inflated: int = 0  # bytes its wrappers inflated to
 
+    @property
+    def stored_magic(self) -> int:
+        """The magic the set is stored in: its own, or magic 1 when a magic-0 wrapper holds
+        magic-1 messages (their timestamps are kept, as Kafka keeps them)."""
+        return max(message.magic for _, message in self.messages())
+
     def messages(self) -> Iterator[tuple[Shallow, Message]]:
         for entry in self.shallow:
             if entry.inner is None:
@@ -229,26 +235,31 @@ def assign_offsets(data, parsed: MessageSet, base_offset: int) -> bytearray:
     Uncompressed messages get their offset in place. A magic-1 wrapper whose inner
     offsets are already 0..n-1 keeps its compressed bytes and gets the absolute last
     offset and the max inner timestamp (as Kafka sets them); any other wrapper is
-    rebuilt in the wrapper's magic, since its inner offsets (or inner magics) must change.
+    rebuilt in the set's stored magic, since its inner offsets (or inner magics) must
+    change. A set holding magic-1 messages in a magic-0 wrapper is stored in magic 1
+    whole, its magic-0 messages without a timestamp, as Kafka up-converts them.
     """
+    magic = parsed.stored_magic
     out = bytearray()
     next_offset = base_offset
     for entry in parsed.shallow:
         message = entry.message
-        if entry.inner is None:
+        if entry.inner is None and message.magic == magic:
             start = len(out)
             out += data[entry.pos:entry.pos + entry.size]
             _OFFSET.pack_into(out, start, next_offset)
-        elif message.magic == 1 and all(m.offset == i and m.magic == 1 for i, m in enumerate(entry.inner)):
+        elif entry.inner is not None and message.magic == 1 and all(
+                m.offset == i and m.magic == 1 for i, m in enumerate(entry.inner)):
             start = len(out)
             out += data[entry.pos:entry.pos + entry.size]
-            _OFFSET.pack_into(out, start, next_offset + len(entry.inner) - 1)
+            _OFFSET.pack_into(out, start, next_offset + entry.record_count - 1)
             if not message.attributes & LOG_APPEND_TIME_FLAG:
                 _TIMESTAMP.pack_into(out, start + _TIMESTAMP_AT, max(m.timestamp for m in entry.inner))
                 struct.pack_into(">I", out, start + 12, zlib.crc32(memoryview(out)[start + _CRC_START:]))
         else:
-            records = (Record(next_offset + i, m.timestamp, m.key, m.value, ()) for i, m in enumerate(entry.inner))
-            out += write(records, message.magic, message.codec)
+            inner = [message] if entry.inner is None else entry.inner
+            records = (Record(next_offset + i, m.timestamp, m.key, m.value, ()) for i, m in enumerate(inner))
+            out += write(records, magic, message.codec)
         next_offset += entry.record_count
     return out
 

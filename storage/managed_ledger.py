@@ -24,9 +24,28 @@ from dataclasses import asdict, dataclass, field
 from . import entry
 from .chain_record import ChainConflict, ChainRecord
 from .entry import EntryHeader
-from .ledger import Ledger, LedgerFenced, LedgerStore, StoreUnavailable, StrandedEntries
+from .ledger import (
+    CorruptLedger,
+    FollowingUnsupported,
+    Ledger,
+    LedgerFenced,
+    LedgerStore,
+    StoreUnavailable,
+    StrandedEntries,
+)
 
 log = logging.getLogger(__name__)
+
+
+class DamagedEntry(CorruptLedger):
+    """An entry read back damaged (``found`` says how): ``offset`` is the first offset it
+    holds. What lies before it is sound and may still be served (reads with ``end`` at
+    most ``offset``)."""
+
+    def __init__(self, found: CorruptLedger, offset: int):
+        super().__init__(f"{found}; offsets from {offset} on are not served")
+        self.found = found
+        self.offset = offset
 
 
 @dataclass
@@ -135,6 +154,8 @@ class ManagedLedger:
         self._appenders: deque[asyncio.Future] = deque()
         self._append_waiters: set[asyncio.Future] = set()
         self._closed = False
+        # Set when opening met a damaged ledger: the first offset not served (see _open_before).
+        self.damaged_at: int | None = None
         # The confirmation round entries appended now will share (see :meth:`append`).
         self._next_round: asyncio.Future | None = None
 
@@ -160,12 +181,12 @@ class ManagedLedger:
         try:
             for info in infos:
                 await self._load(info, observe, payload_head)
-        except BaseException as exc:
+        except CorruptLedger as exc:
+            await self._open_before(info, self._stranded(exc) if isinstance(exc, StrandedEntries) else exc)
+        except BaseException:
             for segment in self._segments:
                 segment.ledger.release()
             self._closed = True
-            if isinstance(exc, StrandedEntries):
-                raise self._stranded(exc) from exc
             raise
         await self._start_ledger(self._segments[-1].next_offset if self._segments else self._log_start)
         self._high_watermark = self._segments[-1].info.first_offset
@@ -191,6 +212,32 @@ class ManagedLedger:
             return
         self._push_segment(segment)
 
+    async def _open_before(self, info: LedgerInfo, damage: CorruptLedger) -> None:
+        """Keep what lies before the damage readable, then raise DamagedEntry: the ledgers
+        before the damaged one and, when the store can open it read-only, its whole CRC-valid
+        entries before the damage. Closed: nothing is appended, sealed, trimmed or persisted,
+        so the damaged ledger stays as found for a repair."""
+        self._closed = True
+        try:
+            ledger = await self._store.open_follower(info.ledger_id)
+        except (OSError, CorruptLedger, FollowingUnsupported):
+            ledger = None
+        if ledger is not None:
+            try:
+                heads = await ledger.read_heads(0, ledger.last_add_confirmed, entry.SIZE)
+            except (OSError, CorruptLedger):
+                heads = []
+            if heads:
+                segment = _Segment(info, ledger)
+                for length, head in heads:
+                    segment.add(EntryHeader.unpack(head), length - entry.SIZE)
+                self._push_segment(segment)
+            else:
+                ledger.release()
+        self._high_watermark = self._segments[-1].next_offset if self._segments else self._log_start
+        self.damaged_at = self._high_watermark
+        raise DamagedEntry(damage, self._high_watermark) from damage
+
     def _stranded(self, exc: StrandedEntries) -> StrandedEntries:
         """The store's refusal, with what the stranded entries hold by their entry headers."""
         headers = [EntryHeader.unpack(head) for head in exc.heads if len(head) >= entry.SIZE]
@@ -198,7 +245,7 @@ class ManagedLedger:
                    if headers else "no readable entry header")
         return StrandedEntries(f"{exc}; {len(exc.heads)} entries holding "
                                f"{sum(h.record_count for h in headers)} records ({offsets}) lie after the damage; "
-                               "nothing was truncated and the partition is not served", exc.kept, exc.heads)
+                               "nothing was truncated", exc.kept, exc.heads)
 
     def _seal_info(self, segment: _Segment) -> None:
         info = segment.info
@@ -388,14 +435,17 @@ class ManagedLedger:
 
     # -- reading --------------------------------------------------------------------
 
-    async def read(self, offset: int, max_bytes: int, min_one: bool = True) -> list[StoredEntry]:
-        """Entries from the one holding ``offset`` up to the high watermark.
+    async def read(self, offset: int, max_bytes: int, min_one: bool = True,
+                   end: int | None = None) -> list[StoredEntry]:
+        """Entries from the one holding ``offset`` up to the high watermark (or up to ``end``,
+        entries wholly below it, when that is lower).
 
         Stops once ``max_bytes`` of payload are gathered. With ``min_one`` it returns at
         least one entry so a batch larger than the limit still makes progress (Kafka's
-        minOneMessage); without, an entry past the limit is left for a later read.
+        minOneMessage); without, an entry past the limit is left for a later read. An
+        entry that reads back damaged raises DamagedEntry, naming its first offset.
         """
-        hw = self._high_watermark
+        hw = self._high_watermark if end is None else min(end, self._high_watermark)
         if offset >= hw or offset < self._log_start:
             return []
         out: list[StoredEntry] = []
@@ -422,7 +472,11 @@ class ManagedLedger:
             more = last < len(segment.last_offsets) - 1
             budget -= segment.ends[last] - start_bytes
             next_offset = segment.last_offsets[last] + 1
-            for raw in await self.read_entries(segment, first, last):
+            try:
+                raws = await self.read_entries(segment, first, last)
+            except CorruptLedger as damage:
+                raise await self._damaged_entry(segment, first, last, damage) from damage
+            for raw in raws:
                 header = EntryHeader.unpack(raw)
                 out.append(StoredEntry(header, raw[entry.SIZE:]))
             offset = next_offset
@@ -430,6 +484,20 @@ class ManagedLedger:
                 break
             index = max(0, bisect_right(self._firsts, offset) - 1)
         return out
+
+    async def _damaged_entry(self, segment: _Segment, first: int, last: int, damage: CorruptLedger) -> DamagedEntry:
+        """The first of entries ``first..last`` that does not read back alone (a read that
+        failed as a whole does not say which): the damage, with the first offset it holds."""
+        for entry_id in range(first, last + 1):
+            try:
+                await self.read_entries(segment, entry_id, entry_id)
+            except CorruptLedger as exc:
+                damage = exc
+                break
+        else:
+            entry_id = first  # each reads back alone: refuse from the range's start
+        offset = segment.last_offsets[entry_id - 1] + 1 if entry_id else segment.info.first_offset
+        return DamagedEntry(damage, offset)
 
     async def read_entries(self, segment: _Segment, first: int, last: int) -> list[memoryview]:
         """Entries ``first..last`` of ``segment`` (header and payload), which stays open meanwhile."""

@@ -227,10 +227,14 @@ class ConsumerGroupMachine:
         return HeartbeatReply(ErrorCode.NONE, None, member.member_id, member.epoch,
                               _copy(member.assigned) if send else None)
 
+    def subscribed_topics(self, consumer: ConsumerGroup, topics: Collection[str]) -> set[str]:
+        """The topics among ``topics`` the group subscribes to, by name or by regex (what
+        OffsetDelete spares, as Kafka's isSubscribedToTopic)."""
+        return consumer.subscribed_topics(topics, self._matchable(consumer, topics))
+
     def _subscribed(self, consumer: ConsumerGroup, topics: Mapping[str, tuple[uuid.UUID, int]]) -> dict[uuid.UUID, int]:
         """The partition count of each topic the group subscribes to, by topic id."""
-        return {topics[name][0]: topics[name][1]
-                for name in consumer.subscribed_topics(topics, self._matchable(consumer, topics))}
+        return {topics[name][0]: topics[name][1] for name in self.subscribed_topics(consumer, topics)}
 
     def _matchable(self, consumer: ConsumerGroup, topics: Collection[str]) -> frozenset[str]:
         """The topics a member's regular expression may match: all but the internal ones."""

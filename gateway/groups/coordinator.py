@@ -493,7 +493,8 @@ class GroupCoordinator:
         if group is None:
             raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND)
         if group.has_members or not group.is_(GroupState.EMPTY):
-            subscribed = group.subscribed_topics()
+            subscribed = (self.consumers.subscribed_topics(group.consumer, self._topics())
+                          if group.consumer is not None else group.subscribed_topics())
             if subscribed is None:
                 raise KafkaError(ErrorCode.NON_EMPTY_GROUP)
         else:

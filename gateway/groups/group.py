@@ -186,9 +186,7 @@ class Group:
                    key=lambda name: votes[name])
 
     def subscribed_topics(self) -> set[str] | None:
-        """Topics the members subscribe to, or None when the protocol is not the consumer one."""
-        if self.consumer is not None:
-            return self.consumer.subscribed_topics()
+        """Topics a classic group's members subscribe to, or None when the protocol is not the consumer one."""
         if self.protocol_type != "consumer" or self.protocol is None:
             return None
         topics: set[str] = set()

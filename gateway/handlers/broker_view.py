@@ -63,6 +63,10 @@ class BrokerView(Protocol):
     def take_offline(self, name: str, index: int, damage: Exception) -> None:
         """Stop serving a partition whose ledger turned out damaged (KAFKA_STORAGE_ERROR from now on)."""
 
+    def damaged_partition(self, name: str, index: int) -> tuple["Partition", int] | None:
+        """A partition offline from a damaged entry on, with that entry's first offset (what
+        lies before it is still served); None for any other."""
+
     def served(self) -> Iterator[tuple[tuple[str, int], "Partition"]]: ...
 
     @property

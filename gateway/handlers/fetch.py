@@ -25,10 +25,12 @@ from kgate.metadata.acls import Operation, ResourceType
 from kgate.protocol import message_set
 from kgate.protocol.conversion import magic_of
 from kgate.protocol.error_codes import ErrorCode
+from kgate.protocol.errors import KafkaError
 from kgate.protocol.inflate import DEFAULT_LIMIT
 from kgate.protocol.record_splice import RecordChunks
 from kgate.storage.entry_formats import EntryUnreadable, decode_entry
 from kgate.storage.ledger import CorruptLedger
+from kgate.storage.managed_ledger import DamagedEntry
 
 from ..fetch_sessions import INITIAL_EPOCH, INVALID_SESSION_ID, CachedPartition
 from ..partition_router import Client, Decision, Followed, Local, Redirect, Refused, route
@@ -318,14 +320,10 @@ async def _read_partition(broker: BrokerView, part, decision: Local | Followed, 
         error = ErrorCode.OFFSET_OUT_OF_RANGE
     elif budget.may_read() and (not committed_only or part.fetch_offset < lso):
         try:
-            entries = await ledger.read(part.fetch_offset, min(part.partition_max_bytes, budget.left),
-                                        min_one=budget.min_one)
-        except CorruptLedger as damage:
-            if isinstance(decision, Followed):
-                # Not ours to judge (a ledger retention or compaction replaced mid-read): the owner serves it.
-                return _refused(part.partition, ErrorCode.NOT_LEADER_FOR_PARTITION)
-            broker.take_offline(partition.topic, partition.index, damage)
-            return _refused(part.partition, ErrorCode.KAFKA_STORAGE_ERROR)
+            entries = await _entries(broker, decision, part.fetch_offset, min(part.partition_max_bytes, budget.left),
+                                     budget.min_one)
+        except KafkaError as refused:
+            return _refused(part.partition, refused.code)
         if committed_only:
             entries, aborted = committed_view(partition.transactions, entries, part.fetch_offset, lso, start)
         if version < MIN_VERSION_READING_ANY_MAGIC:
@@ -341,6 +339,26 @@ async def _read_partition(broker: BrokerView, part, decision: Local | Followed, 
               log_start_offset=start, preferred_read_replica=-1, records=records,
               aborted_transactions=[PD.AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset)
                                     for a in aborted] if aborted else None)
+
+
+async def _entries(broker: BrokerView, decision: Local | Followed, offset: int, max_bytes: int,
+                   min_one: bool) -> list:
+    """What a fetch at ``offset`` reads, or KafkaError. A damaged entry refuses its offsets
+    and every later one (KAFKA_STORAGE_ERROR); what lies before it is still served."""
+    partition = decision.partition
+    end = decision.damaged_from if isinstance(decision, Local) else None
+    if end is not None and offset >= end:
+        raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR)
+    try:
+        return await partition.ledger.read(offset, max_bytes, min_one=min_one, end=end)
+    except CorruptLedger as damage:
+        if isinstance(decision, Followed):
+            # Not ours to judge (a ledger retention or compaction replaced mid-read): the owner serves it.
+            raise KafkaError(ErrorCode.NOT_LEADER_FOR_PARTITION) from None
+        broker.take_offline(partition.topic, partition.index, damage)
+        if isinstance(damage, DamagedEntry) and offset < damage.offset:
+            return await _entries(broker, Local(partition, damage.offset), offset, max_bytes, min_one)
+        raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR) from None
 
 
 def _refused(index: int, error: ErrorCode):

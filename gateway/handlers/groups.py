@@ -249,6 +249,10 @@ async def consumer_group_heartbeat(ctx: Context, request):
     interval = ctx.broker.groups.consumers.heartbeat_ms
     try:
         ctx.require(Operation.READ, ResourceType.GROUP, request.group_id)
+        # Kafka's KafkaApis: a member may not learn of (or be assigned) a topic it may not describe.
+        if not all(ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, name)
+                   for name in set(request.subscribed_topic_names or ())):
+            raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         if request.member_epoch != 0 and not request.member_id:
             raise KafkaError(ErrorCode.INVALID_REQUEST, "MemberId can't be empty")
         reply = await ctx.broker.groups.consumer_heartbeat(heartbeat)

@@ -15,7 +15,7 @@ from kgate.protocol.errors import KafkaError
 from kgate.storage.entry_formats import decode_entry
 from kgate.storage.ledger import CorruptLedger
 
-from ..partition_router import Client, Followed
+from ..partition_router import Client, Followed, Local
 from ..partition_router import Operation as Route
 from ..partition_transactions import READ_COMMITTED
 from . import Context, handles
@@ -35,6 +35,9 @@ LATEST_TIERED = -5
 async def list_offsets(ctx: Context, request):
     async def answer(part, served):
         partition = served.partition
+        if isinstance(served, Local) and served.damaged_from is not None and \
+                part.timestamp not in (EARLIEST, EARLIEST_LOCAL):
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR)  # only the log start lies before the damage
         if ctx.version == 0:
             return _old_style(partition, part)
         try:

@@ -1,5 +1,6 @@
 """Metadata: brokers, topics and partition leaders, with auto topic creation."""
 import logging
+import uuid
 
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.metadata import MetadataResponse
@@ -23,21 +24,16 @@ async def metadata(ctx: Context, request):
     requested = request.topics
     if requested is None or (version == 0 and not requested):
         # All topics: those the principal may describe (Kafka filters, without logging denials).
-        names = [name for name in sorted(broker.topics)
-                 if ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, name, quietly=True)]
+        wanted: list[tuple[str | None, uuid.UUID | None]] = [
+            (name, None) for name in sorted(broker.topics)
+            if ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, name, quietly=True)]
         auto_create = False
     else:
-        names = []
-        for topic in requested:
-            name = topic.name
-            if name is None and version >= 10:
-                found = broker.topic_by_id(topic.topic_id)
-                name = found.name if found else None
-            names.append(name)
+        wanted = [_resolved(ctx, topic) for topic in requested]
         auto_create = (request.allow_auto_topic_creation if version >= 4 else True) and \
             broker.settings["auto.create.topics.enable"]
     with_operations = version >= 8 and request.include_topic_authorized_operations
-    topics = [await _describe(ctx, name, auto_create, with_operations) for name in names]
+    topics = [await _describe(ctx, name, topic_id, auto_create, with_operations) for name, topic_id in wanted]
     authorizer = broker.authorizer
     return R(
         throttle_time_ms=0,
@@ -66,15 +62,26 @@ def _brokers(ctx: Context) -> dict:
     return own or live
 
 
-async def _describe(ctx: Context, name, auto_create, with_operations):
+def _resolved(ctx: Context, topic) -> tuple[str | None, uuid.UUID | None]:
+    """A requested topic as (name, the id it was asked for by): v10+ may name it by id."""
+    if topic.name is None and ctx.version >= 10:
+        found = ctx.broker.topic_by_id(topic.topic_id)
+        return (found.name if found else None), topic.topic_id
+    return topic.name, None
+
+
+async def _describe(ctx: Context, name, by_id, auto_create, with_operations):
+    """One topic's answer. Asked by id, a topic the principal may not describe is refused
+    with its name withheld and the id kept, as Kafka does: an id is not sensitive, a name is."""
     broker = ctx.broker
     if name is None:
-        return R.MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, partitions=[],
-                                       authorized_operations=None)
+        return R.MetadataResponseTopic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=by_id,
+                                       partitions=[], authorized_operations=None)
     operations = (broker.authorizer.authorized_operations(ctx.connection, ResourceType.TOPIC, name)
                   if with_operations else None)
     if not ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, name):
-        return R.MetadataResponseTopic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=name, partitions=[],
+        return R.MetadataResponseTopic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                       name=name if by_id is None else None, topic_id=by_id, partitions=[],
                                        authorized_operations=None)
     topic = broker.topics.get(name)
     if topic is None:

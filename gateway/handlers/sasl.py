@@ -69,6 +69,7 @@ async def authenticate(broker: BrokerView, connection, token: bytes) -> bytes:
         log.warning("SASL %s login from %s failed: %s", mechanism.name, connection.peer, exc)
         raise
     if mechanism.complete:
+        broker.login_limiter.succeeded(address, user)
         connection.principal = mechanism.principal
         log.info("%s authenticated as %s with SASL %s", connection.peer, mechanism.principal, mechanism.name)
     return answer

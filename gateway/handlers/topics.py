@@ -92,14 +92,17 @@ async def delete_topics(ctx: Context, request):
         wanted = [(name, None) for name in request.topic_names]
     results = []
     for name, topic_id in wanted:
-        if name is None and topic_id is not None:
+        by_id = name is None and topic_id is not None
+        if by_id:
             topic = broker.topic_by_id(topic_id)
             name = topic.name if topic else None
         try:
             if name is None:
                 raise UnknownTopic(str(topic_id))
             if not ctx.allowed(Operation.DELETE, ResourceType.TOPIC, name):
-                results.append(D.DeletableTopicResult(name=name, topic_id=topic_id,
+                # Asked by id, the name is told only to a principal that may describe the topic (Kafka's rule).
+                hidden = by_id and not ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, name)
+                results.append(D.DeletableTopicResult(name=None if hidden else name, topic_id=topic_id,
                                                       error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED))
                 continue
             topic = await broker.delete_topic(name)

@@ -173,11 +173,10 @@ class TransactionCoordinator:
         """
         if self.partition_of(transactional_id) not in self._owned:
             return
-        error = machine.check_in_transaction(self.transactions.get(transactional_id), producer_id, epoch, partition)
-        if error == ErrorCode.PRODUCER_FENCED:
-            error = ErrorCode.INVALID_PRODUCER_EPOCH  # what a partition leader answers a produce
-        if error != ErrorCode.NONE:
-            raise KafkaError(error, f"transactional id {transactional_id!r} has not added this partition")
+        refusal = machine.produce_refusal(self.transactions.get(transactional_id), transactional_id, producer_id,
+                                          epoch, partition)
+        if refusal is not None:
+            raise KafkaError(*refusal)
 
     def describe(self, transactional_id: str) -> TxnMetadata | None:
         self._check_owned(transactional_id)

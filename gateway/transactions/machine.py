@@ -140,6 +140,23 @@ def check_in_transaction(txn: TxnMetadata | None, producer_id: int, epoch: int,
     return ErrorCode.NONE
 
 
+def produce_refusal(txn: TxnMetadata | None, transactional_id: str, producer_id: int, epoch: int,
+                    partition: tuple[str, int]) -> tuple[ErrorCode, str] | None:
+    """Why a transactional produce to ``partition`` is refused, in the partition leader's
+    code (a fenced producer gets INVALID_PRODUCER_EPOCH, as from Kafka's leader), or None."""
+    error = check_in_transaction(txn, producer_id, epoch, partition)
+    if error == ErrorCode.NONE:
+        return None
+    if error == ErrorCode.PRODUCER_FENCED:
+        assert txn is not None
+        return ErrorCode.INVALID_PRODUCER_EPOCH, (
+            f"producer {producer_id} of transactional id {transactional_id!r} is fenced: its epoch {epoch} "
+            f"is not the current epoch {txn.epoch}")
+    if error == ErrorCode.INVALID_PRODUCER_ID_MAPPING:
+        return error, f"producer {producer_id} is not the current producer of transactional id {transactional_id!r}"
+    return error, f"transactional id {transactional_id!r} has not added this partition"
+
+
 def completed(txn: TxnMetadata, now: int) -> TxnMetadata:
     """The metadata to store once every marker of a prepared transaction is durable."""
     state = TxnState.COMPLETE_COMMIT if txn.state == TxnState.PREPARE_COMMIT else TxnState.COMPLETE_ABORT

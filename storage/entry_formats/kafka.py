@@ -22,7 +22,7 @@ class KafkaFormat(EntryFormat):
     code = 0
 
     def stored_magic(self, produced: ProducedRecords) -> int:
-        return produced.magic
+        return produced.magic if produced.message_set is None else produced.message_set.stored_magic
 
     def encode(self, produced: ProducedRecords, base_offset: int, leader_epoch: int, codec: int | None) -> list:
         if produced.batch is not None:

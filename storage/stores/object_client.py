@@ -11,12 +11,20 @@ benchmark's PUTs and GETs per GB.
 import datetime
 from collections import Counter
 
-import obstore
-from obstore.exceptions import AlreadyExistsError, PreconditionError
-from obstore.store import S3Store
 from prometheus_client import Histogram
 
+from ..missing_extra import MissingExtra
 from .bucket_location import BucketLocation
+
+try:
+    import obstore
+    from obstore.exceptions import AlreadyExistsError, PreconditionError
+    from obstore.exceptions import BaseError as ObjectStoreError
+    from obstore.store import S3Store
+except ModuleNotFoundError as missing:
+    raise MissingExtra("s3:// storage", "s3", missing.name) from None
+
+__all__ = ["ObjectClient", "ObjectExists", "ObjectStoreError"]
 
 # 5 ms to 30 s: a loopback engine answers in milliseconds, a retried PUT gives up after 10 s.
 PUT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)

@@ -8,6 +8,7 @@ in with SaslHandshake v0 and raw tokens.
 import json
 import subprocess
 import sys
+import uuid
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicCollection
@@ -26,15 +27,20 @@ from confluent_kafka.admin import (
 )
 from kafka import KafkaProducer
 from kafka.errors import TopicAuthorizationFailedError
+from kafka.protocol.admin import DeleteTopicsRequest
 from kafka.protocol.admin.acl import CreateAclsRequest, DescribeAclsRequest
 from kafka.protocol.api_key import ApiKey
+from kafka.protocol.metadata import MetadataRequest
+from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
 from kgate.metadata.acls import Operation, Permission
 from kgate.metadata.acls import PatternType as Pattern
 from kgate.metadata.acls import ResourceType as Kind
+from kgate.protocol.error_codes import ErrorCode
+from kgate.protocol.messages import ConsumerGroupHeartbeatRequest
 from tests.support.compat_matrix import clients
 from tests.support.member_process import wait_for
-from tests.support.wire import connect, encode_request, read_response
+from tests.support.wire import Wire, connect, encode_request, read_response
 
 PASSWORDS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
 TIMEOUT = 30
@@ -97,6 +103,15 @@ def read(broker, user, topic, count, group) -> list:
     finally:
         consumer.close()
     return got
+
+
+def logged_in(broker, user) -> Wire:
+    """A raw connection on the SASL listener, logged in as ``user`` with PLAIN."""
+    wire = Wire(broker.address("SASL_PLAINTEXT"))
+    assert wire.call(SaslHandshakeRequest(mechanism="PLAIN"), 1).error_code == ErrorCode.NONE
+    token = f"\x00{user}\x00{PASSWORDS[user]}".encode()
+    assert wire.call(SaslAuthenticateRequest(auth_bytes=token), 1).error_code == ErrorCode.NONE
+    return wire
 
 
 def grant(admin: AdminClient, *bindings: AclBinding) -> None:
@@ -269,3 +284,54 @@ def test_authorized_operations_are_the_allowed_ones(secured):
     everything = admin.describe_topics(TopicCollection(["orders"]), include_authorized_operations=True)["orders"]
     assert {AclOperation.WRITE, AclOperation.DELETE, AclOperation.ALTER_CONFIGS} <= set(
         everything.result(TIMEOUT).authorized_operations)
+
+
+def test_a_consumer_group_heartbeat_naming_a_topic_the_member_may_not_describe_is_refused(secured):
+    """Kafka fails the heartbeat with TOPIC_AUTHORIZATION_FAILED while any named topic is not
+    describable, whether or not it exists (the member was accepted and assigned the others)."""
+    admin = admin_client(secured)
+    for topic in ("shared", "secret"):
+        create_topic(admin, topic)
+    grant(admin, allow("User:alice", ResourceType.GROUP, "alice.new", AclOperation.READ),
+          allow("User:alice", ResourceType.TOPIC, "shared", AclOperation.READ))
+
+    def heartbeat(wire, topics):
+        return wire.call(ConsumerGroupHeartbeatRequest(
+            group_id="alice.new", member_id=str(uuid.uuid4()), member_epoch=0, rebalance_timeout_ms=30_000,
+            subscribed_topic_names=topics, topic_partitions=[]), 0)
+    with logged_in(secured, "alice") as wire:
+        for topics in (["shared", "missing", "secret"], ["shared", "secret"], ["shared", "missing"]):
+            refused = heartbeat(wire, topics)
+            assert (refused.error_code, refused.assignment) == (ErrorCode.TOPIC_AUTHORIZATION_FAILED, None), topics
+        accepted = heartbeat(wire, ["shared"])
+        assert accepted.error_code == ErrorCode.NONE and accepted.member_epoch == 1
+
+
+def test_a_topic_id_does_not_reveal_the_name_of_a_topic_the_user_may_not_describe(secured):
+    """Kafka answers TOPIC_AUTHORIZATION_FAILED with the name null and the id kept (an id is not
+    sensitive, a name is), for Metadata and DeleteTopics by id."""
+    admin = admin_client(secured)
+    create_topic(admin, "secret")
+    with logged_in(secured, "admin") as wire:
+        [described] = wire.call(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="secret")],
+                                                allow_auto_topic_creation=False), 12).topics
+    secret_id, unknown_id = described.topic_id, uuid.uuid4()
+
+    def by_id(wire, *ids):
+        return [(t.error_code, t.name, t.topic_id) for t in wire.call(MetadataRequest(
+            topics=[MetadataRequest.MetadataRequestTopic(topic_id=i, name=None) for i in ids],
+            allow_auto_topic_creation=False), 12).topics]
+
+    def delete_by_id(wire, topic_id):
+        [result] = wire.call(DeleteTopicsRequest(topics=[DeleteTopicsRequest.DeleteTopicState(
+            name=None, topic_id=topic_id)], timeout_ms=10_000), 6).responses
+        return result.error_code, result.name, result.topic_id
+    with logged_in(secured, "alice") as wire:
+        assert by_id(wire, secret_id, unknown_id) == [(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None, secret_id),
+                                                      (ErrorCode.UNKNOWN_TOPIC_ID, None, unknown_id)]
+        assert delete_by_id(wire, secret_id) == (ErrorCode.TOPIC_AUTHORIZATION_FAILED, None, secret_id)
+        grant(admin, allow("User:alice", ResourceType.TOPIC, "secret", AclOperation.DESCRIBE))
+        assert delete_by_id(wire, secret_id) == (ErrorCode.TOPIC_AUTHORIZATION_FAILED, "secret", secret_id), \
+            "may describe, may not delete: the name is hers to know"
+        [(error, name, topic_id)] = by_id(wire, secret_id)
+        assert (error, name, topic_id) == (ErrorCode.NONE, "secret", secret_id)

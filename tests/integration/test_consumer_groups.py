@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import Consumer, ConsumerGroupState, ConsumerGroupType
 from confluent_kafka.admin import AdminClient
 from kafka.protocol.api_key import ApiKey
-from kafka.protocol.consumer import JoinGroupRequest
+from kafka.protocol.consumer import JoinGroupRequest, OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest
 from kafka.protocol.metadata import ApiVersionsRequest
 
 from kgate.protocol.error_codes import ErrorCode
@@ -215,3 +215,33 @@ def test_confluent_kafkas_admin_client_describes_a_consumer_group(broker_factory
     assert {m.group_instance_id for m in described.members} == {"one", "two"}
     assert all(sorted(tp.partition for tp in m.target_assignment.topic_partitions) == settled[m.member_id]
                for m in described.members)
+
+
+def test_offset_delete_on_a_consumer_group_with_a_member_spares_only_subscribed_topics(broker_factory):
+    """Kafka's answer: GROUP_SUBSCRIBED_TO_TOPIC for a subscribed topic's partitions, the
+    others deleted (the connection was closed on a TypeError)."""
+    broker = broker_factory(**SETTINGS)
+    for topic in ("t", "other"):
+        create_topic(broker.bootstrap, topic, 1)
+    with Wire(broker.bootstrap) as wire:
+        joined = wire.call(_join_new("deleting"), 0)
+        assert joined.error_code == ErrorCode.NONE
+        C = OffsetCommitRequest
+        committed = wire.call(C(group_id="deleting", generation_id_or_member_epoch=joined.member_epoch,
+                                member_id=joined.member_id, retention_time_ms=-1, topics=[
+                                    C.OffsetCommitRequestTopic(name=name, partitions=[
+                                        C.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
+                                            partition_index=0, committed_offset=5, committed_metadata="")])
+                                    for name in ("t", "other")]), 7)
+        assert {t.partitions[0].error_code for t in committed.topics} == {ErrorCode.NONE}
+        D = OffsetDeleteRequest
+        deleted = wire.call(D(group_id="deleting", topics=[
+            D.OffsetDeleteRequestTopic(name=name, partitions=[D.OffsetDeleteRequestTopic.OffsetDeleteRequestPartition(
+                partition_index=0)]) for name in ("t", "other")]), 0)
+        assert deleted.error_code == ErrorCode.NONE
+        assert {t.name: t.partitions[0].error_code for t in deleted.topics} == {
+            "t": ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC, "other": ErrorCode.NONE}
+        F = OffsetFetchRequest
+        fetched = wire.call(F(group_id="deleting", topics=[F.OffsetFetchRequestTopic(name=name, partition_indexes=[0])
+                                                           for name in ("t", "other")]), 7)
+        assert {t.name: t.partitions[0].committed_offset for t in fetched.topics} == {"t": 5, "other": -1}

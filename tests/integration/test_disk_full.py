@@ -151,3 +151,42 @@ def test_disk_full_answers_storage_error_and_recovers_when_space_returns(tmp_pat
         log = fh.read()
     assert "Traceback" not in log
     assert log.count("level=error") <= PARTITIONS + 1, "error lines per request, not one per partition"
+
+
+def test_sigterm_on_a_full_disk_logs_the_failed_hand_over_and_exits_cleanly(tmp_path, small_disk):
+    """The ownership hand-over cannot be written: it is logged, the broker exits 0 (it ended
+    with exit 1 and an uncaught sqlite3 error), and what was acknowledged is all there after
+    space returns."""
+    broker = BrokerProcess(small_disk, log_path=str(tmp_path / "broker.log")).start()
+    create_topic(broker.bootstrap, "kept", PARTITIONS)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "linger.ms": 5})
+    acked: dict[tuple[int, int], bytes] = {}
+
+    def delivered(err, message):
+        if err is None:
+            acked[(message.partition(), message.offset())] = message.value()
+    for i in range(200):
+        producer.produce("kept", value=b"%06d" % i, partition=i % PARTITIONS, on_delivery=delivered)
+    assert producer.flush(30) == 0 and len(acked) == 200
+    del producer
+    filler = _fill(small_disk)
+    try:
+        assert broker.stop() == 0, "a clean exit"
+    finally:
+        os.unlink(filler)
+    with open(broker.log_path) as fh:
+        log = fh.read()
+    assert "Traceback" not in log
+    assert "hand-over" in log and "level=error" in log, "the failed hand-over is logged"
+    consumer = Consumer({"bootstrap.servers": broker.restart().bootstrap, "group.id": "unused",
+                         "enable.auto.commit": False})
+    read: dict[tuple[int, int], bytes] = {}
+    try:
+        consumer.assign([TopicPartition("kept", p, 0) for p in range(PARTITIONS)])
+        _wait_for(lambda: read.update({(m.partition(), m.offset()): m.value()
+                                       for m in consumer.consume(500, timeout=0.5) if not m.error()})
+                  or len(read) >= len(acked), "the acknowledged records")
+    finally:
+        consumer.close()
+        broker.stop()
+    assert read == acked

@@ -162,3 +162,18 @@ def test_a_magic0_wrapper_holding_magic1_messages_is_rebuilt_with_new_offsets(wi
     records = [r for batch in MemoryRecords(bytes(fetch(wire, 0).records)) for r in batch]
     assert [(r.offset, r.key, r.value) for r in records] == [
         (round_ * len(VALUES) + i, b"k%d" % i, value) for round_ in range(2) for i, value in enumerate(VALUES)]
+
+
+@pytest.mark.parametrize("entry_format", entry_formats.names(), indirect=True)
+def test_a_magic0_wrapper_holding_magic1_messages_keeps_their_timestamps(wire, entry_format):
+    """The inner magic-1 messages carry timestamps; Kafka keeps them, so every entry format
+    serves them to readers of magic 1 and up (Fetch v0-1 readers get magic 0, which has none)."""
+    assert produce(wire, magic0_wrapper_of_magic1_messages(), 0)[0] == ErrorCode.NONE
+    assert produce(wire, magic0_wrapper_of_magic1_messages(2), 1)[0] == ErrorCode.NONE
+    for version in (2, 4):
+        records = [r for batch in MemoryRecords(bytes(fetch(wire, version).records)) for r in batch]
+        assert [(r.offset, r.timestamp, r.value) for r in records] == [
+            (round_ * len(VALUES) + i, 1_700_000_000_000 + i, value) for round_ in range(2)
+            for i, value in enumerate(VALUES)], f"Fetch v{version}"
+    old = [r for batch in MemoryRecords(bytes(fetch(wire, 0).records)) for r in batch]
+    assert [(r.offset, r.value) for r in old] == [(i, VALUES[i % len(VALUES)]) for i in range(2 * len(VALUES))]

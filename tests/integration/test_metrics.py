@@ -1,6 +1,7 @@
 """The Prometheus endpoint, scraped after real traffic: every figure moves as the traffic says."""
 import base64
 import os
+import socket
 import subprocess
 import sys
 import urllib.error
@@ -102,3 +103,37 @@ def test_bad_metrics_auth_settings_stop_start_up_naming_the_setting(tmp_path, se
     result = subprocess.run(command, capture_output=True, text=True, timeout=60,
                             cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
     assert result.returncode == 2 and named in result.stderr
+
+
+def _threads(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("Threads:"))
+
+
+def test_idle_connections_to_the_endpoint_hold_no_thread_and_do_not_pile_up(broker_factory):
+    """1,000 idle connections held 1,002 threads (one per connection, no timeout). Served
+    from the event loop they hold none; past the endpoint's bound the oldest are closed,
+    and a scrape is still answered."""
+    broker = broker_factory(**{"kgate.metrics.listener": "127.0.0.1:0"})
+    assert _get(broker.metrics_url)[0] == 200
+    before = _threads(broker.process.pid)
+    host, port = broker.metrics_url.split("/")[2].rsplit(":", 1)
+    idle = [socket.create_connection((host, int(port)), timeout=10) for _ in range(1000)]
+    try:
+        for sock in idle[:10]:
+            sock.sendall(b"GET /metrics HTTP/1.1\r\n")  # a request begun, never finished
+        status, body = _get(broker.metrics_url)
+        assert status == 200 and b"kgate_queued_request_bytes" in body
+        assert _threads(broker.process.pid) <= before + 2, "no thread per connection"
+
+        def closed_by_broker(sock):
+            sock.settimeout(10)
+            try:
+                return sock.recv(1) == b""
+            except ConnectionResetError:
+                return True
+        closed = sum(closed_by_broker(sock) for sock in idle[:900])
+        assert closed == 900, "the oldest idle connections were closed to stay within the bound"
+    finally:
+        for sock in idle:
+            sock.close()

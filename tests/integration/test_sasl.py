@@ -99,9 +99,10 @@ def test_kafka_python_generations_log_in_and_use_a_group(secured, api_version, m
 
 # -- failures, on the wire ------------------------------------------------------------------
 
-def connect(address) -> socket.socket:
+def connect(address, source: str | None = None) -> socket.socket:
     host, port = address.rsplit(":", 1)
-    return socket.create_connection((host, int(port)), timeout=TIMEOUT)
+    return socket.create_connection((host, int(port)), timeout=TIMEOUT,
+                                    source_address=None if source is None else (source, 0))
 
 
 def call(sock, request, version, correlation_id=1):
@@ -116,8 +117,8 @@ def closed_by_broker(sock) -> bool:
         return True
 
 
-def plain_login(address, password, version=1, user=USER) -> tuple[int, str | None, socket.socket]:
-    sock = connect(address)
+def plain_login(address, password, version=1, user=USER, source=None) -> tuple[int, str | None, socket.socket]:
+    sock = connect(address, source)
     assert call(sock, SaslHandshakeRequest(mechanism="PLAIN"), version).error_code == ErrorCode.NONE
     token = f"\x00{user}\x00{password}".encode()
     if version == 0:
@@ -198,6 +199,24 @@ def test_failed_logins_are_limited_per_client_address_and_user(secured):
     assert call(other, SaslHandshakeRequest(mechanism="PLAIN"), 1).error_code == ErrorCode.NONE
     token = f"\x00{USER}\x00{PASSWORD}".encode()
     assert call(other, SaslAuthenticateRequest(auth_bytes=token), 1, 2).error_code == ErrorCode.NONE
+
+
+@pytest.mark.parametrize("secured", [{"kgate.sasl.max.failed.logins.per.user.per.minute": 20}], indirect=True)
+def test_failed_logins_for_one_user_from_many_addresses_are_limited_too(secured):
+    """The issue's probe: 40 source addresses guessing one user's password, none refused. Past
+    the per-user bound a user's logins are refused from every address but those it logged in
+    from lately, so guessing from many addresses stops while the user's own clients go on."""
+    address = secured.address("SASL_PLAINTEXT")
+    kgate_users(secured.data_dir, "add", "bob", "--password", "bob-secret")
+    assert plain_login(address, PASSWORD, source="127.0.0.1")[0] == ErrorCode.NONE
+    answers = [plain_login(address, "guess", source=f"127.0.1.{i}")[:2] for i in range(1, 41)]
+    assert all(error == ErrorCode.SASL_AUTHENTICATION_FAILED for error, _ in answers)
+    limited = [message for _, message in answers if "Too many failed logins for this user" in message]
+    assert len(limited) == 20, "twenty guesses, then refused whatever the address"
+    error, message, _ = plain_login(address, PASSWORD, source="127.0.2.1")
+    assert error == ErrorCode.SASL_AUTHENTICATION_FAILED and "Too many failed logins" in message
+    assert plain_login(address, PASSWORD, source="127.0.0.1")[0] == ErrorCode.NONE, "where alice logged in before"
+    assert plain_login(address, "bob-secret", user="bob", source="127.0.2.1")[0] == ErrorCode.NONE
 
 
 def test_users_added_or_deleted_while_running_take_effect_at_once(secured):

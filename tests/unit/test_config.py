@@ -138,3 +138,19 @@ def test_listeners_take_kafkas_security_protocols():
     assert Listener.parse("SASL_PLAINTEXT://[::1]:0") == Listener("::1", 0, "SASL_PLAINTEXT")
     with pytest.raises(ConfigError, match="security protocol"):
         Listener.parse("KERBEROS://127.0.0.1:1")
+
+
+# obstore imported as if it were not installed: a None in sys.modules makes its import fail.
+WITHOUT_OBSTORE = "import sys; sys.modules['obstore'] = None; from kgate.command import run; run()"
+
+
+@pytest.mark.parametrize("command", [["serve", "--listen", "127.0.0.1:0"], ["storage", "check"]])
+def test_s3_storage_without_the_s3_extra_says_which_extra_in_one_line(tmp_path, command):
+    result = subprocess.run(
+        [sys.executable, "-c", WITHOUT_OBSTORE, *command, "--data-dir", str(tmp_path),
+         "--storage", "s3://bucket/prefix?endpoint=http://127.0.0.1:9&region=us-east-1"],
+        cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr, result.stderr
+    assert "kgate-broker[s3]" in result.stderr and "obstore" in result.stderr
+    assert "listening" not in result.stdout

@@ -8,8 +8,8 @@ from kgate.gateway.chain_records import MetadataChainRecord
 from kgate.metadata.cluster import ClusterState
 from kgate.metadata.stores.embedded import EmbeddedMetadataStore
 from kgate.storage.entry import EntryHeader
-from kgate.storage.ledger import StoreUnavailable, StrandedEntries
-from kgate.storage.managed_ledger import ManagedLedger, RetentionPolicy, RolloverPolicy
+from kgate.storage.ledger import ChecksumMismatch, StoreUnavailable, StrandedEntries
+from kgate.storage.managed_ledger import DamagedEntry, ManagedLedger, RetentionPolicy, RolloverPolicy
 from kgate.storage.stores.file_store import FileLedgerStore
 
 PAYLOAD = 100
@@ -271,8 +271,14 @@ async def test_damage_before_valid_entries_is_refused_with_what_they_hold(partit
         fh.seek(3 * (8 + 22 + PAYLOAD) + 8 + 22 + 50)
         fh.write(b"!")
 
-    with pytest.raises(StrandedEntries, match=r"6 entries holding 11 records \(offsets 10-20\) lie after the damage"):
+    with pytest.raises(DamagedEntry, match=r"6 entries holding 11 records \(offsets 10-20\) lie after the damage") \
+            as damaged:
         await partition.open(rollover=RolloverPolicy())
+    assert isinstance(damaged.value.found, StrandedEntries) and damaged.value.offset == 5
+    # What lies before the damage still reads: the three entries (offsets 0-4) before it.
+    assert [e.header.base_offset for e in await partition.ledger.read(0, 1 << 20)] == [0, 1, 4]
+    assert partition.ledger.high_watermark == 5 and partition.ledger.damaged_at == 5
+    partition.ledger.abandon()
     await partition.metadata.close()
     assert os.path.getsize(path) == size  # nothing truncated: a repair can still get them back
 
@@ -337,3 +343,26 @@ async def test_a_failed_fsync_gives_up_the_unconfirmed_entries_and_their_offsets
     assert offsets(await (await partition.open()).read(0, 1 << 20)) == contiguous(COUNTS)
     await partition.stop(clean=False)
     assert offsets(await (await partition.open()).read(0, 1 << 20)) == contiguous(COUNTS)
+
+
+async def test_a_damaged_entry_read_back_names_its_first_offset_and_what_lies_before_it_still_reads(partition):
+    ledger = await partition.open(rollover=RolloverPolicy())
+    for n in COUNTS:
+        await append(ledger, n)
+    offsets = [0]
+    for n in COUNTS:
+        offsets.append(offsets[-1] + n)
+    await partition.stop(clean=True)  # sealed: its entries are checked when read, not when opened
+    path = os.path.join(partition.ledgers_dir, partition.ledger_files()[0])
+    with open(path, "r+b") as fh:  # a payload byte of the fourth entry (8-byte frames of 22 + 100 bytes)
+        fh.seek(3 * (8 + 22 + PAYLOAD) + 8 + 22 + 50)
+        fh.write(b"!")
+
+    ledger = await partition.open(rollover=RolloverPolicy())
+    with pytest.raises(DamagedEntry) as damaged:
+        await ledger.read(0, 1 << 20)
+    assert damaged.value.offset == offsets[3] and isinstance(damaged.value.found, ChecksumMismatch)
+    before = await ledger.read(0, 1 << 20, end=damaged.value.offset)
+    assert [e.header.base_offset for e in before] == offsets[:3]
+    assert (await ledger.read(offsets[4], 1 << 20))[0].header.base_offset == offsets[4], "and after it"
+    await partition.stop(clean=True)

@@ -57,13 +57,19 @@ class View:
     node_id: int = 1
     zone: str = "a"
     zone_brokers: dict = field(default_factory=lambda: {"a": None, "b": 3})
+    damaged: dict = field(default_factory=dict)  # index -> the first damaged offset
 
     def partition(self, name, index):
         if not 0 <= index < TOPIC.partitions:
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if index in self.damaged:
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR)
         if OWNERS[index] != self.node_id:
             raise KafkaError(ErrorCode.NOT_LEADER_FOR_PARTITION)
         return ("local", name, index)
+
+    def damaged_partition(self, name, index):
+        return (("local", name, index), self.damaged[index]) if index in self.damaged else None
 
     def leader(self, topic, index):
         owner = OWNERS[index]
@@ -132,3 +138,12 @@ def test_metadata_names_the_owner_or_the_clients_zone_broker():
     assert lead(view, Client(None), TOPIC, 3) == Redirect(3)
     assert lead(view, Client("b"), TOPIC, 0) == Redirect(3)  # zone b's broker leads it for zone b
     assert lead(view, Client("b", peer=True), TOPIC, 0) == Local(("local", "t", 0))
+
+
+def test_a_damaged_partition_is_read_below_its_damage_and_written_nowhere():
+    view = View(damaged={0: 40})
+    assert decide(view, Client(None), 0, Operation.FETCH) == Local(("local", "t", 0), 40)
+    assert decide(view, Client(None), 0, Operation.DESCRIBE) == Local(("local", "t", 0), 40)
+    assert decide(view, Client(None), 0, Operation.PRODUCE) == Refused(ErrorCode.KAFKA_STORAGE_ERROR)
+    assert decide(view, Client(None), 0, Operation.OWNED) == Refused(ErrorCode.KAFKA_STORAGE_ERROR)
+    assert lead(view, Client(None), TOPIC, 0) == Local(("local", "t", 0))

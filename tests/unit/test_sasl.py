@@ -143,7 +143,7 @@ def test_user_names_with_slashes_are_kept_apart(credentials):
 
 def test_the_login_limiter_blocks_a_user_behind_an_address_for_the_window_only():
     now = [0.0]
-    limiter = LoginLimiter(3, 100, window=60, clock=lambda: now[0])
+    limiter = LoginLimiter(3, 100, 100, window=60, clock=lambda: now[0])
     for _ in range(3):
         assert limiter.refusal("10.0.0.1", "bob") is None
         limiter.failed("10.0.0.1", "bob")
@@ -157,12 +157,29 @@ def test_the_login_limiter_blocks_a_user_behind_an_address_for_the_window_only()
 
 def test_failures_across_users_from_one_address_are_bounded_too():
     """Password spraying: a few guesses for each of many users still meets the address's bound."""
-    limiter = LoginLimiter(3, 10, clock=lambda: 0.0)
+    limiter = LoginLimiter(3, 10, 100, clock=lambda: 0.0)
     for i in range(5):
         limiter.failed("10.0.0.1", f"user{i}")
         limiter.failed("10.0.0.1", f"user{i}")
     assert "from 10.0.0.1" in limiter.refusal("10.0.0.1", "alice")
     assert limiter.refusal("10.0.0.2", "alice") is None
+
+
+def test_failures_for_one_user_from_many_addresses_are_bounded_but_its_own_addresses_still_log_in():
+    now = [0.0]
+    limiter = LoginLimiter(3, 10, 5, window=60, trusted_for=3600, clock=lambda: now[0])
+    limiter.succeeded("10.0.0.1", "alice")
+    for i in range(5):
+        assert limiter.refusal(f"10.0.1.{i}", "alice") is None
+        limiter.failed(f"10.0.1.{i}", "alice")
+    assert limiter.refusal("10.0.2.1", "alice") == "Too many failed logins for this user; retry later"
+    assert limiter.refusal("10.0.0.1", "alice") is None, "an address alice logged in from lately"
+    assert limiter.refusal("10.0.2.1", "bob") is None
+    now[0] = 3600.5  # the trust has lapsed, and so have the failures
+    assert limiter.refusal("10.0.2.1", "alice") is None
+    for i in range(5):
+        limiter.failed(f"10.0.1.{i}", "alice")
+    assert limiter.refusal("10.0.0.1", "alice") is not None
 
 
 @pytest.mark.parametrize("mechanism,token,user", [

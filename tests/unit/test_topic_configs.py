@@ -40,6 +40,10 @@ def test_every_config_kgate_does_not_act_on_says_why():
     ("follower.replication.throttled.replicas", "*", "*"),
     ("message.format.version", "0.10.2-IV0", "0.10.2-IV0"),
     ("message.format.version", "2.8", "2.8"),
+    # Kafka 3.x keeps the first three parts of a 0.x version, the first two of a later one.
+    ("message.format.version", "0.10.0.0", "0.10.0.0"),
+    ("message.format.version", "0.8.2.2", "0.8.2.2"),
+    ("message.format.version", "2.8.1", "2.8.1"),
     ("compression.gzip.level", "-1", "-1"),
     ("compression.zstd.level", "-5", "-5"),
     ("retention.bytes", "-7", "-7"),
@@ -61,6 +65,8 @@ def test_values_are_normalised_as_kafka_parses_them(name, value, normalised):
     ("compression.gzip.level", "0", "between 1 and 9 or -1"),
     ("leader.replication.throttled.replicas", "broker-1", "partitionId:brokerId"),
     ("message.format.version", "4.0", "Version must be"),
+    ("message.format.version", "0.10", "Version must be"),
+    ("message.format.version", "0.12.0", "Version must be"),
     ("message.timestamp.type", "WallClock", "CreateTime, LogAppendTime"),
 ])
 def test_a_bad_value_names_the_config_and_kafkas_reason(name, value, reason):

@@ -23,6 +23,7 @@ from kgate.metadata.cluster import ClusterState
 from kgate.metadata.stores.embedded import EmbeddedMetadataStore
 from kgate.protocol import control_batch, record_batch
 from kgate.protocol.error_codes import ErrorCode
+from kgate.protocol.errors import KafkaError
 from kgate.storage import entry_formats
 from kgate.storage.entry_formats import ProducedRecords
 from kgate.storage.managed_ledger import ManagedLedger
@@ -170,5 +171,25 @@ async def test_a_transaction_left_in_prepare_commit_completes_its_markers_when_t
     [(key, value)] = (await keyed_log.replay(state.ledger)).latest.items()
     assert records.decode(key, value)[1].state == TxnState.COMPLETE_COMMIT
     await data.ledger.close()
+    await state.ledger.close()
+    await storage.stop()
+
+
+async def test_a_fenced_producers_produce_is_refused_as_fenced_not_as_an_unadded_partition(storage):
+    state = await storage.partition(TRANSACTION_STATE_TOPIC, 0)
+    coordinator = TransactionCoordinator(broker_of(storage, {(TRANSACTION_STATE_TOPIC, 0): state}))
+    await coordinator.gain(0)
+    txn = machine.init_producer(None, "tx", 10_000, 60_000, None, 5, now=1).store
+    await coordinator._store(machine.add_partitions(txn, 5, 0, {("t", 0)}, now=2).store)
+    # A second instance with the same transactional id: the epoch moves on, the first is fenced.
+    await coordinator._store(machine.init_producer(coordinator.transactions["tx"], "tx", 10_000, 60_000, None, 5,
+                                                   now=3).store)
+    with pytest.raises(KafkaError) as fenced:
+        coordinator.check_produce("tx", 5, 0, ("t", 0))
+    assert fenced.value.code == ErrorCode.INVALID_PRODUCER_EPOCH
+    assert "fenced" in fenced.value.message and "has not added" not in fenced.value.message
+    with pytest.raises(KafkaError) as unadded:
+        coordinator.check_produce("tx", 5, 1, ("t", 1))
+    assert unadded.value.code == ErrorCode.INVALID_TXN_STATE and "has not added" in unadded.value.message
     await state.ledger.close()
     await storage.stop()
