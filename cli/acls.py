@@ -107,15 +107,14 @@ def _pattern(args, default: ACLResourcePatternType) -> ACLResourcePatternType:
     return PATTERN_TYPES[args.resource_pattern_type] if args.resource_pattern_type else default
 
 
-def _add(args) -> None:
-    pattern = _pattern(args, ACLResourcePatternType.LITERAL)
-    resources = _resources(args, pattern)
-    principals = _principals(args)
-    if not principals:
-        raise UsageError("give --allow-principal or --deny-principal")
+def _wanted(args, resources) -> list:
+    """(resource type, name, operation) of each ACL to add: the operations asked for, and what
+    --producer and --consumer stand for (as Kafka's kafka-acls expands them)."""
     wanted = [(kind, name, op) for kind, name in resources for op in _operations(args)]
     topics = [(kind, name) for kind, name in resources if kind == ResourceType.TOPIC]
     groups = [(kind, name) for kind, name in resources if kind == ResourceType.GROUP]
+    if (args.producer or args.consumer) and not topics:
+        raise UsageError("--producer and --consumer need --topic")
     if args.producer:
         wanted += [(k, n, op) for k, n in topics for op in (ACLOperation.WRITE, ACLOperation.DESCRIBE,
                                                              ACLOperation.CREATE)]
@@ -124,11 +123,19 @@ def _add(args) -> None:
             raise UsageError("--consumer needs --group")
         wanted += [(k, n, op) for k, n in topics for op in (ACLOperation.READ, ACLOperation.DESCRIBE)]
         wanted += [(k, n, ACLOperation.READ) for k, n in groups]
-    if (args.producer or args.consumer) and not topics:
-        raise UsageError("--producer and --consumer need --topic")
     if not wanted:
         raise UsageError("give a resource (--topic, --group, --transactional-id, --cluster) and --operation, "
                          "or --producer/--consumer")
+    return wanted
+
+
+def _add(args) -> None:
+    pattern = _pattern(args, ACLResourcePatternType.LITERAL)
+    resources = _resources(args, pattern)
+    principals = _principals(args)
+    if not principals:
+        raise UsageError("give --allow-principal or --deny-principal")
+    wanted = _wanted(args, resources)
     acls = [ACL(principal, host, op, permission, ResourcePattern(kind, name, pattern))
             for kind, name, op in dict.fromkeys(wanted) for principal, hosts, permission in principals
             for host in hosts]

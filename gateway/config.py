@@ -335,20 +335,7 @@ class Settings:
     def load(cls, listen: list[str] | None = None, data_dir: str | None = None,
              config_file: str | None = None, overrides: list[str] | None = None) -> "Settings":
         settings = cls()
-        raw: dict = {}
-        if config_file:
-            try:
-                with open(config_file, "rb") as fh:
-                    raw.update(_flatten(tomllib.load(fh)))
-            except OSError as exc:
-                raise ConfigError(f"--config {config_file}: {exc.strerror}") from None
-            except tomllib.TOMLDecodeError as exc:
-                raise ConfigError(f"--config {config_file}: {exc}") from None
-        for item in overrides or []:
-            name, sep, value = item.partition("=")
-            if not sep:
-                raise ConfigError(f"--set {item!r} must be key=value")
-            raw[name.strip()] = value.strip()
+        raw = _raw_settings(config_file, overrides)
         configured_listeners = raw.pop("listeners", None)
         listen = listen or ([configured_listeners] if configured_listeners is not None else None)
         if "data.dir" in raw:
@@ -359,15 +346,38 @@ class Settings:
             settings.listeners = [Listener.parse(item) for item in _listener_items(listen)]
         if data_dir:
             settings.data_dir = data_dir
-        if settings["kgate.metrics.basic.auth.user"] and not settings["kgate.metrics.basic.auth.password.file"]:
+        settings._check_pairs()
+        return settings
+
+    def _check_pairs(self) -> None:
+        """Settings that need another one beside them."""
+        if self["kgate.metrics.basic.auth.user"] and not self["kgate.metrics.basic.auth.password.file"]:
             raise ConfigError("kgate.metrics.basic.auth.user needs kgate.metrics.basic.auth.password.file "
                               "(a file whose first line is the password)")
-        if settings["kgate.inter.broker.sasl.username"] and not settings["kgate.inter.broker.sasl.password"]:
+        if self["kgate.inter.broker.sasl.username"] and not self["kgate.inter.broker.sasl.password"]:
             raise ConfigError("kgate.inter.broker.sasl.username needs kgate.inter.broker.sasl.password")
-        tls = [f"{item.security_protocol}://{item.host}:{item.port}" for item in settings.listeners if item.tls]
-        if tls and not settings["ssl.keystore.location"]:
+        tls = [f"{item.security_protocol}://{item.host}:{item.port}" for item in self.listeners if item.tls]
+        if tls and not self["ssl.keystore.location"]:
             raise ConfigError(f"listener {tls[0]} needs ssl.keystore.location (a PEM file with certificate and key)")
-        return settings
+
+
+def _raw_settings(config_file: str | None, overrides: list[str] | None) -> dict:
+    """The settings of the TOML ``config_file``, then the ``--set key=value`` overrides over them."""
+    raw: dict = {}
+    if config_file:
+        try:
+            with open(config_file, "rb") as fh:
+                raw.update(_flatten(tomllib.load(fh)))
+        except OSError as exc:
+            raise ConfigError(f"--config {config_file}: {exc.strerror}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"--config {config_file}: {exc}") from None
+    for item in overrides or []:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"--set {item!r} must be key=value")
+        raw[name.strip()] = value.strip()
+    return raw
 
 
 def _is_zookeeper(value: str) -> bool:

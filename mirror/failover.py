@@ -48,25 +48,33 @@ def plan(config: MirrorConfig, routes: dict[str, Route], group: str, source: str
         raise FailoverError(f"group {group!r} has no committed offsets on {source}")
     steps = []
     for tp in sorted(offsets, key=lambda t: (t.topic, t.partition)):
-        candidates: dict[str, list[tuple[int, str]]] = {}
-        for route in leaving:
-            if route.matches(tp.topic):
-                translated = SyncHistory(forward.get((tp.topic, tp.partition), [])).forward(tp.offset)
-                if translated is not None:
-                    candidates.setdefault(route.target_topic(tp.topic), []).append((translated, "forward"))
-        for route in coming:
-            origin = route.source_topic(tp.topic)
-            if origin is not None and route.matches(origin):
-                history = SyncHistory(backward.get((origin, tp.partition), []))
-                translated = history.reverse(tp.offset, dense=route.policy == "prefix")
-                if translated is not None:
-                    candidates.setdefault(origin, []).append((translated, "reverse"))
+        candidates = _translations(tp, leaving, coming, forward, backward)
         if not candidates:
             steps.append(Step(tp.topic, tp.partition, tp.offset, None, None, "no offset sync yet"))
         for name, found in sorted(candidates.items()):
             offset = min(o for o, _ in found)
             steps.append(Step(tp.topic, tp.partition, tp.offset, name, offset, "+".join(sorted({h for _, h in found}))))
     return steps
+
+
+def _translations(tp, leaving: list[Route], coming: list[Route], forward: dict, backward: dict) -> dict:
+    """Where a committed offset lands on the other side: through the routes leaving for it
+    (forward through their offset syncs) and those coming from it (back through theirs);
+    topic -> [(offset, how)]."""
+    candidates: dict[str, list[tuple[int, str]]] = {}
+    for route in leaving:
+        if route.matches(tp.topic):
+            translated = SyncHistory(forward.get((tp.topic, tp.partition), [])).forward(tp.offset)
+            if translated is not None:
+                candidates.setdefault(route.target_topic(tp.topic), []).append((translated, "forward"))
+    for route in coming:
+        origin = route.source_topic(tp.topic)
+        if origin is not None and route.matches(origin):
+            history = SyncHistory(backward.get((origin, tp.partition), []))
+            translated = history.reverse(tp.offset, dense=route.policy == "prefix")
+            if translated is not None:
+                candidates.setdefault(origin, []).append((translated, "reverse"))
+    return candidates
 
 
 def execute(config: MirrorConfig, group: str, target: str, steps: list[Step]) -> int:

@@ -257,12 +257,8 @@ class _Rules:
             return header, payload, 0
         records = read_records(payload, batch, self.inflate_limit)
         horizon = delete_horizon(batch)
-        expired = horizon is not None and horizon <= self.now_ms
-        get = self.key_map.get
+        kept = self._kept(records, batch.base_offset, horizon is not None and horizon <= self.now_ms)
         base = batch.base_offset
-        kept = [record for record in records
-                if record.key is not None and get(record.key) <= base + record.offset_delta
-                and not (record.tombstone and expired)]
         tombstones = any(record.tombstone for record in kept)
         set_horizon = self.new_horizon if tombstones and horizon is None else None
         if tombstones:
@@ -274,6 +270,14 @@ class _Rules:
             return None, None, removed
         rebuilt = rebuild(batch, kept, set_horizon)
         return header._replace(max_timestamp=read_header(rebuilt).max_timestamp), rebuilt, removed
+
+    def _kept(self, records, base: int, expired: bool) -> list:
+        """The records the key map says are their key's latest (tombstones only while their
+        delete horizon has not passed)."""
+        get = self.key_map.get
+        return [record for record in records
+                if record.key is not None and get(record.key) <= base + record.offset_delta
+                and not (record.tombstone and expired)]
 
     def _saw_horizon(self, horizon) -> None:
         if self.earliest_horizon is None or horizon < self.earliest_horizon:

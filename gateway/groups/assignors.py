@@ -28,12 +28,24 @@ def uniform(subscriptions: Mapping[str, set[Any]], partition_counts: Mapping[Any
               for p in range(partition_counts[topic])]
     if not members:
         return result
-    # Each member keeps up to the even share (rounded down) of its previous target, then
-    # as many members as the remainder allows keep one more; the rest goes to the least
-    # loaded subscriber.
-    keep, extra = divmod(len(wanted), len(members))
     counts = dict.fromkeys(members, 0)
-    taken: set[tuple[str, int]] = set()
+    taken = _keep_previous(members, subscriptions, partition_counts, previous, len(wanted), result, counts)
+    for topic, p in wanted:
+        if (topic, p) not in taken:
+            member = min((m for m in members if topic in subscriptions[m]), key=lambda m: (counts[m], m))
+            result[member].setdefault(topic, set()).add(p)
+            counts[member] += 1
+    return result
+
+
+def _keep_previous(members: list[str], subscriptions: Mapping[str, set[Any]], partition_counts: Mapping[Any, int],
+                   previous: Mapping[str, Partitions], total: int, result: dict[str, Partitions],
+                   counts: dict[str, int]) -> set[tuple[Any, int]]:
+    """Each member keeps up to the even share (rounded down) of its previous target, then as
+    many members as the remainder allows keep one more; returns what was kept (the rest goes
+    to the least loaded subscriber)."""
+    keep, extra = divmod(total, len(members))
+    taken: set[tuple[Any, int]] = set()
     kept = {m: [(topic, p) for topic, parts in sorted(previous.get(m, {}).items()) for p in sorted(parts)
                 if topic in subscriptions[m] and p < partition_counts.get(topic, 0)] for m in members}
     for limit in (keep, keep + 1):
@@ -47,12 +59,7 @@ def uniform(subscriptions: Mapping[str, set[Any]], partition_counts: Mapping[Any
                     counts[member] += 1
                     if limit > keep:
                         extra -= 1
-    for topic, p in wanted:
-        if (topic, p) not in taken:
-            member = min((m for m in members if topic in subscriptions[m]), key=lambda m: (counts[m], m))
-            result[member].setdefault(topic, set()).add(p)
-            counts[member] += 1
-    return result
+    return taken
 
 
 def range_(subscriptions: Mapping[str, set[Any]], partition_counts: Mapping[Any, int],

@@ -108,50 +108,40 @@ class ConsumerGroupMachine:
         if request.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             return self._leave(now, request, topics, out)
         group = self.groups.get(request.group_id)
-        replaced = False
-        if request.member_epoch == 0:
-            if request.subscribed is None and not request.regex:
-                return HeartbeatReply(ErrorCode.INVALID_REQUEST, "a joining member must give its subscription")
-            consumer = self._consumer_group(group, request.group_id, out)
-            if consumer is None:
-                return HeartbeatReply(ErrorCode.GROUP_ID_NOT_FOUND, f"group {request.group_id} is not a consumer group")
-            member = consumer.members.get(request.member_id) if request.member_id else None
-            static = consumer.static_member(request.instance_id) if request.instance_id is not None else None
-            if static is not None and static is not member:
-                if static.epoch != STATIC_LEAVE_EPOCH:
-                    return HeartbeatReply(ErrorCode.UNRELEASED_INSTANCE_ID,
-                                          f"instance {request.instance_id} is held by member {static.member_id}")
-                member = self._replace(consumer, static, request.member_id or self.new_member_id(), out)
-                joined, replaced = False, True
-            elif member is None:
-                if len(consumer.members) >= self.max_size:
-                    return HeartbeatReply(ErrorCode.GROUP_MAX_SIZE_REACHED)
-                member = ConsumerMember(request.member_id or self.new_member_id())
-                consumer.members[member.member_id] = member
-                joined = True
-            else:
-                # A member that rejoins has dropped its partitions: it starts again from epoch 0.
-                member.assigned, member.pending_revocation = {}, {}
-                member.epoch, member.state = 0, MemberState.STABLE
-                joined = True
-        else:
-            if group is None or group.consumer is None:
-                error = ErrorCode.UNKNOWN_MEMBER_ID if group is None else ErrorCode.GROUP_ID_NOT_FOUND
-                return HeartbeatReply(error, None, request.member_id, -1)
-            consumer = group.consumer
-            member = consumer.members.get(request.member_id)
-            if request.instance_id is not None:
-                static = consumer.static_member(request.instance_id)
-                if static is not None and static is not member:
-                    return HeartbeatReply(ErrorCode.FENCED_INSTANCE_ID, f"instance {request.instance_id} is now "
-                                                                        f"member {static.member_id}")
-            if member is None:
-                return HeartbeatReply(ErrorCode.UNKNOWN_MEMBER_ID, f"member {request.member_id} is not in the group")
-            if not _epoch_allowed(member, request):
-                return HeartbeatReply(ErrorCode.FENCED_MEMBER_EPOCH,
-                                      f"epoch {request.member_epoch} is not the member's epoch {member.epoch}")
-            joined = False
+        found = self._joining(request, group, out) if request.member_epoch == 0 else _known(request, group)
+        if isinstance(found, HeartbeatReply):
+            return found
+        consumer, member, joined, replaced = found
         return self._beat(now, consumer, member, request, topics, joined, out, replaced)
+
+    def _joining(self, request: Heartbeat, group, out: list[Effect]) \
+            -> "HeartbeatReply | tuple[ConsumerGroup, ConsumerMember, bool, bool]":
+        """A member joining with epoch 0: (group, member, joined, replaced), or the refusal. A new
+        member takes a slot, a known one starts again from epoch 0, and a static member whose
+        instance left (epoch -2) is taken over by the one rejoining under its instance id."""
+        if request.subscribed is None and not request.regex:
+            return HeartbeatReply(ErrorCode.INVALID_REQUEST, "a joining member must give its subscription")
+        consumer = self._consumer_group(group, request.group_id, out)
+        if consumer is None:
+            return HeartbeatReply(ErrorCode.GROUP_ID_NOT_FOUND, f"group {request.group_id} is not a consumer group")
+        member = consumer.members.get(request.member_id) if request.member_id else None
+        static = consumer.static_member(request.instance_id) if request.instance_id is not None else None
+        if static is not None and static is not member:
+            if static.epoch != STATIC_LEAVE_EPOCH:
+                return HeartbeatReply(ErrorCode.UNRELEASED_INSTANCE_ID,
+                                      f"instance {request.instance_id} is held by member {static.member_id}")
+            return consumer, self._replace(consumer, static, request.member_id or self.new_member_id(), out), \
+                False, True
+        if member is None:
+            if len(consumer.members) >= self.max_size:
+                return HeartbeatReply(ErrorCode.GROUP_MAX_SIZE_REACHED)
+            member = ConsumerMember(request.member_id or self.new_member_id())
+            consumer.members[member.member_id] = member
+        else:
+            # A member that rejoins has dropped its partitions: it starts again from epoch 0.
+            member.assigned, member.pending_revocation = {}, {}
+            member.epoch, member.state = 0, MemberState.STABLE
+        return consumer, member, True, False
 
     def _replace(self, consumer: ConsumerGroup, old: ConsumerMember, member_id: str, out: list[Effect]) \
             -> ConsumerMember:
@@ -390,6 +380,26 @@ class ConsumerGroupMachine:
         if member_epoch != member.epoch:
             return ErrorCode.STALE_MEMBER_EPOCH
         return ErrorCode.NONE
+
+
+def _known(request: Heartbeat, group) -> "HeartbeatReply | tuple[ConsumerGroup, ConsumerMember, bool, bool]":
+    """A member of the group heartbeating at its epoch: (group, member, False, False), or the refusal."""
+    if group is None or group.consumer is None:
+        error = ErrorCode.UNKNOWN_MEMBER_ID if group is None else ErrorCode.GROUP_ID_NOT_FOUND
+        return HeartbeatReply(error, None, request.member_id, -1)
+    consumer = group.consumer
+    member = consumer.members.get(request.member_id)
+    if request.instance_id is not None:
+        static = consumer.static_member(request.instance_id)
+        if static is not None and static is not member:
+            return HeartbeatReply(ErrorCode.FENCED_INSTANCE_ID,
+                                  f"instance {request.instance_id} is now member {static.member_id}")
+    if member is None:
+        return HeartbeatReply(ErrorCode.UNKNOWN_MEMBER_ID, f"member {request.member_id} is not in the group")
+    if not _epoch_allowed(member, request):
+        return HeartbeatReply(ErrorCode.FENCED_MEMBER_EPOCH,
+                              f"epoch {request.member_epoch} is not the member's epoch {member.epoch}")
+    return consumer, member, False, False
 
 
 def _epoch_allowed(member: ConsumerMember, request: Heartbeat) -> bool:

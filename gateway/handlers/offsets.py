@@ -114,20 +114,7 @@ def _fetch_group(ctx: Context, group_id, topics, version):
     T = G.OffsetFetchResponseTopics if version >= 8 else OffsetFetchResponse.OffsetFetchResponseTopic
     P = T.OffsetFetchResponsePartitions if version >= 8 else T.OffsetFetchResponsePartition
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
-    hidden: set[str] = set()
-    try:
-        ctx.require(Operation.DESCRIBE, ResourceType.GROUP, group_id)
-        found = ctx.broker.groups.fetch_offsets(group_id, wanted)
-    except KafkaError as exc:
-        found, error = {tp: None for tp in wanted or ()}, exc.code
-    else:
-        error = ErrorCode.NONE
-        # Named partitions of topics the principal may not describe are refused; asked for
-        # all, the answer leaves those topics out (Kafka's behaviour).
-        hidden = {topic for topic, _ in found
-                  if not ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, topic, quietly=wanted is None)}
-        found = {tp: None if tp[0] in hidden else committed for tp, committed in found.items()
-                 if wanted is not None or tp[0] not in hidden}
+    found, hidden, error = _committed(ctx, group_id, wanted)
     by_topic: dict[str, list] = {}
     for (topic, partition), committed in sorted(found.items(), key=lambda item: item[0]):
         by_topic.setdefault(topic, []).append(P(
@@ -139,6 +126,22 @@ def _fetch_group(ctx: Context, group_id, topics, version):
             else error if version < 2 else ErrorCode.NONE))
     return G(group_id=group_id, topics=[T(name=name, partitions=parts) for name, parts in by_topic.items()],
              error_code=error)
+
+
+def _committed(ctx: Context, group_id, wanted) -> tuple[dict, set[str], ErrorCode]:
+    """The group's committed offsets of ``wanted`` (None: all), the topics the principal may not
+    describe, and the group's error. Named partitions of hidden topics are refused; asked for
+    all, the answer leaves those topics out (Kafka's behaviour)."""
+    try:
+        ctx.require(Operation.DESCRIBE, ResourceType.GROUP, group_id)
+        found = ctx.broker.groups.fetch_offsets(group_id, wanted)
+    except KafkaError as exc:
+        return {tp: None for tp in wanted or ()}, set(), exc.code
+    hidden = {topic for topic, _ in found
+              if not ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, topic, quietly=wanted is None)}
+    found = {tp: None if tp[0] in hidden else committed for tp, committed in found.items()
+             if wanted is not None or tp[0] not in hidden}
+    return found, hidden, ErrorCode.NONE
 
 
 @handles(ApiKey.OffsetDelete)

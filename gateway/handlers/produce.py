@@ -114,25 +114,12 @@ async def produce(ctx: Context, request):
 
 
 async def produce_in_turn(ctx: Context, request, turn: "Turn"):
-    """A Produce request appended in ``turn`` (its place among the connection's produces)."""
+    """A Produce request appended in ``turn`` (its place among the connection's produces),
+    answered once what it appended is durable (nothing for acks=0)."""
     metrics = ctx.broker.metrics
     began = time.monotonic()
-    results: dict[tuple[str, int], _Outcome] = {}
-    inflation = _Inflation(ctx.broker.settings)
     try:
-        for topic_data in request.topic_data:
-            for data in topic_data.partition_data:
-                key = (topic_data.name, data.index)
-                try:
-                    results[key] = await _append(ctx, request, topic_data.name, data, turn, inflation)
-                except RejectedRecords as rejected:
-                    results[key] = _Outcome(rejected.code, message=rejected.message,
-                                            record_errors=rejected.record_errors)
-                except KafkaError as refused:
-                    if refused.message:
-                        log.warning("produce to %s-%d from %s refused (%s): %s", key[0], key[1],
-                                    ctx.connection.peer, refused.code.name, refused.message)
-                    results[key] = _Outcome(refused.code)
+        results = await _append_all(ctx, request, turn)
     finally:
         turn.release()
     appended = time.monotonic()
@@ -146,24 +133,46 @@ async def produce_in_turn(ctx: Context, request, turn: "Turn"):
         await _all_done(durables, max(request.timeout_ms, 1) / 1000 if request.acks == -1 else None)
         metrics.produce_stage["fsync"].observe(time.monotonic() - appended)
     for result in results.values():
-        durable, partition = result.durable, result.partition
-        if result.by_reference and durable is not None:
-            _settle_reference(result, durable)
-            continue
-        if durable is None or partition is None:  # appended ones have both
-            continue
-        if not durable.done():
-            result.fail(ErrorCode.REQUEST_TIMED_OUT)
-        elif not durable.cancelled() and isinstance(durable.exception(), LedgerFenced):
-            # Another broker took the partition over before this entry was confirmed.
-            result.fail(ErrorCode.NOT_LEADER_FOR_PARTITION)
-        elif durable.cancelled() or durable.exception() is not None:
-            _writes_failed(ctx, partition, durable.exception() or asyncio.CancelledError("entry not made durable"))
-            result.fail(ErrorCode.KAFKA_STORAGE_ERROR)
-    for result in results.values():
+        _settle(ctx, result)
         if result.error:
             metrics.produce_failed(ErrorCode(result.error))
     return _response(results)
+
+
+async def _append_all(ctx: Context, request, turn: "Turn") -> dict[tuple[str, int], "_Outcome"]:
+    """Each partition's records appended (or refused with the Kafka error), in request order."""
+    results: dict[tuple[str, int], _Outcome] = {}
+    inflation = _Inflation(ctx.broker.settings)
+    for topic_data in request.topic_data:
+        for data in topic_data.partition_data:
+            key = (topic_data.name, data.index)
+            try:
+                results[key] = await _append(ctx, request, topic_data.name, data, turn, inflation)
+            except RejectedRecords as rejected:
+                results[key] = _Outcome(rejected.code, message=rejected.message, record_errors=rejected.record_errors)
+            except KafkaError as refused:
+                if refused.message:
+                    log.warning("produce to %s-%d from %s refused (%s): %s", key[0], key[1],
+                                ctx.connection.peer, refused.code.name, refused.message)
+                results[key] = _Outcome(refused.code)
+    return results
+
+
+def _settle(ctx: Context, result: "_Outcome") -> None:
+    """An appended partition's answer from its durability (or, by reference, from the owner's answer)."""
+    durable, partition = result.durable, result.partition
+    if result.by_reference and durable is not None:
+        _settle_reference(result, durable)
+    elif durable is None or partition is None:  # appended ones have both
+        return
+    elif not durable.done():
+        result.fail(ErrorCode.REQUEST_TIMED_OUT)
+    elif not durable.cancelled() and isinstance(durable.exception(), LedgerFenced):
+        # Another broker took the partition over before this entry was confirmed.
+        result.fail(ErrorCode.NOT_LEADER_FOR_PARTITION)
+    elif durable.cancelled() or durable.exception() is not None:
+        _writes_failed(ctx, partition, durable.exception() or asyncio.CancelledError("entry not made durable"))
+        result.fail(ErrorCode.KAFKA_STORAGE_ERROR)
 
 
 def _writes_failed(ctx: Context, partition: Partition, failure: BaseException) -> None:

@@ -406,6 +406,48 @@ def _unzstd(data, limit: int) -> bytearray:
     return out
 
 
+def _single_metadata(batch: memoryview, start: int, end: int, i: int) -> tuple[list, bytes | None, int, int, bool]:
+    """Message ``i``'s SingleMessageMetadata: (headers, key, payload size, event time, null value)."""
+    headers = []
+    partition_key = ordering_key = payload_size = None
+    b64 = null_value = False
+    timestamp = -1
+    for field, wire_type, value in _fields(batch, start, end, f"metadata of message {i}"):
+        if field == _SM_PROPERTIES:
+            headers.append(_property(_expect(value, wire_type, LEN, "property"), i))
+        elif field == _SM_PARTITION_KEY:
+            partition_key = _expect(value, wire_type, LEN, "partition_key")
+        elif field == _SM_PAYLOAD_SIZE:
+            payload_size = _expect(value, wire_type, VARINT, "payload_size")
+        elif field == _SM_EVENT_TIME:
+            timestamp = _expect(value, wire_type, VARINT, "event_time")
+        elif field == _SM_B64:
+            b64 = bool(_expect(value, wire_type, VARINT, "partition_key_b64_encoded"))
+        elif field == _SM_ORDERING_KEY:
+            ordering_key = _expect(value, wire_type, LEN, "ordering_key")
+        elif field == _SM_NULL_VALUE:
+            null_value = bool(_expect(value, wire_type, VARINT, "null_value"))
+    if payload_size is None:
+        raise ValueError(f"pulsar entry: message {i} has no payload_size")
+    if timestamp > _MAX_OFFSET:
+        raise ValueError(f"pulsar entry: message {i} has event_time {timestamp} beyond int64")
+    return headers, _message_key(ordering_key, partition_key, b64, i), payload_size, timestamp, null_value
+
+
+def _message_key(ordering_key, partition_key, b64: bool, i: int) -> bytes | None:
+    """A message's key: its ordering key, else its partition key (base64-decoded when marked so)."""
+    if ordering_key is not None:
+        return bytes(ordering_key)
+    if partition_key is None:
+        return None
+    if not b64:
+        return bytes(partition_key)
+    try:
+        return b64decode(bytes(partition_key), validate=True)
+    except Base64Error as exc:
+        raise ValueError(f"pulsar entry: message {i} partition_key is not base64: {exc}") from None
+
+
 def _records(batch: memoryview, count: int, base: int) -> list[Record]:
     records = []
     end = len(batch)
@@ -418,43 +460,10 @@ def _records(batch: memoryview, count: int, base: int) -> list[Record]:
         pos = start + size
         if pos > end:
             raise ValueError(f"pulsar entry: truncated payload in the metadata of message {i} of {count}")
-        headers = []
-        partition_key = ordering_key = payload_size = None
-        b64 = null_value = False
-        timestamp = -1
-        for field, wire_type, value in _fields(batch, start, pos, f"metadata of message {i}"):
-            if field == _SM_PROPERTIES:
-                headers.append(_property(_expect(value, wire_type, LEN, "property"), i))
-            elif field == _SM_PARTITION_KEY:
-                partition_key = _expect(value, wire_type, LEN, "partition_key")
-            elif field == _SM_PAYLOAD_SIZE:
-                payload_size = _expect(value, wire_type, VARINT, "payload_size")
-            elif field == _SM_EVENT_TIME:
-                timestamp = _expect(value, wire_type, VARINT, "event_time")
-            elif field == _SM_B64:
-                b64 = bool(_expect(value, wire_type, VARINT, "partition_key_b64_encoded"))
-            elif field == _SM_ORDERING_KEY:
-                ordering_key = _expect(value, wire_type, LEN, "ordering_key")
-            elif field == _SM_NULL_VALUE:
-                null_value = bool(_expect(value, wire_type, VARINT, "null_value"))
-        if payload_size is None:
-            raise ValueError(f"pulsar entry: message {i} has no payload_size")
+        headers, key, payload_size, timestamp, null_value = _single_metadata(batch, start, pos, i)
         if payload_size > end - pos:
             raise ValueError(f"pulsar entry: truncated payload: message {i} of {count} needs {payload_size} bytes, "
                              f"{end - pos} left")
-        if timestamp > _MAX_OFFSET:
-            raise ValueError(f"pulsar entry: message {i} has event_time {timestamp} beyond int64")
-        if ordering_key is not None:
-            key = bytes(ordering_key)
-        elif partition_key is None:
-            key = None
-        elif b64:
-            try:
-                key = b64decode(bytes(partition_key), validate=True)
-            except Base64Error as exc:
-                raise ValueError(f"pulsar entry: message {i} partition_key is not base64: {exc}") from None
-        else:
-            key = bytes(partition_key)
         value = None if null_value else bytes(batch[pos:pos + payload_size])
         pos += payload_size
         records.append(Record(base + i, timestamp, key, value, tuple(headers)))

@@ -60,6 +60,21 @@ class Survey:
     damaged: list[tuple[str, str]] = field(default_factory=list)  # (WAL object key, why its index fails)
 
 
+def _ledger_records(ages: dict[str, float], live: set[int], survey: Survey) -> dict[int, list[str]]:
+    """Each ledger's record objects (index pieces, compacted data); those of a ledger no chain
+    lists, past their grace period, are unreferenced."""
+    records: dict[int, list[str]] = {}
+    for key, age in sorted(ages.items()):
+        match = _RECORD_KEY.match(key)
+        if match is None:
+            continue
+        ledger_id = int(match.group(1))
+        records.setdefault(ledger_id, []).append(key)
+        if ledger_id not in live and age > RECORD_GRACE_SECONDS:
+            survey.unreferenced.append(key)
+    return records
+
+
 class ObjectInventory:
     def __init__(self, client: ObjectClient):
         self._client = client
@@ -81,15 +96,7 @@ class ObjectInventory:
             ledgers = self._ledgers_in.get(key)
             if ledgers is not None and not ledgers & needing:
                 survey.unreferenced.append(key)
-        records: dict[int, list[str]] = {}
-        for key, age in sorted(ages.items()):
-            match = _RECORD_KEY.match(key)
-            if match is None:
-                continue
-            ledger_id = int(match.group(1))
-            records.setdefault(ledger_id, []).append(key)
-            if ledger_id not in live and age > RECORD_GRACE_SECONDS:
-                survey.unreferenced.append(key)
+        records = _ledger_records(ages, live, survey)
         if check_references:
             for ledger_id in sorted(live & set(records)):
                 current = "/compacted" if ledger_id in compacted else "/index-"
