@@ -7,7 +7,7 @@ import json
 import os
 import time
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka.protocol.consumer import FetchRequest, ListOffsetsRequest
 from kafka.protocol.producer import ProduceRequest
 from kafka.record import MemoryRecords
@@ -173,7 +173,7 @@ def test_a_flipped_byte_in_a_sealed_ledger_is_never_served_and_what_lies_before_
     assert value(samples, "kgate_offline_partitions") == 1
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "flip-readers",
                          "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    consumer.subscribe(["flip"])
+    consumer.assign([TopicPartition("flip", 0), TopicPartition("flip", 1)])  # from the earliest offset
     read: dict[int, list[bytes]] = {0: [], 1: []}
 
     def everything_readable():
