@@ -41,6 +41,7 @@ from .connection_limits import ConnectionLimits, parse_overrides
 from .fetch_sessions import FetchSessionCache
 from .followers import Followers
 from .groups import OFFSETS_TOPIC, GroupCoordinator
+from .handlers.broker_view import InternalTopic
 from .log_cleaner import LogCleaner
 from .metrics import BrokerMetrics
 from .ownership import Ownership
@@ -62,12 +63,6 @@ DERIVED_BROKER_IDS = 1000
 EMBEDDED_STORE_FILE = "metadata.sqlite"
 
 
-class InternalTopic(Exception):
-    """Clients may neither delete nor reconfigure the internal offsets topic.
-
-    The group coordinator relies on the configs it created it with (no retention, the
-    ``kafka`` entry format it replays).
-    """
 
 
 class Broker:

@@ -33,6 +33,15 @@ if TYPE_CHECKING:
     from ..transactions import TransactionCoordinator
 
 Asked = TypeVar("Asked")
+
+
+class InternalTopic(Exception):
+    """Clients may neither delete nor reconfigure the internal offsets topic.
+
+    The group coordinator relies on the configs it created it with (no retention, the
+    ``kafka`` entry format it replays).
+    """
+
 Answer = TypeVar("Answer")
 
 

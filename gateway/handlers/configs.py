@@ -29,12 +29,11 @@ from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
 
 from .. import topic_configs
-from ..broker import InternalTopic
 from ..config import BROKER_SETTINGS, ConfigError, ConfigSource, ConfigType, config_type, is_sensitive
 from ..setting_docs import SETTING_DOCS
 from ..topic_configs import TOPIC_CONFIGS
 from . import Context, handles
-from .broker_view import BrokerView
+from .broker_view import BrokerView, InternalTopic
 
 R = DescribeConfigsResponse
 Result = R.DescribeConfigsResult

@@ -23,9 +23,8 @@ from kgate.metadata.cluster import NotAnIncrease, UnknownTopic
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
 
-from ..broker import InternalTopic
 from . import Context, handles
-from .broker_view import BrokerView
+from .broker_view import BrokerView, InternalTopic
 
 # Kafka's controller refuses an operation that would write more records than this.
 MAX_NEW_PARTITIONS = 10_000

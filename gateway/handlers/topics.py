@@ -11,9 +11,9 @@ from kgate.metadata.cluster import TopicExists, UnknownTopic, invalid_topic_name
 from kgate.protocol.error_codes import ErrorCode
 
 from .. import topic_configs
-from ..broker import InternalTopic
 from ..config import ConfigError, ConfigSource
 from . import Context, handles
+from .broker_view import InternalTopic
 
 C = CreateTopicsResponse
 D = DeleteTopicsResponse

@@ -1,8 +1,9 @@
 """The ``kgate`` command: the broker's own commands beside the client commands.
 
-``serve``, ``users`` and ``storage`` act on a broker and its metadata store, so they come from
-the server (``kgate.gateway``); every other command speaks the Kafka protocol to any
-cluster and comes from ``kgate.cli``. This is the one module that sees both.
+``serve``, ``users`` and ``storage`` act on a broker and its metadata store, so they come
+from ``kgate.broker_commands``, which sees the server (``kgate.gateway``); every other
+command speaks the Kafka protocol to any cluster and comes from ``kgate.cli``. This is the
+one module that sees both.
 """
 import argparse
 import logging
@@ -11,10 +12,9 @@ import sys
 from typing import NoReturn
 
 from kgate import cli
-from kgate.gateway import serve_command, storage_command
-from kgate.gateway.sasl import users_command
+from kgate.broker_commands import serve, storage, users
 
-COMMANDS = (serve_command, users_command, storage_command, *cli.FAMILIES)
+COMMANDS = (serve, users, storage, *cli.FAMILIES)
 
 
 def parser() -> argparse.ArgumentParser:

@@ -69,3 +69,38 @@ def test_the_checker_sees_a_wrong_import(tmp_path):
     module = tmp_path / "storage" / "ledger.py"
     module.write_text("import json\nfrom kgate.gateway import broker\nfrom ..metadata import store\nimport protocol\n")
     assert imported_rooms(module, "storage", tmp_path) == {"gateway": 2, "metadata": 3, "bare:protocol": 4}
+
+
+# Inside the broker, calls run down from the server to the handlers: the broker and server
+# modules assemble the handlers, which see them only through handlers/broker_view.py.
+ABOVE_THE_HANDLERS = {"kgate.gateway.broker", "kgate.gateway.server"}
+
+
+def imported_modules(path: pathlib.Path, root: pathlib.Path = ROOT) -> set[str]:
+    module = ".".join(path.relative_to(root).with_suffix("").parts)
+    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = package[:len(package) - node.level + 1]
+            found.add("kgate." + ".".join(base + ([node.module] if node.module else [])))
+        elif isinstance(node, ast.ImportFrom):
+            found.add(node.module or "")
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return found
+
+
+def test_handlers_never_import_the_broker_that_assembles_them():
+    wrong = [f"{path.relative_to(ROOT)} imports {sorted(imported_modules(path) & ABOVE_THE_HANDLERS)}"
+             for path in sorted((ROOT / "gateway" / "handlers").rglob("*.py"))
+             if imported_modules(path) & ABOVE_THE_HANDLERS]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_handler_check_sees_an_upward_import(tmp_path):
+    handlers = tmp_path / "gateway" / "handlers"
+    handlers.mkdir(parents=True)
+    (handlers / "fetch.py").write_text("from ..broker import Broker\nfrom .broker_view import BrokerView\n")
+    assert imported_modules(handlers / "fetch.py", tmp_path) == {"kgate.gateway.broker",
+                                                                 "kgate.gateway.handlers.broker_view"}

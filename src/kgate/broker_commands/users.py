@@ -10,11 +10,11 @@ import asyncio
 import json
 import sys
 
+from kgate.gateway.sasl.credentials import MAX_ITERATIONS, MIN_ITERATIONS, CredentialStore, ScramCredential
 from kgate.metadata.store import StoreUnavailable
 from kgate.protocol.security import SCRAM_MECHANISMS
 
-from ..cluster_metadata import NoCluster, cluster_metadata
-from .credentials import MAX_ITERATIONS, MIN_ITERATIONS, CredentialStore, ScramCredential
+from .cluster_metadata import NoCluster, cluster_metadata
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE = 0, 1, 2
 

@@ -6,12 +6,11 @@ every way of configuring a broker ends in one ``Settings`` checked at start-up.
 import asyncio
 import sys
 
+from kgate.gateway import logs
+from kgate.gateway.config import ConfigError, Settings
+from kgate.gateway.server import serve
 from kgate.metadata.cluster import DuplicateBroker
 from kgate.storage.missing_extra import MissingExtra
-
-from . import logs
-from .config import ConfigError, Settings
-from .server import serve
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 

@@ -9,12 +9,12 @@ commands of kgate.cli, which may not read a metadata store.
 import asyncio
 import sys
 
+from kgate.gateway.chain_records import live_ledger_ids
 from kgate.metadata.cluster import ClusterState
 from kgate.metadata.store import StoreUnavailable
 from kgate.storage.missing_extra import MissingExtra
 from kgate.storage.stores.bucket_location import BucketLocation
 
-from .chain_records import live_ledger_ids
 from .cluster_metadata import NoCluster, cluster_metadata
 
 EXIT_CLEAN, EXIT_FOUND, EXIT_USAGE = 0, 1, 2  # 2: could not check (arguments, metadata, bucket)

@@ -9,10 +9,9 @@ import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+from kgate.gateway.broker import EMBEDDED_STORE_FILE, open_metadata
 from kgate.metadata.cluster import ClusterState
 from kgate.metadata.store import MetadataStore
-
-from .broker import EMBEDDED_STORE_FILE, open_metadata
 
 ZOOKEEPER_SESSION_MS = 10_000
 
