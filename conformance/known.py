@@ -32,16 +32,24 @@ _VERSIONS = ("kgate advertises, from protocol/api_versions.py, exactly the versi
 _ABSENT_API = ("APIs kgate does not serve: KRaft and inter-broker APIs (a kgate cluster keeps its metadata "
                "in ZooKeeper and shares storage), and client APIs not built yet (share and streams groups, "
                "client quotas, partition reassignment, telemetry)")
+_KRAFT_FEATURE = "a KRaft feature: a kgate cluster keeps its metadata in ZooKeeper and has no replicas"
 _MESSAGE = "free-text error messages are each broker's own; only their error codes are compared"
 
 KNOWN: list[Known] = [
     # ApiVersions
     Known("api_versions*", "*", "api_keys.api_key=*", DELIBERATE, _ABSENT_API),
     Known("api_versions*", "*", "api_keys.api_key=*.m??_version", DELIBERATE, _VERSIONS),
-    Known("api_versions", "*", "supported_features", BUG,
-          "kgate advertises no features; Kafka 4 clients and tools read group.version and transaction.version "
-          "(kgate implements group.version 1 and transaction.version 0 behaviour)"),
-    Known("api_versions", "*", "finalized_features", BUG, "as supported_features"),
+    Known("api_versions", "v3*", "supported_features", DELIBERATE,
+          "v3 lists only features whose range starts above 0: Kafka's is metadata.version. " + _KRAFT_FEATURE),
+    Known("api_versions", "*", "*_features.name=metadata.version", DELIBERATE, _KRAFT_FEATURE),
+    Known("api_versions", "*", "*_features.name=kraft.version", DELIBERATE, _KRAFT_FEATURE),
+    Known("api_versions", "*", "*_features.name=eligible.leader.replicas.version", DELIBERATE, _KRAFT_FEATURE),
+    Known("api_versions", "*", "*_features.name=share.version", DELIBERATE, "share groups (KIP-932) are not built"),
+    Known("api_versions", "*", "*_features.name=streams.version", DELIBERATE,
+          "streams groups (KIP-1071) are not built"),
+    Known("api_versions", "*", "*_features.name=transaction.version*", DELIBERATE,
+          "kgate implements transaction.version 0: KIP-890's second part (EndTxn v5, an epoch bump per "
+          "transaction) is not built, so clients keep the older transaction protocol"),
     Known("api_versions", "*", "zk_migration_ready", INTERNAL, "a KRaft migration flag"),
     # Metadata
     Known("metadata_auto_create", "*", "topics.*", INTERNAL,
