@@ -67,13 +67,13 @@ async def _create(ctx: Context, creatable, validate_only):
     except ConfigError as exc:
         return failed(ErrorCode.INVALID_CONFIG, str(exc))
     if name in broker.topics:
-        return failed(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+        return failed(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
     topic_id = None
     if not validate_only:
         try:
             topic_id = (await broker.create_topic(name, partitions, configs)).topic_id
         except TopicExists:
-            return failed(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+            return failed(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
     described = [C.CreatableTopicResult.CreatableTopicConfigs(
         name=key, value=configs.get(key, broker.topic_config_default(key)), read_only=False,
         config_source=ConfigSource.DYNAMIC_TOPIC_CONFIG if key in configs else ConfigSource.DEFAULT_CONFIG,
