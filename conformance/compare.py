@@ -16,9 +16,11 @@ from .session import CLOSED, Exchange
 
 # Fields whose values are a broker's own and never comparable.
 OPAQUE = {"throttle_time_ms", "cluster_id", "topic_id", "port", "finalized_features_epoch", "session_id",
-          "transaction_start_time_ms", "last_timestamp", "current_txn_start_offset"}
+          "transaction_start_time_ms", "last_timestamp"}
 # Identifiers a broker chooses, compared by identity (first seen, second seen, ...).
 ALIASED = {"member_id": "member", "leader": "member", "producer_id": "producer"}
+# Lists of things Kafka keeps in no defined order that have no name of their own.
+UNORDERED = {"mechanisms", "acls"}
 # Keys naming the elements of a list whose order Kafka does not define.
 IDENTITIES = ("name", "topic", "partition_index", "partition", "index", "group_id", "api_key", "resource_name",
               "transactional_id", "key", "node_id", "broker_id", "member_id")
@@ -52,6 +54,8 @@ class Normalizer:
             return "<message>" if value else None
         if key == "records" and isinstance(value, (bytes, bytearray)):
             return self.batches(bytes(value))
+        if key in UNORDERED and isinstance(value, list):
+            return sorted((self.any(item) for item in value), key=repr)
         return self.any(value)
 
     def any(self, value: Any) -> Any:

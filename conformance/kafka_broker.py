@@ -115,6 +115,7 @@ class KafkaBroker:
         self.controller_port = 0
         self.process: subprocess.Popen | None = None
         self.log_path = self.data_dir / "kafka.log"
+        self.format_seconds = 0.0  # the storage format's share of the last start (0 when already formatted)
 
     @property
     def bootstrap(self) -> str:
@@ -173,12 +174,14 @@ class KafkaBroker:
         """Format the storage once (a restarted node keeps its log directory and cluster id)."""
         if (self.data_dir / "logs" / "meta.properties").exists():
             return
+        started = time.monotonic()
         scram = []
         for name, password in self.scram_users.items():
             for mechanism in SCRAM_MECHANISMS:
                 scram += ["--add-scram", f"{mechanism}=[name={name},password={password}]"]
         subprocess.run(tool_command("kafka-storage", "format", "-t", cluster_id(), "-c", str(config), *scram),
                        check=True, capture_output=True, timeout=120)
+        self.format_seconds = time.monotonic() - started
 
     def start(self, timeout: float = 90.0) -> "KafkaBroker":
         self.data_dir.mkdir(parents=True, exist_ok=True)

@@ -1,7 +1,8 @@
 """Run the scenarios against Apache Kafka 4.4 and kgate, compare, classify, report.
 
-``scripts/conformance`` starts one Kafka and one kgate (free ports, temporary directories),
-runs every scenario (or those named with ``--only``) against both, and writes
+``scripts/conformance`` starts one Kafka and one kgate (free ports, temporary directories;
+another pair with SASL users and ACL authorizers for the secured scenarios), runs every
+scenario (or those named with ``--only``) against both, and writes
 ``conformance/REPORT.md`` and ``conformance/REPORT.html``. Its exit status is 1 when a
 divergence is unexplained (not in ``conformance/known.py``).
 """
@@ -12,10 +13,8 @@ import tempfile
 from fnmatch import fnmatch
 from pathlib import Path
 
-from tests.support.broker_process import BrokerProcess
-
+from .brokers import Pair
 from .compare import Divergence, Normalizer, compare
-from .kafka_broker import KafkaBroker
 from .known import classify
 from .report import write_report
 from .scenarios import SCENARIOS, Scenario
@@ -59,14 +58,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report", default=str(HERE / "REPORT"), help="report path, without .md/.html")
     args = parser.parse_args(argv)
     scenarios = select(args.only, args.ci)
+    results = {}
     with tempfile.TemporaryDirectory(prefix="conformance-") as scratch:
-        kafka = KafkaBroker(f"{scratch}/kafka").start()
-        kgate = BrokerProcess(f"{scratch}/kgate").start()
-        try:
-            results = {s.name: classify(run_scenario(s, kafka.bootstrap, kgate.bootstrap)) for s in scenarios}
-        finally:
-            kgate.stop()
-            kafka.stop()
+        for secured in (False, True):
+            chosen = [s for s in scenarios if s.secured == secured]
+            if not chosen:
+                continue
+            pair = Pair(scratch, secured).start()
+            try:
+                results.update({s.name: classify(run_scenario(s, *pair.addresses)) for s in chosen})
+            finally:
+                pair.stop()
     unexplained = write_report(args.report, scenarios, results)
     print(f"{len(scenarios)} scenarios, {sum(map(len, results.values()))} divergences, {unexplained} unexplained; "
           f"report: {args.report}.md")

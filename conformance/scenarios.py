@@ -28,14 +28,15 @@ class Scenario:
     family: str
     run: Callable[[Session], None]
     ci: bool
+    secured: bool  # against the SASL listeners of brokers with an ACL authorizer (conformance/brokers.py)
 
 
 SCENARIOS: list[Scenario] = []
 
 
-def scenario(family: str, ci: bool = True):
+def scenario(family: str, ci: bool = True, secured: bool = False):
     def register(function):
-        SCENARIOS.append(Scenario(function.__name__, family, function, ci))
+        SCENARIOS.append(Scenario(function.__name__, family, function, ci, secured))
         return function
     return register
 
@@ -407,6 +408,9 @@ def commit(s: Session, label: str, group: str, name: str, offset: int, generatio
 def offset_fetch(s: Session, label: str, group: str, name: str | None, version: int = 9):
     OF = R[ApiKey.OffsetFetch]
     G = OF.OffsetFetchRequestGroup
+    if version < 8:  # one group, before the grouped shape
+        single = None if name is None else [OF.OffsetFetchRequestTopic(name=name, partition_indexes=[0])]
+        return s.call(label, OF(group_id=group, topics=single, require_stable=False), version)
     topics = None if name is None else [G.OffsetFetchRequestTopics(name=name, partition_indexes=[0])]
     return s.call(label, OF(groups=[G(group_id=group, topics=topics)], require_stable=False), version)
 
@@ -566,6 +570,127 @@ def sasl_on_plaintext(s: Session):
     SH = R[ApiKey.SaslHandshake]
     s.call("SaslHandshake PLAIN on a PLAINTEXT listener", SH(mechanism="PLAIN"), 1)
     s.call("SaslAuthenticate without handshake", R[ApiKey.SaslAuthenticate](auth_bytes=b"\x00u\x00p"), 2)
+
+
+# -- authorization and SASL errors, against the secured pair ---------------------------------------
+
+TOPIC_RESOURCE, GROUP_RESOURCE, CLUSTER_RESOURCE, TXN_RESOURCE = 2, 3, 4, 5
+LITERAL, PREFIXED, ANY_PATTERN = 3, 4, 1
+ANY_OPERATION, ALL, READ, WRITE, CREATE, DESCRIBE = 1, 2, 3, 4, 5, 8
+ANY_PERMISSION, DENY, ALLOW = 1, 2, 3
+
+
+def login(s: Session, label: str, user: str, password: str, mechanism: str = "PLAIN"):
+    """A fresh connection authenticated as ``user`` (SaslHandshake v1, then SaslAuthenticate)."""
+    s.close()
+    s.call(f"{label}: handshake", R[ApiKey.SaslHandshake](mechanism=mechanism), 1)
+    return s.call(f"{label}: authenticate",
+                  R[ApiKey.SaslAuthenticate](auth_bytes=b"\0" + user.encode() + b"\0" + password.encode()), 2)
+
+
+def admin_login(s: Session) -> None:
+    from .brokers import SUPER_USER, USERS
+    s.close()
+    s.call("setup", R[ApiKey.SaslHandshake](mechanism="PLAIN"), 1, record=False)
+    s.call("setup", R[ApiKey.SaslAuthenticate](
+        auth_bytes=b"\0" + SUPER_USER.encode() + b"\0" + USERS[SUPER_USER].encode()), 2, record=False)
+
+
+def create_acls(s: Session, label: str, acls):
+    """``acls``: (resource type, name, pattern, principal, operation, permission)."""
+    CA = R[ApiKey.CreateAcls]
+    return s.call(label, CA(creations=[CA.AclCreation(resource_type=t, resource_name=n, resource_pattern_type=p,
+                                                      principal=who, host="*", operation=op, permission_type=perm)
+                                       for t, n, p, who, op, perm in acls]), 3)
+
+
+@scenario("sasl", secured=True)
+def sasl_errors(s: Session):
+    metadata(s, "Metadata before authenticating", [])
+    s.close()
+    s.call("SaslHandshake GSSAPI (not enabled)", R[ApiKey.SaslHandshake](mechanism="GSSAPI"), 1)
+    login(s, "wrong password", "alice", "not-her-password")
+    metadata(s, "Metadata after a failed login", [])
+    login(s, "unknown user", "mallory", "secret")
+    login(s, "PLAIN", "alice", "alice-secret")
+    s.call("SaslHandshake again, authenticated", R[ApiKey.SaslHandshake](mechanism="PLAIN"), 1)
+    s.close()
+    s.call("SaslAuthenticate before SaslHandshake", R[ApiKey.SaslAuthenticate](auth_bytes=b"\0alice\0x"), 2)
+    s.close()
+    s.call("SaslHandshake v0 PLAIN", R[ApiKey.SaslHandshake](mechanism="PLAIN"), 0)
+
+
+@scenario("acls", secured=True)
+def acl_apis(s: Session):
+    admin_login(s)
+    name = s.name("acl")
+    create_acls(s, "CreateAcls", [(TOPIC_RESOURCE, name, LITERAL, "User:alice", READ, ALLOW),
+                                  (GROUP_RESOURCE, s.name("g"), PREFIXED, "User:alice", ALL, ALLOW),
+                                  (TOPIC_RESOURCE, name, LITERAL, "User:bob", WRITE, DENY)])
+    create_acls(s, "CreateAcls invalid", [(TOPIC_RESOURCE, "*", PREFIXED, "User:alice", READ, ALLOW),
+                                          (TOPIC_RESOURCE, name, LITERAL, "alice", READ, ALLOW),
+                                          (CLUSTER_RESOURCE, "not-the-cluster", LITERAL, "User:alice", CREATE, ALLOW)])
+    DA = R[ApiKey.DescribeAcls]
+    s.call("DescribeAcls, the topic", DA(resource_type_filter=TOPIC_RESOURCE, resource_name_filter=name,
+                                         pattern_type_filter=LITERAL, principal_filter=None, host_filter=None,
+                                         operation=ANY_OPERATION, permission_type=ANY_PERMISSION), 3)
+    s.call("DescribeAcls, alice's, matching", DA(resource_type_filter=GROUP_RESOURCE,
+                                                 resource_name_filter=s.name("g") + "-x", pattern_type_filter=2,
+                                                 principal_filter="User:alice", host_filter=None,
+                                                 operation=ANY_OPERATION, permission_type=ANY_PERMISSION), 3)
+    DL = R[ApiKey.DeleteAcls]
+    s.call("DeleteAcls bob's", DL(filters=[DL.DeleteAclsFilter(
+        resource_type_filter=TOPIC_RESOURCE, resource_name_filter=name, pattern_type_filter=LITERAL,
+        principal_filter="User:bob", host_filter=None, operation=ANY_OPERATION, permission_type=ANY_PERMISSION)]), 3)
+    login(s, "as alice", "alice", "alice-secret")
+    s.call("DescribeAcls as alice", DA(resource_type_filter=1, resource_name_filter=None, pattern_type_filter=1,
+                                       principal_filter=None, host_filter=None, operation=1, permission_type=1), 3)
+    create_acls(s, "CreateAcls as alice", [(TOPIC_RESOURCE, name, LITERAL, "User:alice", WRITE, ALLOW)])
+
+
+@scenario("acls", secured=True)
+def authorization_failures(s: Session):
+    admin_login(s)
+    readable, hidden = topic(s, "readable"), topic(s, "hidden")
+    group, txn = s.name("g") + "-member", s.name("txn")
+    await_coordinator(s, group)
+    await_coordinator(s, txn, key_type=1)
+    await_producer_ids(s)
+    create_acls(s, "setup", [(TOPIC_RESOURCE, readable, LITERAL, "User:alice", READ, ALLOW),
+                             (GROUP_RESOURCE, s.name("g"), PREFIXED, "User:alice", READ, ALLOW)])
+    login(s, "as alice", "alice", "alice-secret")
+    M = R[ApiKey.Metadata]
+    s.call("Metadata with authorized operations", M(topics=[M.MetadataRequestTopic(name=n) for n in (readable, hidden)],
+                                                    allow_auto_topic_creation=False,
+                                                    include_topic_authorized_operations=True), 12)
+    metadata(s, "Metadata, auto-create an unauthorized topic", [s.name("new")], auto_create=True)
+    produce(s, "Produce without WRITE", readable, [b"x"])
+    fetch(s, "Fetch with READ", readable, 0)
+    fetch(s, "Fetch without READ", hidden, 0)
+    list_offsets(s, "ListOffsets without DESCRIBE", hidden, LATEST)
+    create_topics(s, "CreateTopics without CREATE", [(s.name("mine"), 1, 1, None)])
+    s.call("DeleteTopics without DELETE", R[ApiKey.DeleteTopics](topic_names=[readable], timeout_ms=10_000), 4)
+    describe_configs(s, "DescribeConfigs without DESCRIBE_CONFIGS", TOPIC, readable, ["retention.ms"])
+    incremental_alter(s, "IncrementalAlterConfigs without ALTER_CONFIGS", TOPIC, readable,
+                      [("retention.ms", SET, "1000")])
+    find_coordinator(s, "FindCoordinator, allowed group", group)
+    find_coordinator(s, "FindCoordinator, other group", s.name("other"))
+    commit(s, "OffsetCommit, allowed group, readable topic", group, readable, 1)
+    commit(s, "OffsetCommit, other group", s.name("other"), readable, 1)
+    offset_fetch(s, "OffsetFetch, hidden topic", group, hidden)
+    offset_fetch(s, "OffsetFetch, other group", s.name("other"), readable)
+    offset_fetch(s, "OffsetFetch v7, other group", s.name("other"), readable, version=7)
+    init_producer(s, "InitProducerId without the transactional id", txn)
+    init_producer(s, "InitProducerId, idempotent without IDEMPOTENT_WRITE", None)
+    DC = R[ApiKey.DescribeCluster]
+    s.call("DescribeCluster with authorized operations", DC(include_cluster_authorized_operations=True), 0)
+    s.call("DescribeGroups, other group", R[ApiKey.DescribeGroups](groups=[s.name("other")],
+                                                                   include_authorized_operations=True), 5)
+    s.call("ListGroups", R[ApiKey.ListGroups](states_filter=[]), 4)
+    s.call("DeleteRecords without DELETE", R[ApiKey.DeleteRecords](topics=[
+        R[ApiKey.DeleteRecords].DeleteRecordsTopic(name=readable, partitions=[
+            R[ApiKey.DeleteRecords].DeleteRecordsTopic.DeleteRecordsPartition(partition_index=0, offset=0)])],
+        timeout_ms=10_000), 2)
 
 
 @scenario("malformed")

@@ -119,6 +119,8 @@ def _fetch_group(ctx: Context, group_id, topics, version):
         ctx.require(Operation.DESCRIBE, ResourceType.GROUP, group_id)
         found = ctx.broker.groups.fetch_offsets(group_id, wanted)
     except KafkaError as exc:
+        if version >= 2:  # a group's error stands alone (Kafka lists no topics with it); v0-1 have no place for it
+            return G(group_id=group_id, topics=[], error_code=exc.code)
         found, error = {tp: None for tp in wanted or ()}, exc.code
     else:
         error = ErrorCode.NONE
