@@ -33,8 +33,6 @@ _ABSENT_API = ("APIs kgate does not serve: KRaft and inter-broker APIs (a kgate 
                "in ZooKeeper and shares storage), and client APIs not built yet (share and streams groups, "
                "client quotas, partition reassignment, telemetry)")
 _KRAFT_FEATURE = "a KRaft feature: a kgate cluster keeps its metadata in ZooKeeper and has no replicas"
-_SASL_STATE = ("with ILLEGAL_SASL_STATE (a listener without SASL, or a second handshake) Kafka lists no "
-               "mechanisms; kgate lists its SASL mechanisms")
 _MESSAGE = "free-text error messages are each broker's own; only their error codes are compared"
 
 KNOWN: list[Known] = [
@@ -108,8 +106,6 @@ KNOWN: list[Known] = [
           "offset; kgate answers the partition's real values (clients ignore them)"),
     Known("*", "*", "responses.topic=*.partitions.partition_index=*.last_stable_offset", BUG, "as high_watermark"),
     Known("*", "*", "responses.topic=*.partitions.partition_index=*.log_start_offset", BUG, "as high_watermark"),
-    Known("list_offsets_specs", "*", "topics.name=*.partitions.partition_index=0.leader_epoch", BUG,
-          "when no offset is found (-1) Kafka answers leader epoch -1, kgate 0"),
     Known("list_offsets_specs", "v0 latest", "", DELIBERATE,
           "Kafka 4 dropped ListOffsets v0 and closes the connection; kgate keeps it for 0.9/0.10 clients"),
     # Groups
@@ -131,8 +127,6 @@ KNOWN: list[Known] = [
           "Kafka's answer stops before the abort marker (a control batch) although its high watermark is past "
           "it; kgate returns the marker too. Clients skip control batches, so both deliver the same records"),
     # SASL
-    Known("sasl*", "SaslHandshake * on a PLAINTEXT listener", "mechanisms", BUG, _SASL_STATE),
-    Known("sasl*", "SaslHandshake again, authenticated", "mechanisms", BUG, _SASL_STATE),
     # Error messages
     Known("*", "*", "*error_message", INTERNAL, _MESSAGE),
 ]
