@@ -80,13 +80,9 @@ KNOWN: list[Known] = [
     Known("*", "*", "*configs.name=*.synonyms", BUG,
           "kgate ignores include_synonyms in DescribeConfigs (kafka-configs --all shows none)"),
     Known("*", "*", "*configs.name=*.documentation", BUG, "kgate ignores include_documentation in DescribeConfigs"),
-    Known("*", "*", "topics.name=*.configs", BUG,
-          "a refused topic's configs: Kafka answers an empty list, kgate null"),
     Known("create_topics_invalid", "replication factor 3", "topics.name=*", DELIBERATE,
-          "kgate's partitions live in shared storage, so it accepts any replication factor and reports it; "
+          "kgate's partitions live in shared storage, so it accepts any replication factor (and reports 1); "
           "Kafka refuses more replicas than brokers"),
-    Known("create_topics_invalid", "duplicate in one request", "topics", BUG,
-          "a topic named twice in one CreateTopics: Kafka answers INVALID_REQUEST for it, kgate creates it"),
     Known("alter_broker_configs", "*", "responses.resource_name=0.*", BUG,
           "dynamic broker configs: kgate refuses every broker config change (issue item 5, not done)"),
     Known("describe_broker_configs", "*", "*.config_source", BUG,
