@@ -61,8 +61,9 @@ KNOWN: list[Known] = [
           "Kafka 4's storage format sets a cluster-wide dynamic min.insync.replicas (KIP-966); kgate has no "
           "replicas, so its value is the default"),
     Known("*", "*", "*configs.name=min.insync.replicas.synonyms", INTERNAL, "as its config_source"),
-    Known("*", "*", "*configs.name=message.timestamp.after.max.ms.value", BUG,
-          "Kafka 4.0 changed the default to 3600000 (one hour, KIP-937); kgate still says Long.MAX_VALUE"),
+    Known("*", "*", "*configs.name=message.timestamp.after.max.ms.value", DELIBERATE,
+          "Kafka 4.0's default is one hour (KIP-937); kgate does not check record timestamps against its clock, "
+          "so it describes the bound it keeps: none (gateway/topic_configs.py)"),
     Known("*", "*", "*configs.name=message.timestamp.after.max.ms.synonyms", BUG,
           "kgate answers no synonyms (see synonyms)"),
     Known("*", "*", "*configs.name=remote.copy.lag.*", INTERNAL, "tiered storage, which kgate does not have"),
@@ -72,11 +73,15 @@ KNOWN: list[Known] = [
           "a Kafka 4.x topic config (streams groups' dead letter queue) kgate does not list"),
     Known("*", "*", "*configs.name=max.decompressed.message.bytes", BUG,
           "a Kafka 4.4 topic config kgate does not list"),
-    Known("*", "*", "*configs.name=message.downconversion.enable", BUG,
-          "removed in Kafka 4.0 (KIP-724) and still listed by kgate"),
-    Known("*", "*", "*configs.name=message.format.version", BUG, "removed in Kafka 4.0 and still listed by kgate"),
-    Known("*", "*", "*configs.name=message.timestamp.difference.max.ms", BUG,
-          "removed in Kafka 4.0 (replaced by message.timestamp.before/after.max.ms) and still listed by kgate"),
+    Known("*", "*", "*configs.name=message.downconversion.enable", DELIBERATE,
+          "removed in Kafka 4.0 (KIP-724); kgate still down-converts for fetchers that cannot read "
+          "the stored format (0.9- and 0.10-era consumers) and keeps the Kafka 3.x setting that names it"),
+    Known("*", "*", "*configs.name=message.format.version", DELIBERATE,
+          "removed in Kafka 4.0; kgate keeps the Kafka 3.x setting (ignored, as 3.x ignored it) so "
+          "3.x-era scripts that set it keep working"),
+    Known("*", "*", "*configs.name=message.timestamp.difference.max.ms", DELIBERATE,
+          "removed in Kafka 4.0 (replaced by message.timestamp.before/after.max.ms); kgate keeps the "
+          "Kafka 3.x setting so 3.x-era scripts that set it keep working"),
     Known("*", "*", "*configs.name=*.synonyms", BUG,
           "kgate ignores include_synonyms in DescribeConfigs (kafka-configs --all shows none)"),
     Known("*", "*", "*configs.name=*.documentation", BUG, "kgate ignores include_documentation in DescribeConfigs"),
