@@ -21,7 +21,6 @@ record: the figure that shows per-record work in the copy path whatever else loa
 import argparse
 import json
 import os
-import statistics
 import struct
 import sys
 import tempfile
@@ -32,6 +31,7 @@ import uuid
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from bench.run_figures import print_runs
 from tests.support.broker_process import BrokerProcess
 from tests.support.mirror import MirrorWorker, mirror_command, write_config
 from tests.support.zookeeper import ZooKeeperServer, free_ports
@@ -177,10 +177,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="kgate-mirror-bench-") as base:
             runs.append(one_run(base, args))
         print(f"run {number + 1}: " + ", ".join(f"{k} {v:.3f}" for k, v in runs[-1].items()), file=sys.stderr)
-    print(f"{'figure':<26}{'median':>10}{'min':>10}{'max':>10}")
-    for key in runs[0]:
-        values = [r[key] for r in runs]
-        print(f"{key:<26}{statistics.median(values):>10.3f}{min(values):>10.3f}{max(values):>10.3f}")
+    print_runs(runs)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ The drivers (drivers/) share one command line: ``--mode=... --brokers=... --topi
 --timeout=SECONDS``. kcat is its own driver: its options are translated here.
 Go and Java drivers are compiled into .cache/compat when their source changes.
 """
+import glob
 import hashlib
 import json
 import os
@@ -202,15 +203,22 @@ class Kafkajs(Client):
 
 
 class Java(Client):
-    """kafka-clients from .cache/compat/java/lib, with drivers/java compiled by javac."""
+    """kafka-clients with drivers/java compiled by javac against it: 3.9.1 from .cache/compat/java/lib
+    (scripts/setup-compat), 4.4.0 from the jars scripts/setup-kafka resolves."""
 
-    LIB = os.path.join(CACHE, "java", "lib")
-    name = "kafka-clients"
+    LIBS = {"3.9.1": [os.path.join(CACHE, "java", "lib", "*")],
+            "4.4.0": [os.path.join(ROOT, ".cache", "kafka", "lib", jar) for jar in (
+                "kafka-clients-4.4.0.jar", "lz4-java-*.jar", "snappy-java-*.jar", "zstd-jni-*.jar", "slf4j-api-*.jar")]}
+
+    def __init__(self, release: str = "3.9.1"):
+        self.release = release
+        self.name = "kafka-clients" if release == "3.9.1" else f"kafka-clients-{release}"
 
     def command(self):
         source = os.path.join(DRIVERS, "java", "Driver.java")
-        classes = os.path.join(CACHE, "java", f"classes-{_digest(source)}")
-        classpath = os.path.join(self.LIB, "*")
+        classes = os.path.join(CACHE, "java", f"classes-{self.release}-{_digest(source)}")
+        classpath = ":".join(path for pattern in self.LIBS[self.release]
+                             for path in (glob.glob(pattern) if "*.jar" in pattern else [pattern]))
         _build(os.path.join(classes, "Driver.class"), ["javac", "-d", classes, "-cp", classpath, source])
         return ["java", "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-cp", f"{classes}:{classpath}", "Driver"]
 

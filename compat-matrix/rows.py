@@ -210,7 +210,7 @@ def kafkajs(release: str, subset: bool = False) -> Row:
 
 def java(release: str = "3.9.1", subset: bool = False) -> Row:
     return Row("kafka-clients", release, "", 2, ALL_CODECS, headers=True, timestamps=True, subset=subset,
-               client=clients.Java())
+               client=clients.Java(release))
 
 
 ROWS = [
@@ -233,6 +233,7 @@ ROWS = [
     kafkajs("1.16.0"),
     kafkajs("2.2.4", subset=True),
     java(subset=True),
+    java("4.4.0"),
 ]
 
 

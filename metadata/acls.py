@@ -100,8 +100,6 @@ def invalid_acl(acl: Acl) -> str | None:
         return "an ACL's permission type is ALLOW or DENY"
     if not acl.name:
         return "an ACL's resource name is not empty"
-    if acl.pattern == PatternType.PREFIXED and acl.name == WILDCARD:
-        return "a PREFIXED pattern cannot be the wildcard '*' (use LITERAL '*')"
     if acl.resource_type == ResourceType.CLUSTER and acl.name != CLUSTER_NAME:
         return f"the cluster resource is named {CLUSTER_NAME!r}"
     kind, _, name = acl.principal.partition(":")

@@ -55,6 +55,21 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
 }
 
 
+# Features (KIP-584) at the levels whose behaviour kgate implements: (lowest supported,
+# highest supported, finalized level). Kafka 4 clients and tools read them from ApiVersions
+# v3+: group.version 1 is KIP-848's consumer groups (ConsumerGroupHeartbeat above);
+# transaction.version stays 0 since KIP-890's second part (EndTxn v5, a new epoch per
+# transaction) is not built. A level-0 feature is not finalized, as Kafka leaves it out too.
+# KRaft's own features (metadata.version, kraft.version, eligible.leader.replicas.version)
+# have no meaning here; share and streams groups are not built.
+FEATURES: dict[str, tuple[int, int, int]] = {
+    "group.version": (0, 1, 1),
+    "transaction.version": (0, 0, 0),
+}
+# Kafka's clients keep the finalized features of the highest epoch they have seen; kgate's
+# are fixed per release, so one epoch serves.
+FEATURES_EPOCH = 0
+
 # kgate's broker-to-broker APIs (zone-aware routing), keys in a private range above Kafka's:
 # decoded and served like the others but never advertised, so no client sees them.
 KGATE_READ_END = 32000

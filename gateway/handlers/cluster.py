@@ -5,8 +5,9 @@ broker at the address the client should use, and the controller id is this broke
 (a KRaft broker answers with a live broker id too). Endpoint types follow Kafka's
 AuthHelper.computeDescribeClusterResponse: v1 may ask for brokers (1); asking a
 broker for controllers (2) is MISMATCHED_ENDPOINT_TYPE and an unknown type
-UNSUPPORTED_ENDPOINT_TYPE. Describing the cluster needs DESCRIBE on it; the
-authorized operations are computed when asked for.
+UNSUPPORTED_ENDPOINT_TYPE. Describing the cluster needs no permission (Kafka's
+KafkaApis answers anyone); the authorized operations, when asked for, are those of a
+principal that may DESCRIBE the cluster and none otherwise.
 """
 from kafka.protocol.admin import DescribeClusterResponse
 from kafka.protocol.api_key import ApiKey
@@ -25,8 +26,6 @@ CONTROLLERS = 2
 @handles(ApiKey.DescribeCluster)
 async def describe_cluster(ctx: Context, request):
     broker = ctx.broker
-    if not ctx.allowed(Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
-        return _refused(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
     endpoint_type = request.endpoint_type if ctx.version >= 1 else BROKERS
     if endpoint_type not in (BROKERS, CONTROLLERS):
         return _refused(ErrorCode.UNSUPPORTED_ENDPOINT_TYPE, f"Unsupported endpoint type {endpoint_type}")
@@ -38,9 +37,14 @@ async def describe_cluster(ctx: Context, request):
              cluster_id=broker.cluster_id, controller_id=broker.controller_id,
              brokers=[R.DescribeClusterBroker(broker_id=node_id, host=host, port=port, rack=rack)
                       for node_id, (host, port, rack) in broker.live_brokers(ctx.connection).items()],
-             authorized_operations=broker.authorizer.authorized_operations(
-                 ctx.connection, ResourceType.CLUSTER, CLUSTER_NAME)
-             if request.include_cluster_authorized_operations else None)
+             authorized_operations=_authorized_operations(ctx) if request.include_cluster_authorized_operations
+             else None)
+
+
+def _authorized_operations(ctx: Context) -> set[int]:
+    if not ctx.allowed(Operation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):
+        return set()
+    return ctx.broker.authorizer.authorized_operations(ctx.connection, ResourceType.CLUSTER, CLUSTER_NAME)
 
 
 def _refused(error, message):

@@ -162,8 +162,8 @@ async def describe_groups(ctx: Context, request):
         try:
             ctx.require(Operation.DESCRIBE, ResourceType.GROUP, group_id)
             group = coordinator.describe(group_id)
-        except KafkaError as exc:
-            described.append(_described(group_id, exc.code, GroupState.DEAD.value))
+        except KafkaError as exc:  # Kafka's groupError: an unknown (empty) state
+            described.append(_described(group_id, exc.code, ""))
             continue
         if group is None:
             # Kafka describes an unknown group as Dead, without an error.

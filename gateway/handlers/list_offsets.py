@@ -49,8 +49,9 @@ async def list_offsets(ctx: Context, request):
                 raise KafkaError(ErrorCode.NOT_LEADER_FOR_PARTITION) from None  # the owner's to judge
             ctx.broker.take_offline(partition.topic, partition.index, damage)
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR) from None
-        return P(partition_index=part.partition_index, error_code=ErrorCode.NONE,
-                 timestamp=timestamp, offset=offset, leader_epoch=partition.leader_epoch)
+        # No offset found (-1: an empty log's max timestamp, a time after every record): no epoch either, as Kafka.
+        return P(partition_index=part.partition_index, error_code=ErrorCode.NONE, timestamp=timestamp, offset=offset,
+                 leader_epoch=partition.leader_epoch if offset >= 0 else -1)
 
     def refused(part, error):
         return P(partition_index=part.partition_index, error_code=error.code, timestamp=-1, offset=-1,

@@ -1,8 +1,9 @@
 """DescribeProducers: the idempotent producers a partition's producer state knows.
 
 Each gets its id, epoch, its last batch's last sequence and max timestamp, as
-Kafka's ProducerStateManager reports them. Transactions are not offered, so the
-coordinator epoch and current transaction start offset are always -1. The state is
+Kafka's ProducerStateManager reports them, and the first offset of its open transaction
+(-1 when none): kafka-transactions abort and find-hanging look for it. The coordinator
+epoch is always -1 (markers do not carry it into the producer state here). The state is
 what the broker holds in memory, rebuilt on start from the retained ``kafka`` and
 ``mixed_kafka`` entries: unlike Kafka, whose producer snapshots keep a producer until
 ``producer.id.expiration.ms``, a restart forgets producers whose batches all lie below
@@ -36,7 +37,9 @@ async def describe_producers(ctx: Context, request):
             partition_index=index, error_code=ErrorCode.NONE, error_message=None,
             active_producers=[State(producer_id=p.producer_id, producer_epoch=p.epoch,
                                     last_sequence=p.last_sequence, last_timestamp=p.last_timestamp,
-                                    coordinator_epoch=NO_COORDINATOR_EPOCH, current_txn_start_offset=NO_TRANSACTION)
+                                    coordinator_epoch=NO_COORDINATOR_EPOCH,
+                                    current_txn_start_offset=partition.transactions.ongoing.get(
+                                        p.producer_id, NO_TRANSACTION))
                               for p in partition.producers.active()])
 
     def refused(name):

@@ -25,8 +25,8 @@ async def sasl_handshake(ctx: Context, request):
     broker = ctx.broker
     enabled = broker.sasl_mechanisms
     connection = ctx.connection
-    if not connection.sasl_listener or connection.mechanism is not None:
-        return SaslHandshakeResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=enabled)
+    if not connection.sasl_listener or connection.mechanism is not None:  # Kafka lists no mechanisms with it
+        return SaslHandshakeResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])
     if request.mechanism not in enabled:
         log.warning("SASL handshake from %s refused: mechanism %r is not enabled", connection.peer, request.mechanism)
         return SaslHandshakeResponse(error_code=ErrorCode.UNSUPPORTED_SASL_MECHANISM, mechanisms=enabled)

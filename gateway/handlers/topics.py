@@ -3,6 +3,8 @@
 Replication factors are accepted and recorded as 1: durability comes from the ledger
 store, not from broker replicas, so any positive factor is honoured by construction.
 """
+from collections import Counter
+
 from kafka.protocol.admin import CreateTopicsResponse, DeleteTopicsResponse
 from kafka.protocol.api_key import ApiKey
 
@@ -21,16 +23,14 @@ D = DeleteTopicsResponse
 
 @handles(ApiKey.CreateTopics)
 async def create_topics(ctx: Context, request):
-    results = []
-    seen = set()
+    # A topic named twice is not created at all and answered once, as Kafka does.
+    counts = Counter(creatable.name for creatable in request.topics)
+    results = [C.CreatableTopicResult(name=name, error_code=ErrorCode.INVALID_REQUEST, configs=[],
+                                      error_message=f"topic {name!r} is named {count} times in one request")
+               for name, count in counts.items() if count > 1]
     for creatable in request.topics:
-        name = creatable.name
-        if name in seen:
-            results.append(C.CreatableTopicResult(name=name, error_code=ErrorCode.INVALID_REQUEST,
-                                                  error_message="topic named twice in one request"))
-            continue
-        seen.add(name)
-        results.append(await _create(ctx, creatable, request.validate_only))
+        if counts[creatable.name] == 1:
+            results.append(await _create(ctx, creatable, request.validate_only))
     return C(throttle_time_ms=0, topics=results)
 
 
@@ -40,7 +40,7 @@ async def _create(ctx: Context, creatable, validate_only):
 
     def failed(error, message):
         return C.CreatableTopicResult(name=name, error_code=error, error_message=message,
-                                      num_partitions=-1, replication_factor=-1, configs=None)
+                                      num_partitions=-1, replication_factor=-1, configs=[])
 
     if not (ctx.allowed(Operation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, quietly=True)
             or ctx.allowed(Operation.CREATE, ResourceType.TOPIC, name)):
@@ -67,13 +67,13 @@ async def _create(ctx: Context, creatable, validate_only):
     except ConfigError as exc:
         return failed(ErrorCode.INVALID_CONFIG, str(exc))
     if name in broker.topics:
-        return failed(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+        return failed(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
     topic_id = None
     if not validate_only:
         try:
             topic_id = (await broker.create_topic(name, partitions, configs)).topic_id
         except TopicExists:
-            return failed(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists")
+            return failed(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
     described = [C.CreatableTopicResult.CreatableTopicConfigs(
         name=key, value=configs.get(key, broker.topic_config_default(key)), read_only=False,
         config_source=ConfigSource.DYNAMIC_TOPIC_CONFIG if key in configs else ConfigSource.DEFAULT_CONFIG,

@@ -26,6 +26,7 @@ from kgate.protocol.api_versions import SUPPORTED
 from kgate.protocol.error_codes import ErrorCode
 from tests.support import records
 from tests.support.clients import create_topic
+from tests.support.transactions import transactional
 from tests.support.wire import Wire
 
 CP = CreatePartitionsRequest.CreatePartitionsTopic
@@ -448,6 +449,23 @@ def test_describe_producers_shows_an_idempotent_producer(broker):
     broker.restart()
     with Wire(broker.bootstrap) as wire:
         assert describe_producers(wire, "idem", 0) == {0: (ErrorCode.NONE, [(0, 11, records.timestamp(11), -1, -1)])}
+
+
+def test_describe_producers_shows_where_an_open_transaction_starts(broker):
+    """What kafka-transactions abort and find-hanging look for: the first offset of the
+    producer's open transaction, -1 once it has ended."""
+    create_topic(broker.bootstrap, "open-txn", 1)
+    produce_batches(broker.bootstrap, "open-txn", 0, 1, 2)  # offsets 0 and 1, no transaction
+    producer = transactional(broker.bootstrap, "open-txn")
+    producer.begin_transaction()
+    producer.produce("open-txn", value=b"pending", partition=0)
+    assert producer.flush(30) == 0
+    with Wire(broker.bootstrap) as wire:
+        (state,) = describe_producers(wire, "open-txn", 0)[0][1]
+        assert state[4] == 2
+        producer.abort_transaction(30)
+        (state,) = describe_producers(wire, "open-txn", 0)[0][1]
+        assert state[4] == -1
 
 
 def test_api_versions_advertise_the_admin_apis(broker):

@@ -27,7 +27,7 @@ from confluent_kafka.admin import (
 )
 from kafka import KafkaProducer
 from kafka.errors import TopicAuthorizationFailedError
-from kafka.protocol.admin import DeleteTopicsRequest
+from kafka.protocol.admin import DeleteTopicsRequest, DescribeClusterRequest
 from kafka.protocol.admin.acl import CreateAclsRequest, DescribeAclsRequest
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.metadata import MetadataRequest
@@ -268,6 +268,19 @@ def test_kgate_acls_cli_with_kafka_acls_flags(secured):
     assert {a["principal"] for a in json.loads(cli("admin", "list", "--output", "json").stdout)} == {"User:bob"}
     usage = cli("admin", "add", "--topic", "t", "--operation", "Reed", "--allow-principal", "User:x", check=False)
     assert usage.returncode == 2 and "unknown --operation 'Reed'" in usage.stderr
+
+
+def test_anyone_may_describe_the_cluster_and_learns_no_operations_without_describe(secured):
+    """As Kafka answers: DescribeCluster needs no permission; without DESCRIBE on the cluster
+    its authorized operations are none (kgate refused it with CLUSTER_AUTHORIZATION_FAILED).
+    Raw requests: librdkafka's describe_cluster asks Metadata instead."""
+    with Wire(secured.address("SASL_PLAINTEXT")) as wire:
+        assert wire.call(SaslHandshakeRequest(mechanism="PLAIN"), 1).error_code == 0
+        token = b"\0bob\0" + PASSWORDS["bob"].encode()
+        assert wire.call(SaslAuthenticateRequest(auth_bytes=token), 2).error_code == 0
+        cluster = wire.call(DescribeClusterRequest(include_cluster_authorized_operations=True), 0)
+    assert cluster.error_code == 0 and [b.broker_id for b in cluster.brokers] == [0]
+    assert not cluster.authorized_operations
 
 
 def test_authorized_operations_are_the_allowed_ones(secured):

@@ -167,13 +167,21 @@ def test_filters(acl_filter, matched):
     acl("orders", Operation.READ, Permission.ANY),
     acl("orders", Operation.READ, pattern=PatternType.MATCH),
     acl("", Operation.READ),
-    acl("*", Operation.READ, pattern=PREFIXED),
     acl("my-cluster", Operation.ALTER, resource_type=CLUSTER),
     acl("orders", Operation.READ, principal="alice"),
     acl("orders", Operation.READ, resource_type=ResourceType.ANY),
 ])
 def test_invalid_bindings_are_refused(binding):
     assert invalid_acl(binding)
+
+
+def test_a_prefixed_star_is_a_valid_binding_for_names_that_start_with_a_star():
+    """Kafka 4.4 creates it (found by the conformance suite): '*' is a plain character in a prefix."""
+    binding = acl("*", Operation.READ, pattern=PREFIXED)
+    assert invalid_acl(binding) is None
+    auth = authorizer([binding])
+    assert auth.allowed(connection(), Operation.READ, TOPIC, "*orders")
+    assert not auth.allowed(connection(), Operation.READ, TOPIC, "orders")
 
 
 async def test_store_round_trip_and_watch(tmp_path):

@@ -1,0 +1,51 @@
+"""The two brokers a conformance run compares: Apache Kafka 4.4 and kgate, started alike.
+
+Plain: a PLAINTEXT listener each. Secured: a SASL_PLAINTEXT listener too, the same SCRAM
+(and PLAIN) users on both, and each broker's ACL authorizer with ``admin`` a super user;
+secured scenarios speak to the SASL listeners.
+"""
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.support.broker_process import BrokerProcess
+
+from .kafka_broker import KafkaBroker
+
+USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
+SUPER_USER = "admin"
+
+
+class Pair:
+    def __init__(self, scratch: str, secured: bool = False):
+        self.secured = secured
+        root = Path(scratch) / ("secured" if secured else "plain")
+        self.kafka = KafkaBroker(str(root / "kafka"), scram_users=USERS if secured else None,
+                                 authorizer=secured, super_users=(SUPER_USER,) if secured else ())
+        kgate_dir = str(root / "kgate")
+        if secured:
+            for user, password in USERS.items():
+                subprocess.run([sys.executable, "-m", "kgate", "users", "--data-dir", kgate_dir, "--create", "add",
+                                user, "--password", password], check=True, capture_output=True, timeout=60)
+        self.kgate = BrokerProcess(kgate_dir, {"authorizer.class.name": "acl", "super.users": f"User:{SUPER_USER}"}
+                                   if secured else {}, listeners=("SASL_PLAINTEXT",) if secured else ())
+
+    def start(self) -> "Pair":
+        try:
+            self.kafka.start()
+            self.kgate.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        self.kgate.stop()
+        self.kafka.stop()
+
+    @property
+    def addresses(self) -> tuple[str, str]:
+        """Where scenarios connect: (Kafka's, kgate's)."""
+        if self.secured:
+            return self.kafka.sasl_bootstrap, self.kgate.address("SASL_PLAINTEXT")
+        return self.kafka.bootstrap, self.kgate.bootstrap

@@ -1,0 +1,282 @@
+"""Apache Kafka 4.4 as a child process: the reference broker kgate is compared with.
+
+One node in KRaft combined mode (broker and controller) on 127.0.0.1, its ports checked
+free, its storage in a directory the caller owns (formatted on first start, with the SCRAM
+users it is given), stopped by PID. The jars come from ``scripts/setup-kafka``; this module
+also runs Kafka's command-line tools with the same classpath (``scripts/kafka-tool``).
+
+``python -m conformance.kafka_broker`` (``scripts/kafka``) starts one, prints its bootstrap
+address as ``kafka listening on ...`` lines and stops it on SIGTERM or Ctrl-C.
+"""
+import argparse
+import base64
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LIB = ROOT / ".cache" / "kafka" / "lib"
+READY_LINE = "Kafka Server started"
+READY_PREFIX = "kafka listening on "
+AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+
+# Kafka's command-line tools, by the names of their bin/ scripts, and the classes those scripts run.
+TOOLS = {
+    "kafka-topics": "org.apache.kafka.tools.TopicCommand",
+    "kafka-configs": "org.apache.kafka.tools.ConfigCommand",
+    "kafka-consumer-groups": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+    "kafka-acls": "org.apache.kafka.tools.AclCommand",
+    "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",
+    "kafka-get-offsets": "org.apache.kafka.tools.GetOffsetShell",
+    "kafka-delete-records": "org.apache.kafka.tools.DeleteRecordsCommand",
+    "kafka-log-dirs": "org.apache.kafka.tools.LogDirsCommand",
+    "kafka-features": "org.apache.kafka.tools.FeatureCommand",
+    "kafka-verifiable-producer": "org.apache.kafka.tools.VerifiableProducer",
+    "kafka-verifiable-consumer": "org.apache.kafka.tools.VerifiableConsumer",
+    "kafka-console-producer": "org.apache.kafka.tools.ConsoleProducer",
+    "kafka-console-consumer": "org.apache.kafka.tools.consumer.ConsoleConsumer",
+    "kafka-metadata-quorum": "org.apache.kafka.tools.MetadataQuorumCommand",
+    "kafka-cluster": "org.apache.kafka.tools.ClusterTool",
+    "kafka-storage": "kafka.tools.StorageTool",
+}
+
+# A tool's JVM: small and quick to start (tools run for a second and exit).
+TOOL_JVM = ["-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Djava.awt.headless=true"]
+# The broker's: Kafka's own defaults (bin/kafka-server-start.sh) but a smaller heap, for a shared machine.
+BROKER_JVM = ["-Xms256m", "-Xmx1g", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-Djava.awt.headless=true",
+              "-XX:+ExitOnOutOfMemoryError"]
+
+LOG4J = """\
+Configuration:
+  Appenders:
+    Console:
+      name: STDOUT
+      PatternLayout:
+        pattern: "[%d] %p %m (%c)%n"
+  Loggers:
+    Root:
+      level: INFO
+      AppenderRef:
+        - ref: STDOUT
+"""
+
+
+def classpath() -> str:
+    if not LIB.is_dir():
+        raise RuntimeError("Apache Kafka is not installed: run scripts/setup-kafka")
+    return str(LIB / "*")
+
+
+def tool_command(name: str, *args: str) -> list[str]:
+    """The command line that runs Kafka's tool ``name`` (as its bin/ script would) with ``args``."""
+    if name not in TOOLS:
+        raise ValueError(f"unknown Kafka tool {name!r}; known: {', '.join(sorted(TOOLS))}")
+    return ["java", *TOOL_JVM, "-cp", classpath(), TOOLS[name], *args]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def cluster_id() -> str:
+    """A random cluster id as Kafka's Uuid prints one (URL-safe base64 of 16 bytes, never led by '-')."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not text.startswith("-"):
+            return text
+
+
+class KafkaBroker:
+    """One KRaft node. ``scram_users`` (name -> password) log in over a SASL_PLAINTEXT listener
+    when ``sasl`` is set; ``authorizer`` turns on StandardAuthorizer with ``super_users`` (the
+    PLAINTEXT listener's ANONYMOUS principal is one too, since the node's broker half reaches
+    its controller half through it)."""
+
+    def __init__(self, data_dir: str, settings: dict | None = None, sasl: bool = False,
+                 scram_users: dict[str, str] | None = None, authorizer: bool = False,
+                 super_users: tuple[str, ...] = (), jvm_options: list[str] | None = None):
+        self.data_dir = Path(data_dir)
+        self.settings = dict(settings or {})
+        self.sasl = sasl or bool(scram_users)
+        self.scram_users = dict(scram_users or {})
+        self.authorizer = authorizer
+        self.super_users = super_users
+        self.jvm_options = list(BROKER_JVM if jvm_options is None else jvm_options)
+        self.port = 0
+        self.sasl_port = 0
+        self.controller_port = 0
+        self.process: subprocess.Popen | None = None
+        self.log_path = self.data_dir / "kafka.log"
+        self.format_seconds = 0.0  # the storage format's share of the last start (0 when already formatted)
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def sasl_bootstrap(self) -> str:
+        return f"127.0.0.1:{self.sasl_port}"
+
+    def properties(self) -> dict[str, str]:
+        listeners = {"PLAINTEXT": self.port, "CONTROLLER": self.controller_port}
+        if self.sasl:
+            listeners["SASL_PLAINTEXT"] = self.sasl_port
+        props = {
+            "process.roles": "broker,controller",
+            "node.id": "0",
+            "controller.quorum.voters": f"0@127.0.0.1:{self.controller_port}",
+            "listeners": ",".join(f"{name}://127.0.0.1:{port}" for name, port in listeners.items()),
+            "advertised.listeners": ",".join(f"{name}://127.0.0.1:{port}" for name, port in listeners.items()
+                                             if name != "CONTROLLER"),
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT",
+            "log.dirs": str(self.data_dir / "logs"),
+            "num.partitions": "1",
+            "offsets.topic.replication.factor": "1",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+            "group.initial.rebalance.delay.ms": "0",
+        }
+        if self.sasl:
+            prefix = "listener.name.sasl_plaintext."
+            plain_users = " ".join(f'user_{name}="{password}"' for name, password in self.scram_users.items())
+            props.update({
+                "sasl.enabled.mechanisms": "PLAIN," + ",".join(SCRAM_MECHANISMS),
+                prefix + "plain.sasl.jaas.config":
+                    f"org.apache.kafka.common.security.plain.PlainLoginModule required {plain_users};",
+                **{prefix + m.lower() + ".sasl.jaas.config":
+                   "org.apache.kafka.common.security.scram.ScramLoginModule required;" for m in SCRAM_MECHANISMS},
+            })
+        if self.authorizer:
+            props["authorizer.class.name"] = AUTHORIZER
+            props["super.users"] = ";".join(["User:ANONYMOUS", *(f"User:{u}" for u in self.super_users)])
+        props.update({key: str(value) for key, value in self.settings.items()})
+        return props
+
+    def _write_config(self) -> Path:
+        config = self.data_dir / "server.properties"
+        config.write_text("".join(f"{key}={value}\n" for key, value in self.properties().items()))
+        (self.data_dir / "log4j2.yaml").write_text(LOG4J)
+        return config
+
+    def _format(self, config: Path) -> None:
+        """Format the storage once (a restarted node keeps its log directory and cluster id)."""
+        if (self.data_dir / "logs" / "meta.properties").exists():
+            return
+        started = time.monotonic()
+        scram = []
+        for name, password in self.scram_users.items():
+            for mechanism in SCRAM_MECHANISMS:
+                scram += ["--add-scram", f"{mechanism}=[name={name},password={password}]"]
+        subprocess.run(tool_command("kafka-storage", "format", "-t", cluster_id(), "-c", str(config), *scram),
+                       check=True, capture_output=True, timeout=120)
+        self.format_seconds = time.monotonic() - started
+
+    def start(self, timeout: float = 90.0) -> "KafkaBroker":
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        if not self.port:
+            self.port, self.controller_port = free_port(), free_port()
+            self.sasl_port = free_port() if self.sasl else 0
+        config = self._write_config()
+        self._format(config)
+        log = open(self.log_path, "ab")
+        self.log_offset = log.tell()
+        command = ["java", *self.jvm_options, f"-Dlog4j2.configurationFile={self.data_dir / 'log4j2.yaml'}",
+                   "-cp", classpath(), "kafka.Kafka", str(config)]
+        self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        log.close()
+        self._wait_ready(timeout)
+        return self
+
+    def _wait_ready(self, timeout: float) -> None:
+        """Wait for Kafka's own 'started' line, then for its listener to accept a connection."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with open(self.log_path, "rb") as log:
+                log.seek(self.log_offset)
+                started = READY_LINE.encode() in log.read()
+            if started and self._accepts():
+                return
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"Kafka did not start within {timeout} s; see {self.log_path}")
+            time.sleep(0.1)
+
+    def _accepts(self) -> bool:
+        try:
+            socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+            return True
+        except OSError:
+            return False
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """SIGTERM (Kafka's controlled shutdown), then SIGKILL if it has not exited within ``timeout``."""
+        if self.process is None:
+            return 0
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        code, self.process = self.process.returncode, None
+        return code
+
+    def rss_kib(self) -> int:
+        """The broker JVM's resident set size, from /proc."""
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+        return 0
+
+
+def _user(text: str) -> tuple[str, str]:
+    name, sep, password = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected NAME=PASSWORD, got {text!r}")
+    return name, password
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="scripts/kafka", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data-dir", help="storage (formatted on first start); default: a temporary directory")
+    parser.add_argument("--sasl-user", type=_user, action="append", default=[], metavar="NAME=PASSWORD",
+                        help="a SCRAM (and PLAIN) user; turns on a SASL_PLAINTEXT listener")
+    parser.add_argument("--sasl", action="store_true", help="a SASL_PLAINTEXT listener even with no user")
+    parser.add_argument("--authorizer", action="store_true", help="turn on StandardAuthorizer (ACLs)")
+    parser.add_argument("--super-user", action="append", default=[], metavar="NAME", help="a super user")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a server.properties line")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="kafka-") as scratch:
+        broker = KafkaBroker(args.data_dir or scratch, dict(item.split("=", 1) for item in args.set),
+                             sasl=args.sasl, scram_users=dict(args.sasl_user), authorizer=args.authorizer,
+                             super_users=tuple(args.super_user))
+        started = time.monotonic()
+        broker.start()
+        # Blocked only now, so that the JVM started above does not inherit the mask.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+        print(f"{READY_PREFIX}{broker.bootstrap}", flush=True)
+        if broker.sasl:
+            print(f"{READY_PREFIX}SASL_PLAINTEXT://{broker.sasl_bootstrap}", flush=True)
+        print(f"serving after {time.monotonic() - started:.1f} s, RSS {broker.rss_kib() // 1024} MiB; "
+              f"log {broker.log_path}", file=sys.stderr, flush=True)
+        while broker.process.poll() is None:
+            if signal.sigtimedwait([signal.SIGTERM, signal.SIGINT], 1.0):
+                break
+        return broker.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,141 @@
+"""Every divergence the suite has explained, and how it is classified.
+
+A divergence matches an entry when its scenario, its exchange's label and its field path
+match the entry's globs. Three kinds: a kgate bug (not fixed yet, with what a fix needs), a
+deliberate difference (with its reason, also in docs/kafka-reference.md), or a value
+internal to Kafka (a choice two correct brokers may make differently).
+"""
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+
+from .compare import Divergence
+
+BUG, DELIBERATE, INTERNAL = "kgate bug", "deliberate", "internal to Kafka"
+
+
+@dataclass(frozen=True)
+class Known:
+    scenario: str
+    label: str
+    path: str
+    kind: str
+    reason: str
+
+    def matches(self, divergence: Divergence) -> bool:
+        return (fnmatchcase(divergence.scenario, self.scenario) and fnmatchcase(divergence.label, self.label)
+                and fnmatchcase(divergence.path, self.path))
+
+
+_VERSIONS = ("kgate advertises, from protocol/api_versions.py, exactly the versions whose behaviour it "
+             "implements: the oldest versions Kafka 4 dropped stay for old clients (0.9-era and up), and "
+             "newer versions come when their behaviour does (e.g. KIP-890 transactions, share groups)")
+_ABSENT_API = ("APIs kgate does not serve: KRaft and inter-broker APIs (a kgate cluster keeps its metadata "
+               "in ZooKeeper and shares storage), and client APIs not built yet (share and streams groups, "
+               "client quotas, partition reassignment, telemetry)")
+_KRAFT_FEATURE = "a KRaft feature: a kgate cluster keeps its metadata in ZooKeeper and has no replicas"
+_MESSAGE = "free-text error messages are each broker's own; only their error codes are compared"
+
+KNOWN: list[Known] = [
+    # ApiVersions
+    Known("api_versions*", "*", "api_keys.api_key=*", DELIBERATE, _ABSENT_API),
+    Known("api_versions*", "*", "api_keys.api_key=*.m??_version", DELIBERATE, _VERSIONS),
+    Known("api_versions", "v3*", "supported_features", DELIBERATE,
+          "v3 lists only features whose range starts above 0: Kafka's is metadata.version. " + _KRAFT_FEATURE),
+    Known("api_versions", "*", "*_features.name=metadata.version", DELIBERATE, _KRAFT_FEATURE),
+    Known("api_versions", "*", "*_features.name=kraft.version", DELIBERATE, _KRAFT_FEATURE),
+    Known("api_versions", "*", "*_features.name=eligible.leader.replicas.version", DELIBERATE, _KRAFT_FEATURE),
+    Known("api_versions", "*", "*_features.name=share.version", DELIBERATE, "share groups (KIP-932) are not built"),
+    Known("api_versions", "*", "*_features.name=streams.version", DELIBERATE,
+          "streams groups (KIP-1071) are not built"),
+    Known("api_versions", "*", "*_features.name=transaction.version*", DELIBERATE,
+          "kgate implements transaction.version 0: KIP-890's second part (EndTxn v5, an epoch bump per "
+          "transaction) is not built, so clients keep the older transaction protocol"),
+    Known("api_versions", "*", "zk_migration_ready", INTERNAL, "a KRaft migration flag"),
+    # Metadata
+    Known("metadata_auto_create", "*", "topics.*", INTERNAL,
+          "Kafka's broker asks its controller to create the topic and answers before it exists (a client "
+          "retries); kgate creates it before answering"),
+    # Topic configs, in CreateTopics and DescribeConfigs answers
+    Known("*", "*", "*configs.name=kgate.*", DELIBERATE, "kgate's own topic settings (entry formats)"),
+    Known("*", "*", "*configs.name=min.insync.replicas.config_source", INTERNAL,
+          "Kafka 4's storage format sets a cluster-wide dynamic min.insync.replicas (KIP-966); kgate has no "
+          "replicas, so its value is the default"),
+    Known("*", "*", "*configs.name=min.insync.replicas.synonyms", INTERNAL, "as its config_source"),
+    Known("*", "*", "*configs.name=message.timestamp.after.max.ms.value", DELIBERATE,
+          "Kafka 4.0's default is one hour (KIP-937); kgate does not check record timestamps against its clock, "
+          "so it describes the bound it keeps: none (gateway/topic_configs.py)"),
+    Known("*", "*", "*configs.name=message.timestamp.after.max.ms.synonyms", BUG,
+          "kgate answers no synonyms (see synonyms)"),
+    Known("*", "*", "*configs.name=remote.copy.lag.*", INTERNAL, "tiered storage, which kgate does not have"),
+    Known("*", "*", "*configs.name=remote.*", INTERNAL, "tiered storage, which kgate does not have"),
+    Known("*", "*", "*configs.name=local.retention.*", INTERNAL, "tiered storage, which kgate does not have"),
+    Known("*", "*", "*configs.name=errors.deadletterqueue.group.enable", BUG,
+          "a Kafka 4.x topic config (streams groups' dead letter queue) kgate does not list"),
+    Known("*", "*", "*configs.name=max.decompressed.message.bytes", BUG,
+          "a Kafka 4.4 topic config kgate does not list"),
+    Known("*", "*", "*configs.name=message.downconversion.enable", DELIBERATE,
+          "removed in Kafka 4.0 (KIP-724); kgate still down-converts for fetchers that cannot read "
+          "the stored format (0.9- and 0.10-era consumers) and keeps the Kafka 3.x setting that names it"),
+    Known("*", "*", "*configs.name=message.format.version", DELIBERATE,
+          "removed in Kafka 4.0; kgate keeps the Kafka 3.x setting (ignored, as 3.x ignored it) so "
+          "3.x-era scripts that set it keep working"),
+    Known("*", "*", "*configs.name=message.timestamp.difference.max.ms", DELIBERATE,
+          "removed in Kafka 4.0 (replaced by message.timestamp.before/after.max.ms); kgate keeps the "
+          "Kafka 3.x setting so 3.x-era scripts that set it keep working"),
+    Known("*", "*", "*configs.name=*.synonyms", BUG,
+          "kgate ignores include_synonyms in DescribeConfigs (kafka-configs --all shows none)"),
+    Known("*", "*", "*configs.name=*.documentation", BUG, "kgate ignores include_documentation in DescribeConfigs"),
+    Known("create_topics_invalid", "replication factor 3", "topics.name=*", DELIBERATE,
+          "kgate's partitions live in shared storage, so it accepts any replication factor (and reports 1); "
+          "Kafka refuses more replicas than brokers"),
+    Known("alter_broker_configs", "*", "responses.resource_name=0.*", BUG,
+          "dynamic broker configs: kgate refuses every broker config change (issue item 5, not done)"),
+    Known("describe_broker_configs", "*", "*.config_source", BUG,
+          "kgate reports its defaults as STATIC_BROKER_CONFIG (4); Kafka says DEFAULT_CONFIG (5) for a setting "
+          "not in server.properties"),
+    Known("describe_broker_configs", "*", "*.config_type", BUG, "kgate types every number LONG; Kafka says INT "
+          "for int settings"),
+    Known("describe_broker_configs", "*", "*.read_only", DELIBERATE,
+          "kgate's broker settings are static (dynamic broker configs are issue item 5, not done)"),
+    Known("describe_broker_configs", "*", "*configs.name=log.retention.hours", BUG,
+          "broker settings Kafka lists and kgate does not"),
+    Known("describe_broker_configs", "*", "*configs.name=delete.topic.enable", BUG,
+          "broker settings Kafka lists and kgate does not"),
+    # Fetch and ListOffsets
+    Known("*", "*", "responses.topic=*.partitions.partition_index=*.high_watermark", BUG,
+          "with OFFSET_OUT_OF_RANGE Kafka answers -1 for high watermark, last stable offset and log start "
+          "offset; kgate answers the partition's real values (clients ignore them)"),
+    Known("*", "*", "responses.topic=*.partitions.partition_index=*.last_stable_offset", BUG, "as high_watermark"),
+    Known("*", "*", "responses.topic=*.partitions.partition_index=*.log_start_offset", BUG, "as high_watermark"),
+    Known("list_offsets_specs", "v0 latest", "", DELIBERATE,
+          "Kafka 4 dropped ListOffsets v0 and closes the connection; kgate keeps it for 0.9/0.10 clients"),
+    # Groups
+    Known("classic_group_flow", "DeleteGroups", "results.group_id=conf-group-*.error_code", BUG,
+          "kgate forgets an empty group once its last offset is deleted (OffsetDelete), so DeleteGroups "
+          "answers GROUP_ID_NOT_FOUND where Kafka deletes it"),
+    Known("consumer_group_heartbeat", "join", "member_epoch", INTERNAL,
+          "Kafka's group epoch also counts the subscription-metadata refresh; the epochs stay monotonic in both"),
+    Known("consumer_group_heartbeat", "join", "assignment.topic_partitions", INTERNAL,
+          "Kafka assigns on a later heartbeat, kgate on the first; both converge"),
+    Known("consumer_group_heartbeat", "heartbeat, *", "member_epoch", BUG,
+          "with an error Kafka answers member epoch 0 (the field's default), kgate -1"),
+    Known("consumer_group_heartbeat", "leave", "heartbeat_interval_ms", BUG,
+          "a leaving member's answer: Kafka says 0, kgate the group's interval"),
+    # Transactions
+    Known("transaction_fencing", "DescribeTransactions", "transaction_states.transactional_id=*.producer_*",
+          INTERNAL, "an unknown transactional id's producer id and epoch: Kafka answers the fields' default 0"),
+    Known("transaction_flow", "read_*committed after abort", "responses.topic=*.records", INTERNAL,
+          "Kafka's answer stops before the abort marker (a control batch) although its high watermark is past "
+          "it; kgate returns the marker too. Clients skip control batches, so both deliver the same records"),
+    # SASL
+    # Error messages
+    Known("*", "*", "*error_message", INTERNAL, _MESSAGE),
+]
+
+
+def explain(divergence: Divergence) -> Known | None:
+    return next((known for known in KNOWN if known.matches(divergence)), None)
+
+
+def classify(divergences: list[Divergence]) -> list[tuple[Divergence, Known | None]]:
+    return [(d, explain(d)) for d in divergences]

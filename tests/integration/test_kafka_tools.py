@@ -1,0 +1,34 @@
+"""Kafka 4.4's command-line tools against kgate (compat-matrix/kafka_tools.py, its CI subset):
+each command's exit status and output must match Kafka's after normalization or be
+explained, and the verifiable producer and consumer must pass their delivery checks."""
+import pytest
+
+from tests.support.compat_matrix import MATRIX  # noqa: F401 - puts compat-matrix/ on the import path
+
+import kafka_tools  # noqa: E402  (isort: skip)
+
+CI = [case for case in kafka_tools.CASES if case.ci]
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory) -> dict:
+    return {r.case: r for r in kafka_tools.run(CI, str(tmp_path_factory.mktemp("kafka-tools")))}
+
+
+def test_every_command_answers_as_kafka_does_or_the_difference_is_explained(results):
+    unexplained = {name: (r.kafka, r.kgate) for name, r in results.items() if r.status == "fail"}
+    assert not unexplained, unexplained
+
+
+def test_the_verifiable_clients_deliver_every_message_once_through_kgate(results):
+    produced, consumed = results["verifiable producer"].kgate, results["verifiable consumer"].kgate
+    assert produced.returncode == 0 and consumed.returncode == 0
+    messages = kafka_tools.MESSAGES
+    assert produced.output == (f"acked {messages} of {messages}, each once: True; errors 0; "
+                               "offsets contiguous from 0: True")
+    assert consumed.output.startswith(f"consumed {messages}; ") and "all accepted: True" in consumed.output
+    assert consumed.output.endswith(f"committed up to [{messages}]")
+
+
+def test_kafka_features_describe_shows_kgates_group_version(results):
+    assert "Feature: group.version" in results["features describe"].kgate.output
