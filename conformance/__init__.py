@@ -1,2 +1,2 @@
 """The differential conformance suite: scenarios run against Apache Kafka 4.4 and kgate,
-their responses normalized and compared field by field (docs/kafka-reference.md)."""
+their responses normalized and compared field by field (docs/clients/kafka-reference.md)."""

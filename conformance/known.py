@@ -2,7 +2,7 @@
 
 A divergence matches an entry when its scenario, its exchange's label and its field path
 match the entry's globs. Three kinds: a kgate bug (not fixed yet, with what a fix needs), a
-deliberate difference (with its reason, also in docs/kafka-reference.md), or a value
+deliberate difference (with its reason, also in docs/clients/kafka-reference.md), or a value
 internal to Kafka (a choice two correct brokers may make differently).
 """
 from dataclasses import dataclass

@@ -145,6 +145,9 @@ SETTING_DOCS: dict[str, SettingDoc] = {
     "kgate.sasl.max.failed.logins.per.address.per.minute": _kgate("Failed logins from one address, whatever the "
                                                                   "users, in a minute before every login from it "
                                                                   "is refused."),
+    "kgate.sasl.max.failed.logins.per.user.per.minute": _kgate("Failed logins for one user from any addresses in a "
+                                                               "minute before the user's logins are refused, except "
+                                                               "from addresses it logged in from within the hour."),
     "authorizer.class.name": _kafka("Empty: no authorization. `acl` (or Kafka's authorizer class names) turns on "
                                     "the ACL authorizer."),
     "super.users": _kafka("`;`-separated principals (User:admin) that may do anything."),
