@@ -7,8 +7,8 @@ runs the shard's rule there and answers when the runtime says the records are
 durable; a JoinGroup or SyncGroup that parks is answered when a later step releases it.
 """
 import logging
-import time
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 from kgate.metadata.cluster import BrokerInfo
 from kgate.protocol.error_codes import ErrorCode
@@ -25,6 +25,9 @@ from .placement import partition_for
 from .records import CommittedOffset
 from .shard import GroupConfig, GroupShard, Settling, Topics
 
+if TYPE_CHECKING:
+    from ..config import Settings
+
 log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
@@ -33,7 +36,7 @@ MAX_GROUP_ID_BYTES = 32767
 
 
 class GroupCoordinator:
-    def __init__(self, settings, cluster: InternalTopics, writer: PartitionWriter, clock: Clock,
+    def __init__(self, settings: "Settings", cluster: InternalTopics, writer: PartitionWriter, clock: Clock,
                  topics: Callable[[], Topics], internal: Callable[[str], bool]):
         self.cluster = cluster
         self.num_partitions = settings["offsets.topic.num.partitions"]
@@ -66,12 +69,7 @@ class GroupCoordinator:
 
     async def gain(self, index: int) -> None:
         """Serve the groups of offsets partition ``index``, which this broker now owns: replay it."""
-        started = time.monotonic()
-        shard = await self.runtime.load(index)
-        if shard is not None:
-            log.log(logging.INFO if shard.groups else logging.DEBUG,
-                    "group coordinator gained %s-%d: %d groups in %.3f s", OFFSETS_TOPIC, index,
-                    len(shard.groups), time.monotonic() - started)
+        await self.runtime.load(index)
 
     def lose(self, index: int) -> None:
         """Stop serving the groups of offsets partition ``index``: its new owner replays them."""
@@ -208,7 +206,7 @@ class GroupCoordinator:
     async def delete_group(self, group_id: str) -> ErrorCode:
         index = self.check_group_id(group_id, allow_empty=True)
         error = await self.runtime.write(index, lambda shard, now: shard.delete_group(group_id))
-        if error == ErrorCode.NONE:
+        if error == ErrorCode.NONE and self.runtime.owns(index):
             self.runtime.run(index, lambda shard, now: shard.forget_group(group_id))
         return error
 

@@ -18,6 +18,7 @@ does, so brokers whose clients never use transactions carry no part of it.
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING
 
 from kgate.metadata.cluster import BrokerInfo
 from kgate.protocol.error_codes import ErrorCode
@@ -32,13 +33,16 @@ from .machine import Step, TxnMetadata, TxnState
 from .marker_delivery import Marker, MarkerDelivery, MarkerWriter
 from .shard import TransactionShard
 
+if TYPE_CHECKING:
+    from ..config import Settings
+
 log = logging.getLogger(__name__)
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 
 
 class TransactionCoordinator:
-    def __init__(self, settings, cluster: InternalTopics, writer: PartitionWriter, clock: Clock,
+    def __init__(self, settings: "Settings", cluster: InternalTopics, writer: PartitionWriter, clock: Clock,
                  markers: MarkerWriter, next_producer_id: Callable[[], Awaitable[int]]):
         self.cluster = cluster
         self.writer = writer

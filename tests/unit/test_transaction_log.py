@@ -178,8 +178,9 @@ async def test_a_transaction_left_in_prepare_commit_completes_its_markers_when_t
     await second.gain(0)
     await clock.advance(0)  # the shard's first check ends what it finds prepared, through real ledgers
     async with asyncio.timeout(10):
-        while second.transactions["tx"].state != TxnState.COMPLETE_COMMIT:
+        while state.ledger.high_watermark < 4:  # three records before the restart, then CompleteCommit
             await asyncio.sleep(0.01)
+    assert second.transactions["tx"].state == TxnState.COMPLETE_COMMIT
     assert data.transactions.last_stable_offset(data.ledger.high_watermark) == data.ledger.high_watermark == 3
     assert data.transactions.aborted_between(0, 3, 0) == []
     [(key, value)] = (await keyed_log.replay(state.ledger)).latest.items()
