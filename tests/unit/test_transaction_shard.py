@@ -134,12 +134,34 @@ async def test_a_transaction_left_prepared_by_a_crash_is_ended_by_the_next_owner
     assert txns.describe("tx").state == TxnState.PREPARE_COMMIT
     txns.lose(0)  # the broker dies (or hands over) with the markers not written
     txns.writer.epochs[0] = 1
-    with pytest.raises(KafkaError):
-        await txns.clock.advance(100) or await ending
+    await txns.clock.advance(100)
+    with pytest.raises(KafkaError):  # the old coordinator's delivery stops
+        await ending
     successor = await coordinator(txns.writer)
     assert successor.describe("tx").state == TxnState.PREPARE_COMMIT
     await successor.clock.advance(0)  # its first check runs as it loads
     assert successor.markers.written == [("t", 0, Marker(producer_id, epoch, True, 1))]
+    assert successor.describe("tx").state == TxnState.COMPLETE_COMMIT
+    await assert_replays_to_the_same_state(successor)
+    await successor.close()
+
+
+async def test_a_crash_between_two_markers_writes_them_all_again_and_commits_once():
+    txns = await coordinator()
+    producer_id, epoch = await txns.init_producer("tx", 60_000, None)
+    await txns.add_partitions("tx", producer_id, epoch, [("a", 0), ("b", 0)])
+    txns.markers.refusals[("b", 0)] = 1
+    ending = asyncio.ensure_future(txns.end("tx", producer_id, epoch, commit=True))
+    await settle()
+    assert [(topic, index) for topic, index, _ in txns.markers.written] == [("a", 0)]
+    txns.lose(0)  # dies after a's marker, before b's
+    await txns.clock.advance(100)
+    with pytest.raises(KafkaError):  # the old coordinator's delivery stops
+        await ending
+    successor = await coordinator(txns.writer, txns.markers)
+    await successor.clock.advance(0)
+    marker = Marker(producer_id, epoch, True, 0)
+    assert txns.markers.written == [("a", 0, marker), ("a", 0, marker), ("b", 0, marker)]  # a's again: harmless
     assert successor.describe("tx").state == TxnState.COMPLETE_COMMIT
     await assert_replays_to_the_same_state(successor)
     await successor.close()
