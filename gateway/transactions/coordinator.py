@@ -111,17 +111,23 @@ class TransactionCoordinator:
         older epoch is aborted first."""
         index = self._check_owned(transactional_id)
         async with self._lock(transactional_id):
-            while True:
-                txn = self.runtime.shard(index).transactions.get(transactional_id)
-                fresh = await self.next_producer_id() if txn is None or txn.epoch >= machine.MAX_EPOCH else -1
-                step = machine.init_producer(txn, transactional_id, timeout_ms, self.max_timeout_ms, expected, fresh,
-                                             self.runtime.clock.now_ms())
-                stored = await self._write(index, lambda shard, now, step=step: shard.store(step))
-                assert stored is not None  # a step with no error stores
-                if not step.retry_after:
-                    return stored.producer_id, stored.epoch
+            stored, aborting = await self._init(index, transactional_id, timeout_ms, expected)
+            if aborting:
                 await self._complete(index, transactional_id)
-                expected = None  # the abort bumped the epoch this request was entitled to
+                # The abort bumped the epoch this request was entitled to; the transaction is complete now.
+                stored, _ = await self._init(index, transactional_id, timeout_ms, None)
+            return stored.producer_id, stored.epoch
+
+    async def _init(self, index: int, transactional_id: str, timeout_ms: int,
+                    expected: tuple[int, int] | None) -> tuple[TxnMetadata, bool]:
+        """One InitProducerId step: what it stored, and whether that is the abort of an open transaction."""
+        txn = self.runtime.shard(index).transactions.get(transactional_id)
+        fresh = await self.next_producer_id() if txn is None or txn.epoch >= machine.MAX_EPOCH else -1
+        step = machine.init_producer(txn, transactional_id, timeout_ms, self.max_timeout_ms, expected, fresh,
+                                     self.runtime.clock.now_ms())
+        stored = await self._write(index, lambda shard, now: shard.store(step))
+        assert stored is not None  # a step with no error stores
+        return stored, step.retry_after
 
     async def add_partitions(self, transactional_id: str, producer_id: int, epoch: int,
                              partitions: Iterable[tuple[str, int]]) -> None:
