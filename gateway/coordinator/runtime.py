@@ -146,8 +146,11 @@ class CoordinatorRuntime(Generic[S]):
             return done
         appending = asyncio.ensure_future(self._append(index, shard, result))
         appending.add_done_callback(self._log_failure)
-        # A waiter whose request is cancelled (its connection closed) must not stop the append.
-        return asyncio.shield(appending)
+        # A waiter whose request is cancelled (its connection closed) must not stop the append;
+        # one that never awaits (a timer's records) leaves the failure to the log line above.
+        waiter = asyncio.shield(appending)
+        waiter.add_done_callback(_retrieved)
+        return waiter
 
     async def _append(self, index: int, shard: S, result: Result) -> None:
         await self.writer.prepare_append(index)
@@ -211,3 +214,8 @@ class CoordinatorRuntime(Generic[S]):
             log.info("%s-%d compacted: %d live records from offset %d", self.topic, index, len(snapshot), start)
         finally:
             self._compacting.discard(index)
+
+
+def _retrieved(future: asyncio.Future) -> None:
+    if not future.cancelled():
+        future.exception()

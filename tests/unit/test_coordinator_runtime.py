@@ -5,6 +5,8 @@ part: loading by replay, appending in the log's order, answering once durable,
 timers on the clock, unloading, transactions' records and compaction.
 """
 import asyncio
+import gc
+import logging
 
 import pytest
 
@@ -221,3 +223,16 @@ async def test_a_partition_that_moves_with_a_long_log_is_compacted_by_its_new_ow
     await settle()
     assert writer.rolls == 1 and writer.records() == 1
     assert (await reloaded(writer)).values == {"k": "29"}
+
+
+async def test_a_failed_append_nobody_waits_for_is_logged_once(caplog):
+    writer, clock = MemoryPartitionWriter(), FakeClock()
+    runtime = runtime_of(writer, clock)
+    await runtime.load(0)
+    await runtime.write(0, put("a", "1", expire_in=10))
+    writer.failure = OSError("disk full")
+    with caplog.at_level(logging.WARNING):
+        await clock.advance(10)  # the timer's tombstone cannot be stored
+        gc.collect()
+    assert runtime.shard(0).values == {"a": "1"}
+    assert [r.getMessage() for r in caplog.records] == ["__table: storing records failed: disk full"]
