@@ -57,6 +57,13 @@ async def coordinator(writer=None, markers=None, clock=None):
     return txns
 
 
+async def open_transaction(txns, partitions, timeout_ms=60_000) -> tuple[int, int]:
+    """Transactional id "tx" with a transaction open over ``partitions``: its producer id and epoch."""
+    producer_id, epoch = await txns.init_producer("tx", timeout_ms, None)
+    await txns.add_partitions("tx", producer_id, epoch, partitions)
+    return producer_id, epoch
+
+
 async def assert_replays_to_the_same_state(txns):
     fresh = CoordinatorRuntime(TRANSACTION_STATE_TOPIC, txns.writer, FakeClock(), txns.runtime.new_shard, 10**9)
     assert (await fresh.load(0)).transactions == txns.runtime.shard(0).transactions
@@ -88,8 +95,7 @@ async def test_a_committed_transaction_step_by_step():
 
 async def test_markers_are_retried_with_backoff_on_the_clock():
     txns = await coordinator()
-    producer_id, epoch = await txns.init_producer("tx", 60_000, None)
-    await txns.add_partitions("tx", producer_id, epoch, [("t", 0)])
+    producer_id, epoch = await open_transaction(txns, [("t", 0)])
     txns.markers.refusals[("t", 0)] = 3
     ending = asyncio.ensure_future(txns.end("tx", producer_id, epoch, commit=False))
     await txns.clock.advance(100 + 200 + 399)  # backoffs of 100, 200 and 400 ms
@@ -103,8 +109,7 @@ async def test_markers_are_retried_with_backoff_on_the_clock():
 
 async def test_markers_refused_every_time_leave_the_transaction_prepared_until_the_periodic_check(caplog):
     txns = await coordinator()
-    producer_id, epoch = await txns.init_producer("tx", 60_000, None)
-    await txns.add_partitions("tx", producer_id, epoch, [("t", 0)])
+    producer_id, epoch = await open_transaction(txns, [("t", 0)])
     txns.markers.refusals[("t", 0)] = 10
     ending = asyncio.ensure_future(txns.end("tx", producer_id, epoch, commit=True))
     with caplog.at_level(logging.WARNING, logger="kgate.gateway.transactions"):
@@ -126,8 +131,7 @@ async def test_markers_refused_every_time_leave_the_transaction_prepared_until_t
 
 async def test_a_transaction_left_prepared_by_a_crash_is_ended_by_the_next_owner():
     txns = await coordinator()
-    producer_id, epoch = await txns.init_producer("tx", 60_000, None)
-    await txns.add_partitions("tx", producer_id, epoch, [("t", 0)])
+    producer_id, epoch = await open_transaction(txns, [("t", 0)])
     txns.markers.refusals[("t", 0)] = 1
     ending = asyncio.ensure_future(txns.end("tx", producer_id, epoch, commit=True))
     await settle()
@@ -148,8 +152,7 @@ async def test_a_transaction_left_prepared_by_a_crash_is_ended_by_the_next_owner
 
 async def test_a_crash_between_two_markers_writes_them_all_again_and_commits_once():
     txns = await coordinator()
-    producer_id, epoch = await txns.init_producer("tx", 60_000, None)
-    await txns.add_partitions("tx", producer_id, epoch, [("a", 0), ("b", 0)])
+    producer_id, epoch = await open_transaction(txns, [("a", 0), ("b", 0)])
     txns.markers.refusals[("b", 0)] = 1
     ending = asyncio.ensure_future(txns.end("tx", producer_id, epoch, commit=True))
     await settle()
@@ -169,8 +172,7 @@ async def test_a_crash_between_two_markers_writes_them_all_again_and_commits_onc
 
 async def test_delivery_stops_when_the_transaction_moves_to_another_coordinator():
     txns = await coordinator()
-    producer_id, epoch = await txns.init_producer("tx", 60_000, None)
-    await txns.add_partitions("tx", producer_id, epoch, [("t", 0)])
+    producer_id, epoch = await open_transaction(txns, [("t", 0)])
     txns.markers.refusals[("t", 0)] = 5
     ending = asyncio.ensure_future(txns.end("tx", producer_id, epoch, commit=True))
     await settle()
@@ -187,8 +189,7 @@ async def test_delivery_stops_when_the_transaction_moves_to_another_coordinator(
 
 async def test_an_open_transaction_past_its_timeout_is_aborted_on_the_clock_and_its_producer_fenced():
     txns = await coordinator()
-    producer_id, epoch = await txns.init_producer("tx", 15_000, None)
-    await txns.add_partitions("tx", producer_id, epoch, [("t", 0)])
+    producer_id, epoch = await open_transaction(txns, [("t", 0)], timeout_ms=15_000)
     await txns.clock.advance(CHECK_MS)
     assert txns.describe("tx").state == TxnState.ONGOING
     await txns.clock.advance(CHECK_MS)  # 20 s since it started
@@ -203,8 +204,7 @@ async def test_an_open_transaction_past_its_timeout_is_aborted_on_the_clock_and_
 
 async def test_init_producer_aborts_the_open_transaction_of_the_previous_epoch_first():
     txns = await coordinator()
-    producer_id, epoch = await txns.init_producer("tx", 60_000, None)
-    await txns.add_partitions("tx", producer_id, epoch, [("t", 0)])
+    producer_id, epoch = await open_transaction(txns, [("t", 0)])
     assert await txns.init_producer("tx", 60_000, None) == (producer_id, epoch + 2)
     assert txns.markers.written == [("t", 0, Marker(producer_id, epoch + 1, False, 0))]
     assert txns.describe("tx").state == TxnState.EMPTY
