@@ -33,7 +33,8 @@ def write_report(path: str, scenarios: list[Scenario], results) -> int:
                f"{len(table)} divergences: " + ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items())))
     families = ", ".join(sorted({s.family for s in scenarios}))
     md = ["# Conformance report: kgate against Apache Kafka 4.4", "",
-          "Written by `scripts/conformance` (conformance/run.py); docs/clients/kafka-reference.md says how it works.", "",
+          "Written by `scripts/conformance` (conformance/run.py); "
+          "docs/clients/kafka-reference.md says how it works.", "",
           summary + ".", "", f"Families: {families}.", "",
           "Scenarios with no divergence: " + (", ".join(s.name for s in scenarios if not results.get(s.name))
                                               or "none") + ".", "",

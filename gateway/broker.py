@@ -38,6 +38,8 @@ from .authorizer import Authorizer
 from .chain_records import MetadataChainRecord, live_ledger_ids
 from .config import Settings, is_compacted
 from .connection_limits import ConnectionLimits, parse_overrides
+from .coordinator import LedgerPartitionWriter, WallClock
+from .coordinator.internal_topics import INTERNAL_TOPIC_CONFIGS
 from .fetch_sessions import FetchSessionCache
 from .followers import Followers
 from .groups import OFFSETS_TOPIC, GroupCoordinator
@@ -52,6 +54,7 @@ from .response_budget import ResponseBytesBudget
 from .sasl import CredentialStore
 from .sasl.login_limiter import LoginLimiter
 from .transactions import TRANSACTION_STATE_TOPIC, TransactionCoordinator
+from .transactions.marker_writer import BrokerMarkerWriter
 from .zones import zone_broker
 
 log = logging.getLogger(__name__)
@@ -90,8 +93,14 @@ class Broker:
         self._collection_task: asyncio.Task | None = None
         self._compaction_task: asyncio.Task | None = None
         self._topic_lock = asyncio.Lock()
-        self.groups = GroupCoordinator(self)
-        self.transactions = TransactionCoordinator(self)
+        self.clock = WallClock()
+        self.groups = GroupCoordinator(settings, self, LedgerPartitionWriter(OFFSETS_TOPIC, self.partitions),
+                                       self.clock, self._topic_sizes, self.is_internal)
+        self.markers = BrokerMarkerWriter(self.node_id, self.partitions, lambda: self.cluster.topics, self.leader,
+                                          lambda: self.peers, self.clock, self.groups.transaction_ended)
+        self.transactions = TransactionCoordinator(
+            settings, self, LedgerPartitionWriter(TRANSACTION_STATE_TOPIC, self.partitions), self.clock,
+            self.markers, self.next_producer_id)
         self.log_cleaner = LogCleaner(self)
         self.fetch_sessions = FetchSessionCache(settings["max.incremental.fetch.session.cache.slots"])
         self.credentials = CredentialStore(metadata)
@@ -460,6 +469,26 @@ class Broker:
     @property
     def writable(self) -> bool:
         return self.ownership.safe
+
+    # -- what coordinators ask (coordinator.internal_topics.InternalTopics) ----------------------
+
+    def partition_count(self, topic: str) -> int | None:
+        known = self.cluster.topics.get(topic)
+        return known.partitions if known is not None else None
+
+    def owner(self, topic: str, index: int) -> BrokerInfo | None:
+        known = self.cluster.topics.get(topic)
+        return self.leader(known, index) if known is not None else None
+
+    async def create_internal_topic(self, topic: str, partitions: int) -> None:
+        try:
+            await self.create_topic(topic, partitions, dict(INTERNAL_TOPIC_CONFIGS))
+        except TopicExists:
+            pass  # another broker created it first
+
+    def _topic_sizes(self) -> dict[str, tuple[uuid.UUID, int]]:
+        """Each topic's id and partition count, as consumer groups' assignors see them."""
+        return {name: (topic.topic_id, topic.partitions) for name, topic in self.cluster.topics.items()}
 
     def leader(self, topic: Topic, index: int) -> BrokerInfo | None:
         """The live broker that owns a partition, as Metadata reports it."""

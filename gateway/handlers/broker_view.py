@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from ..sasl import CredentialStore
     from ..sasl.login_limiter import LoginLimiter
     from ..transactions import TransactionCoordinator
+    from ..transactions.marker_writer import BrokerMarkerWriter
 
 Asked = TypeVar("Asked")
 
@@ -52,6 +53,7 @@ class BrokerView(Protocol):
     metrics: "BrokerMetrics"
     groups: "GroupCoordinator"
     transactions: "TransactionCoordinator"
+    markers: "BrokerMarkerWriter"
     credentials: "CredentialStore"
     login_limiter: "LoginLimiter"
     sasl_mechanisms: list[str]

@@ -115,7 +115,7 @@ def _fetch_group(ctx: Context, group_id, topics, version):
     P = T.OffsetFetchResponsePartitions if version >= 8 else T.OffsetFetchResponsePartition
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
     found, hidden, error = _committed(ctx, group_id, wanted)
-    if error and version >= 2:  # a group's error stands alone (Kafka lists no topics with it); v0-1 have no place for it
+    if error and version >= 2:  # the group's error alone, as Kafka lists no topics with it (v0-1: per partition)
         return G(group_id=group_id, topics=[], error_code=error)
     by_topic: dict[str, list] = {}
     for (topic, partition), committed in sorted(found.items(), key=lambda item: item[0]):

@@ -23,8 +23,8 @@ from kgate.storage.ledger import LedgerFenced
 
 from ..groups import OFFSETS_TOPIC
 from ..groups.records import CommittedOffset, now_ms
-from ..transactions.coordinator import write_marker
 from ..transactions.machine import TxnMetadata, TxnState
+from ..transactions.marker_delivery import Marker
 from . import Context, handles
 from .offsets import commits_to_store, store_commits
 
@@ -198,8 +198,9 @@ async def write_txn_markers(ctx: Context, request):
                     if not permitted:
                         raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
                     partition = ctx.broker.partition(topic.name, index)
-                    await write_marker(ctx.broker, partition, marker.producer_id, marker.producer_epoch,
-                                       marker.transaction_result, marker.coordinator_epoch)
+                    await ctx.broker.markers.append_local(partition, Marker(
+                        marker.producer_id, marker.producer_epoch, marker.transaction_result,
+                        marker.coordinator_epoch))
                     error = ErrorCode.NONE
                 except KafkaError as exc:
                     error = exc.code

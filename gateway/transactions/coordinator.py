@@ -1,134 +1,107 @@
-"""The transaction coordinator: drives ``machine`` and keeps its state in ``__transaction_state``.
+"""The transaction coordinator: transactional ids' requests, run on the runtime's transaction shards.
 
 A transactional id belongs to partition ``abs(java_string_hash(id)) % N`` of
 ``__transaction_state`` (placed like ``__consumer_offsets``, so it moves with the
-partition's owner in cluster mode); its owner coordinates it. Every change is
-appended to that partition and applied to memory in the same step, and requests are
-answered once the append is durable. Requests for one id run one at a time.
+partition's owner in cluster mode); its owner coordinates it. Each partition served
+here is a :class:`TransactionShard`; requests for one id run one at a time and are
+answered once what they stored is durable.
 
 Ending a transaction: PrepareCommit/PrepareAbort is stored first; then a COMMIT or
-ABORT marker goes to every partition of the transaction; then CompleteCommit/
-CompleteAbort. A broker that dies in between finds the Prepare state when its
-successor (or itself, restarted) replays the partition, and that one writes the
-markers again (a second marker for a transaction already ended is harmless: no data
-of that producer is open there any more), so a transaction ends whole, never half.
+ABORT marker goes to every partition of the transaction (``marker_delivery``); then
+CompleteCommit/CompleteAbort. A broker that dies in between leaves the Prepare state
+for its successor (or itself, restarted), whose shard's first check writes the
+markers again, so a transaction ends whole, never half.
 
 The topic is created on the first FindCoordinator for a transactional id, as Kafka
 does, so brokers whose clients never use transactions carry no part of it.
 """
 import asyncio
 import logging
-import time
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING
 
-from kgate.metadata.cluster import TopicExists
+from kgate.metadata.cluster import BrokerInfo
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
 from kgate.storage.ledger import LedgerFenced
 
-from .. import keyed_log
-from ..groups import OFFSETS_TOPIC
+from ..coordinator import Clock, CoordinatorRuntime, PartitionWriter
+from ..coordinator.internal_topics import InternalTopics
 from ..groups.placement import partition_for
-from . import machine, records
+from . import machine
 from .machine import Step, TxnMetadata, TxnState
-from .marker_sender import send_marker
+from .marker_delivery import Marker, MarkerDelivery, MarkerWriter
+from .shard import TransactionShard
+
+if TYPE_CHECKING:
+    from ..config import Settings
 
 log = logging.getLogger(__name__)
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
-# How long a failed marker write waits before the next attempt (the owner may be moving).
-MARKER_RETRY_S = 0.5
 
 
 class TransactionCoordinator:
-    def __init__(self, broker):
-        self.broker = broker
-        settings = broker.settings
+    def __init__(self, settings: "Settings", cluster: InternalTopics, writer: PartitionWriter, clock: Clock,
+                 markers: MarkerWriter, next_producer_id: Callable[[], Awaitable[int]]):
+        self.cluster = cluster
+        self.writer = writer
+        self.next_producer_id = next_producer_id
         self.num_partitions = settings["transaction.state.log.num.partitions"]
         self.max_timeout_ms = settings["transaction.max.timeout.ms"]
-        self.check_interval_s = settings["transaction.abort.timed.out.transaction.cleanup.interval.ms"] / 1000
-        self.compaction_min_records = settings["kgate.offsets.compaction.min.records"]
-        self.transactions: dict[str, TxnMetadata] = {}
+        check_interval_ms = settings["transaction.abort.timed.out.transaction.cleanup.interval.ms"]
+        self.runtime: CoordinatorRuntime[TransactionShard] = CoordinatorRuntime(
+            TRANSACTION_STATE_TOPIC, writer, clock,
+            lambda index: TransactionShard(index, check_interval_ms, self.check),
+            settings["kgate.offsets.compaction.min.records"])
+        self.delivery = MarkerDelivery(markers, clock)
         self._locks: dict[str, asyncio.Lock] = {}
-        self._owned: set[int] = set()
-        self._appended: dict[int, int] = {}
-        self._completing: set[asyncio.Task] = set()
-        self._timeout_task: asyncio.Task | None = None
 
-    # -- start-up, placement and replay -----------------------------------------------------
+    # -- start-up, placement and loading -----------------------------------------------------
 
     async def start(self) -> None:
-        self._timeout_task = asyncio.create_task(self._timeout_loop())
+        """Partitions load as they are gained; the topic is made on first use."""
 
     async def close(self) -> None:
-        for task in [self._timeout_task, *self._completing]:
-            if task is not None:
-                task.cancel()
+        await self.runtime.close()
 
     async def ensure_topic(self) -> None:
         """Create ``__transaction_state`` if the cluster has none yet."""
-        broker = self.broker
-        if TRANSACTION_STATE_TOPIC not in broker.cluster.topics:
-            try:
-                await broker.create_topic(TRANSACTION_STATE_TOPIC, self.num_partitions, {
-                    "cleanup.policy": "compact", "retention.ms": "-1", "retention.bytes": "-1",
-                    "kgate.entry.format": "kafka"})
-            except TopicExists:
-                pass
+        if self.cluster.partition_count(TRANSACTION_STATE_TOPIC) is None:
+            await self.cluster.create_internal_topic(TRANSACTION_STATE_TOPIC, self.num_partitions)
 
     def partition_of(self, transactional_id: str) -> int:
         """Placed by the topic's partition count once it exists (another broker may have
         created it with its own ``transaction.state.log.num.partitions``)."""
-        topic = self.broker.cluster.topics.get(TRANSACTION_STATE_TOPIC)
-        return partition_for(transactional_id, topic.partitions if topic is not None else self.num_partitions)
+        count = self.cluster.partition_count(TRANSACTION_STATE_TOPIC)
+        return partition_for(transactional_id, count if count is not None else self.num_partitions)
 
-    def coordinator_of(self, transactional_id: str):
-        topic = self.broker.cluster.topics.get(TRANSACTION_STATE_TOPIC)
-        return self.broker.leader(topic, self.partition_of(transactional_id)) if topic is not None else None
+    def coordinator_of(self, transactional_id: str) -> BrokerInfo | None:
+        if self.cluster.partition_count(TRANSACTION_STATE_TOPIC) is None:
+            return None
+        return self.cluster.owner(TRANSACTION_STATE_TOPIC, self.partition_of(transactional_id))
 
-    def _check_owned(self, transactional_id: str) -> None:
-        if self.partition_of(transactional_id) not in self._owned:
+    def _check_owned(self, transactional_id: str) -> int:
+        index = self.partition_of(transactional_id)
+        if not self.runtime.owns(index):
             owner = self.coordinator_of(transactional_id)
-            if owner is not None and owner.node_id == self.broker.node_id:
+            if owner is not None and owner.node_id == self.cluster.node_id:
                 raise KafkaError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
             raise KafkaError(ErrorCode.NOT_COORDINATOR, "another broker coordinates this transactional id")
+        return index
 
     async def gain(self, index: int) -> None:
-        """Serve the transactional ids of partition ``index``: replay it, then finish the
-        transactions a previous owner left prepared."""
-        partition = self._partition(index)
-        replayed = await keyed_log.replay(partition.ledger)
-        if self.broker.partitions.get((TRANSACTION_STATE_TOPIC, index)) is not partition:
-            return
-        for key, value in replayed.latest.items():
-            try:
-                transactional_id, txn = records.decode(key, value)
-            except records.CorruptRecord as exc:
-                log.error("%s-%d: skipped a record: %s", TRANSACTION_STATE_TOPIC, index, exc)
-                continue
-            if txn is None:
-                self.transactions.pop(transactional_id, None)
-            else:
-                self.transactions[transactional_id] = txn
-        self._appended[index] = replayed.count
-        self._owned.add(index)
-        prepared = [txn for txn in self.transactions.values()
-                    if txn.state.preparing and self.partition_of(txn.transactional_id) == index]
-        for txn in prepared:
-            log.info("transaction %s was left in %s: writing its markers", txn.transactional_id,
-                     txn.state.kafka_name)
-            self._complete_later(txn.transactional_id)
+        """Serve the transactional ids of partition ``index``: replay it; its shard's first
+        check finishes the transactions a previous owner left prepared."""
+        await self.runtime.load(index)
 
     def lose(self, index: int) -> None:
-        self._owned.discard(index)
-        for transactional_id in [t for t in self.transactions if self.partition_of(t) == index]:
-            del self.transactions[transactional_id]
+        self.runtime.unload(index)
 
-    def _partition(self, index: int):
-        partition = self.broker.partitions.get((TRANSACTION_STATE_TOPIC, index))
-        if partition is None:
-            raise KafkaError(ErrorCode.NOT_COORDINATOR, "this broker no longer owns the transactional id's partition")
-        return partition
+    @property
+    def transactions(self) -> dict[str, TxnMetadata]:
+        """Every transactional id this broker coordinates."""
+        return {t: txn for shard in self.runtime.shards.values() for t, txn in shard.transactions.items()}
 
     # -- requests ---------------------------------------------------------------------------
 
@@ -136,34 +109,42 @@ class TransactionCoordinator:
                             expected: tuple[int, int] | None) -> tuple[int, int]:
         """InitProducerId: the producer id and its new epoch; an open transaction of an
         older epoch is aborted first."""
-        self._check_owned(transactional_id)
+        index = self._check_owned(transactional_id)
         async with self._lock(transactional_id):
-            while True:
-                txn = self.transactions.get(transactional_id)
-                fresh = await self.broker.next_producer_id() if txn is None or txn.epoch >= machine.MAX_EPOCH else -1
-                step = machine.init_producer(txn, transactional_id, timeout_ms, self.max_timeout_ms, expected,
-                                             fresh, _now())
-                stored = await self._carry_out(transactional_id, step)
-                if not step.retry_after:
-                    return stored.producer_id, stored.epoch
-                await self._complete(transactional_id)
-                expected = None  # the abort bumped the epoch this request was entitled to
+            stored, aborting = await self._init(index, transactional_id, timeout_ms, expected)
+            if aborting:
+                await self._complete(index, transactional_id)
+                # The abort bumped the epoch this request was entitled to; the transaction is complete now.
+                stored, _ = await self._init(index, transactional_id, timeout_ms, None)
+            return stored.producer_id, stored.epoch
+
+    async def _init(self, index: int, transactional_id: str, timeout_ms: int,
+                    expected: tuple[int, int] | None) -> tuple[TxnMetadata, bool]:
+        """One InitProducerId step: what it stored, and whether that is the abort of an open transaction."""
+        txn = self.runtime.shard(index).transactions.get(transactional_id)
+        fresh = await self.next_producer_id() if txn is None or txn.epoch >= machine.MAX_EPOCH else -1
+        step = machine.init_producer(txn, transactional_id, timeout_ms, self.max_timeout_ms, expected, fresh,
+                                     self.runtime.clock.now_ms())
+        stored = await self._write(index, lambda shard, now: shard.store(step))
+        assert stored is not None  # a step with no error stores
+        return stored, step.retry_after
 
     async def add_partitions(self, transactional_id: str, producer_id: int, epoch: int,
                              partitions: Iterable[tuple[str, int]]) -> None:
-        self._check_owned(transactional_id)
+        index = self._check_owned(transactional_id)
+        added = set(partitions)
         async with self._lock(transactional_id):
-            await self._carry_out(transactional_id, machine.add_partitions(
-                self.transactions.get(transactional_id), producer_id, epoch, set(partitions), _now()))
+            await self._write(index, lambda shard, now: shard.store(machine.add_partitions(
+                shard.transactions.get(transactional_id), producer_id, epoch, added, now)))
 
     async def end(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> None:
         """EndTxn: answered once the markers are written and the transaction is complete."""
-        self._check_owned(transactional_id)
+        index = self._check_owned(transactional_id)
         async with self._lock(transactional_id):
-            step = machine.end(self.transactions.get(transactional_id), producer_id, epoch, commit, _now())
-            await self._carry_out(transactional_id, step)
-            if step.store is not None:
-                await self._complete(transactional_id)
+            stored = await self._write(index, lambda shard, now: shard.store(machine.end(
+                shard.transactions.get(transactional_id), producer_id, epoch, commit, now)))
+            if stored is not None:
+                await self._complete(index, transactional_id)
 
     def check_produce(self, transactional_id: str, producer_id: int, epoch: int, partition: tuple[str, int]) -> None:
         """Refuse a transactional produce to a partition outside the producer's open transaction.
@@ -171,21 +152,21 @@ class TransactionCoordinator:
         Only the coordinator knows; a partition whose coordinator is another broker
         takes the batch on the producer's word, as Kafka brokers before 3.6 did.
         """
-        if self.partition_of(transactional_id) not in self._owned:
+        shard = self.runtime.shards.get(self.partition_of(transactional_id))
+        if shard is None:
             return
-        refusal = machine.produce_refusal(self.transactions.get(transactional_id), transactional_id, producer_id,
+        refusal = machine.produce_refusal(shard.transactions.get(transactional_id), transactional_id, producer_id,
                                           epoch, partition)
         if refusal is not None:
             raise KafkaError(*refusal)
 
     def describe(self, transactional_id: str) -> TxnMetadata | None:
-        self._check_owned(transactional_id)
-        return self.transactions.get(transactional_id)
+        return self.runtime.shard(self._check_owned(transactional_id)).transactions.get(transactional_id)
 
     def listed(self) -> list[TxnMetadata]:
         return list(self.transactions.values())
 
-    # -- carrying out steps -------------------------------------------------------------------
+    # -- storing, markers and the periodic check -------------------------------------------------
 
     def _lock(self, transactional_id: str) -> asyncio.Lock:
         lock = self._locks.get(transactional_id)
@@ -193,138 +174,46 @@ class TransactionCoordinator:
             lock = self._locks[transactional_id] = asyncio.Lock()
         return lock
 
-    async def _carry_out(self, transactional_id: str, step: Step) -> TxnMetadata:
-        if step.error != ErrorCode.NONE:
-            raise KafkaError(step.error)
-        if step.store is not None:
-            await self._store(step.store)
-        return self.transactions[transactional_id]
-
-    async def _store(self, txn: TxnMetadata) -> None:
-        """Append ``txn`` and apply it; return once durable. A store that refuses the write
-        is COORDINATOR_NOT_AVAILABLE to the client, which retries (and finds the new owner)."""
-        index = self.partition_of(txn.transactional_id)
-        partition = self._partition(index)
+    async def _write(self, index: int, operation) -> TxnMetadata | None:
+        """Store what ``operation`` gives; a store that refuses the write is
+        COORDINATOR_NOT_AVAILABLE to the client, which retries (and finds the new owner)."""
         try:
-            await partition.ledger.prepare_append()
-            durable = keyed_log.append(partition, [(records.key(txn.transactional_id), records.value(txn))])
-            self.transactions[txn.transactional_id] = txn
-            self._appended[index] = self._appended.get(index, 0) + 1
-            await keyed_log.durable(durable)
+            return await self.runtime.write(index, operation)
         except (OSError, LedgerFenced) as exc:
             raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"storing the transaction failed: {exc}") from None
-        self._maybe_compact(index, partition)
 
-    async def _complete(self, transactional_id: str) -> None:
+    async def _complete(self, index: int, transactional_id: str) -> None:
         """Write the markers of a prepared transaction, then store it complete."""
-        txn = self.transactions[transactional_id]
-        coordinator_epoch = self._partition(self.partition_of(transactional_id)).leader_epoch
-        commit = txn.state == TxnState.PREPARE_COMMIT
-        for topic, index in sorted(txn.partitions):
-            await self._write_marker(txn, topic, index, commit, coordinator_epoch)
-        await self._store(machine.completed(txn, _now()))
+        txn = self.runtime.shard(index).transactions[transactional_id]
+        marker = Marker(txn.producer_id, txn.epoch, txn.state == TxnState.PREPARE_COMMIT,
+                        self.writer.leader_epoch(index))
+        await self.delivery.deliver(transactional_id, txn.partitions, marker, lambda: self.runtime.owns(index))
+        await self._write(index, lambda shard, now: shard.store(Step(store=machine.completed(txn, now))))
 
-    async def _write_marker(self, txn: TxnMetadata, topic: str, index: int, commit: bool,
-                            coordinator_epoch: int) -> None:
-        """One marker, retried until it is durable or the partition is gone with its topic:
-        appended here when this broker serves the partition, else sent to its owner."""
-        broker = self.broker
-        while True:
-            known = broker.cluster.topics.get(topic)
-            if known is None:
-                return
-            try:
-                partition = broker.partitions.get((topic, index))
-                if partition is not None:
-                    await write_marker(broker, partition, txn.producer_id, txn.epoch, commit, coordinator_epoch)
-                    return
-                owner = broker.leader(known, index)
-                if owner is None or owner.node_id == broker.node_id:
-                    raise KafkaError(ErrorCode.NOT_LEADER_FOR_PARTITION, "no broker to take it")
-                error = await send_marker(broker.peers, owner.node_id, txn.producer_id, txn.epoch, commit,
-                                          coordinator_epoch, topic, index)
-                if error == ErrorCode.NONE:
-                    return
-                raise KafkaError(error, f"broker {owner.node_id} answered {error.name}")
-            except Exception as exc:
-                log.warning("marker for %s to %s-%d failed, retrying: %s", txn.transactional_id, topic, index, exc)
-            await asyncio.sleep(MARKER_RETRY_S)
-            self._check_owned(txn.transactional_id)
-
-    def _complete_later(self, transactional_id: str) -> None:
-        async def complete():
-            async with self._lock(transactional_id):
-                txn = self.transactions.get(transactional_id)
-                if txn is not None and txn.state.preparing:
-                    await self._complete(transactional_id)
-
-        task = asyncio.create_task(complete())
-        self._completing.add(task)
-        task.add_done_callback(self._completed)
-
-    def _completed(self, task: asyncio.Task) -> None:
-        self._completing.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("completing a transaction failed: %s", task.exception())
-
-    async def _timeout_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.check_interval_s)
-            try:
-                await self.abort_timed_out(_now())
-            except Exception:
-                log.exception("aborting timed-out transactions failed")
-
-    async def abort_timed_out(self, now: int) -> int:
-        """Abort every open transaction past its ``transaction.timeout.ms`` (fencing its producer)."""
-        aborted = 0
-        for transactional_id, txn in list(self.transactions.items()):
-            if machine.timed_out(txn, now) is None:
+    async def check(self, index: int, now: int) -> None:
+        """Abort every open transaction of partition ``index`` past its ``transaction.timeout.ms``
+        (fencing its producer), and deliver the markers of prepared ones nobody is ending."""
+        for transactional_id, txn in list(self.runtime.shard(index).transactions.items()):
+            if machine.timed_out(txn, now) is None and not (txn.state.preparing and
+                                                             not self._lock(transactional_id).locked()):
                 continue
-            async with self._lock(transactional_id):
-                current = self.transactions.get(transactional_id)
-                fenced = machine.timed_out(current, now) if current is not None else None
-                if fenced is None:
-                    continue
+            try:
+                await self._end_stalled(index, transactional_id, now)
+            except KafkaError as exc:
+                log.warning("ending transaction %s failed, to be tried again: %s", transactional_id, exc)
+
+    async def _end_stalled(self, index: int, transactional_id: str, now: int) -> None:
+        async with self._lock(transactional_id):
+            current = self.runtime.shard(index).transactions.get(transactional_id)
+            if current is None:
+                return
+            fenced = machine.timed_out(current, now)
+            if fenced is not None:
                 log.info("transaction %s timed out after %d ms: aborting", transactional_id, current.timeout_ms)
-                await self._store(fenced)
-                await self._complete(transactional_id)
-                aborted += 1
-        return aborted
-
-    # -- compaction ---------------------------------------------------------------------------
-
-    def _maybe_compact(self, index: int, partition) -> None:
-        """Re-append the live state after a ledger boundary and trim before it once the
-        partition holds many more records than ids (as the group coordinator does)."""
-        live = [txn for txn in self.transactions.values() if self.partition_of(txn.transactional_id) == index]
-        if self._appended[index] <= max(self.compaction_min_records, 2 * len(live)):
-            return
-        self._appended[index] = len(live)
-        task = asyncio.create_task(self._compact(index, partition))
-        self._completing.add(task)
-        task.add_done_callback(self._completed)
-
-    async def _compact(self, index: int, partition) -> None:
-        ledger = partition.ledger
-        await ledger.roll_over()
-        await ledger.prepare_append()
-        start = ledger.next_offset
-        live = [txn for txn in self.transactions.values() if self.partition_of(txn.transactional_id) == index]
-        await keyed_log.durable(keyed_log.append(partition, [(records.key(t.transactional_id), records.value(t))
-                                                           for t in live]))
-        await ledger.trim_before(start)
-        log.info("%s-%d compacted: %d live records from offset %d", TRANSACTION_STATE_TOPIC, index, len(live), start)
-
-
-async def write_marker(broker, partition, producer_id: int, epoch: int, commit: bool, coordinator_epoch: int) -> None:
-    """Append a marker to a partition this broker serves and wait until it is durable; an
-    offsets partition's group coordinator applies or drops the transaction's offsets."""
-    durable = await partition.append_marker(producer_id, epoch, commit, coordinator_epoch, _now())
-    if partition.topic == OFFSETS_TOPIC:
-        broker.groups.transaction_ended(partition.index, producer_id, commit)
-    await durable
-
-
-def _now() -> int:
-    return int(time.time() * 1000)
+                await self._write(index, lambda shard, now: shard.store(Step(store=fenced)))
+            elif current.state.preparing:
+                log.info("transaction %s was left in %s: writing its markers", transactional_id,
+                         current.state.kafka_name)
+            else:
+                return
+            await self._complete(index, transactional_id)

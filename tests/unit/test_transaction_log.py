@@ -1,12 +1,11 @@
 """Markers, partitions' transaction indexes and the coordinator's recovery, over real ledgers.
 
 Partitions are the broker's own (gateway.partition over a managed ledger on the file
-store and the embedded metadata store); only the broker around the coordinator is a
-stand-in holding them.
+store and the embedded metadata store); the coordinator reaches them through the
+runtime's ledger-backed writer and the broker's marker writer, on a fake clock.
 """
 import asyncio
 import os
-from types import SimpleNamespace
 
 import pytest
 from kafka.record.default_records import DefaultRecordBatch
@@ -14,21 +13,24 @@ from kafka.record.default_records import DefaultRecordBatch
 from kgate.gateway import keyed_log
 from kgate.gateway.chain_records import MetadataChainRecord
 from kgate.gateway.config import Settings
+from kgate.gateway.coordinator import LedgerPartitionWriter
 from kgate.gateway.partition import Partition
 from kgate.gateway.partition_transactions import AbortedTransaction
 from kgate.gateway.producer_state import SequenceError
 from kgate.gateway.transactions import TRANSACTION_STATE_TOPIC, TransactionCoordinator, machine, records
 from kgate.gateway.transactions.machine import TxnState
-from kgate.metadata.cluster import ClusterState
+from kgate.gateway.transactions.marker_writer import BrokerMarkerWriter
+from kgate.metadata.cluster import ClusterState, Topic
 from kgate.metadata.stores.embedded import EmbeddedMetadataStore
 from kgate.protocol import control_batch, record_batch
 from kgate.protocol.error_codes import ErrorCode
-from kgate.protocol.errors import KafkaError
 from kgate.storage import entry_formats
 from kgate.storage.entry_formats import ProducedRecords
 from kgate.storage.managed_ledger import ManagedLedger
 from kgate.storage.stores.file_store import FileLedgerStore
+from tests.unit.fake_clock import FakeClock
 from tests.unit.record_batches import build_batch
+from tests.unit.stand_in_cluster import StandInCluster
 
 KAFKA = entry_formats.by_name("kafka")
 
@@ -135,26 +137,35 @@ async def test_replay_counts_transactional_records_only_after_their_commit_marke
     await storage.stop()
 
 
-def broker_of(storage: Storage, partitions: dict) -> SimpleNamespace:
+def coordinator_over(partitions: dict, clock: FakeClock) -> TransactionCoordinator:
+    """The transaction coordinator over real partitions, writing markers to those it is given."""
     settings = Settings()
     settings.values["transaction.state.log.num.partitions"] = 1
-    topics = {name: SimpleNamespace(partitions=1) for name, _ in partitions}
-    return SimpleNamespace(settings=settings, partitions=partitions, cluster=SimpleNamespace(topics=topics),
-                           node_id=0, groups=None)
+    topics = {name: Topic(name, 1, {}) for name, _ in partitions}
+    markers = BrokerMarkerWriter(0, partitions, lambda: topics, lambda topic, index: None, lambda: None, clock,
+                                 lambda index, producer_id, commit: None)
+
+    async def no_producer_id():
+        raise AssertionError("the transaction has its producer id")
+
+    writer = LedgerPartitionWriter(TRANSACTION_STATE_TOPIC, partitions)
+    return TransactionCoordinator(settings, StandInCluster(), writer, clock, markers, no_producer_id)
 
 
 async def test_a_transaction_left_in_prepare_commit_completes_its_markers_when_the_log_is_replayed(storage):
     data = await storage.partition("t", 0)
     state = await storage.partition(TRANSACTION_STATE_TOPIC, 0)
-    first = TransactionCoordinator(broker_of(storage, {("t", 0): data, (TRANSACTION_STATE_TOPIC, 0): state}))
+    first = coordinator_over({("t", 0): data, (TRANSACTION_STATE_TOPIC, 0): state}, FakeClock())
     await first.gain(0)
     txn = machine.init_producer(None, "tx", 10_000, 60_000, None, 5, now=1).store
-    await first._store(txn)
-    await first._store(machine.add_partitions(txn, 5, 0, {("t", 0)}, now=2).store)
+    await first.runtime.write(0, lambda shard, now: shard.store(machine.Step(store=txn)))
+    await first.add_partitions("tx", 5, 0, [("t", 0)])
     first.check_produce("tx", 5, 0, ("t", 0))  # added: no refusal
     await produce(data, 5, 0, 0, transactional=True)
-    await first._store(machine.end(first.transactions["tx"], 5, 0, True, now=3).store)
+    await first.runtime.write(0, lambda shard, now: shard.store(machine.end(shard.transactions["tx"], 5, 0, True,
+                                                                            now)))
     # The broker dies here: PrepareCommit is durable, no marker was written.
+    await first.close()
     assert data.transactions.last_stable_offset(data.ledger.high_watermark) == 0
     await data.ledger.close()
     await state.ledger.close()
@@ -162,34 +173,31 @@ async def test_a_transaction_left_in_prepare_commit_completes_its_markers_when_t
     data = await storage.partition("t", 0)
     state = await storage.partition(TRANSACTION_STATE_TOPIC, 0)
     assert data.transactions.last_stable_offset(data.ledger.high_watermark) == 0  # still open after the restart
-    second = TransactionCoordinator(broker_of(storage, {("t", 0): data, (TRANSACTION_STATE_TOPIC, 0): state}))
+    clock = FakeClock()
+    second = coordinator_over({("t", 0): data, (TRANSACTION_STATE_TOPIC, 0): state}, clock)
     await second.gain(0)
-    await asyncio.gather(*second._completing)
+    await clock.advance(0)  # the shard's first check ends what it finds prepared, through real ledgers
+    async with asyncio.timeout(10):
+        while state.ledger.high_watermark < 4:  # three records before the restart, then CompleteCommit
+            await asyncio.sleep(0.01)
     assert second.transactions["tx"].state == TxnState.COMPLETE_COMMIT
     assert data.transactions.last_stable_offset(data.ledger.high_watermark) == data.ledger.high_watermark == 3
     assert data.transactions.aborted_between(0, 3, 0) == []
     [(key, value)] = (await keyed_log.replay(state.ledger)).latest.items()
     assert records.decode(key, value)[1].state == TxnState.COMPLETE_COMMIT
+    await second.close()
     await data.ledger.close()
     await state.ledger.close()
     await storage.stop()
 
 
-async def test_a_fenced_producers_produce_is_refused_as_fenced_not_as_an_unadded_partition(storage):
-    state = await storage.partition(TRANSACTION_STATE_TOPIC, 0)
-    coordinator = TransactionCoordinator(broker_of(storage, {(TRANSACTION_STATE_TOPIC, 0): state}))
-    await coordinator.gain(0)
+def test_a_fenced_producers_produce_is_refused_as_fenced_not_as_an_unadded_partition():
     txn = machine.init_producer(None, "tx", 10_000, 60_000, None, 5, now=1).store
-    await coordinator._store(machine.add_partitions(txn, 5, 0, {("t", 0)}, now=2).store)
+    txn = machine.add_partitions(txn, 5, 0, {("t", 0)}, now=2).store
     # A second instance with the same transactional id: the epoch moves on, the first is fenced.
-    await coordinator._store(machine.init_producer(coordinator.transactions["tx"], "tx", 10_000, 60_000, None, 5,
-                                                   now=3).store)
-    with pytest.raises(KafkaError) as fenced:
-        coordinator.check_produce("tx", 5, 0, ("t", 0))
-    assert fenced.value.code == ErrorCode.INVALID_PRODUCER_EPOCH
-    assert "fenced" in fenced.value.message and "has not added" not in fenced.value.message
-    with pytest.raises(KafkaError) as unadded:
-        coordinator.check_produce("tx", 5, 1, ("t", 1))
-    assert unadded.value.code == ErrorCode.INVALID_TXN_STATE and "has not added" in unadded.value.message
-    await state.ledger.close()
-    await storage.stop()
+    txn = machine.init_producer(txn, "tx", 10_000, 60_000, None, 5, now=3).store
+    fenced = machine.produce_refusal(txn, "tx", 5, 0, ("t", 0))
+    assert fenced is not None and fenced[0] == ErrorCode.INVALID_PRODUCER_EPOCH
+    assert "fenced" in fenced[1] and "has not added" not in fenced[1]
+    unadded = machine.produce_refusal(txn, "tx", 5, 1, ("t", 1))
+    assert unadded is not None and unadded[0] == ErrorCode.INVALID_TXN_STATE and "has not added" in unadded[1]
