@@ -107,6 +107,10 @@ KNOWN: list[Known] = [
           "offset; kgate answers the partition's real values (clients ignore them)"),
     Known("*", "*", "responses.topic=*.partitions.partition_index=*.last_stable_offset", BUG, "as high_watermark"),
     Known("*", "*", "responses.topic=*.partitions.partition_index=*.log_start_offset", BUG, "as high_watermark"),
+    Known("old_generations", "*", "*", DELIBERATE,
+          "Kafka 4 dropped Produce v0-2 and Fetch v0-3 (KIP-896) and closes the connection; kgate keeps them "
+          "(magic 0 and 1, down-conversion) for 0.9- and 0.10-era clients, so what follows differs by the "
+          "records Kafka refused"),
     Known("list_offsets_specs", "v0 latest", "", DELIBERATE,
           "Kafka 4 dropped ListOffsets v0 and closes the connection; kgate keeps it for 0.9/0.10 clients"),
     # Groups
