@@ -1,9 +1,10 @@
 """Every divergence the suite has explained, and how it is classified.
 
-A divergence matches an entry when its scenario, its exchange's label and its field path
-match the entry's globs. Three kinds: a kgate bug (not fixed yet, with what a fix needs), a
-deliberate difference (with its reason, also in docs/clients/kafka-reference.md), or a value
-internal to Kafka (a choice two correct brokers may make differently).
+A divergence matches the first entry whose scenario, exchange label and field path globs
+match it (``*`` also matches dots, so a narrower entry goes before a wider one). Three
+kinds: a kgate bug (not fixed yet, with what a fix needs), a deliberate difference (with
+its reason, also in docs/clients/kafka-reference.md), or a value internal to Kafka (a choice two
+correct brokers may make differently).
 """
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -37,8 +38,9 @@ _MESSAGE = "free-text error messages are each broker's own; only their error cod
 
 KNOWN: list[Known] = [
     # ApiVersions
-    Known("api_versions*", "*", "api_keys.api_key=*", DELIBERATE, _ABSENT_API),
+    # The version ranges of APIs both serve first: "api_keys.api_key=*" alone would match them too.
     Known("api_versions*", "*", "api_keys.api_key=*.m??_version", DELIBERATE, _VERSIONS),
+    Known("api_versions*", "*", "api_keys.api_key=*", DELIBERATE, _ABSENT_API),
     Known("api_versions", "v3*", "supported_features", DELIBERATE,
           "v3 lists only features whose range starts above 0: Kafka's is metadata.version. " + _KRAFT_FEATURE),
     Known("api_versions", "*", "*_features.name=metadata.version", DELIBERATE, _KRAFT_FEATURE),
@@ -50,7 +52,6 @@ KNOWN: list[Known] = [
     Known("api_versions", "*", "*_features.name=transaction.version*", DELIBERATE,
           "kgate implements transaction.version 0: KIP-890's second part (EndTxn v5, an epoch bump per "
           "transaction) is not built, so clients keep the older transaction protocol"),
-    Known("api_versions", "*", "zk_migration_ready", INTERNAL, "a KRaft migration flag"),
     # Metadata
     Known("metadata_auto_create", "*", "topics.*", INTERNAL,
           "Kafka's broker asks its controller to create the topic and answers before it exists (a client "
@@ -107,6 +108,10 @@ KNOWN: list[Known] = [
           "offset; kgate answers the partition's real values (clients ignore them)"),
     Known("*", "*", "responses.topic=*.partitions.partition_index=*.last_stable_offset", BUG, "as high_watermark"),
     Known("*", "*", "responses.topic=*.partitions.partition_index=*.log_start_offset", BUG, "as high_watermark"),
+    Known("old_generations", "*", "*", DELIBERATE,
+          "Kafka 4 dropped Produce v0-2 and Fetch v0-3 (KIP-896) and closes the connection; kgate keeps them "
+          "(magic 0 and 1, down-conversion) for 0.9- and 0.10-era clients, so what follows differs by the "
+          "records Kafka refused"),
     Known("list_offsets_specs", "v0 latest", "", DELIBERATE,
           "Kafka 4 dropped ListOffsets v0 and closes the connection; kgate keeps it for 0.9/0.10 clients"),
     # Groups

@@ -7,7 +7,7 @@ from collections import Counter
 from pathlib import Path
 
 from .compare import Divergence
-from .known import Known
+from .known import KNOWN, Known
 from .scenarios import Scenario
 
 UNEXPLAINED = "unexplained"
@@ -40,6 +40,11 @@ def write_report(path: str, scenarios: list[Scenario], results) -> int:
                                               or "none") + ".", "",
           "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     md += ["| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in row) + " |" for row in table]
+    used = {known for classified in results.values() for _, known in classified if known}
+    unused = [k for k in KNOWN if k not in used]
+    if unused:  # fixed since, or a divergence of timing that did not happen this run
+        md += ["", "Entries of conformance/known.py that matched nothing in this run:", ""]
+        md += [f"- `{k.scenario}` / `{k.label}` / `{k.path}`: {k.kind}" for k in unused]
     Path(path + ".md").write_text("\n".join(md) + "\n")
     cells = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>\n" for row in table)
     Path(path + ".html").write_text(

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kafka.protocol.api_key import ApiKey
+from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
 from kgate.protocol.messages import REQUESTS
 from tests.unit.record_batches import build_batch
@@ -356,6 +357,28 @@ def list_offsets_specs(s: Session):
     T = OE.OffsetForLeaderTopic
     s.call("OffsetForLeaderEpoch epoch 0", OE(replica_id=-1, topics=[T(topic=name, partitions=[
         T.OffsetForLeaderPartition(partition=0, current_leader_epoch=-1, leader_epoch=0)])]), 4)
+
+
+def legacy_message_set(values, magic: int) -> bytes:
+    """A magic 0 or 1 message set, as 0.9- and 0.10-era producers send (Produce v0-2)."""
+    builder = LegacyRecordBatchBuilder(magic=magic, compression_type=0, batch_size=1 << 20)
+    for i, value in enumerate(values):
+        builder.append(i, timestamp=1_700_000_000_000 + i if magic else None, key=b"k%d" % i, value=value)
+    return bytes(builder.build())
+
+
+@scenario("produce-fetch")
+def old_generations(s: Session):
+    """What Kafka 4 dropped (Produce v0-2, Fetch v0-3) and kgate keeps for old clients."""
+    name = topic(s, "old")
+    P = R[ApiKey.Produce]
+    s.call("Produce v2, magic 1", P(transactional_id=None, acks=-1, timeout_ms=10_000, topic_data=[
+        P.TopicProduceData(name=name, partition_data=[P.TopicProduceData.PartitionProduceData(
+            index=0, records=legacy_message_set([b"a", b"b"], 1))])]), 2)
+    produce(s, "Produce v3, magic 2", name, [b"c", b"d"], version=3)
+    fetch(s, "Fetch v3 (magic 1 and down-converted)", name, 0, version=3)
+    fetch(s, "Fetch v1 (magic 0)", name, 0, version=1)
+    fetch(s, "Fetch v12", name, 0)
 
 
 @scenario("produce-fetch")
