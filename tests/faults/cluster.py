@@ -1,0 +1,114 @@
+"""The cluster under test: SeaweedFS behind a delay/loss proxy, a 3-node ZooKeeper ensemble
+and 3 kgate brokers on object storage, each in a network namespace of its own (network.py),
+plus a namespace for the clients. Stopped by PID; the namespaces go with the network.
+"""
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+from tests.support.broker_process import BrokerProcess, terminate
+from tests.support.seaweedfs import SeaweedFS
+from tests.support.zookeeper import Ensemble
+
+from .network import Host, Network
+
+BUCKET = "faults"
+BROKER_PORT = 9092
+PROXY_PORT = 9000
+SESSION_TIMEOUT_MS = 4000
+FAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1"
+# The credentials brokers sign with; SeaweedFS without an -s3.config accepts any.
+AWS = ("AWS_ACCESS_KEY_ID=faults", "AWS_SECRET_ACCESS_KEY=faults")
+
+
+def wait_until(condition, timeout: float, what: str, interval: float = 0.2):
+    deadline = time.monotonic() + timeout
+    while not (result := condition()):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no {what} within {timeout} s")
+        time.sleep(interval)
+    return result
+
+
+class FaultCluster:
+    def __init__(self, base_dir: str, network: Network, brokers: int = 3, zookeepers: int = 3):
+        self.base_dir = base_dir
+        self.network = network
+        self.s3_host = network.add("s3")
+        self.zk_hosts = [network.add(f"zk{i + 1}") for i in range(zookeepers)]
+        self.broker_hosts = [network.add(f"b{i + 1}") for i in range(brokers)]
+        self.client = network.add("client")
+        self.seaweedfs = SeaweedFS(os.path.join(base_dir, "seaweedfs"), wrapper=tuple(self.s3_host.wrap()))
+        self.proxy_control = os.path.join(base_dir, "proxy.sock")
+        self.proxy: subprocess.Popen | None = None
+        self.ensemble = Ensemble(os.path.join(base_dir, "zookeeper"), zookeepers,
+                                 hosts=[h.address for h in self.zk_hosts],
+                                 wrappers=[tuple(h.wrap()) for h in self.zk_hosts])
+        # The last broker's wall clock is libfaketime's: the nemesis jumps it through this file.
+        self.clock_file = os.path.join(base_dir, "clock-offset")
+        self.brokers = [self._broker(i, host) for i, host in enumerate(self.broker_hosts)]
+
+    def _broker(self, i: int, host: Host) -> BrokerProcess:
+        wrapper = [*host.wrap(), "env", *AWS]
+        if i == len(self.broker_hosts) - 1:
+            wrapper += [f"LD_PRELOAD={FAKETIME}", f"FAKETIME_TIMESTAMP_FILE={self.clock_file}",
+                        "FAKETIME_CACHE_DURATION=1", "DONT_FAKE_MONOTONIC=1"]
+        storage = (f"s3://{BUCKET}/kgate?endpoint=http://{self.s3_host.address}:{PROXY_PORT}"
+                   "&region=us-east-1")
+        settings = {"kgate.metadata": f"zookeeper://{self.ensemble.address}/kgate", "kgate.storage": storage,
+                    "broker.id": i + 1, "zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS,
+                    "offsets.topic.num.partitions": 6, "group.initial.rebalance.delay.ms": 0,
+                    "kgate.s3.wal.commit.interval.ms": 50}
+        return BrokerProcess(os.path.join(self.base_dir, f"broker-{i + 1}"), settings, port=BROKER_PORT,
+                             host=host.address, wrapper=tuple(wrapper))
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"{h.address}:{BROKER_PORT}" for h in self.broker_hosts)
+
+    def start(self) -> "FaultCluster":
+        with open(self.clock_file, "w") as fh:
+            fh.write("+0\n")
+        self.seaweedfs.start()
+        self.proxy = subprocess.Popen(self.s3_host.wrap(
+            sys.executable, "-m", "tests.faults.proxy", f"{self.s3_host.address}:{PROXY_PORT}",
+            f"127.0.0.1:{self.seaweedfs.s3_port}", self.proxy_control), cwd=_ROOT, stdout=subprocess.DEVNULL)
+        for server in self.ensemble.servers:
+            server.start()
+        self.s3_host.call(lambda: self.seaweedfs.make_bucket(BUCKET), timeout=120)
+        wait_until(lambda: os.path.exists(self.proxy_control), 30, "proxy control socket")
+        for server, host in zip(self.ensemble.servers, self.zk_hosts):
+            self.wait_zookeeper(server, host)
+        for broker in self.brokers:
+            broker.start(timeout=120)
+        return self
+
+    def wait_zookeeper(self, server, host: Host, timeout: float = 60) -> None:
+        wait_until(lambda: host.call(server.serving), timeout, f"ZooKeeper serving in {host.name}")
+
+    def set_proxy(self, **settings: float) -> None:
+        with socket.socket(socket.AF_UNIX) as control:
+            control.settimeout(10)
+            control.connect(self.proxy_control)
+            control.sendall(json.dumps(settings).encode() + b"\n")
+            control.recv(16)
+
+    def jump_clock(self, seconds: int) -> None:
+        with open(self.clock_file, "w") as fh:
+            fh.write(f"{seconds:+d}\n")
+
+    def stop(self) -> None:
+        for broker in self.brokers:
+            if broker.process is not None:
+                broker.process.kill()
+                broker.kill()
+        self.ensemble.stop()
+        if self.proxy is not None:
+            terminate(self.proxy, 5)
+        self.seaweedfs.stop()
+
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

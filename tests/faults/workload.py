@@ -1,0 +1,251 @@
+"""The clients of a fault run, recording every operation (history.py) as it completes.
+
+``run``: idempotent producers (acks=all) to ``idem``; transactional consume-transform-produce
+workers that read ``txn-in``, write what they read to ``txn-out`` and fresh values to
+``txn-in`` and commit their offsets in the transaction (a tenth aborted on purpose); and
+consumers in groups, read_committed and read_uncommitted, classic and consumer protocols.
+``drain``: after the faults are healed, reads every partition from 0 to its end, so every
+acknowledged value is either found or proven lost.
+
+    python -m tests.faults.workload run|drain BOOTSTRAP OUT_DIR [--seconds N] [--seed S]
+"""
+import argparse
+import os
+import random
+import threading
+import time
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from .history import FAIL, INFO, OK, READ_COMMITTED, READ_UNCOMMITTED, Operation, Poll, Send
+
+TOPICS = {"idem": 4, "txn-in": 4, "txn-out": 4}
+ISOLATION = {"idem": READ_UNCOMMITTED, "txn-in": READ_COMMITTED, "txn-out": READ_COMMITTED}
+# (process, topics, isolation, group protocol)
+CONSUMERS = [("c-idem-classic", ["idem"], READ_UNCOMMITTED, "classic"),
+             ("c-idem-consumer", ["idem"], READ_COMMITTED, "consumer"),
+             ("c-txn-classic", ["txn-in", "txn-out"], READ_COMMITTED, "classic"),
+             ("c-txn-consumer", ["txn-in", "txn-out"], READ_UNCOMMITTED, "consumer")]
+PRODUCER = {"acks": "all", "enable.idempotence": True, "linger.ms": 5, "message.timeout.ms": 30_000,
+            "topic.metadata.refresh.interval.ms": 1000, "socket.timeout.ms": 10_000}
+
+
+class Recorder:
+    """Appends each operation to the process's history file the moment it completes."""
+
+    def __init__(self, path: str):
+        self._out = open(path, "a")
+        self._lock = threading.Lock()
+
+    def __call__(self, op: Operation) -> None:
+        with self._lock:
+            self._out.write(op.to_json() + "\n")
+            self._out.flush()
+
+    def close(self) -> None:
+        self._out.close()
+
+
+def _name(message) -> str:
+    return f"{message.topic()}/{message.partition()}"
+
+
+def _polls(messages) -> tuple[Poll, ...]:
+    return tuple(Poll(_name(m), m.offset(), m.value().decode()) for m in messages if m.error() is None)
+
+
+def create_topics(bootstrap: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(t, n) for t, n in TOPICS.items()]).values():
+        try:
+            future.result(30)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise
+
+
+def produce_idempotent(bootstrap: str, name: str, record: Recorder, until: float, rng: random.Random) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER})
+    i = 0
+    while time.monotonic() < until:
+        value, partition, invoked = f"{name}-{i}", rng.randrange(TOPICS["idem"]), time.monotonic()
+
+        def delivered(err, msg, value=value, invoked=invoked, partition=partition):
+            offset = msg.offset() if err is None else None
+            record(Operation(name, "send", invoked, time.monotonic(), OK if err is None else INFO,
+                             sends=(Send(f"idem/{partition}", value, offset),)))
+        producer.produce("idem", value=value.encode(), partition=partition, on_delivery=delivered)
+        producer.poll(0.02)
+        i += 1
+    producer.flush(60)
+
+
+class TransformWorker:
+    """Consume-transform-produce in transactions; a transaction's reads and writes are one operation."""
+
+    def __init__(self, bootstrap: str, name: str, record: Recorder, rng: random.Random, protocol: str):
+        self.bootstrap, self.name, self.record, self.rng = bootstrap, name, record, rng
+        config = {"bootstrap.servers": bootstrap, "group.id": "transform", "isolation.level": READ_COMMITTED,
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest"}
+        if protocol == "consumer":
+            config["group.protocol"] = "consumer"
+        else:
+            config["session.timeout.ms"] = 10_000
+        self.consumer = Consumer(config)
+        self.consumer.subscribe(["txn-in"], on_assign=self._assigned, on_revoke=self._assigned)
+        self.session = 0
+        self.producer = self._producer()
+
+    def _producer(self) -> Producer:
+        self.session += 1
+        producer = Producer({"bootstrap.servers": self.bootstrap, **PRODUCER, "transactional.id": self.name,
+                             "message.timeout.ms": 10_000, "transaction.timeout.ms": 15_000})
+        producer.init_transactions(60)
+        return producer
+
+    @property
+    def process(self) -> str:
+        return f"{self.name}.{self.session}"
+
+    def _assigned(self, consumer, partitions) -> None:
+        now = time.monotonic()
+        self.record(Operation(self.process, "assign", now, now, OK))
+
+    def run(self, until: float) -> None:
+        t = 0
+        while time.monotonic() < until:
+            try:
+                self.transaction(t)
+            except KafkaException:
+                self.producer = self._producer()  # fatal: a new producer session fences the old one
+            t += 1
+        self.consumer.close()
+
+    def transaction(self, t: int) -> None:
+        invoked, sends = time.monotonic(), []
+
+        def delivered(err, msg):
+            sends.append(Send(_name(msg), msg.value().decode(), msg.offset() if err is None else None))
+        self.producer.begin_transaction()
+        messages = [m for m in self.consumer.consume(20, 1.0) if m.error() is None]
+        for m in messages:
+            self.producer.produce("txn-out", value=f"{m.value().decode()}>{self.name}.{t}".encode(),
+                                  partition=m.partition(), on_delivery=delivered)
+        for j in range(2):
+            self.producer.produce("txn-in", value=f"{self.name}.{t}.{j}".encode(),
+                                  partition=self.rng.randrange(TOPICS["txn-in"]), on_delivery=delivered)
+        outcome = self._finish(messages)
+        self.record(Operation(self.process, "txn", invoked, time.monotonic(), outcome, sends=tuple(sends),
+                              polls=_polls(messages)))
+        if outcome != OK:
+            self._rewind()
+
+    def _finish(self, messages) -> str:
+        try:
+            if messages:
+                positions = self.consumer.position(self.consumer.assignment())
+                self.producer.send_offsets_to_transaction(positions, self.consumer.consumer_group_metadata(), 30)
+            if self.rng.random() < 0.1:
+                self.producer.abort_transaction(30)
+                return FAIL
+            self.producer.commit_transaction(30)
+            return OK
+        except KafkaException as exc:
+            if exc.args[0].fatal():
+                raise
+            try:
+                self.producer.abort_transaction(30)
+                return FAIL
+            except KafkaException:
+                self.producer = self._producer()
+                return INFO
+
+    def _rewind(self) -> None:
+        """Back to the committed offsets, as an aborted transaction's reads must be done again."""
+        assignment = self.consumer.assignment()
+        for tp in self.consumer.committed(assignment, 30) if assignment else ():
+            self.consumer.seek(TopicPartition(tp.topic, tp.partition, max(tp.offset, 0)))
+        now = time.monotonic()
+        self.record(Operation(self.process, "assign", now, now, OK))
+
+
+def consume(bootstrap: str, name: str, topics: list[str], isolation: str, protocol: str, record: Recorder,
+            until: float) -> None:
+    config = {"bootstrap.servers": bootstrap, "group.id": f"group-{name}", "isolation.level": isolation,
+              "auto.offset.reset": "earliest"}
+    if protocol == "consumer":
+        config["group.protocol"] = "consumer"
+    else:
+        config["session.timeout.ms"] = 10_000
+    consumer = Consumer(config)
+
+    def assigned(_, partitions):
+        now = time.monotonic()
+        record(Operation(name, "assign", now, now, OK, isolation=isolation))
+    consumer.subscribe(topics, on_assign=assigned, on_revoke=assigned)
+    while time.monotonic() < until:
+        invoked = time.monotonic()
+        polls = _polls(consumer.consume(200, 0.5))
+        if polls:
+            record(Operation(name, "poll", invoked, time.monotonic(), OK, polls=polls, isolation=isolation))
+    consumer.close()
+
+
+def run(bootstrap: str, out_dir: str, seconds: float, seed: int) -> None:
+    create_topics(bootstrap)
+    record = Recorder(os.path.join(out_dir, "history.jsonl"))
+    until = time.monotonic() + seconds
+    rng = random.Random(seed)
+    workers = [threading.Thread(target=produce_idempotent, args=(bootstrap, f"p{i}", record, until,
+                                                                 random.Random(rng.random()))) for i in range(2)]
+    workers += [threading.Thread(target=consume, args=(bootstrap, *c, record, until)) for c in CONSUMERS]
+    transforms = [TransformWorker(bootstrap, f"t{i}", record, random.Random(rng.random()), protocol)
+                  for i, protocol in enumerate(["classic", "consumer"])]
+    workers += [threading.Thread(target=w.run, args=(until,)) for w in transforms]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(seconds + 180)
+    record.close()
+
+
+def drain(bootstrap: str, out_dir: str, timeout: float = 120) -> None:
+    """Every partition from offset 0 to its end, each topic at the isolation its writers need."""
+    record = Recorder(os.path.join(out_dir, "history.jsonl"))
+    for topic, partitions in TOPICS.items():
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"drain-{topic}",
+                             "isolation.level": ISOLATION[topic], "enable.auto.commit": False})
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(partitions)}
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        deadline, quiet_since = time.monotonic() + timeout, time.monotonic()
+        while time.monotonic() < deadline and time.monotonic() - quiet_since < 15:
+            invoked = time.monotonic()
+            polls = _polls(consumer.consume(1000, 0.5))
+            if polls:
+                quiet_since = time.monotonic()
+                record(Operation(f"drain-{topic}", "poll", invoked, time.monotonic(), OK, polls=polls,
+                                 isolation=ISOLATION[topic]))
+            positions = consumer.position([TopicPartition(topic, p) for p in range(partitions)])
+            if all(ends[tp.partition] == 0 or tp.offset >= ends[tp.partition] for tp in positions):
+                break
+        consumer.close()
+    record.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("mode", choices=["run", "drain"])
+    parser.add_argument("bootstrap")
+    parser.add_argument("out_dir")
+    parser.add_argument("--seconds", type=float, default=60)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    if args.mode == "run":
+        run(args.bootstrap, args.out_dir, args.seconds, args.seed)
+    else:
+        drain(args.bootstrap, args.out_dir)
+
+
+if __name__ == "__main__":
+    main()
