@@ -34,9 +34,11 @@ class Finding:
     anomaly: str
     what: str
     operations: tuple[Operation, ...]
+    focus: frozenset = frozenset()  # the values and (partition, offset) pairs the finding is about
 
     def render(self) -> str:
-        return "\n".join([f"{self.anomaly}: {self.what}", *(f"    {op.describe()}" for op in self.operations)])
+        return "\n".join([f"{self.anomaly}: {self.what}",
+                          *(f"    {op.describe(self.focus)}" for op in self.operations)])
 
 
 @dataclass
@@ -46,9 +48,10 @@ class Report:
     acknowledged: int = 0
     read: int = 0
 
-    def add(self, anomaly: str, what: str, *operations: Operation) -> None:
+    def add(self, anomaly: str, what: str, *operations: Operation, focus=()) -> None:
         unique = {op.index: op for op in operations}
-        self.findings[anomaly].append(Finding(anomaly, what, tuple(unique[i] for i in sorted(unique))))
+        self.findings[anomaly].append(Finding(anomaly, what, tuple(unique[i] for i in sorted(unique)),
+                                              frozenset(focus)))
 
     @property
     def valid(self) -> bool:
@@ -113,14 +116,15 @@ def check(operations: list[Operation]) -> Report:
 def _inconsistent_offsets(index: _Index, report: Report) -> None:
     for (partition, offset), values in index.values_at.items():
         if len(values) > 1:
-            report.add("inconsistent-offsets", f"{partition}@{offset} holds {sorted(values)}", *values.values())
+            report.add("inconsistent-offsets", f"{partition}@{offset} holds {sorted(values)}", *values.values(),
+                       focus=[(partition, offset)])
 
 
 def _duplicates(index: _Index, report: Report) -> None:
     for value, places in index.offsets_of.items():
         if len(places) > 1:
             where = ", ".join(f"{p}@{o}" for p, o in sorted(places))
-            report.add("duplicate", f"{value} stored at {where}", *places.values())
+            report.add("duplicate", f"{value} stored at {where}", *places.values(), focus=[value])
 
 
 def _lost_and_unseen(index: _Index, report: Report) -> None:
@@ -131,9 +135,10 @@ def _lost_and_unseen(index: _Index, report: Report) -> None:
         furthest, reader = index.furthest.get(send.partition, (-1, writer))
         if send.offset is not None and furthest > send.offset:
             report.add("lost-write", f"{value} acknowledged at {send.partition}@{send.offset}, never read; "
-                       f"read up to offset {furthest}", writer, reader)
+                       f"read up to offset {furthest}", writer, reader, focus=[value, (send.partition, furthest)])
         else:
-            report.add("unseen", f"{value} acknowledged at {send.partition}@{send.offset}, never read", writer)
+            report.add("unseen", f"{value} acknowledged at {send.partition}@{send.offset}, never read", writer,
+                       focus=[value])
 
 
 def _nonmonotonic_sends(index: _Index, report: Report) -> None:
@@ -145,7 +150,8 @@ def _nonmonotonic_sends(index: _Index, report: Report) -> None:
             key = (op.process, send.partition)
             if key in last and send.offset <= last[key][0]:
                 report.add("nonmonotonic-send", f"{op.process} sent to {send.partition} at offset {send.offset} "
-                           f"after offset {last[key][0]}", last[key][1], op)
+                           f"after offset {last[key][0]}", last[key][1], op,
+                           focus=[(send.partition, send.offset), (send.partition, last[key][0])])
             last[key] = (send.offset, op)
 
 
@@ -171,14 +177,15 @@ def _polls_in_order(index: _Index, report: Report) -> None:
 def _judge_step(report: Report, known: set[int], op: Operation, partition: str, before: tuple[int, Operation],
                 offset: int) -> None:
     previous, earlier = before
+    focus = [(partition, offset), (partition, previous)]
     if offset <= previous:
         report.add("nonmonotonic-poll", f"{op.process} read {partition}@{offset} after {partition}@{previous}",
-                   earlier, op)
+                   earlier, op, focus=focus)
         return
     skipped = sorted(o for o in known if previous < o < offset) if offset - previous > 1 else []
     if skipped:
         report.add("poll-skip", f"{op.process} read {partition}@{offset} right after {partition}@{previous}, "
-                   f"skipping {skipped[:5]}{'...' if len(skipped) > 5 else ''}", earlier, op)
+                   f"skipping {skipped[:5]}{'...' if len(skipped) > 5 else ''}", earlier, op, focus=focus)
 
 
 def _aborted_reads(index: _Index, report: Report) -> None:
@@ -189,7 +196,7 @@ def _aborted_reads(index: _Index, report: Report) -> None:
         for reader in readers:
             if reader.isolation == READ_COMMITTED:
                 report.add("aborted-read", f"{reader.process} ({READ_COMMITTED}) read {value} of an aborted "
-                           "transaction", writer, reader)
+                           "transaction", writer, reader, focus=[value])
 
 
 def _cycles(index: _Index, report: Report) -> None:

@@ -9,6 +9,8 @@ import subprocess
 import sys
 import time
 
+from confluent_kafka.admin import AdminClient, NewPartitions
+
 from tests.support.broker_process import BrokerProcess, terminate
 from tests.support.seaweedfs import SeaweedFS
 from tests.support.zookeeper import Ensemble
@@ -20,6 +22,10 @@ BROKER_PORT = 9092
 PROXY_PORT = 9000
 SESSION_TIMEOUT_MS = 4000
 FAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1"
+WAL_DISK_MB = 64
+# Mounts the WAL's disk image in a mount namespace of the broker's own, then execs the broker:
+# the mount (and its loop device) goes when the broker's process does, however it ends.
+_MOUNT_AND_EXEC = 'mount -o loop "$1" "$2" && shift 2 && exec "$@"'
 # The credentials brokers sign with; SeaweedFS without an -s3.config accepts any.
 AWS = ("AWS_ACCESS_KEY_ID=faults", "AWS_SECRET_ACCESS_KEY=faults")
 
@@ -49,16 +55,24 @@ class FaultCluster:
                                  wrappers=[tuple(h.wrap()) for h in self.zk_hosts])
         # The last broker's wall clock is libfaketime's: the nemesis jumps it through this file.
         self.clock_file = os.path.join(base_dir, "clock-offset")
+        # The second broker's WAL is local, on a small disk of its own the nemesis fills up.
+        self.wal_disk = os.path.join(base_dir, "wal.img")
+        self.wal_dir = os.path.join(base_dir, "broker-2-wal")
         self.brokers = [self._broker(i, host) for i, host in enumerate(self.broker_hosts)]
 
     def _broker(self, i: int, host: Host) -> BrokerProcess:
         wrapper = [*host.wrap(), "env", *AWS]
+        settings: dict[str, object] = {}
+        if i == 1:
+            wrapper += ["unshare", "--mount", "--propagation", "private", "sh", "-c", _MOUNT_AND_EXEC, "wal-disk",
+                        self.wal_disk, self.wal_dir]
+            settings["kgate.wal"] = f"file:{self.wal_dir}"
         if i == len(self.broker_hosts) - 1:
             wrapper += [f"LD_PRELOAD={FAKETIME}", f"FAKETIME_TIMESTAMP_FILE={self.clock_file}",
                         "FAKETIME_CACHE_DURATION=1", "DONT_FAKE_MONOTONIC=1"]
         storage = (f"s3://{BUCKET}/kgate?endpoint=http://{self.s3_host.address}:{PROXY_PORT}"
                    "&region=us-east-1")
-        settings = {"kgate.metadata": f"zookeeper://{self.ensemble.address}/kgate", "kgate.storage": storage,
+        settings |= {"kgate.metadata": f"zookeeper://{self.ensemble.address}/kgate", "kgate.storage": storage,
                     "broker.id": i + 1, "zookeeper.session.timeout.ms": SESSION_TIMEOUT_MS,
                     "offsets.topic.num.partitions": 6, "group.initial.rebalance.delay.ms": 0,
                     "kgate.s3.wal.commit.interval.ms": 50}
@@ -72,6 +86,10 @@ class FaultCluster:
     def start(self) -> "FaultCluster":
         with open(self.clock_file, "w") as fh:
             fh.write("+0\n")
+        os.makedirs(self.wal_dir)
+        with open(self.wal_disk, "wb") as fh:
+            fh.truncate(WAL_DISK_MB << 20)
+        subprocess.run(["mkfs.ext4", "-q", "-F", self.wal_disk], check=True)
         self.seaweedfs.start()
         self.proxy = subprocess.Popen(self.s3_host.wrap(
             sys.executable, "-m", "tests.faults.proxy", f"{self.s3_host.address}:{PROXY_PORT}",
@@ -96,9 +114,30 @@ class FaultCluster:
             control.sendall(json.dumps(settings).encode() + b"\n")
             control.recv(16)
 
+    def grow(self, topic: str, by: int = 1) -> int:
+        """Add partitions to ``topic`` (CreatePartitions, from the clients' namespace); its new count."""
+        def grow() -> int:
+            admin = AdminClient({"bootstrap.servers": self.bootstrap})
+            count = len(admin.list_topics(topic, timeout=10).topics[topic].partitions) + by
+            admin.create_partitions([NewPartitions(topic, count)])[topic].result(30)
+            return count
+        return self.client.call(grow, timeout=90)
+
     def jump_clock(self, seconds: int) -> None:
         with open(self.clock_file, "w") as fh:
             fh.write(f"{seconds:+d}\n")
+
+    def fill_wal_disk(self, full: bool) -> None:
+        """Fill the local WAL's disk with a ballast file, or remove it, inside the broker's mount
+        namespace (or, with the broker down, in a short-lived one of its own)."""
+        ballast = os.path.join(self.wal_dir, "ballast")
+        command = f"dd if=/dev/zero of={ballast} bs=1M 2>/dev/null; true" if full else f"rm -f {ballast}"
+        broker = self.brokers[1]
+        if broker.alive():
+            subprocess.run(["nsenter", "-t", str(broker.process.pid), "-m", "sh", "-c", command], check=True)
+        else:
+            subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", _MOUNT_AND_EXEC,
+                            "wal-disk", self.wal_disk, self.wal_dir, "sh", "-c", command], check=True)
 
     def stop(self) -> None:
         for broker in self.brokers:

@@ -45,10 +45,16 @@ class Operation:
     isolation: str = READ_UNCOMMITTED
     index: int = field(default=-1, compare=False)
 
-    def describe(self) -> str:
-        parts = [f"#{self.index} {self.process} {self.kind} {self.outcome} [{self.invoke:.3f}-{self.complete:.3f}]"]
-        parts += [f"send {s.partition}@{s.offset} {s.value}" for s in self.sends]
-        parts += [f"poll {p.partition}@{p.offset} {p.value}" for p in self.polls]
+    def describe(self, focus: frozenset = frozenset(), limit: int = 8) -> str:
+        """One line; with ``focus`` (values and (partition, offset) pairs) only the sends and
+        polls it names, so a poll of a thousand records shows the two that matter."""
+        shown = [(f"send {s.partition}@{s.offset} {s.value}", s.value, (s.partition, s.offset)) for s in self.sends]
+        shown += [(f"poll {p.partition}@{p.offset} {p.value}", p.value, (p.partition, p.offset)) for p in self.polls]
+        kept = [text for text, value, place in shown if not focus or value in focus or place in focus][:limit]
+        parts = [f"#{self.index} {self.process} {self.kind} {self.outcome} [{self.invoke:.3f}-{self.complete:.3f}]",
+                 *kept]
+        if len(kept) < len(shown):
+            parts.append(f"(+{len(shown) - len(kept)} more)")
         return "  ".join(parts)
 
     def to_json(self) -> str:

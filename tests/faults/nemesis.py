@@ -7,6 +7,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from confluent_kafka import KafkaException
+
 from .cluster import FaultCluster
 
 
@@ -22,9 +24,10 @@ def _signal(process, sig: int) -> None:
 
 
 class Nemesis:
-    KINDS = ("kill-broker", "pause-broker", "kill-zookeeper", "pause-zookeeper", "isolate-broker",
+    KINDS = ("kill-broker", "pause-broker", "restart-broker", "kill-zookeeper", "pause-zookeeper", "isolate-broker",
              "isolate-zookeeper", "broker-from-zookeeper", "broker-from-storage", "majority-minority", "bridge",
-             "pause-storage", "storage-delay", "storage-loss", "clock-jump")
+             "pause-storage", "storage-delay", "storage-loss", "clock-jump",
+             "wal-disk-full", "grow-partitions")
 
     def __init__(self, cluster: FaultCluster, seed: int, kinds: tuple[str, ...] = KINDS, log=print):
         self.cluster = cluster
@@ -58,6 +61,12 @@ class Nemesis:
         i, broker = self._pick(self.cluster.brokers)
         broker.kill()
         return Fault(f"kill -9 broker {i + 1}", lambda: broker.restart(timeout=120))
+
+    def _restart_broker(self) -> Fault:
+        """A clean stop (SIGTERM): its partitions move to the others, and move back at its start."""
+        i, broker = self._pick(self.cluster.brokers)
+        broker.stop()
+        return Fault(f"SIGTERM broker {i + 1}", lambda: broker.restart(timeout=120))
 
     def _pause_broker(self) -> Fault:
         i, broker = self._pick(self.cluster.brokers)
@@ -141,3 +150,16 @@ class Nemesis:
         self.cluster.jump_clock(seconds)
         return Fault(f"broker {len(self.cluster.brokers)} wall clock {seconds:+d} s",
                      lambda: self.cluster.jump_clock(0))
+
+    def _wal_disk_full(self) -> Fault:
+        self.cluster.fill_wal_disk(True)
+        return Fault("broker 2's local WAL disk full", lambda: self.cluster.fill_wal_disk(False))
+
+    def _grow_partitions(self) -> Fault:
+        """CreatePartitions through the admin API: the cap per broker changes, so partitions that
+        clients are writing and reading change owners."""
+        topic = self.rng.choice(["idem", "txn-in", "txn-out"])
+        try:
+            return Fault(f"{topic} grown to {self.cluster.grow(topic)} partitions", lambda: None)
+        except KafkaException as exc:
+            return Fault(f"{topic} not grown: {exc}", lambda: None)

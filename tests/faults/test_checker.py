@@ -136,3 +136,10 @@ def test_histories_round_trip_through_json_lines_and_a_cut_last_line_is_ignored(
         out.write('{"process": "cut')
     with open(path) as lines:
         assert list(read(lines)) == history
+
+
+def test_a_counterexample_shows_only_the_records_it_is_about():
+    reads = [(o, f"v{o}") for o in range(100)] + [(100, "v3")]
+    rendered = check([poll("c", 1, *reads)]).render()
+    assert "duplicate: v3 stored at t/0@3, t/0@100" in rendered
+    assert "poll t/0@3 v3  poll t/0@100 v3  (+99 more)" in rendered and "v50" not in rendered

@@ -18,6 +18,8 @@ import time
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.support.cluster import log_end
+
 from .history import FAIL, INFO, OK, READ_COMMITTED, READ_UNCOMMITTED, Operation, Poll, Send
 
 TOPICS = {"idem": 4, "txn-in": 4, "txn-out": 4}
@@ -213,12 +215,14 @@ def run(bootstrap: str, out_dir: str, seconds: float, seed: int) -> None:
 def drain(bootstrap: str, out_dir: str, timeout: float = 120) -> None:
     """Every partition from offset 0 to its end, each topic at the isolation its writers need."""
     record = Recorder(os.path.join(out_dir, "history.jsonl"))
-    for topic, partitions in TOPICS.items():
+    for topic in TOPICS:
         consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"drain-{topic}",
                              "isolation.level": ISOLATION[topic], "enable.auto.commit": False})
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(partitions)}
+        deadline = time.monotonic() + timeout
+        partitions = len(consumer.list_topics(topic, timeout=30).topics[topic].partitions)  # the nemesis adds some
+        ends = {p: log_end(consumer, TopicPartition(topic, p), deadline) for p in range(partitions)}
         consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-        deadline, quiet_since = time.monotonic() + timeout, time.monotonic()
+        quiet_since = time.monotonic()
         while time.monotonic() < deadline and time.monotonic() - quiet_since < 15:
             invoked = time.monotonic()
             polls = _polls(consumer.consume(1000, 0.5))
