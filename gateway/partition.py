@@ -80,7 +80,7 @@ class Partition:
         await self.ledger.prepare_append()
         # From here to the end, no await: the sequence check and the append are atomic.
         if idempotent:
-            cached = self.producers.check(header)
+            cached = self.producers.check(header, self.ledger.next_offset)
             if cached is not None:
                 return cached.base_offset, cached.durable or _done()
         base, durable = self.ledger.append(
