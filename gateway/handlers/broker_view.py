@@ -61,6 +61,9 @@ class BrokerView(Protocol):
     def take_offline(self, name: str, index: int, damage: Exception) -> None:
         """Stop serving a partition whose ledger turned out damaged (KAFKA_STORAGE_ERROR from now on)."""
 
+    def reopen_fenced(self, name: str, index: int) -> None:
+        """An append found the partition's ledger failed under this broker: open it afresh."""
+
     def served(self) -> Iterator[tuple[tuple[str, int], "Partition"]]: ...
 
     @property

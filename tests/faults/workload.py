@@ -57,6 +57,18 @@ def _polls(messages) -> tuple[Poll, ...]:
     return tuple(Poll(_name(m), m.offset(), m.value().decode()) for m in messages if m.error() is None)
 
 
+def group_member(bootstrap: str, group: str, isolation: str, protocol: str) -> dict:
+    """A consumer's settings in ``group`` with the classic protocol or KIP-848's (``consumer``),
+    where the session timeout is the group's, not the member's."""
+    config = {"bootstrap.servers": bootstrap, "group.id": group, "isolation.level": isolation,
+              "auto.offset.reset": "earliest"}
+    if protocol == "consumer":
+        config["group.protocol"] = "consumer"
+    else:
+        config["session.timeout.ms"] = 10_000
+    return config
+
+
 def create_topics(bootstrap: str) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for future in admin.create_topics([NewTopic(t, n) for t, n in TOPICS.items()]).values():
@@ -88,13 +100,8 @@ class TransformWorker:
 
     def __init__(self, bootstrap: str, name: str, record: Recorder, rng: random.Random, protocol: str):
         self.bootstrap, self.name, self.record, self.rng = bootstrap, name, record, rng
-        config = {"bootstrap.servers": bootstrap, "group.id": "transform", "isolation.level": READ_COMMITTED,
-                  "enable.auto.commit": False, "auto.offset.reset": "earliest"}
-        if protocol == "consumer":
-            config["group.protocol"] = "consumer"
-        else:
-            config["session.timeout.ms"] = 10_000
-        self.consumer = Consumer(config)
+        self.consumer = Consumer({**group_member(bootstrap, "transform", READ_COMMITTED, protocol),
+                                  "enable.auto.commit": False})
         self.consumer.subscribe(["txn-in"], on_assign=self._assigned, on_revoke=self._assigned)
         self.session = 0
         self.producer = self._producer()
@@ -174,13 +181,7 @@ class TransformWorker:
 
 def consume(bootstrap: str, name: str, topics: list[str], isolation: str, protocol: str, record: Recorder,
             until: float) -> None:
-    config = {"bootstrap.servers": bootstrap, "group.id": f"group-{name}", "isolation.level": isolation,
-              "auto.offset.reset": "earliest"}
-    if protocol == "consumer":
-        config["group.protocol"] = "consumer"
-    else:
-        config["session.timeout.ms"] = 10_000
-    consumer = Consumer(config)
+    consumer = Consumer(group_member(bootstrap, f"group-{name}", isolation, protocol))
 
     def assigned(_, partitions):
         now = time.monotonic()

@@ -25,6 +25,7 @@ from kgate.protocol import control_batch, record_batch
 from kgate.protocol.error_codes import ErrorCode
 from kgate.storage import entry_formats
 from kgate.storage.entry_formats import ProducedRecords
+from kgate.storage.ledger import LedgerFenced
 from kgate.storage.managed_ledger import ManagedLedger
 from kgate.storage.stores.file_store import FileLedgerStore
 from tests.unit.record_batches import build_batch
@@ -171,4 +172,24 @@ async def test_a_transaction_left_in_prepare_commit_completes_its_markers_when_t
     assert records.decode(key, value)[1].state == TxnState.COMPLETE_COMMIT
     await data.ledger.close()
     await state.ledger.close()
+    await storage.stop()
+
+
+async def test_after_its_ledger_refused_an_append_as_fenced_every_batch_is_refused_before_its_sequence_check(
+        storage, monkeypatch):
+    """As a broker that no longer leads the partition refuses them: the batch after the refused
+    one answered OUT_OF_ORDER_SEQUENCE_NUMBER made librdkafka start a new epoch and send records
+    again under new sequences, stored twice by the next owner (fault run seed 23)."""
+    partition = await storage.partition("t", 0)
+    await produce(partition, 5, 0, 0)  # sequences 0-1
+
+    def fenced(*args):
+        raise LedgerFenced("ledger 1 is closed")
+    monkeypatch.setattr(partition.ledger, "append", fenced)
+    with pytest.raises(LedgerFenced):
+        await produce(partition, 5, 0, 2)
+    with pytest.raises(LedgerFenced):  # not SequenceError: "sent sequence 4, expected 2"
+        await produce(partition, 5, 0, 4)
+    monkeypatch.undo()
+    await partition.ledger.close()
     await storage.stop()
