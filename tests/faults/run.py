@@ -21,6 +21,7 @@ from .checker import Report, check
 from .cluster import _ROOT, FaultCluster, wait_until
 from .nemesis import Nemesis
 from .network import Network
+from .workload import BLOCKED, WIND_DOWN_SECONDS
 
 SETTLE_SECONDS = 15  # after the last fault healed: clients reconnect, transactions time out
 
@@ -31,6 +32,7 @@ class Outcome:
     faults: list[str]
     report: Report
     directory: str
+    blocked: str = ""  # the clients whose calls never returned, as the workload said
 
 
 def _workload(cluster: FaultCluster, mode: str, out_dir: str, *args: str) -> subprocess.Popen:
@@ -40,18 +42,20 @@ def _workload(cluster: FaultCluster, mode: str, out_dir: str, *args: str) -> sub
                                 stdout=log, stderr=log)
 
 
-def _wait(process: subprocess.Popen, timeout: float, what: str) -> None:
+def _wait(process: subprocess.Popen, timeout: float, what: str) -> int:
     try:
         code = process.wait(timeout)
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
         raise TimeoutError(f"{what} still running after {timeout} s") from None
-    if code != 0:
+    if code not in (0, BLOCKED):
         raise RuntimeError(f"{what} exited with {code}")
+    return code
 
 
 def run(seconds: float, seed: int, directory: str, kinds: tuple[str, ...] = Nemesis.KINDS, log=print) -> Outcome:
+    blocked = ""
     with Network() as network:
         cluster = FaultCluster(directory, network)
         try:
@@ -69,13 +73,15 @@ def run(seconds: float, seed: int, directory: str, kinds: tuple[str, ...] = Neme
             began = time.monotonic()
             nemesis.run(seconds)
             log(f"faults over after {time.monotonic() - began:.0f} s; settling")
-            _wait(workload, SETTLE_SECONDS + 240, "the workload")
+            if _wait(workload, SETTLE_SECONDS + WIND_DOWN_SECONDS + 60, "the workload") == BLOCKED:
+                with open(os.path.join(directory, "workload-run.log")) as lines:
+                    blocked = next((line.strip() for line in lines if line.startswith("still blocked")), "blocked")
             _wait(_workload(cluster, "drain", directory), 600, "the drain")
         finally:
             cluster.stop()
     with open(os.path.join(directory, "history.jsonl")) as lines:
         report = check(list(history.read(lines)))
-    return Outcome(seed, nemesis.applied, report, directory)
+    return Outcome(seed, nemesis.applied, report, directory, blocked)
 
 
 def main() -> int:
@@ -95,8 +101,10 @@ def main() -> int:
         return 2
     print(f"seed {args.seed}: {len(outcome.faults)} faults: {'; '.join(outcome.faults)}")
     print(outcome.report.render())
+    if outcome.blocked:
+        print(f"liveness: clients {outcome.blocked}")
     print(f"history and logs in {directory}")
-    return 0 if outcome.report.valid else 1
+    return 0 if outcome.report.valid and not outcome.blocked else 1
 
 
 if __name__ == "__main__":

@@ -36,6 +36,8 @@ def test_a_fault_schedule_leaves_no_anomaly(tmp_path, seed):
     report = outcome.report
     assert outcome.faults, "no fault was injected"
     assert report.valid, f"seed {seed}, faults {outcome.faults}:\n{report.render()}\n{complaints(tmp_path)}"
+    assert not outcome.blocked, f"seed {seed}, faults {outcome.faults}: clients {outcome.blocked}\n" \
+                                f"{complaints(tmp_path)}"
     assert report.acknowledged > 1000 and report.read > 1000, report.render()
     with open(tmp_path / "history.jsonl") as lines:
         transactions = [op.outcome for op in read(lines) if op.kind == "txn"]

@@ -29,6 +29,8 @@ CONSUMERS = [("c-idem-classic", ["idem"], READ_UNCOMMITTED, "classic"),
              ("c-idem-consumer", ["idem"], READ_COMMITTED, "consumer"),
              ("c-txn-classic", ["txn-in", "txn-out"], READ_COMMITTED, "classic"),
              ("c-txn-consumer", ["txn-in", "txn-out"], READ_UNCOMMITTED, "consumer")]
+BLOCKED = 3  # the run's exit code when a client call never returned
+WIND_DOWN_SECONDS = 150  # after the run's end, for the last transaction, flush and close
 PRODUCER = {"acks": "all", "enable.idempotence": True, "linger.ms": 5, "message.timeout.ms": 30_000,
             "topic.metadata.refresh.interval.ms": 1000, "socket.timeout.ms": 10_000}
 
@@ -200,17 +202,26 @@ def run(bootstrap: str, out_dir: str, seconds: float, seed: int) -> None:
     record = Recorder(os.path.join(out_dir, "history.jsonl"))
     until = time.monotonic() + seconds
     rng = random.Random(seed)
-    workers = [threading.Thread(target=produce_idempotent, args=(bootstrap, f"p{i}", record, until,
-                                                                 random.Random(rng.random()))) for i in range(2)]
-    workers += [threading.Thread(target=consume, args=(bootstrap, *c, record, until)) for c in CONSUMERS]
+    workers = [threading.Thread(target=produce_idempotent, name=f"p{i}", daemon=True,
+                                args=(bootstrap, f"p{i}", record, until, random.Random(rng.random())))
+               for i in range(2)]
+    workers += [threading.Thread(target=consume, args=(bootstrap, *c, record, until), name=c[0], daemon=True)
+                for c in CONSUMERS]
     transforms = [TransformWorker(bootstrap, f"t{i}", record, random.Random(rng.random()), protocol)
                   for i, protocol in enumerate(["classic", "consumer"])]
-    workers += [threading.Thread(target=w.run, args=(until,)) for w in transforms]
+    workers += [threading.Thread(target=w.run, args=(until,), name=w.name, daemon=True) for w in transforms]
     for worker in workers:
         worker.start()
     for worker in workers:
-        worker.join(seconds + 180)
+        worker.join(max(0.0, until + WIND_DOWN_SECONDS - time.monotonic()))
     record.close()
+    blocked = [w.name for w in workers if w.is_alive()]
+    if blocked:
+        # A client call that never returns is the cluster's liveness failure, not a reason to
+        # hang the run: said here, its operation left without a completion, and the process
+        # ends without waiting for librdkafka's threads.
+        print(f"still blocked {WIND_DOWN_SECONDS} s after the end: {', '.join(blocked)}", flush=True)
+        os._exit(BLOCKED)
 
 
 def drain(bootstrap: str, out_dir: str, timeout: float = 120) -> None:
