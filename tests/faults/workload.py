@@ -130,25 +130,36 @@ class TransformWorker:
                 self.transaction(t)
             except KafkaException:
                 self.producer = self._producer()  # fatal: a new producer session fences the old one
+                self._rewind()
             t += 1
         self.consumer.close()
 
     def transaction(self, t: int) -> None:
-        invoked, sends = time.monotonic(), []
+        """One transaction, recorded however it ends: a call that raises leaves its outcome
+        unknown (the new producer session the caller starts aborts it, or it was committed)."""
+        invoked, messages, outcome = time.monotonic(), [], INFO
+        planned: dict[str, str] = {}  # value -> partition, recorded even if its report never comes
+        offsets: dict[str, int] = {}
+
+        def send(topic: str, partition: int, value: str) -> None:
+            planned[value] = f"{topic}/{partition}"
+            self.producer.produce(topic, value=value.encode(), partition=partition, on_delivery=delivered)
 
         def delivered(err, msg):
-            sends.append(Send(_name(msg), msg.value().decode(), msg.offset() if err is None else None))
-        self.producer.begin_transaction()
-        messages = [m for m in self.consumer.consume(20, 1.0) if m.error() is None]
-        for m in messages:
-            self.producer.produce("txn-out", value=f"{m.value().decode()}>{self.name}.{t}".encode(),
-                                  partition=m.partition(), on_delivery=delivered)
-        for j in range(2):
-            self.producer.produce("txn-in", value=f"{self.name}.{t}.{j}".encode(),
-                                  partition=self.rng.randrange(TOPICS["txn-in"]), on_delivery=delivered)
-        outcome = self._finish(messages)
-        self.record(Operation(self.process, "txn", invoked, time.monotonic(), outcome, sends=tuple(sends),
-                              polls=_polls(messages)))
+            if err is None:
+                offsets[msg.value().decode()] = msg.offset()
+        try:
+            self.producer.begin_transaction()
+            messages = [m for m in self.consumer.consume(20, 1.0) if m.error() is None]
+            for m in messages:
+                send("txn-out", m.partition(), f"{m.value().decode()}>{self.name}.{t}")
+            for j in range(2):
+                send("txn-in", self.rng.randrange(TOPICS["txn-in"]), f"{self.name}.{t}.{j}")
+            outcome = self._finish(messages)
+        finally:
+            sends = tuple(Send(partition, value, offsets.get(value)) for value, partition in planned.items())
+            self.record(Operation(self.process, "txn", invoked, time.monotonic(), outcome, sends=sends,
+                                  polls=_polls(messages)))
         if outcome != OK:
             self._rewind()
 
