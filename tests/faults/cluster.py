@@ -89,7 +89,7 @@ class FaultCluster:
         os.makedirs(self.wal_dir)
         with open(self.wal_disk, "wb") as fh:
             fh.truncate(WAL_DISK_MB << 20)
-        subprocess.run(["mkfs.ext4", "-q", "-F", self.wal_disk], check=True)
+        subprocess.run(["mkfs.ext4", "-q", "-F", "-m", "0", self.wal_disk], check=True)
         self.seaweedfs.start()
         self.proxy = subprocess.Popen(self.s3_host.wrap(
             sys.executable, "-m", "tests.faults.proxy", f"{self.s3_host.address}:{PROXY_PORT}",
@@ -127,17 +127,19 @@ class FaultCluster:
         with open(self.clock_file, "w") as fh:
             fh.write(f"{seconds:+d}\n")
 
-    def fill_wal_disk(self, full: bool) -> None:
+    def fill_wal_disk(self, full: bool) -> str:
         """Fill the local WAL's disk with a ballast file, or remove it, inside the broker's mount
-        namespace (or, with the broker down, in a short-lived one of its own)."""
+        namespace (or, with the broker down, in a short-lived one of its own); how full it is."""
         ballast = os.path.join(self.wal_dir, "ballast")
-        command = f"dd if=/dev/zero of={ballast} bs=1M 2>/dev/null; true" if full else f"rm -f {ballast}"
+        command = (f"dd if=/dev/zero of={ballast} bs=64k 2>/dev/null; " if full else f"rm -f {ballast}; ") + \
+            f"df --output=pcent {self.wal_dir} | tail -1"
         broker = self.brokers[1]
         if broker.alive():
-            subprocess.run(["nsenter", "-t", str(broker.process.pid), "-m", "sh", "-c", command], check=True)
+            inside = ["nsenter", "-t", str(broker.process.pid), "-m", "sh", "-c", command]
         else:
-            subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", _MOUNT_AND_EXEC,
-                            "wal-disk", self.wal_disk, self.wal_dir, "sh", "-c", command], check=True)
+            inside = ["unshare", "--mount", "--propagation", "private", "sh", "-c", _MOUNT_AND_EXEC, "wal-disk",
+                      self.wal_disk, self.wal_dir, "sh", "-c", command]
+        return subprocess.run(inside, check=True, capture_output=True, text=True).stdout.strip()
 
     def stop(self) -> None:
         for broker in self.brokers:

@@ -152,8 +152,8 @@ class Nemesis:
                      lambda: self.cluster.jump_clock(0))
 
     def _wal_disk_full(self) -> Fault:
-        self.cluster.fill_wal_disk(True)
-        return Fault("broker 2's local WAL disk full", lambda: self.cluster.fill_wal_disk(False))
+        used = self.cluster.fill_wal_disk(True)
+        return Fault(f"broker 2's local WAL disk full ({used} used)", lambda: self.cluster.fill_wal_disk(False))
 
     def _grow_partitions(self) -> Fault:
         """CreatePartitions through the admin API: the cap per broker changes, so partitions that

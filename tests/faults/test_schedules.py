@@ -13,9 +13,11 @@ from tests.faults.run import run
 pytestmark = pytest.mark.slow
 
 SCHEDULES = {
-    # Processes: kill -9, SIGSTOP and SIGTERM of brokers and ZooKeeper nodes. Seed 21 found
-    # duplicates from an idempotent producer (a ledger fenced after its WAL object was written).
-    21: ("kill-broker", "pause-broker", "kill-zookeeper", "pause-zookeeper", "restart-broker"),
+    # Processes and disks: kill -9, SIGSTOP and SIGTERM of brokers and ZooKeeper nodes, a full
+    # local WAL disk, partitions added (owners move). Seed 21 found duplicates from idempotent
+    # producers (a ledger fenced after its WAL object was written), fixed since.
+    21: ("kill-broker", "pause-broker", "kill-zookeeper", "pause-zookeeper", "restart-broker", "wal-disk-full",
+         "grow-partitions"),
     # The network, object storage and clocks.
     12: ("isolate-broker", "isolate-zookeeper", "broker-from-zookeeper", "broker-from-storage",
          "majority-minority", "bridge", "pause-storage", "storage-delay", "storage-loss", "clock-jump"),
