@@ -35,6 +35,14 @@ PRODUCER = {"acks": "all", "enable.idempotence": True, "linger.ms": 5, "message.
             "topic.metadata.refresh.interval.ms": 1000, "socket.timeout.ms": 10_000}
 
 
+# What each client thread is doing now, by thread name: said for the ones still blocked at the end.
+DOING: dict[str, str] = {}
+
+
+def doing(what: str) -> None:
+    DOING[threading.current_thread().name] = what
+
+
 class Recorder:
     """Appends each operation to the process's history file the moment it completes."""
 
@@ -94,6 +102,7 @@ def produce_idempotent(bootstrap: str, name: str, record: Recorder, until: float
         producer.produce("idem", value=value.encode(), partition=partition, on_delivery=delivered)
         producer.poll(0.02)
         i += 1
+    doing("flush")
     producer.flush(60)
 
 
@@ -112,6 +121,7 @@ class TransformWorker:
         self.session += 1
         producer = Producer({"bootstrap.servers": self.bootstrap, **PRODUCER, "transactional.id": self.name,
                              "message.timeout.ms": 10_000, "transaction.timeout.ms": 15_000})
+        doing("init_transactions")
         producer.init_transactions(60)
         return producer
 
@@ -132,6 +142,7 @@ class TransformWorker:
                 self.producer = self._producer()  # fatal: a new producer session fences the old one
                 self._rewind()
             t += 1
+        doing("consumer.close")
         self.consumer.close()
 
     def transaction(self, t: int) -> None:
@@ -149,6 +160,7 @@ class TransformWorker:
             if err is None:
                 offsets[msg.value().decode()] = msg.offset()
         try:
+            doing(f"transaction {t}")
             self.producer.begin_transaction()
             messages = [m for m in self.consumer.consume(20, 1.0) if m.error() is None]
             for m in messages:
@@ -165,6 +177,7 @@ class TransformWorker:
 
     def _finish(self, messages) -> str:
         try:
+            doing("committing or aborting a transaction")
             if messages:
                 positions = self.consumer.position(self.consumer.assignment())
                 self.producer.send_offsets_to_transaction(positions, self.consumer.consumer_group_metadata(), 30)
@@ -185,6 +198,7 @@ class TransformWorker:
 
     def _rewind(self) -> None:
         """Back to the committed offsets, as an aborted transaction's reads must be done again."""
+        doing("rewind to the committed offsets")
         assignment = self.consumer.assignment()
         for tp in self.consumer.committed(assignment, 30) if assignment else ():
             self.consumer.seek(TopicPartition(tp.topic, tp.partition, max(tp.offset, 0)))
@@ -205,6 +219,7 @@ def consume(bootstrap: str, name: str, topics: list[str], isolation: str, protoc
         polls = _polls(consumer.consume(200, 0.5))
         if polls:
             record(Operation(name, "poll", invoked, time.monotonic(), OK, polls=polls, isolation=isolation))
+    doing("close")
     consumer.close()
 
 
@@ -226,7 +241,7 @@ def run(bootstrap: str, out_dir: str, seconds: float, seed: int) -> None:
     for worker in workers:
         worker.join(max(0.0, until + WIND_DOWN_SECONDS - time.monotonic()))
     record.close()
-    blocked = [w.name for w in workers if w.is_alive()]
+    blocked = [f"{w.name} ({DOING.get(w.name, 'running')})" for w in workers if w.is_alive()]
     if blocked:
         # A client call that never returns is the cluster's liveness failure, not a reason to
         # hang the run: said here, its operation left without a completion, and the process
