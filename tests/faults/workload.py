@@ -14,6 +14,7 @@ import os
 import random
 import threading
 import time
+from collections.abc import Callable
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -115,6 +116,7 @@ class TransformWorker:
                                   "enable.auto.commit": False})
         self.consumer.subscribe(["txn-in"], on_assign=self._assigned, on_revoke=self._assigned)
         self.session = 0
+        self.in_flight: Callable[[], Operation] | None = None
         self.producer = self._producer()
 
     def _producer(self) -> Producer:
@@ -152,6 +154,12 @@ class TransformWorker:
         planned: dict[str, str] = {}  # value -> partition, recorded even if its report never comes
         offsets: dict[str, int] = {}
 
+        def operation() -> Operation:
+            sends = tuple(Send(partition, value, offsets.get(value)) for value, partition in planned.items())
+            return Operation(self.process, "txn", invoked, time.monotonic(), outcome, sends=sends,
+                             polls=_polls(messages))
+        self.in_flight = operation  # what the run records as unknown if this transaction never ends
+
         def send(topic: str, partition: int, value: str) -> None:
             planned[value] = f"{topic}/{partition}"
             self.producer.produce(topic, value=value.encode(), partition=partition, on_delivery=delivered)
@@ -169,9 +177,8 @@ class TransformWorker:
                 send("txn-in", self.rng.randrange(TOPICS["txn-in"]), f"{self.name}.{t}.{j}")
             outcome = self._finish(messages)
         finally:
-            sends = tuple(Send(partition, value, offsets.get(value)) for value, partition in planned.items())
-            self.record(Operation(self.process, "txn", invoked, time.monotonic(), outcome, sends=sends,
-                                  polls=_polls(messages)))
+            self.in_flight = None
+            self.record(operation())
         if outcome != OK:
             self._rewind()
 
@@ -240,8 +247,11 @@ def run(bootstrap: str, out_dir: str, seconds: float, seed: int) -> None:
         worker.start()
     for worker in workers:
         worker.join(max(0.0, until + WIND_DOWN_SECONDS - time.monotonic()))
-    record.close()
     blocked = [f"{w.name} ({DOING.get(w.name, 'running')})" for w in workers if w.is_alive()]
+    for transform in transforms:
+        if transform.in_flight is not None:  # never ended: committed or not, unknown
+            record(transform.in_flight())
+    record.close()
     if blocked:
         # A client call that never returns is the cluster's liveness failure, not a reason to
         # hang the run: said here, its operation left without a completion, and the process
