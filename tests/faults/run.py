@@ -42,7 +42,15 @@ def _workload(cluster: FaultCluster, mode: str, out_dir: str, *args: str) -> sub
                                 stdout=log, stderr=log)
 
 
-def _wait(process: subprocess.Popen, timeout: float, what: str) -> int:
+def _last_lines(path: str, count: int = 5) -> str:
+    """The end of a workload's log (its own lines, not librdkafka's), for an error that names why."""
+    with open(path, errors="replace") as log:
+        lines = [line.rstrip() for line in log if not line.startswith("%")]
+    return " | ".join(lines[-count:])
+
+
+def _wait(process: subprocess.Popen, timeout: float, mode: str, directory: str) -> int:
+    what, log = f"the workload's {mode}", os.path.join(directory, f"workload-{mode}.log")
     try:
         code = process.wait(timeout)
     except subprocess.TimeoutExpired:
@@ -50,7 +58,7 @@ def _wait(process: subprocess.Popen, timeout: float, what: str) -> int:
         process.wait()
         raise TimeoutError(f"{what} still running after {timeout} s") from None
     if code not in (0, BLOCKED):
-        raise RuntimeError(f"{what} exited with {code}")
+        raise RuntimeError(f"{what} exited with {code}: {_last_lines(log)}")
     return code
 
 
@@ -73,10 +81,10 @@ def run(seconds: float, seed: int, directory: str, kinds: tuple[str, ...] = Neme
             began = time.monotonic()
             nemesis.run(seconds)
             log(f"faults over after {time.monotonic() - began:.0f} s; settling")
-            if _wait(workload, SETTLE_SECONDS + WIND_DOWN_SECONDS + 60, "the workload") == BLOCKED:
+            if _wait(workload, SETTLE_SECONDS + WIND_DOWN_SECONDS + 60, "run", directory) == BLOCKED:
                 with open(os.path.join(directory, "workload-run.log")) as lines:
                     blocked = next((line.strip() for line in lines if line.startswith("still blocked")), "blocked")
-            _wait(_workload(cluster, "drain", directory), 600, "the drain")
+            _wait(_workload(cluster, "drain", directory), 600, "drain", directory)
         finally:
             cluster.stop()
     with open(os.path.join(directory, "history.jsonl")) as lines:
