@@ -429,6 +429,9 @@ class Broker:
             raise KafkaError(ErrorCode.NOT_LEADER_FOR_PARTITION)
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 
+    def reopen_fenced(self, name: str, index: int) -> None:
+        self.ownership.reopen_fenced(name, index)
+
     def take_offline(self, name: str, index: int, damage: CorruptLedger | OSError | TailUnreachable) -> None:
         """Stop serving a partition whose ledger is damaged, saying so once (not per request).
 

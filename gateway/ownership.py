@@ -43,6 +43,8 @@ class Ownership:
         self._assigned: dict[str, tuple[tuple, list[int]]] = {}
         # Offline partitions whose ledger tail waits for another broker's upload: tried again.
         self._awaiting_tail: set[tuple[str, int]] = set()
+        # Served partitions whose ledger failed under this broker: reopened at the next reconcile.
+        self._fenced: set[tuple[str, int]] = set()
 
     def owners(self, topic: Topic) -> list[int]:
         """The owner of each partition of ``topic``; [] when no broker is live."""
@@ -60,6 +62,11 @@ class Ownership:
         gained = lost = 0
         for index, owner in enumerate(self.owners(topic)):
             key = (topic.name, index)
+            if key in self._fenced:
+                self._fenced.discard(key)
+                if key in broker.partitions:
+                    await self.lose(topic.name, index, seal=False)
+                    lost += 1
             held = key in broker.partitions or key in broker.offline
             if owner == broker.node_id and (not held or key in self._awaiting_tail) and self.safe:
                 gained += await self._gain(topic, index)
@@ -83,6 +90,16 @@ class Ownership:
         if gained or lost:
             log.info("ownership of %s: took %d partitions, handed over %d; serving %d", what, gained, lost,
                      len(self.broker.partitions))
+
+    def reopen_fenced(self, name: str, index: int) -> None:
+        """The partition's ledger failed under this broker while its claim held: a WAL object
+        was written while the metadata session was in doubt, so the ledger gave up on it.
+        Served as it is, every append to it would be refused until the partition moved away;
+        instead it is dropped (not sealed) and, while still this broker's, taken again: the
+        recovery fences that ledger, keeps what reached storage and starts a new one."""
+        if (name, index) in self.broker.partitions and (name, index) not in self._fenced:
+            self._fenced.add((name, index))
+            self.broker.events.post(Event.OWNERS, name)
 
     async def _gain(self, topic: Topic, index: int) -> bool:
         broker = self.broker

@@ -7,6 +7,7 @@ from kgate.protocol.record_batch import HEADER_SIZE, read_header, validate
 from kgate.storage import entry_formats
 from kgate.storage.entry import EntryHeader
 from kgate.storage.entry_formats import EntryFormat, ProducedRecords
+from kgate.storage.ledger import LedgerFenced
 from kgate.storage.managed_ledger import ManagedLedger
 
 from .partition_transactions import PartitionTransactions
@@ -30,6 +31,9 @@ class Partition:
         self.epochs: list[list[int]] = [[0, 0]]
         # Whether writes fail now (a full disk): said once when they start and once when they stop.
         self.writes_failing = False
+        # Why the ledger refused an append as fenced; every later append is refused alike until
+        # the partition is opened again (see ``append``).
+        self.fenced: LedgerFenced | None = None
 
     @property
     def leader_epoch(self) -> int:
@@ -77,15 +81,26 @@ class Partition:
         """
         header = produced.batch
         idempotent = header is not None and header.producer_id >= 0 and header.base_sequence >= 0
-        await self.ledger.prepare_append()
-        # From here to the end, no await: the sequence check and the append are atomic.
-        if idempotent:
-            cached = self.producers.check(header)
-            if cached is not None:
-                return cached.base_offset, cached.durable or _done()
-        base, durable = self.ledger.append(
-            produced.record_count, produced.max_timestamp, entry_format.stored_magic(produced), entry_format.code,
-            lambda base_offset: entry_format.encode(produced, base_offset, self.leader_epoch, codec))
+        if self.fenced is not None:
+            # Refused before the sequence check, as a broker that does not lead the partition
+            # refuses: checked, the batch after a refused one would be OUT_OF_ORDER_SEQUENCE_NUMBER,
+            # and librdkafka answers that with a new epoch, sending again under new sequences
+            # records the next owner may recover from storage (duplicates, fault run seed 23).
+            raise self.fenced
+        try:
+            await self.ledger.prepare_append()
+            # From here to the append, no await: the sequence check and the append are atomic.
+            if idempotent:
+                cached = self.producers.check(header, self.ledger.next_offset)
+                if cached is not None:
+                    return cached.base_offset, cached.durable or _done()
+            base, durable = self.ledger.append(
+                produced.record_count, produced.max_timestamp, entry_format.stored_magic(produced),
+                entry_format.code, lambda base_offset: entry_format.encode(produced, base_offset, self.leader_epoch,
+                                                                           codec))
+        except LedgerFenced as fenced:
+            self.fenced = fenced
+            raise
         if idempotent:
             self.producers.record(header, base, durable)
             if header.is_transactional:

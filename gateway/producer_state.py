@@ -31,10 +31,17 @@ class _Producer:
     # The sequence to expect when every cached batch was given up (see ``forget_failed``).
     resume_at: int = 0
 
-    def forget_failed(self) -> None:
-        """Drop the newest batches whose entries failed to become durable: the ledger gave
-        them up (their offsets go to the next appends), so their retries are new batches."""
-        while self.batches and _failed(self.batches[-1].durable):
+    def forget_failed(self, log_end: int) -> None:
+        """Drop the newest batches whose entries failed to become durable *and* that the
+        ledger gave up (their offsets go to the next appends, from ``log_end``), so their
+        retries are new batches. A failed batch the log still counts (a WAL object written
+        but not confirmed, its ledger fenced) may yet be recovered by the partition's next
+        owner: its retry must keep meeting the cached batch, and the batches after it their
+        sequence, or the client is told OUT_OF_ORDER_SEQUENCE_NUMBER, starts a new epoch and
+        sends the records again under new sequences, stored twice once that owner recovers
+        the first copy."""
+        while (self.batches and _failed(self.batches[-1].durable)
+               and self.batches[-1].base_offset >= log_end):
             self.resume_at = self.batches.pop().first_sequence
 
 
@@ -56,8 +63,9 @@ class ProducerStateTable:
     def __init__(self):
         self._producers: dict[int, _Producer] = {}
 
-    def check(self, header: BatchHeader) -> CachedBatch | None:
+    def check(self, header: BatchHeader, log_end: int) -> CachedBatch | None:
         """The cached batch when ``header`` is a retry of one; None when it is new.
+        ``log_end``: the offset the next append would get.
 
         Raises SequenceError with Kafka's error code when it must be refused.
         """
@@ -78,7 +86,7 @@ class ProducerStateTable:
                                     f"new epoch {header.producer_epoch} must start at sequence 0, "
                                     f"not {header.base_sequence}")
             return None
-        producer.forget_failed()
+        producer.forget_failed(log_end)
         for cached in producer.batches:
             if cached.first_sequence == header.base_sequence and cached.last_sequence == header.last_sequence:
                 return cached

@@ -473,12 +473,19 @@ class ManagedLedger:
             budget -= segment.ends[last] - start_bytes
             next_offset = segment.last_offsets[last] + 1
             try:
-                raws = await self.read_entries(segment, first, last)
+                entries = await self.read_entries(segment, first, last)
             except CorruptLedger as damage:
                 raise await self._damaged_entry(segment, first, last, damage) from damage
-            for raw in raws:
+            for raw in entries:
                 header = EntryHeader.unpack(raw)
                 out.append(StoredEntry(header, raw[entry.SIZE:]))
+            if len(entries) < last - first + 1:
+                # The ledger holds fewer than its index lists (confirmed where this read cannot
+                # see them yet): stop at the gap, for a later read, rather than step over it, which
+                # a consumer takes for the log's next records and never reads the gap's.
+                log.warning("%s: ledger %d gave %d of entries %d-%d; the read stops there", self.name,
+                            segment.info.ledger_id, len(entries), first, last)
+                break
             offset = next_offset
             if more:
                 break

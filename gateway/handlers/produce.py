@@ -246,6 +246,7 @@ async def _append(ctx: Context, request, topic_name, data, turn: Turn, inflation
     try:
         base, durable = await partition.append(produced, entry_format, codec)
     except LedgerFenced as exc:
+        broker.reopen_fenced(topic_name, data.index)
         raise KafkaError(ErrorCode.NOT_LEADER_FOR_PARTITION, str(exc)) from None
     except StoreUnavailable as exc:
         _writes_failed(ctx, partition, exc)

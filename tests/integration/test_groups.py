@@ -53,7 +53,10 @@ def test_group_processes_every_record_once(broker_factory, members, clients, ass
     broker = broker_factory(**GROUP_SETTINGS)
     count = 200_000 if len(clients) == 4 else 50_000
     create_topic(broker.bootstrap, "work", PARTITIONS)
-    started = [members(client, broker.bootstrap, "work", "workers", assignor=assignor) for client in clients]
+    # No member fails here, so none may be dropped: a session long enough that a member busy
+    # with 50,000 records on a loaded machine (the suite runs tests side by side) keeps it.
+    started = [members(client, broker.bootstrap, "work", "workers", assignor=assignor, session_ms=30_000)
+               for client in clients]
     assignment = wait_for(lambda: _stable_assignment(broker.bootstrap, "workers", len(clients)), 60,
                           "every member in one Stable generation")
     _assert_partitioned(assignment)

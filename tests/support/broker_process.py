@@ -26,9 +26,13 @@ def terminate(process: subprocess.Popen, timeout: float) -> None:
 
 class BrokerProcess:
     def __init__(self, data_dir: str, settings: dict | None = None, port: int = 0, log_path: str | None = None,
-                 listeners: tuple[str, ...] = ()):
+                 listeners: tuple[str, ...] = (), host: str = "127.0.0.1", wrapper: tuple[str, ...] = ()):
         """``listeners``: security protocols (``SASL_PLAINTEXT``, ...) served beside the
-        PLAINTEXT bootstrap listener, each on a free port of its own."""
+        PLAINTEXT bootstrap listener, each on a free port of its own. ``wrapper``: a command
+        the broker runs under, one that execs it (so its PID stays the broker's), such as
+        ``ip netns exec NS`` for a broker in a network namespace listening on ``host``."""
+        self.host = host
+        self.wrapper = wrapper
         self.data_dir = data_dir
         self.settings = dict(settings or {})
         self.port = port
@@ -38,17 +42,17 @@ class BrokerProcess:
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def address(self, protocol: str) -> str:
-        return f"127.0.0.1:{self.ports[protocol]}"
+        return f"{self.host}:{self.ports[protocol]}"
 
     def start(self, timeout: float = 30.0) -> "BrokerProcess":
         os.makedirs(self.data_dir, exist_ok=True)
-        command = [sys.executable, "-m", "kgate", "serve", "--listen", f"127.0.0.1:{self.port}",
+        command = [*self.wrapper, sys.executable, "-m", "kgate", "serve", "--listen", f"{self.host}:{self.port}",
                    "--data-dir", self.data_dir]
         for protocol, port in self.ports.items():
-            command += ["--listen", f"{protocol}://127.0.0.1:{port}"]
+            command += ["--listen", f"{protocol}://{self.host}:{port}"]
         for key, value in self.settings.items():
             command += ["--set", f"{key}={value}"]
         log = open(self.log_path, "ab")

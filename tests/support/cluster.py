@@ -159,7 +159,7 @@ def read_all(bootstrap: str, topic: str, partitions: int, timeout: float = 60) -
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "read-all", "enable.auto.commit": False})
     deadline = time.monotonic() + timeout
     try:
-        ends = {p: _log_end(consumer, TopicPartition(topic, p), deadline) for p in range(partitions)}
+        ends = {p: log_end(consumer, TopicPartition(topic, p), deadline) for p in range(partitions)}
         consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions) if ends[p] > 0])
         found: dict[tuple[int, int], bytes] = {}
         while len(found) < sum(ends.values()) and time.monotonic() < deadline:
@@ -172,12 +172,13 @@ def read_all(bootstrap: str, topic: str, partitions: int, timeout: float = 60) -
         consumer.close()
 
 
-# What a partition's log end is answered with while its ownership moves between brokers.
+# What a partition's log end is answered with while its ownership moves between brokers (a
+# client that has not yet learnt a partition's leader does not know the partition at all).
 _MOVING = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError._TRANSPORT,
-           KafkaError._TIMED_OUT}
+           KafkaError._TIMED_OUT, KafkaError._UNKNOWN_PARTITION}
 
 
-def _log_end(consumer: Consumer, partition: TopicPartition, deadline: float) -> int:
+def log_end(consumer: Consumer, partition: TopicPartition, deadline: float) -> int:
     """The partition's log end offset, asked again while ownership moves (a retriable error,
     such as NOT_LEADER_FOR_PARTITION from a broker that has just handed the partition on)."""
     while True:

@@ -44,9 +44,11 @@ def free_port_pairs(count: int) -> list[int]:
 class SeaweedFS(S3Server):
     name = "SeaweedFS"
 
-    def __init__(self, data_dir: str):
+    def __init__(self, data_dir: str, wrapper: tuple[str, ...] = ()):
+        """``wrapper``: a command it runs under that execs it (``ip netns exec NS``)."""
         s3_port, self.master_port, self.volume_port, self.filer_port = free_port_pairs(4)
         super().__init__(data_dir, s3_port)
+        self.wrapper = wrapper
 
     def start(self) -> "SeaweedFS":
         os.makedirs(self.data_dir, exist_ok=True)
@@ -55,7 +57,7 @@ class SeaweedFS(S3Server):
         # SeaweedFS turns AWS_* credentials in its environment into its only identity, which
         # would refuse the anonymous bucket PUT: it gets none (it accepts any credentials then).
         env = {key: value for key, value in os.environ.items() if not key.startswith("AWS_")}
-        self.process = subprocess.Popen([SCRIPT, os.path.join(self.data_dir, "data"), *map(str, ports)],
+        self.process = subprocess.Popen([*self.wrapper, SCRIPT, os.path.join(self.data_dir, "data"), *map(str, ports)],
                                         stdout=log, stderr=log, env=env)
         log.close()
         return self

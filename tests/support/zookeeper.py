@@ -42,9 +42,11 @@ def four_letter(port: int, command: str, timeout: float = 1.0) -> str:
 
 
 class ZooKeeperServer:
-    def __init__(self, data_dir: str, port: int):
+    def __init__(self, data_dir: str, port: int, wrapper: tuple[str, ...] = ()):
+        """``wrapper``: a command the server runs under that execs it (``ip netns exec NS``)."""
         self.data_dir = data_dir
         self.port = port
+        self.wrapper = wrapper
         self.process: subprocess.Popen | None = None
 
     @property
@@ -54,7 +56,7 @@ class ZooKeeperServer:
     def start(self) -> "ZooKeeperServer":
         os.makedirs(self.data_dir, exist_ok=True)
         log = open(os.path.join(self.data_dir, "server.log"), "ab")
-        self.process = subprocess.Popen([SCRIPT, self.data_dir, str(self.port)], stdout=log, stderr=log)
+        self.process = subprocess.Popen([*self.wrapper, SCRIPT, self.data_dir, str(self.port)], stdout=log, stderr=log)
         log.close()
         return self
 
@@ -82,28 +84,35 @@ class ZooKeeperServer:
 
 
 class Ensemble:
-    """``size`` servers on loopback, each with client, quorum and election ports of its own."""
+    """``size`` servers on loopback, each with client, quorum and election ports of its own; or,
+    given ``hosts`` (one namespace address each) and ``wrappers`` (the commands that enter
+    them), one server per namespace on ZooKeeper's usual ports, listening on all of its
+    namespace's addresses."""
 
-    def __init__(self, base_dir: str, size: int = 3):
-        ports = free_ports(3 * size)
+    def __init__(self, base_dir: str, size: int = 3, hosts: list[str] | None = None,
+                 wrappers: list[tuple[str, ...]] | None = None):
+        ports = free_ports(3 * size) if hosts is None else [2181, 2888, 3888] * size
+        hosts = hosts or ["127.0.0.1"] * size
         self.servers = []
-        peers = [f"server.{i + 1}=127.0.0.1:{ports[3 * i + 1]}:{ports[3 * i + 2]}" for i in range(size)]
+        peers = [f"server.{i + 1}={hosts[i]}:{ports[3 * i + 1]}:{ports[3 * i + 2]}" for i in range(size)]
         for i in range(size):
             data_dir = os.path.join(base_dir, f"zk{i + 1}")
             os.makedirs(data_dir, exist_ok=True)
             with open(os.path.join(data_dir, "myid"), "w") as fh:
                 fh.write(f"{i + 1}\n")
+            listen = ["clientPortAddress=127.0.0.1"] if wrappers is None else []
             with open(os.path.join(data_dir, "zoo.cfg"), "w") as fh:
                 fh.write("\n".join([
                     "tickTime=500", "initLimit=20", "syncLimit=10", f"dataDir={data_dir}",
-                    f"clientPort={ports[3 * i]}", "clientPortAddress=127.0.0.1", "admin.enableServer=false",
+                    f"clientPort={ports[3 * i]}", *listen, "admin.enableServer=false",
                     "4lw.commands.whitelist=ruok,srvr", "minSessionTimeout=1000", "maxSessionTimeout=60000",
                     *peers, ""]))
-            self.servers.append(ZooKeeperServer(data_dir, ports[3 * i]))
+            self.servers.append(ZooKeeperServer(data_dir, ports[3 * i], wrappers[i] if wrappers else ()))
+        self.hosts = hosts
 
     @property
     def address(self) -> str:
-        return ",".join(s.address for s in self.servers)
+        return ",".join(f"{host}:{s.port}" for host, s in zip(self.hosts, self.servers))
 
     def start(self, timeout: float = 60.0) -> "Ensemble":
         for server in self.servers:

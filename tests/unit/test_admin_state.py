@@ -10,6 +10,7 @@ from kgate.gateway.producer_state import ActiveProducer, ProducerStateTable, Seq
 from kgate.metadata.cluster import ClusterState, NotAnIncrease, UnknownTopic
 from kgate.metadata.stores.embedded import EmbeddedMetadataStore
 from kgate.protocol.record_batch import read_header
+from kgate.storage.ledger import LedgerFenced
 from tests.unit.record_batches import BASE_TIMESTAMP, build_batch
 from tests.unit.test_managed_ledger import Partition, append, offsets
 
@@ -96,10 +97,10 @@ async def test_batches_the_log_gave_up_are_new_again_for_their_retries():
     table.record(batch(7, 0, 0, 3), 0, kept)
     table.record(batch(7, 0, 3, 2), 3, lost)
     table.record(batch(7, 0, 5, 1), 5, also_lost)
-    assert table.check(batch(7, 0, 0, 3)).durable is kept  # still a duplicate of what was kept
-    assert table.check(batch(7, 0, 3, 2)) is None  # the retry is stored, not answered from the cache
+    assert table.check(batch(7, 0, 0, 3), 3).durable is kept  # still a duplicate of what was kept
+    assert table.check(batch(7, 0, 3, 2), 3) is None  # the retry is stored, not answered from the cache
     with pytest.raises(SequenceError):
-        table.check(batch(7, 0, 5, 1))  # and the next one follows it
+        table.check(batch(7, 0, 5, 1), 3)  # and the next one follows it
 
 
 async def test_a_producer_whose_every_cached_batch_was_given_up_resumes_at_the_first():
@@ -107,7 +108,22 @@ async def test_a_producer_whose_every_cached_batch_was_given_up_resumes_at_the_f
     lost.set_exception(OSError(28, "No space left on device"))
     table = ProducerStateTable()
     table.record(batch(7, 0, 10, 2), 0, lost)
-    assert table.check(batch(7, 0, 10, 2)) is None
+    assert table.check(batch(7, 0, 10, 2), 0) is None
+
+
+async def test_failed_batches_the_log_still_counts_stay_cached_for_their_retries():
+    """A WAL object written whose ledger was then fenced (the metadata session was in doubt):
+    its entries keep their offsets and may be recovered by the next owner. Their retry meets
+    the cached batch (answered with its failure, NOT_LEADER_FOR_PARTITION), and the batch after
+    them is in sequence: OUT_OF_ORDER_SEQUENCE_NUMBER here made librdkafka start a new epoch
+    and send the records again, stored twice (fault run seed 21)."""
+    fenced = asyncio.get_running_loop().create_future()
+    fenced.set_exception(LedgerFenced("WAL object: this broker's metadata session was lost"))
+    table = ProducerStateTable()
+    table.record(batch(7, 0, 0, 3), 0, None)
+    table.record(batch(7, 0, 3, 2), 3, fenced)
+    assert table.check(batch(7, 0, 3, 2), 5).durable is fenced
+    assert table.check(batch(7, 0, 5, 1), 5) is None
 
 
 @pytest.mark.parametrize("requested, answer", [

@@ -26,6 +26,7 @@ from kgate.protocol import control_batch, record_batch
 from kgate.protocol.error_codes import ErrorCode
 from kgate.storage import entry_formats
 from kgate.storage.entry_formats import ProducedRecords
+from kgate.storage.ledger import LedgerFenced
 from kgate.storage.managed_ledger import ManagedLedger
 from kgate.storage.stores.file_store import FileLedgerStore
 from tests.unit.fake_clock import FakeClock
@@ -201,3 +202,23 @@ def test_a_fenced_producers_produce_is_refused_as_fenced_not_as_an_unadded_parti
     assert "fenced" in fenced[1] and "has not added" not in fenced[1]
     unadded = machine.produce_refusal(txn, "tx", 5, 1, ("t", 1))
     assert unadded is not None and unadded[0] == ErrorCode.INVALID_TXN_STATE and "has not added" in unadded[1]
+
+
+async def test_after_its_ledger_refused_an_append_as_fenced_every_batch_is_refused_before_its_sequence_check(
+        storage, monkeypatch):
+    """As a broker that no longer leads the partition refuses them: the batch after the refused
+    one answered OUT_OF_ORDER_SEQUENCE_NUMBER made librdkafka start a new epoch and send records
+    again under new sequences, stored twice by the next owner (fault run seed 23)."""
+    partition = await storage.partition("t", 0)
+    await produce(partition, 5, 0, 0)  # sequences 0-1
+
+    def fenced(*args):
+        raise LedgerFenced("ledger 1 is closed")
+    monkeypatch.setattr(partition.ledger, "append", fenced)
+    with pytest.raises(LedgerFenced):
+        await produce(partition, 5, 0, 2)
+    with pytest.raises(LedgerFenced):  # not SequenceError: "sent sequence 4, expected 2"
+        await produce(partition, 5, 0, 4)
+    monkeypatch.undo()
+    await partition.ledger.close()
+    await storage.stop()

@@ -1,0 +1,119 @@
+"""One fault run: the cluster up in its namespaces, the workload recording a history while
+the nemesis injects faults, everything healed, the drain, and the checker's verdict.
+
+    python -m tests.faults.run --minutes N --seed S [--dir DIR] [--faults kill-broker,...]
+
+Exits 0 when the checker finds no anomaly, 1 when it finds one (its report says which,
+with the smallest counterexample of each), 2 when the run itself could not be made.
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+
+from confluent_kafka.admin import AdminClient
+
+from . import history
+from .checker import Report, check
+from .cluster import _ROOT, FaultCluster, wait_until
+from .nemesis import Nemesis
+from .network import Network
+from .workload import BLOCKED, WIND_DOWN_SECONDS
+
+SETTLE_SECONDS = 15  # after the last fault healed: clients reconnect, transactions time out
+
+
+@dataclass
+class Outcome:
+    seed: int
+    faults: list[str]
+    report: Report
+    directory: str
+    blocked: str = ""  # the clients whose calls never returned, as the workload said
+
+
+def _workload(cluster: FaultCluster, mode: str, out_dir: str, *args: str) -> subprocess.Popen:
+    with open(os.path.join(out_dir, f"workload-{mode}.log"), "ab") as log:
+        return subprocess.Popen(cluster.client.wrap(sys.executable, "-m", "tests.faults.workload", mode,
+                                                    cluster.bootstrap, out_dir, *args), cwd=_ROOT,
+                                stdout=log, stderr=log)
+
+
+def _last_lines(path: str, count: int = 5) -> str:
+    """The end of a workload's log (its own lines, not librdkafka's), for an error that names why."""
+    with open(path, errors="replace") as log:
+        lines = [line.rstrip() for line in log if not line.startswith("%")]
+    return " | ".join(lines[-count:])
+
+
+def _wait(process: subprocess.Popen, timeout: float, mode: str, directory: str) -> int:
+    what, log = f"the workload's {mode}", os.path.join(directory, f"workload-{mode}.log")
+    try:
+        code = process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        raise TimeoutError(f"{what} still running after {timeout} s") from None
+    if code not in (0, BLOCKED):
+        raise RuntimeError(f"{what} exited with {code}: {_last_lines(log)}")
+    return code
+
+
+def run(seconds: float, seed: int, directory: str, kinds: tuple[str, ...] = Nemesis.KINDS, log=print) -> Outcome:
+    blocked = ""
+    with Network() as network:
+        cluster = FaultCluster(directory, network)
+        try:
+            cluster.start()
+            expected = set(range(1, len(cluster.brokers) + 1))
+            wait_until(lambda: cluster.client.call(lambda: set(AdminClient(
+                {"bootstrap.servers": cluster.bootstrap}).list_topics(timeout=10).brokers)) == expected,
+                60, "every broker live")
+            workload = _workload(cluster, "run", directory, "--seconds", str(seconds + SETTLE_SECONDS),
+                                 "--seed", str(seed))
+            path = os.path.join(directory, "history.jsonl")
+            wait_until(lambda: os.path.exists(path) and os.path.getsize(path) > 0 or workload.poll() is not None,
+                       120, "the workload's first operation")
+            nemesis = Nemesis(cluster, seed, kinds, log)
+            began = time.monotonic()
+            nemesis.run(seconds)
+            log(f"faults over after {time.monotonic() - began:.0f} s; settling")
+            if _wait(workload, SETTLE_SECONDS + WIND_DOWN_SECONDS + 60, "run", directory) == BLOCKED:
+                with open(os.path.join(directory, "workload-run.log")) as lines:
+                    blocked = next((line.strip() for line in lines if line.startswith("still blocked")), "blocked")
+            _wait(_workload(cluster, "drain", directory), 600, "drain", directory)
+        finally:
+            cluster.stop()
+    with open(os.path.join(directory, "history.jsonl")) as lines:
+        report = check(list(history.read(lines)))
+    return Outcome(seed, nemesis.applied, report, directory, blocked)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--minutes", type=float, default=3)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--dir", help="where logs and the history go (default: a new temporary directory)")
+    parser.add_argument("--faults", help=f"comma-separated, of: {', '.join(Nemesis.KINDS)}")
+    args = parser.parse_args()
+    directory = args.dir or tempfile.mkdtemp(prefix=f"faults-{args.seed}-")
+    os.makedirs(directory, exist_ok=True)
+    kinds = tuple(args.faults.split(",")) if args.faults else Nemesis.KINDS
+    try:
+        outcome = run(args.minutes * 60, args.seed, directory, kinds)
+    except (TimeoutError, RuntimeError) as exc:
+        print(f"run failed: {exc}; logs in {directory}")
+        return 2
+    print(f"seed {args.seed}: {len(outcome.faults)} faults: {'; '.join(outcome.faults)}")
+    print(outcome.report.render())
+    if outcome.blocked:
+        print(f"liveness: clients {outcome.blocked}")
+    print(f"history and logs in {directory}")
+    return 0 if outcome.report.valid and not outcome.blocked else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,72 @@
+"""Short fault schedules with fixed seeds against a real cluster in network namespaces (needs
+root, ip and nftables: scripts/setup-faults). Longer ones: scripts/faults --minutes N --seed S.
+
+Each run must lose, duplicate and misplace no acknowledged write, and have done enough to mean
+something: faults injected, sends acknowledged and read back, transactions committed and
+aborted. What consumers see of the order, and whether every client call returned, is judged
+apart."""
+import pytest
+
+from tests.faults.checker import PROTOCOL_ALLOWS
+from tests.faults.history import FAIL, OK, read
+from tests.faults.run import run
+
+pytestmark = pytest.mark.slow
+
+SCHEDULES = {
+    # Processes and disks: kill -9, SIGSTOP and SIGTERM of brokers and ZooKeeper nodes, a full
+    # local WAL disk, partitions added (owners move). Seed 21 found duplicates from idempotent
+    # producers (a ledger fenced after its WAL object was written), fixed since.
+    21: ("kill-broker", "pause-broker", "kill-zookeeper", "pause-zookeeper", "restart-broker", "wal-disk-full",
+         "grow-partitions"),
+    # The network, object storage and clocks.
+    12: ("isolate-broker", "isolate-zookeeper", "broker-from-zookeeper", "broker-from-storage",
+         "majority-minority", "bridge", "pause-storage", "storage-delay", "storage-loss", "clock-jump"),
+}
+
+
+def complaints(directory, limit: int = 40) -> str:
+    """The brokers' warnings and errors, for the failure message: a run's directory does not
+    outlive pytest's rotation of temporary directories, and they are where a diagnosis starts."""
+    lines = []
+    for log in sorted(directory.glob("broker-*/broker.log")):
+        lines += [f"{log.parent.name}: {line.strip()}" for line in open(log, errors="replace")
+                  if "level=warning" in line or "level=error" in line]
+    return "\n".join(lines[-limit:])
+
+
+# What consumers see of the log's order, and whether every client call returns. Open: consumers
+# of both group protocols have skipped acknowledged records, and read a range twice with no
+# assignment change, while partitions changed owners; a consumer's close has blocked past the
+# run (docs/fault-testing.md, "Open anomalies"). Not strict, as it depends on timing.
+CONSUMER_ORDER = {"nonmonotonic-poll", "poll-skip"}
+OPEN = pytest.mark.xfail(reason="consumers skip or re-read records across ownership moves, and a close can "
+                                "block (docs/fault-testing.md, open anomalies)", strict=False)
+
+
+@pytest.fixture(scope="module", params=sorted(SCHEDULES))
+def outcome(request, tmp_path_factory):
+    """One run per schedule, judged by the tests below."""
+    directory = tmp_path_factory.mktemp(f"faults-{request.param}")
+    return run(60, request.param, str(directory), SCHEDULES[request.param], log=lambda line: None), directory
+
+
+def test_a_fault_schedule_loses_duplicates_and_reorders_no_acknowledged_write(outcome):
+    outcome, directory = outcome
+    report = outcome.report
+    assert outcome.faults, "no fault was injected"
+    writes = {anomaly: n for anomaly, n in report.counts().items() if anomaly not in CONSUMER_ORDER}
+    assert set(writes) <= PROTOCOL_ALLOWS, \
+        f"seed {outcome.seed}, faults {outcome.faults}:\n{report.render()}\n{complaints(directory)}"
+    assert report.acknowledged > 1000 and report.read > 1000, report.render()
+    with open(directory / "history.jsonl") as lines:
+        transactions = [op.outcome for op in read(lines) if op.kind == "txn"]
+    assert transactions.count(OK) > 0 and transactions.count(FAIL) > 0, transactions
+
+
+@OPEN
+def test_consumers_read_each_partition_in_order_without_gaps_and_every_client_finishes(outcome):
+    outcome, directory = outcome
+    found = {anomaly: n for anomaly, n in outcome.report.counts().items() if anomaly in CONSUMER_ORDER}
+    assert not found, f"seed {outcome.seed}, faults {outcome.faults}:\n{outcome.report.render()}"
+    assert not outcome.blocked, f"seed {outcome.seed}: clients {outcome.blocked}\n{complaints(directory)}"
