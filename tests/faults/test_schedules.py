@@ -19,10 +19,12 @@ SCHEDULES = {
     # producers (a ledger fenced after its WAL object was written), fixed since.
     21: ("kill-broker", "pause-broker", "kill-zookeeper", "pause-zookeeper", "restart-broker", "wal-disk-full",
          "grow-partitions"),
-    # The network, object storage and clocks.
-    12: ("isolate-broker", "isolate-zookeeper", "broker-from-zookeeper", "broker-from-storage",
-         "majority-minority", "bridge", "pause-storage", "storage-delay", "storage-loss", "clock-jump"),
 }
+# The network, object storage and clocks are not in the default suite: one schedule of a
+# 3-broker, 3-node ZooKeeper cluster in namespaces is what the suite's time allows, and that
+# schedule's drain has not yet finished reliably on a loaded machine (docs/operating/fault-testing.md).
+# scripts/faults --seed 12 --faults isolate-broker,isolate-zookeeper,broker-from-zookeeper,\
+#   broker-from-storage,majority-minority,bridge,pause-storage,storage-delay,storage-loss,clock-jump
 
 
 def complaints(directory, limit: int = 40) -> str:
@@ -38,10 +40,10 @@ def complaints(directory, limit: int = 40) -> str:
 # What consumers see of the log's order, and whether every client call returns. Open: consumers
 # of both group protocols have skipped acknowledged records, and read a range twice with no
 # assignment change, while partitions changed owners; a consumer's close has blocked past the
-# run (docs/fault-testing.md, "Open anomalies"). Not strict, as it depends on timing.
+# run (docs/operating/fault-testing.md, "Open anomalies"). Not strict, as it depends on timing.
 CONSUMER_ORDER = {"nonmonotonic-poll", "poll-skip"}
 OPEN = pytest.mark.xfail(reason="consumers skip or re-read records across ownership moves, and a close can "
-                                "block (docs/fault-testing.md, open anomalies)", strict=False)
+                                "block (docs/operating/fault-testing.md, open anomalies)", strict=False)
 
 
 @pytest.fixture(scope="module", params=sorted(SCHEDULES))
