@@ -10,6 +10,8 @@ on the topics; READ and DESCRIBE on the topics and READ on the groups.
 Bindings are made with CreateAcls, listed with DescribeAcls and removed with
 DeleteAcls, so the commands manage any Kafka cluster with an authorizer.
 """
+from collections.abc import Sequence
+
 from kafka.admin import (
     ACL,
     ACLFilter,
@@ -150,7 +152,9 @@ def _add(args) -> None:
 
 def _list(args) -> None:
     pattern = _pattern(args, ACLResourcePatternType.LITERAL)
-    resources = _resources(args, pattern) or [(ResourceType.ANY, None)]
+    # No resource named: a filter on every resource (a filter's name None matches any name).
+    named = _resources(args, pattern)
+    resources: Sequence[tuple[ResourceType, str | None]] = named if named else [(ResourceType.ANY, None)]
     if resources == [(ResourceType.ANY, None)] and not args.resource_pattern_type:
         pattern = ACLResourcePatternType.ANY  # nothing named: every binding
     found: list[ACL] = []
@@ -171,7 +175,10 @@ def _remove(args) -> None:
     resources = _resources(args, pattern)
     if not resources:
         raise UsageError("give the resource whose ACLs to remove (--topic, --group, --transactional-id, --cluster)")
-    principals = _principals(args) or [(None, [None], ACLPermissionType.ANY)]
+    # No principal named: a filter on every principal and host (None matches any).
+    named = _principals(args)
+    principals: Sequence[tuple[str | None, Sequence[str | None], ACLPermissionType]] = (
+        named if named else [(None, [None], ACLPermissionType.ANY)])
     operations = _operations(args) or [ACLOperation.ANY]
     filters = [ACLFilter(principal, host, op, permission, ResourcePatternFilter(kind, name, pattern))
                for kind, name in resources for op in operations for principal, hosts, permission in principals

@@ -12,6 +12,7 @@ import time
 
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.errors import KafkaError, KafkaTimeoutError
+from kafka.producer.future import FutureRecordMetadata
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
 from . import client_options as options
@@ -61,7 +62,7 @@ def _produce(args) -> None:
                                max_block_ms=args.connect_timeout_ms)
     try:
         _check_partition(args, _topic_partitions(producer, args.topic))
-        sent = []
+        sent: list[FutureRecordMetadata] = []
         with output.Progress(f"produced to {args.topic}", every=PROGRESS_EVERY) as progress:
             for number, line in enumerate(sys.stdin.buffer, start=1):
                 line = line[:-1] if line.endswith(b"\n") else line

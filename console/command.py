@@ -47,7 +47,7 @@ def _serve(args) -> None:
     except OSError as exc:
         raise UsageError(f"--listen {args.listen}: {exc.strerror}") from None
     signal.signal(signal.SIGTERM, _interrupt)
-    bound_host, bound_port = server.server_address[:2]
+    bound_host, bound_port = server.socket.getsockname()[:2]  # an IP socket's name: (str, int)
     mode = "read-write" if args.allow_writes else "read-only"
     who = ", each person logs in with SASL" if login.asks_credentials else ""
     print(f"kgate console on http://{bound_host}:{bound_port} for {args.bootstrap_server} ({mode}{who})", flush=True)

@@ -62,11 +62,12 @@ def layout(title: str, body: str, bootstrap: str, active: str = "", notice: tupl
 def size(count: int | None) -> str:
     if count is None:
         return "-"
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if count < 1024 or unit == "GiB":
-            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
-        count /= 1024
-    return str(count)
+    amount = float(count)
+    for unit in ("B", "KiB", "MiB"):
+        if amount < 1024:
+            return f"{amount:.0f} {unit}" if unit == "B" else f"{amount:.1f} {unit}"
+        amount /= 1024
+    return f"{amount:.1f} GiB"
 
 
 def overview(data: dict, charts: str) -> str:

@@ -43,8 +43,9 @@ class MetricsHistory:
             self._stop.wait(self.interval)
 
     def scrape_once(self) -> None:
-        topics: collections.Counter = collections.Counter()
-        lag: collections.Counter = collections.Counter()
+        # Sample values are floats (a Counter is typed for int counts).
+        topics: collections.defaultdict[str, float] = collections.defaultdict(float)
+        lag: collections.defaultdict[str, float] = collections.defaultdict(float)
         storage: dict[str, dict[str, float]] = {}
         try:
             for url in self.urls:

@@ -193,7 +193,7 @@ class ConsoleHandler(http.server.BaseHTTPRequestHandler):
                                     "offsets.</p>", status=403)
             return
         group = unquote(match["group"])
-        self._guarded(functools.partial(self._reset, group, form), None)
+        self._guarded(functools.partial(self._reset, self._reader, group, form), None)
 
     def _sign_in_or_out(self, path: str, session: str, form: dict) -> None:
         if path == "/logout":
@@ -207,7 +207,7 @@ class ConsoleHandler(http.server.BaseHTTPRequestHandler):
                 return
         self._send(303, '<a href="/">continue</a>', headers={"Location": "/"})
 
-    def _reset(self, group: str, form: dict):
+    def _reset(self, reader: ClusterReader, group: str, form: dict):
         to = form.get("to", "")
         if to not in ("earliest", "latest", "offset") or not form.get("topic"):
             raise UsageError("choose a topic and where to reset it: earliest, latest or an offset")
@@ -215,7 +215,7 @@ class ConsoleHandler(http.server.BaseHTTPRequestHandler):
             offset = int(form["offset"]) if to == "offset" else None
         except (KeyError, ValueError):
             raise UsageError("an offset reset needs a number in the offset field") from None
-        plan = self._reader.reset_offsets(group, form["topic"], to, offset)
+        plan = reader.reset_offsets(group, form["topic"], to, offset)
         done = f"{form['topic']} ({to}: " + ", ".join(f"partition {p} at {o}" for p, o in sorted(plan.items())) + ")"
         location = f"/groups/{quote(group, safe='')}?reset={quote(done)}"
         self._send(303, f'<a href="{pages.esc(location)}">done</a>', headers={"Location": location})

@@ -156,8 +156,8 @@ def _setting(key: str, setting: Setting, value):
         raise ConfigError(f"{key} must be {setting.kind.__name__}, got {value!r}")
     if setting.choices and value not in setting.choices:
         raise ConfigError(f"{key} must be one of {', '.join(setting.choices)}, got {value!r}")
-    if setting.minimum is not None and value < setting.minimum:
+    if setting.minimum is not None and isinstance(value, int) and value < setting.minimum:
         raise ConfigError(f"{key} must be at least {setting.minimum}, got {value!r}")
-    if setting.kind is float and value < 0:
+    if isinstance(value, float) and value < 0:
         raise ConfigError(f"{key} must not be negative, got {value!r}")
     return value

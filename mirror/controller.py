@@ -137,7 +137,8 @@ class Controller:
     def audit(self, routes: list) -> None:
         """Audit every route over the last ``audit.window.ms`` into the audit gauges."""
         since = int(time.time() * 1000) - self.config["audit.window.ms"]
-        missing, duplicated = {}, {}
+        missing: dict[tuple[str, str], int] = {}
+        duplicated: dict[tuple[str, str], int] = {}
         for route in routes:
             try:
                 rows = audit_route(self.state, self.config.cluster(route.target), route, since)

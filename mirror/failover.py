@@ -84,7 +84,8 @@ def execute(config: MirrorConfig, group: str, target: str, steps: list[Step]) ->
     if description.members:
         raise FailoverError(f"group {group!r} has {len(description.members)} active member(s) on {target}: "
                             f"stop them first (offsets of an active group cannot be set)")
-    partitions = [TopicPartition(s.to_topic, s.partition, s.to_offset) for s in steps if s.to_topic is not None]
+    partitions = [TopicPartition(s.to_topic, s.partition, s.to_offset) for s in steps
+                  if s.to_topic is not None and s.to_offset is not None]
     if partitions:
         admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions(group, partitions)])[group].result(TIMEOUT)
     return len(partitions)

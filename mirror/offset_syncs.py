@@ -36,10 +36,13 @@ def read_syncs(cluster: Cluster, target: str, timeout: float = TIMEOUT) -> dict[
             if time.monotonic() > deadline:
                 raise SyncReadError(f"could not read {topic} to its end within {timeout:.0f} s")
             for message in consumer.consume(1000, 0.5):
-                if message.error() is not None:
+                offset, key, value = message.offset(), message.key(), message.value()
+                if message.error() is not None or offset is None:
                     continue
-                position = message.offset() + 1
-                sync = OffsetSync.decode(message.key(), message.value())
+                position = offset + 1
+                if key is None or value is None:
+                    continue  # a tombstone: no offset sync
+                sync = OffsetSync.decode(key, value)
                 syncs.setdefault((sync.topic, sync.partition), []).append(Sync(sync.upstream, sync.downstream))
     finally:
         consumer.close()

@@ -62,7 +62,7 @@ class Replicator:
         self._waiting: dict[Item, Route] = {}
         self._last_take = 0.0
         self._last_store = time.monotonic()
-        self._last_status = (time.monotonic(), {})
+        self._last_status: tuple[float, dict[Item, tuple[int, int]]] = (time.monotonic(), {})
 
     # Clients
 
@@ -154,7 +154,8 @@ class Replicator:
                     log.warning("reading for route %s: %s", name, error.str())
                     continue
                 read += 1
-                copy = self.copies.get((name, message.topic(), message.partition()))
+                topic, partition = message.topic(), message.partition()
+                copy = None if topic is None or partition is None else self.copies.get((name, topic, partition))
                 if copy is not None and not copy.failed:
                     self._copy(copy, message)
         for producer in list(self._producers.values()):  # reports may add the source's producer (offset syncs)

@@ -114,7 +114,8 @@ def serve(config: MirrorConfig, args) -> None:
     worker.start()
     if args.http:
         server = serve_http(args.http, config, worker.state)
-        print(f"kgate mirror http api on http://{server.server_address[0]}:{server.server_port}", flush=True)
+        host, port = server.socket.getsockname()[:2]  # an IP socket's name: (str, int)
+        print(f"kgate mirror http api on http://{host}:{port}", flush=True)
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: worker.stop())
     print(f"kgate mirror worker {worker_id} running", flush=True)

@@ -62,11 +62,13 @@ def _count_partition(consumer: Consumer, start: TopicPartition, end: int, origin
         if time.monotonic() > deadline:
             raise CountError(f"{start.topic} [{start.partition}] not read to its end within {timeout:.0f} s")
         for message in consumer.consume(5000, 0.5):
-            if message.error() is not None or message.offset() >= end:
+            offset = message.offset()
+            if message.error() is not None or offset is None or offset >= end:
                 continue
-            position = message.offset() + 1
+            position = offset + 1
             _, timestamp = message.timestamp()
-            if timestamp >= since_ms and origin_of(message.headers(), "") == origin:
+            headers = message.headers()  # a consumed record's are a list (the type allows a producer's dict too)
+            if timestamp >= since_ms and origin_of(headers if isinstance(headers, list) else None, "") == origin:
                 minute = minute_of(timestamp)
                 per_minute[minute] = per_minute.get(minute, 0) + 1
         # Past records that are not returned (compacted away, transaction markers) too.

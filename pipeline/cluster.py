@@ -81,10 +81,11 @@ class Cluster:
 
     def partitions(self, subscription: Subscription) -> list[TopicPartition]:
         """The partitions subscribed to now; UnknownTopicError for a named topic that is not there."""
+        connection = self._connection()
         try:
-            metadata = self._connection().list_topics(timeout=self._timeout)
+            metadata = connection.list_topics(timeout=self._timeout)
         except KafkaException as exc:
-            raise broker_error(self.client, "listing topics", exc, self._consumer, self.errors) from None
+            raise broker_error(self.client, "listing topics", exc, connection, self.errors) from None
         topics = {name: sorted(t.partitions) for name, t in metadata.topics.items() if t.error is None}
         if subscription.kind == "subscribePattern":  # internal topics are read only when named
             return [(name, p) for name in sorted(topics) if not name.startswith("__") and subscription.matches(name)
@@ -103,12 +104,13 @@ class Cluster:
     def watermarks(self, partitions: list[TopicPartition]) -> dict[TopicPartition, tuple[int, int]]:
         """(log start, log end) per partition."""
         out = {}
+        connection = self._connection()
         for topic, partition in partitions:
             try:
-                out[(topic, partition)] = self._connection().get_watermark_offsets(
+                out[(topic, partition)] = connection.get_watermark_offsets(
                     KafkaTopicPartition(topic, partition), timeout=self._timeout, cached=False)
             except KafkaException as exc:
-                raise broker_error(self.client, f"offsets of {topic}-{partition}", exc, self._consumer,
+                raise broker_error(self.client, f"offsets of {topic}-{partition}", exc, connection,
                                    self.errors) from None
         return out
 
@@ -117,10 +119,11 @@ class Cluster:
         if not partitions:
             return {}
         asked = [KafkaTopicPartition(topic, partition, timestamp) for topic, partition in partitions]
+        connection = self._connection()
         try:
-            found = self._connection().offsets_for_times(asked, timeout=self._timeout)
+            found = connection.offsets_for_times(asked, timeout=self._timeout)
         except KafkaException as exc:
-            raise broker_error(self.client, f"offsets for timestamp {timestamp}", exc, self._consumer,
+            raise broker_error(self.client, f"offsets for timestamp {timestamp}", exc, connection,
                                self.errors) from None
         return {(tp.topic, tp.partition): tp.offset for tp in found}
 
@@ -137,7 +140,7 @@ class Cluster:
             return {tp: low for tp, (low, _high) in marks.items()}
         if spec.kind == "latest":
             return {tp: high for tp, (_low, high) in marks.items()}
-        if spec.kind == "timestamp":
+        if spec.timestamp is not None:  # startingTimestamp
             found = self.offsets_for_timestamp(partitions, spec.timestamp)
             late = [tp for tp, offset in found.items() if offset < 0]
             if late and timestamp_strategy == "error":

@@ -16,6 +16,7 @@ import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import overload
 
 from .errors import OptionError
 
@@ -57,7 +58,7 @@ class Subscription:
     partitions: tuple[tuple[str, int], ...] = ()
 
     def matches(self, topic: str) -> bool:
-        if self.kind == "subscribePattern":
+        if self.pattern is not None:  # subscribePattern
             return re.fullmatch(self.pattern, topic) is not None
         return topic in self.topics
 
@@ -117,6 +118,14 @@ class WriteOptions:
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
     return {str(key).lower(): str(value) for key, value in options.items() if value is not None}
+
+
+@overload
+def _positive_int(options: dict, name: str, default: int) -> int: ...
+
+
+@overload
+def _positive_int(options: dict, name: str, default: None = None) -> int | None: ...
 
 
 def _positive_int(options: dict, name: str, default: int | None = None) -> int | None:

@@ -97,11 +97,12 @@ def read_range(options: ReadOptions, part: O.PartitionRange, schema: StructType)
         while position < end:
             messages = reader.consume(min(BATCH_RECORDS, end - position), timeout=min(1.0, poll_timeout))
             rows = []
+            following = position  # the offset after the last row
             at_end = False
             for message in messages:
-                error = message.error()
+                error, offset = message.error(), message.offset()
                 if error is not None and error.code() == KafkaError._PARTITION_EOF:
-                    at_end = message.offset() >= end
+                    at_end = offset is not None and offset >= end
                     break
                 if error is not None:
                     if error.code() != KafkaError._AUTO_OFFSET_RESET:
@@ -113,11 +114,12 @@ def read_range(options: ReadOptions, part: O.PartitionRange, schema: StructType)
                     position = max(position, low)
                     reader.assign([KafkaTopicPartition(part.topic, part.partition, position)])
                     break
-                if message.offset() >= end:
+                if offset is None or offset >= end:
                     break
                 rows.append(message)
+                following = offset + 1
             if rows:
-                position = rows[-1].offset() + 1
+                position = following
                 deadline = time.monotonic() + poll_timeout
                 yield _arrow_batch(rows, part, arrow_schema, options.include_headers)
             if at_end:

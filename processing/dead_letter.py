@@ -42,7 +42,8 @@ class DeadLetterWriter:
         def on_delivery(err, _message):
             loop.call_soon_threadsafe(_settle, delivered, err)
 
-        headers = list(record.headers or ()) + failure_headers(record, error, attempts)
+        headers: list[tuple[str, str | bytes | None]] = [*(record.headers or ()),
+                                                         *failure_headers(record, error, attempts)]
         self._producer.produce(self.topic, value=record.value, key=record.key, headers=headers,
                                on_delivery=on_delivery)
         self._pending += 1

@@ -125,10 +125,10 @@ class Processor:
         floor, ceiling = retry_backoff_ms
         if not 0 <= floor <= ceiling:
             raise ValueError(f"retry_backoff_ms: (floor, ceiling) with 0 <= floor <= ceiling, not {retry_backoff_ms!r}")
-        for name, value in (("handler_timeout_s", handler_timeout_s), ("max_delay_s", max_delay_s),
-                            ("revoke_timeout_s", revoke_timeout_s)):
-            if value is not None and value <= 0:
-                raise ValueError(f"{name}: a positive number of seconds, not {value!r}")
+        for name, seconds in (("handler_timeout_s", handler_timeout_s), ("max_delay_s", max_delay_s),
+                              ("revoke_timeout_s", revoke_timeout_s)):
+            if seconds is not None and seconds <= 0:
+                raise ValueError(f"{name}: a positive number of seconds, not {seconds!r}")
         self.bootstrap = bootstrap
         self.group = group
         self.topics = list(topics)
@@ -164,7 +164,6 @@ class Processor:
         self._fatal: ProcessingError | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._consumer: Consumer | None = None
-        self._consumer_thread: ThreadPoolExecutor | None = None
         self._handler_threads: ThreadPoolExecutor | None = None
         self._dead_letters: DeadLetterWriter | None = None
 
@@ -198,11 +197,11 @@ class Processor:
         if self._handler is None:
             raise ProcessingError("no handler: decorate a function with @app.handler")
         self._loop = asyncio.get_running_loop()
-        self._consumer_thread = ThreadPoolExecutor(1, thread_name_prefix="kgate-processing-consumer")
+        consumer_thread = ThreadPoolExecutor(1, thread_name_prefix="kgate-processing-consumer")
         if not self._is_async:
             self._handler_threads = ThreadPoolExecutor(self.threads, thread_name_prefix="kgate-processing-handler")
         common = {"bootstrap.servers": self.bootstrap}
-        self._consumer = Consumer({
+        self._consumer = consumer = Consumer({
             **common, "group.id": self.group, "enable.auto.commit": False, "enable.auto.offset.store": False,
             "partition.assignment.strategy": "cooperative-sticky",
             # librdkafka otherwise waits up to 1 s before refetching a partition whose records the
@@ -213,12 +212,11 @@ class Processor:
             "on_commit": self._on_commit, **self.config})
         if self.dead_letter_topic:
             self._dead_letters = DeadLetterWriter(self.dead_letter_topic, {**common, **self._producer_config()})
-        self._consumer.subscribe(self.topics, on_assign=self._on_assign, on_revoke=self._on_revoke,
-                                 on_lost=self._on_lost)
+        consumer.subscribe(self.topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost)
         try:
-            await self._consume()
+            await self._consume(consumer, consumer_thread)
         finally:
-            await self._shutdown()
+            await self._shutdown(consumer, consumer_thread)
         if self._fatal is not None:
             raise self._fatal
 
@@ -228,7 +226,7 @@ class Processor:
                          "session.timeout", "heartbeat.", "max.poll", "queued.", "isolation.level")
         return {k: v for k, v in self.config.items() if not k.startswith(consumer_only)}
 
-    async def _consume(self) -> None:
+    async def _consume(self, consumer: Consumer, consumer_thread: ThreadPoolExecutor) -> None:
         loop = asyncio.get_running_loop()
         next_commit = time.monotonic() + self.commit_interval_s
         while not self._stopping:
@@ -237,7 +235,7 @@ class Processor:
             if time.monotonic() >= next_commit:
                 offsets = self._positions(self._partitions.values())
                 next_commit = time.monotonic() + self.commit_interval_s
-            batch = await loop.run_in_executor(self._consumer_thread, self._poll, room, offsets, self._paused)
+            batch = await loop.run_in_executor(consumer_thread, self._poll, consumer, room, offsets, self._paused)
             for message in batch:
                 error = message.error()
                 if error is None:
@@ -249,9 +247,8 @@ class Processor:
             self._limit()
             self._pump()
 
-    def _poll(self, room: int, offsets: list[TopicPartition], paused: bool) -> list:
+    def _poll(self, consumer: Consumer, room: int, offsets: list[TopicPartition], paused: bool) -> list:
         """In the consumer's thread: apply the loop's pause decision, commit, take records."""
-        consumer = self._consumer
         if paused != self._fetching_paused:
             partitions = consumer.assignment()
             if paused:
@@ -266,16 +263,16 @@ class Processor:
                 log.warning("commit of %d partition(s) failed: %s", len(offsets), error)
         return consumer.consume(room, POLL_S)
 
-    async def _shutdown(self) -> None:
+    async def _shutdown(self, consumer: Consumer, consumer_thread: ThreadPoolExecutor) -> None:
         """Stop taking, give running handlers ``revoke_timeout_s``, commit what is finished, close."""
         self._stopping = True
         loop = asyncio.get_running_loop()
         offsets = await self._release(list(self._partitions), wait=True)
-        await loop.run_in_executor(self._consumer_thread, self._commit_now, offsets)
-        await loop.run_in_executor(self._consumer_thread, self._consumer.close)
+        await loop.run_in_executor(consumer_thread, self._commit_now, consumer, offsets)
+        await loop.run_in_executor(consumer_thread, consumer.close)
         if self._dead_letters is not None:
             self._dead_letters.close(self.revoke_timeout_s)
-        self._consumer_thread.shutdown()
+        consumer_thread.shutdown()
         if self._handler_threads is not None:
             self._handler_threads.shutdown(wait=False, cancel_futures=True)
 
@@ -334,7 +331,7 @@ class Processor:
             self._running += 1
             work.partition.running += 1
             work.running = True
-            work.task = self._loop.create_task(self._attempt(work))
+            work.task = asyncio.create_task(self._attempt(work))
 
     async def _attempt(self, work: _Work) -> None:
         try:
@@ -386,14 +383,16 @@ class Processor:
             self.metrics.latency.observe(time.perf_counter() - started)
 
     def _invoke(self, record: Record):
+        handler = self._handler
+        assert handler is not None, "run_async starts only with a handler"
         if self._is_async:
-            return self._handler(record)
-        return self._loop.run_in_executor(self._handler_threads, self._handler, record)
+            return handler(record)
+        return asyncio.get_running_loop().run_in_executor(self._handler_threads, handler, record)
 
     def _later(self, work: _Work, seconds: float) -> None:
         """Put ``work`` off; it stays the head of its key, so later records of its key wait."""
         self._delayed += 1
-        work.timer = self._loop.call_later(seconds, self._due, work)
+        work.timer = asyncio.get_running_loop().call_later(seconds, self._due, work)
 
     def _due(self, work: _Work) -> None:
         work.timer = None
@@ -441,7 +440,9 @@ class Processor:
 
     def _in_loop(self, coroutine) -> Any:
         """Run ``coroutine`` on the processor's loop from the consumer's thread and wait for it."""
-        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
+        loop = self._loop
+        assert loop is not None, "the consumer calls back only while run_async runs"
+        return asyncio.run_coroutine_threadsafe(coroutine, loop).result()
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         self._in_loop(self._assigned(partitions))
@@ -454,7 +455,8 @@ class Processor:
             self._partitions[(tp.topic, tp.partition)] = _Partition(tp.topic, tp.partition)
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        self._commit_now(self._in_loop(self._release([(tp.topic, tp.partition) for tp in partitions], wait=True)))
+        self._commit_now(consumer, self._in_loop(self._release([(tp.topic, tp.partition) for tp in partitions],
+                                                               wait=True)))
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         """Another member may already own them: nothing may be committed."""
@@ -470,12 +472,14 @@ class Processor:
                 self._drop(work)
         busy = [state for state in states if state.running]
         if wait and busy:
+            idle = []
             for state in busy:
                 state.idle = asyncio.Event()
+                idle.append(state.idle)
             try:
                 async with asyncio.timeout(self.revoke_timeout_s):
-                    for state in busy:
-                        await state.idle.wait()
+                    for event in idle:
+                        await event.wait()
             except TimeoutError:
                 log.warning("revoke: handlers of %d partition(s) still running after %s s; their records are "
                             "left to the next owner", sum(1 for s in busy if s.running), self.revoke_timeout_s)
@@ -489,11 +493,11 @@ class Processor:
         return [TopicPartition(s.topic, s.partition, s.offsets.position) for s in states
                 if s.offsets.position is not None and s.offsets.position != s.committed]
 
-    def _commit_now(self, offsets: list[TopicPartition]) -> None:
+    def _commit_now(self, consumer: Consumer, offsets: list[TopicPartition]) -> None:
         """A synchronous commit (revoke, shutdown), in the consumer's thread."""
         if offsets:
             try:
-                self._consumer.commit(offsets=offsets, asynchronous=False)
+                consumer.commit(offsets=offsets, asynchronous=False)
             except KafkaException as error:
                 log.warning("commit of %d partition(s) failed: %s", len(offsets), error)
 

@@ -18,7 +18,10 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from bench.peer import TansuProcess
-from kgate.mirror.mm2_formats import Checkpoint, Heartbeat
+from kgate.mirror.config import Cluster
+from kgate.mirror.mm2_formats import Checkpoint, Heartbeat, OffsetSync, offset_syncs_topic
+from kgate.mirror.offset_syncs import read_syncs
+from kgate.mirror.translation import Sync
 from tests.support import records as R
 from tests.support.broker_process import BrokerProcess
 from tests.support.clients import ConfluentClient, create_topic
@@ -541,3 +544,19 @@ def test_audit_finds_deleted_records_raises_the_metric_and_prunes_old_counts(mir
         future.result(10)
     assert audit_totals(mirror, "dc1:dc2", "10m") == (1, count, 30)
     wait_for(lambda: gauge("kgate_mirror_audit_missing_records") == 30, 30, "the audit metric to show 30 missing")
+
+
+def test_a_tombstone_on_the_offset_syncs_topic_is_passed_over(clusters):
+    """Any client may write a record without a value to mm2-offset-syncs; it is no sync, and
+    reading the syncs (failover's first step) goes on past it rather than failing on it."""
+    target = f"t{uuid.uuid4().hex[:8]}"
+    topic = offset_syncs_topic(target)
+    create_topic(clusters["dc1"], topic, 1)
+    first, second = OffsetSync("orders", 0, 10, 7), OffsetSync("orders", 0, 20, 15)
+    producer = Producer({"bootstrap.servers": clusters["dc1"]})
+    producer.produce(topic, first.value(), first.key(), partition=0)
+    producer.produce(topic, None, first.key(), partition=0)
+    producer.produce(topic, second.value(), second.key(), partition=0)
+    assert producer.flush(30) == 0
+    syncs = read_syncs(Cluster("dc1", clusters["dc1"]), target, timeout=30)
+    assert syncs == {("orders", 0): [Sync(10, 7), Sync(20, 15)]}
