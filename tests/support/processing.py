@@ -45,11 +45,15 @@ def index_of(value: bytes) -> int:
 
 
 async def run_until(app, done, timeout: float) -> None:
-    """Run ``app`` until ``done()`` holds (polled), then stop it; fails if it does not hold in time."""
+    """Run ``app`` until ``done()`` holds (polled), then stop it; fails if it does not hold in time.
+
+    ``done`` runs in a thread, as the processor's metrics do: a check that asks the consumer
+    (watermarks) waits for librdkafka's lock, which the consumer thread may hold in a rebalance
+    callback that waits for the event loop; asked on the loop, the two waited for each other."""
     task = asyncio.ensure_future(app.run_async())
     deadline = time.monotonic() + timeout
     try:
-        while not done():
+        while not await asyncio.to_thread(done):
             if task.done():
                 task.result()
                 raise AssertionError("the processor stopped by itself")
