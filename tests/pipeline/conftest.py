@@ -20,15 +20,6 @@ os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 
 
-def pytest_collection_modifyitems(items):
-    """Every pipeline test runs in one worker (scripts/test: --dist loadgroup): one Spark JVM
-    (about 1 GB) for them all, not one per worker."""
-    here = os.path.dirname(__file__)
-    for item in items:
-        if str(item.path).startswith(here):
-            item.add_marker(pytest.mark.xdist_group("spark"))
-
-
 @pytest.fixture(scope="session")
 def spark():
     session = (SparkSession.builder.master("local[2]").appName("kgate-pipeline-tests")

@@ -5,6 +5,7 @@ import subprocess
 import sys
 from collections import Counter
 
+import pytest
 from confluent_kafka import Producer
 
 from kgate.cli import pipeline_jobs
@@ -14,6 +15,10 @@ from tests.support.clients import ConfluentClient, create_topic
 
 from .conftest import source_options
 from .spark_records import collect, run
+
+# Every Spark test runs in one worker (scripts/test: --dist loadgroup): one Spark JVM
+# (about 1 GB) for them all, not one per worker.
+pytestmark = pytest.mark.xdist_group("spark")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MINUTE_MS = 60_000
