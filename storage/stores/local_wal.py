@@ -39,7 +39,7 @@ from .object_layout import ObjectStoreUnavailable
 from .object_ledger import LedgerHome, S3Ledger
 from .s3_wal import MAX_INFLIGHT_PUTS, MAX_OBJECT_BYTES
 from .wal_object import Run
-from .wal_seam import Wal, WalObjects
+from .wal_seam import ObjectCuts, Wal, WalObjects
 
 log = logging.getLogger(__name__)
 
@@ -168,11 +168,9 @@ class LocalWal(Wal):
         self._records = records
         self.files = FileLedgerStore(directory)
         self.wal_id, self._lock_fd = _claim(directory)
-        self._interval = interval
         self._behind: dict[LocalWalLedger, None] = {}  # ledgers with confirmed entries not yet queued
         self._writing: set[LocalWalLedger] = set()
-        self._kick = asyncio.Event()
-        self._slots = asyncio.Semaphore(MAX_INFLIGHT_PUTS)
+        self._cuts = ObjectCuts(interval, MAX_INFLIGHT_PUTS)
         self._previous: asyncio.Future | None = None
         self._task: asyncio.Task | None = None
         # Uploads and drains run as the store's background tasks, cancelled when it closes.
@@ -197,7 +195,7 @@ class LocalWal(Wal):
         self._behind[ledger] = None
         if self._task is None:
             self._task = asyncio.ensure_future(self._run())
-        self._kick.set()
+        self._cuts.kick.set()
 
     def forget(self, ledger: LocalWalLedger) -> None:
         self._behind.pop(ledger, None)
@@ -209,21 +207,15 @@ class LocalWal(Wal):
         return 0.0 if oldest is None else time.monotonic() - oldest
 
     async def _run(self) -> None:
-        last_cut = 0.0
         while True:
-            await self._kick.wait()
-            self._kick.clear()
-            delay = last_cut + self._interval - time.monotonic()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            await self._slots.acquire()
+            await self._cuts.next()
             picked = self._pick()
             if not picked:
-                self._slots.release()
+                self._cuts.slots.release()
                 continue
-            last_cut = time.monotonic()
+            self._cuts.cut()
             if self._behind:
-                self._kick.set()  # more than one object's worth is waiting
+                self._cuts.kick.set()  # more than one object's worth is waiting
             done = asyncio.get_running_loop().create_future()
             previous, self._previous = self._previous, done
             self._spawn(self._upload(self._objects.take_key(), picked, previous, done))
@@ -269,7 +261,7 @@ class LocalWal(Wal):
         except Exception as exc:
             log.warning("upload of %s failed (its entries stay in the local WAL, tried again): %s", key, exc)
         finally:
-            self._slots.release()
+            self._cuts.slots.release()
         if previous is not None:
             await previous  # runs are taken in the order they were picked
         taken = False

@@ -16,7 +16,7 @@ from .ledger_records import WriterLease
 from .object_layout import ObjectStoreUnavailable
 from .object_ledger import LedgerHome, S3Ledger
 from .wal_object import Run
-from .wal_seam import Wal, WalObjects
+from .wal_seam import ObjectCuts, Wal, WalObjects
 
 log = logging.getLogger(__name__)
 
@@ -46,11 +46,8 @@ class ObjectWal(Wal):
         self._client = client
         self._objects = objects
         self._lease = lease
-        self._interval = interval
         self._batch: _Batch | None = None
-        self._kick = asyncio.Event()
-        self._full = asyncio.Event()
-        self._slots = asyncio.Semaphore(MAX_INFLIGHT_PUTS)
+        self._cuts = ObjectCuts(interval, MAX_INFLIGHT_PUTS)
         self._previous: asyncio.Future | None = None
         self._task: asyncio.Task | None = None
         self._uploads: set[asyncio.Task] = set()
@@ -69,33 +66,23 @@ class ObjectWal(Wal):
         if self._batch is None:
             self._batch = _Batch(self._lease.generation)
             self._waiting.add(self._batch)
-            self._kick.set()
+            self._cuts.kick.set()
         buffers, length = wal_object.frame(chunks)
         self._batch.entries.setdefault(ledger, []).append((entry_id, buffers, length, wal_object.head_of(chunks)))
         self._batch.size += wal_object.FRAME.size + length
         ledger.waiting(entry_id, self._batch.done)
         if self._batch.size >= MAX_OBJECT_BYTES:
-            self._full.set()
+            self._cuts.full.set()
         return length
 
     async def _run(self) -> None:
-        last_cut = 0.0
         while True:
-            await self._kick.wait()
-            self._kick.clear()
-            delay = last_cut + self._interval - time.monotonic()
-            if delay > 0 and not self._full.is_set():
-                try:
-                    await asyncio.wait_for(self._full.wait(), delay)
-                except TimeoutError:
-                    pass
-            self._full.clear()
-            await self._slots.acquire()
+            await self._cuts.next()
             batch, self._batch = self._batch, None
             if batch is None:
-                self._slots.release()
+                self._cuts.slots.release()
                 continue
-            last_cut = time.monotonic()
+            self._cuts.cut()
             previous, self._previous = self._previous, batch.done
             task = asyncio.ensure_future(self._upload(batch, self._objects.take_key(), previous))
             self._uploads.add(task)
@@ -115,7 +102,7 @@ class ObjectWal(Wal):
                 except Exception as exc:
                     failure = ObjectStoreUnavailable(f"WAL object {key}: {exc}")
         finally:
-            self._slots.release()
+            self._cuts.slots.release()
         if previous is not None:
             await asyncio.wait([previous])  # confirm in order, whatever became of the previous one
         if failure is None and runs and not await self._leased(batch.generation):

@@ -6,6 +6,8 @@ broker's disk, uploaded into WAL objects in the background). Both write WAL obje
 same layout under the same writer name, numbered by one ``WalObjects``, so a reader or a
 recovering broker cannot tell which wrote them.
 """
+import asyncio
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 
@@ -48,6 +50,35 @@ class WalObjects:
         if self._since_checkpoint >= CHECKPOINT_OBJECTS:
             self._since_checkpoint = 0
             self._checkpoint()
+
+
+class ObjectCuts:
+    """When a WAL cuts its next object: once ``kick``ed, no sooner than a commit interval
+    after the last cut (or at once when ``full``), and with one of ``slots`` PUT slots free
+    (its upload releases it)."""
+
+    def __init__(self, interval: float, slots: int):
+        self.kick = asyncio.Event()
+        self.full = asyncio.Event()
+        self.slots = asyncio.Semaphore(slots)
+        self._interval = interval
+        self._last = 0.0
+
+    async def next(self) -> None:
+        """Return when the next object may be cut, holding a PUT slot."""
+        await self.kick.wait()
+        self.kick.clear()
+        delay = self._last + self._interval - time.monotonic()
+        if delay > 0 and not self.full.is_set():
+            try:
+                await asyncio.wait_for(self.full.wait(), delay)
+            except TimeoutError:
+                pass
+        self.full.clear()
+        await self.slots.acquire()
+
+    def cut(self) -> None:
+        self._last = time.monotonic()
 
 
 class Wal(ABC):
