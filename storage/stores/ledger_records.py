@@ -143,6 +143,6 @@ class LedgerRecords:
         if writer is None:
             raise MissingObject(f"ledger {ledger.ledger_id}: its records are gone")
         runs, _sealed, _covered = await self.stored_runs(ledger.ledger_id, writer)
-        fresh = S3Ledger(ledger._store, ledger.ledger_id)
+        fresh = S3Ledger(ledger.home, ledger.ledger_id)
         fresh.load(runs, ledger.last_add_confirmed)
         ledger.take_index(fresh.index)

@@ -134,7 +134,7 @@ class LocalWalLedger(S3Ledger):
         except TimeoutError:
             raise ObjectStoreUnavailable(f"ledger {self.ledger_id}: entries not uploaded within "
                                          f"{CLOSE_UPLOAD_SECONDS:.0f} s; drained later") from None
-        await self._store.write_piece(self, sealed=True)
+        await self.home.write_piece(self, sealed=True)
         self._drop_local()
 
     async def _uploaded_through(self, entry_id: int) -> None:

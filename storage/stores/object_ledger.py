@@ -39,7 +39,7 @@ class Appender(Protocol):
 class S3Ledger(Ledger):
     def __init__(self, store: LedgerHome, ledger_id: int, appender: Appender | None = None):
         self.ledger_id = ledger_id
-        self._store = store
+        self.home = store
         self._appender = appender
         self._writable = appender is not None
         self.index = BlockIndex()  # where each confirmed entry is
@@ -105,7 +105,7 @@ class S3Ledger(Ledger):
             return False  # after a failure: entries past the gap are never confirmed
         for number in self.index.add_run(key, run):
             _key, start, end = self.index.location(number)  # type: ignore[misc]
-            self._store.cache.recent.put((key, self.ledger_id, start), data[start:end])
+            self.home.cache.recent.put((key, self.ledger_id, start), data[start:end])
         self.unpieced.append((key, run))
         return True
 
@@ -147,12 +147,12 @@ class S3Ledger(Ledger):
             number = index.entry_block[entry_id]
             stop = min(last, index.entries_of(number)[-1])
             try:
-                block = await self._store.block_bytes(self.ledger_id, index, number)
+                block = await self.home.block_bytes(self.ledger_id, index, number)
             except MissingObject:
                 if refreshed or not self.sealed:
                     raise
                 # Compacted (by this broker or another) and its old objects collected since.
-                await self._store.refresh_index(self)
+                await self.home.refresh_index(self)
                 index, refreshed = self.index, True
                 continue
             start = index.entry_pos[entry_id]
@@ -174,10 +174,10 @@ class S3Ledger(Ledger):
         if self._writable:
             self._writable = False
             await self.sync(self._pushed)
-            await self._store.write_piece(self, sealed=True)
+            await self.home.write_piece(self, sealed=True)
 
     def release(self) -> None:
-        self._store.forget(self)
+        self.home.forget(self)
 
     def load(self, runs: Iterable[tuple[str, Run]], last_entry: int | None) -> list[tuple[str, Run]]:
         """Take ``runs`` (any order, duplicates allowed) from entry 0 up to the first gap, or
