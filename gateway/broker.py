@@ -11,6 +11,7 @@ import logging
 import os
 import uuid
 from collections.abc import Callable, Iterator, Mapping
+from functools import partial
 
 from kgate.metadata.acls import AclStore
 from kgate.metadata.cluster import (
@@ -32,6 +33,7 @@ from kgate.storage import entry_formats
 from kgate.storage.entry_formats import EntryFormat
 from kgate.storage.ledger import CorruptLedger, LedgerStore, TailUnreachable
 from kgate.storage.managed_ledger import DamagedEntry, ManagedLedger, RetentionPolicy, RolloverPolicy
+from kgate.storage.store_capabilities import Housekeeping, Instrumented, Staging
 
 from . import topic_configs
 from .authorizer import Authorizer
@@ -109,8 +111,9 @@ class Broker:
                                           settings["kgate.sasl.max.failed.logins.per.address.per.minute"],
                                           settings["kgate.sasl.max.failed.logins.per.user.per.minute"])
         self.metrics = BrokerMetrics(self)
-        for collector in ledgers.collectors():
-            self.metrics.registry.register(collector)
+        if isinstance(ledgers, Instrumented):
+            for collector in ledgers.collectors():
+                self.metrics.registry.register(collector)
         self.authorizer = Authorizer(settings, AclStore(metadata), self.metrics.denied)
         self.events = EventManager(observe=self.metrics.metadata_event)
         self.ownership = Ownership(self)
@@ -142,7 +145,7 @@ class Broker:
             events.on(event, handler)
         store.on_session(self._session_reported)
         await self.cluster.register(self.me(), self.registration_wait)
-        leftovers = self.ledgers.unstage_all(f"{self.node_id}-")
+        leftovers = self.ledgers.unstage_all(f"{self.node_id}-") if isinstance(self.ledgers, Staging) else 0
         if leftovers:
             log.info("deleted %d record sets staged for other brokers before a restart", leftovers)
         await self.cluster.load()
@@ -159,11 +162,12 @@ class Broker:
         events.start()
         self._retention_task = asyncio.create_task(self._retention_loop())
         self.log_cleaner.start()
-        self._collection_task = asyncio.create_task(
-            self._periodically("kgate.s3.gc.interval.ms", self._collect_garbage, "object garbage collection"))
-        # Each broker compacts what it holds: its own partitions' sealed ledgers.
-        self._compaction_task = asyncio.create_task(
-            self._periodically("kgate.s3.compaction.interval.ms", self.ledgers.compact_round, "compaction"))
+        if isinstance(self.ledgers, Housekeeping):
+            self._collection_task = asyncio.create_task(self._periodically(
+                "kgate.s3.gc.interval.ms", partial(self._collect_garbage, self.ledgers), "object garbage collection"))
+            # Each broker compacts what it holds: its own partitions' sealed ledgers.
+            self._compaction_task = asyncio.create_task(
+                self._periodically("kgate.s3.compaction.interval.ms", self.ledgers.compact_round, "compaction"))
         log.info("broker %d of %d live: serving %d of %d topics' partitions", self.node_id,
                  len(self.cluster.brokers), len(self.partitions),
                  sum(t.partitions for t in self.cluster.topics.values()))
@@ -542,11 +546,11 @@ class Broker:
             except Exception as exc:
                 log.warning("%s failed (tried again in %.0f s): %s", what, interval, exc)
 
-    async def _collect_garbage(self) -> None:
+    async def _collect_garbage(self, store: Housekeeping) -> None:
         """Let the store delete what no live ledger needs (WAL objects of deleted ledgers).
         One broker does it, the live one with the lowest id; any could, safely."""
         if not self.cluster.brokers or min(self.cluster.brokers) == self.node_id:
-            await self.ledgers.collect_garbage(lambda: live_ledger_ids(self.cluster))
+            await store.collect_garbage(lambda: live_ledger_ids(self.cluster))
 
     async def _retention_loop(self) -> None:
         interval = self.settings["log.retention.check.interval.ms"] / 1000
@@ -600,8 +604,7 @@ async def _object_store(settings: Settings, metadata: MetadataStore, node_id: in
     store = S3LedgerStore(ObjectClient(BucketLocation.parse(settings["kgate.storage"])), f"{node_id}-{epoch}",
                           MetadataWriterLease(metadata), settings["kgate.s3.wal.commit.interval.ms"],
                           settings["kgate.s3.cache.bytes"], wal.removeprefix("file:") if wal != "s3" else None)
-    if store.local is not None:
-        store.local.start()  # what a crash left in the local WAL goes up before anyone waits on it
+    store.wal.start()  # what a crash left in a local WAL goes up before anyone waits on it
     return store
 
 

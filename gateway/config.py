@@ -103,7 +103,7 @@ BROKER_SETTINGS: dict[str, tuple[object, tuple]] = {
     # (deleted by retention, DeleteRecords or topic deletion). Each pass lists the bucket.
     "kgate.s3.gc.interval.ms": (60_000, _POSITIVE),
     # How often each broker compacts the sealed ledgers it holds out of WAL objects into
-    # objects of their own (a bounded amount per round; storage/stores/s3_store.py).
+    # objects of their own (a bounded amount per round; storage/stores/compaction.py).
     "kgate.s3.compaction.interval.ms": (10_000, _POSITIVE),
     "zookeeper.session.timeout.ms": (18_000, ("must be >= 1000", lambda v: v >= 1000)),
     "socket.request.max.bytes": (100 * 1024 * 1024, _POSITIVE),

@@ -1,6 +1,6 @@
 """The object store's writer lease, backed by this broker's metadata session.
 
-The S3 WAL confirms a PUT only while the lease holds (storage/stores/s3_store.py says
+The S3 WAL confirms a PUT only while the lease holds (storage/stores/ledger_records.py says
 why). The metadata session is the lease: it holds every ownership claim, and a new
 owner recovers a ledger only after the previous owner's claim is gone. So the lease
 is lost when the session expires, and a confirmation asks the store for a round trip

@@ -12,7 +12,6 @@ store), and even a local file read of many megabytes must not hold the event loo
 """
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable
 
 
 class LedgerFenced(Exception):
@@ -114,8 +113,9 @@ class Ledger(ABC):
         """Free what this process holds for the ledger (file handles); it stays stored."""
 
 
-# What :meth:`LedgerStore.stage` accepts as a name: one plain path component, never ``..`` or a
-# separator, since the name arrives in a request from another broker (or anyone claiming to be one).
+# What a staging store (storage.store_capabilities.Staging) accepts as a name: one plain path
+# component, never ``..`` or a separator, since the name arrives in a request from another
+# broker (or anyone claiming to be one).
 STAGED_NAME = re.compile(r"[0-9A-Za-z][0-9A-Za-z_-]{0,127}")
 
 
@@ -149,49 +149,11 @@ class LedgerStore(ABC):
         that checks out and truncating a torn or corrupt tail.
         """
 
-    async def stage(self, name: str, data) -> None:
-        """Store ``data`` under ``name`` where every broker can read it (:meth:`read_staged`).
-
-        A record set taken in one zone for a partition owned in another travels as a
-        reference to this; it need not be durable, since the owner answers only once it
-        has appended a copy to its own ledger, and the asker deletes it after that answer.
-        """
-        raise FollowingUnsupported(f"{type(self).__name__} cannot stage record sets")
-
-    async def read_staged(self, name: str) -> bytes:
-        """What :meth:`stage` stored under ``name``; FileNotFoundError when there is none."""
-        raise FollowingUnsupported(f"{type(self).__name__} cannot stage record sets")
-
-    def unstage(self, name: str) -> None:  # noqa: B027 (a store that cannot stage has nothing to delete)
-        """Delete what :meth:`stage` stored under ``name`` (nothing when it is gone already)."""
-
-    def unstage_all(self, prefix: str) -> int:
-        """Delete everything staged under names starting with ``prefix`` (a restarted broker's leftovers)."""
-        return 0
-
     @abstractmethod
     def delete_ledger(self, ledger_id: int) -> None: ...
 
     @abstractmethod
     def ledger_bytes(self, ledger_id: int) -> int: ...
-
-    async def collect_garbage(self, live_ledgers: Callable[[], Awaitable[set[int]]]) -> int:
-        """Delete stored data no live ledger needs any more; return how many objects went.
-
-        ``live_ledgers`` reads the ids every managed ledger's chain still lists. A store
-        whose ledgers own their storage outright frees it in ``delete_ledger`` and has
-        nothing to do; one that packs many ledgers into shared objects frees those here.
-        """
-        return 0
-
-    async def compact_round(self) -> int:
-        """Rewrite a bounded amount of stored data into a layout that reads faster; return how
-        many ledgers were done. Only a store that packs ledgers together has anything to do."""
-        return 0
-
-    def collectors(self) -> list:
-        """Prometheus collectors of what the store does (an object store's requests, say)."""
-        return []
 
     def close(self) -> None:  # noqa: B027 (an optional hook)
         """Release store-wide resources."""

@@ -24,6 +24,7 @@ from kgate.protocol.errors import KafkaError
 from kgate.protocol.messages import KgateProduceReferenceRequest
 from kgate.storage.entry_formats import EntryFormat, ProducedRecords
 from kgate.storage.ledger import LedgerFenced, StoreUnavailable
+from kgate.storage.store_capabilities import Staging
 
 from ..config import COMPRESSION_TYPES, is_compacted
 from ..partition import Partition
@@ -273,9 +274,12 @@ async def _by_reference(ctx: Context, request, topic_name: str, data, turn: Turn
     records = data.records
     if not records:
         raise KafkaError(ErrorCode.INVALID_RECORD, "empty record set")
+    store = broker.ledgers
+    if not isinstance(store, Staging):
+        raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"{type(store).__name__} cannot stage record sets")
     staged = f"{broker.node_id}-{uuid.uuid4().hex}"
     try:
-        await broker.ledgers.stage(staged, records)
+        await store.stage(staged, records)
     except OSError as exc:
         raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"staging for broker {owner.node_id} failed: {exc}") from None
     await turn.wait()
@@ -286,9 +290,9 @@ async def _by_reference(ctx: Context, request, topic_name: str, data, turn: Turn
     try:
         answer = await broker.peers.send(owner.node_id, reference, 0)
     except PeerUnavailable as exc:
-        broker.ledgers.unstage(staged)
+        store.unstage(staged)
         raise KafkaError(ErrorCode.NOT_LEADER_FOR_PARTITION, str(exc)) from None
-    answer.add_done_callback(lambda _: broker.ledgers.unstage(staged))
+    answer.add_done_callback(lambda _: store.unstage(staged))
     return _Outcome(ErrorCode.NONE, durable=answer, by_reference=True)
 
 

@@ -30,6 +30,7 @@ from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.headers import RequestHeader
 from kgate.protocol.messages import KgateProduceReferenceResponse
 from kgate.storage.ledger import STAGED_NAME
+from kgate.storage.store_capabilities import Staging
 
 from . import Context, handles
 from .produce import Turn, produce_in_turn
@@ -55,8 +56,13 @@ async def produce_reference(ctx: Context, request):
                 if not STAGED_NAME.fullmatch(part.staged):
                     refused[(topic.name, part.index)] = (ErrorCode.INVALID_REQUEST, "not a staged record set's name")
                     continue
+                store = ctx.broker.ledgers
+                if not isinstance(store, Staging):
+                    refused[(topic.name, part.index)] = (ErrorCode.KAFKA_STORAGE_ERROR, "this broker's store "
+                                                         "cannot read staged record sets")
+                    continue
                 try:
-                    records = await ctx.broker.ledgers.read_staged(part.staged)
+                    records = await store.read_staged(part.staged)
                 except OSError as exc:
                     refused[(topic.name, part.index)] = (ErrorCode.KAFKA_STORAGE_ERROR, f"staged records: {exc}")
                     continue

@@ -34,6 +34,7 @@ from ..ledger import (
     LedgerStore,
     StrandedEntries,
 )
+from ..store_capabilities import Staging
 
 log = logging.getLogger(__name__)
 
@@ -223,7 +224,7 @@ class FileLedger(Ledger):
             self._fd = -1
 
 
-class FileLedgerStore(LedgerStore):
+class FileLedgerStore(LedgerStore, Staging):
     follows = True  # a shared directory: other brokers open the same files read-only
 
     def __init__(self, directory: str):

@@ -17,15 +17,7 @@ broker's writer name, up to ``MAX_OBJECT_BYTES`` each and ``MAX_INFLIGHT_PUTS`` 
 taken in order: a reader or a recovering broker finds them exactly as with ``--wal s3``.
 A failed PUT loses nothing (the entries are still on disk); they go again in a later object.
 
-The unreachable tail. A ledger's writer record names the local WAL it was written through.
-Until the ledger has a sealed index piece, entries past the uploaded ones may exist only in
-that directory, so a broker without it refuses to open the ledger (TailUnreachable) rather
-than seal it short, and tries again later. The broker with the directory *drains* a ledger:
-it recovers the local log (which fences whoever still wrote it, as the file store does),
-uploads what the bucket lacks, writes the sealed piece and deletes the log. It does that at
-start-up for every log left in the directory, and at once for a ledger released unsealed
-(its partition dropped when the metadata session expired). Closing a ledger uploads the
-rest and seals it the same way, so a clean hand-over leaves nothing behind.
+What a crash or a lost partition leaves in DIR is drained (storage.stores.local_wal_drain).
 
 No writer lease is asked here (unlike the S3 WAL): no other broker can seal such a ledger,
 so nothing this broker confirmed can be contradicted; what it fsync'd after losing the
@@ -38,16 +30,19 @@ import os
 import time
 import uuid
 
-from ..ledger import LedgerFenced, TailUnreachable
+from ..ledger import LedgerFenced
 from . import wal_object
 from .file_store import FileLedger, FileLedgerStore
-from .s3_store import MAX_INFLIGHT_PUTS, MAX_OBJECT_BYTES, ObjectStoreUnavailable, S3Ledger
+from .ledger_records import LedgerRecords
+from .local_wal_drain import RETRY_SECONDS, LocalWalDrain
+from .object_layout import ObjectStoreUnavailable
+from .object_ledger import LedgerHome, S3Ledger
+from .s3_wal import MAX_INFLIGHT_PUTS, MAX_OBJECT_BYTES
 from .wal_object import Run
+from .wal_seam import ObjectCuts, Wal, WalObjects
 
 log = logging.getLogger(__name__)
 
-# After a failed upload or drain, how long before the next try.
-RETRY_SECONDS = 1.0
 # How long closing a ledger waits for its last entries to be uploaded before it gives up
 # (the ledger is then drained in the background, and its next owner waits for that).
 CLOSE_UPLOAD_SECONDS = 30.0
@@ -57,7 +52,8 @@ class LocalWalLedger(S3Ledger):
     """A ledger written through the local WAL: its log in DIR until it is sealed in the bucket."""
 
     def __init__(self, wal: "LocalWal", ledger_id: int, local: FileLedger):
-        super().__init__(wal.store, ledger_id, writable=True)
+        super().__init__(wal.home, ledger_id)
+        self._writable = True
         self.wal = wal
         self.local: FileLedger | None = local
         self.queued = -1  # the last entry handed to an upload
@@ -138,7 +134,7 @@ class LocalWalLedger(S3Ledger):
         except TimeoutError:
             raise ObjectStoreUnavailable(f"ledger {self.ledger_id}: entries not uploaded within "
                                          f"{CLOSE_UPLOAD_SECONDS:.0f} s; drained later") from None
-        await self._store.write_piece(self, sealed=True)
+        await self.home.write_piece(self, sealed=True)
         self._drop_local()
 
     async def _uploaded_through(self, entry_id: int) -> None:
@@ -160,24 +156,26 @@ class LocalWalLedger(S3Ledger):
             self.wal.forget(self)
             self.local.release()
             self.local = None
-            self.wal.drain_soon(self.ledger_id)
+            self.wal.drains.drain_soon(self.ledger_id)
 
 
-class LocalWal:
-    def __init__(self, store, directory: str, interval: float):
-        self.store = store
+class LocalWal(Wal):
+    def __init__(self, home: LedgerHome, client, objects: WalObjects, records: LedgerRecords,
+                 directory: str, interval: float, spawn):
+        self.home = home
+        self._client = client
+        self._objects = objects
+        self._records = records
         self.files = FileLedgerStore(directory)
         self.wal_id, self._lock_fd = _claim(directory)
-        self._interval = interval
         self._behind: dict[LocalWalLedger, None] = {}  # ledgers with confirmed entries not yet queued
         self._writing: set[LocalWalLedger] = set()
-        self._kick = asyncio.Event()
-        self._slots = asyncio.Semaphore(MAX_INFLIGHT_PUTS)
+        self._cuts = ObjectCuts(interval, MAX_INFLIGHT_PUTS)
         self._previous: asyncio.Future | None = None
         self._task: asyncio.Task | None = None
-        self._drains: dict[int, asyncio.Task] = {}
         # Uploads and drains run as the store's background tasks, cancelled when it closes.
-        self._spawn = store._spawn
+        self._spawn = spawn
+        self.drains = LocalWalDrain(home, client, objects, records, self.files, self.wal_id, spawn)
 
     # -- writing and uploading ---------------------------------------------------------
 
@@ -185,6 +183,9 @@ class LocalWal:
         ledger = LocalWalLedger(self, ledger_id, self.files.create_ledger(ledger_id))
         self._writing.add(ledger)
         return ledger
+
+    def writer_fields(self) -> dict:
+        return {"local_wal": self.wal_id}  # entries past the uploaded ones may be there only
 
     def confirmed_locally(self, ledger: LocalWalLedger) -> None:
         if ledger.local is None or ledger.last_add_confirmed <= ledger.queued:
@@ -194,7 +195,7 @@ class LocalWal:
         self._behind[ledger] = None
         if self._task is None:
             self._task = asyncio.ensure_future(self._run())
-        self._kick.set()
+        self._cuts.kick.set()
 
     def forget(self, ledger: LocalWalLedger) -> None:
         self._behind.pop(ledger, None)
@@ -206,24 +207,18 @@ class LocalWal:
         return 0.0 if oldest is None else time.monotonic() - oldest
 
     async def _run(self) -> None:
-        last_cut = 0.0
         while True:
-            await self._kick.wait()
-            self._kick.clear()
-            delay = last_cut + self._interval - time.monotonic()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            await self._slots.acquire()
+            await self._cuts.next()
             picked = self._pick()
             if not picked:
-                self._slots.release()
+                self._cuts.slots.release()
                 continue
-            last_cut = time.monotonic()
+            self._cuts.cut()
             if self._behind:
-                self._kick.set()  # more than one object's worth is waiting
+                self._cuts.kick.set()  # more than one object's worth is waiting
             done = asyncio.get_running_loop().create_future()
             previous, self._previous = self._previous, done
-            self._spawn(self._upload(self.store.wal.take_key(), picked, previous, done))
+            self._spawn(self._upload(self._objects.take_key(), picked, previous, done))
 
     def _pick(self) -> list[tuple[LocalWalLedger, int, int]]:
         """What goes into the next object: (ledger, first, last entry) up to MAX_OBJECT_BYTES."""
@@ -260,13 +255,13 @@ class LocalWal:
             data, runs = wal_object.pack([(ledger.ledger_id, first, frames, lengths)
                                           for ledger, first, frames, lengths in parts])
             if runs:
-                await self.store.client.put(key, data)
-                self.store.wal.stored(len(data))
+                await self._client.put(key, data)
+                self._objects.stored(len(data))
             stored = True
         except Exception as exc:
             log.warning("upload of %s failed (its entries stay in the local WAL, tried again): %s", key, exc)
         finally:
-            self._slots.release()
+            self._cuts.slots.release()
         if previous is not None:
             await previous  # runs are taken in the order they were picked
         taken = False
@@ -280,77 +275,16 @@ class LocalWal:
         if not stored:
             await asyncio.sleep(RETRY_SECONDS)
         if taken:
-            self.store.wal.object_confirmed()
+            self._objects.confirmed()
         done.set_result(None)
 
     # -- draining what a crash or a lost partition left ------------------------------------
 
     def start(self) -> None:
-        """Drain, in the background, every ledger log a previous run left in the directory."""
-        for ledger_id in self.files.ledger_ids():
-            self.drain_soon(ledger_id)
+        self.drains.start()
 
-    def drain_soon(self, ledger_id: int) -> None:
-        self._spawn(self._drain_until_done(ledger_id))
-
-    async def _drain_until_done(self, ledger_id: int) -> None:
-        while True:
-            try:
-                await self.drain(ledger_id)
-                return
-            except TailUnreachable as exc:
-                log.error("%s", exc)
-                return
-            except Exception as exc:
-                log.warning("ledger %d: draining the local WAL failed (tried again in %.0f s): %s",
-                            ledger_id, RETRY_SECONDS, exc)
-                await asyncio.sleep(RETRY_SECONDS)
-
-    async def drain(self, ledger_id: int) -> None:
-        """Upload what the bucket lacks of ledger ``ledger_id`` from its local log, seal it,
-        delete the log. One drain per ledger at a time; callers share it."""
-        task = self._drains.get(ledger_id)
-        if task is None:
-            task = self._drains[ledger_id] = self._spawn(self._drain(ledger_id))
-            task.add_done_callback(lambda _task: self._drains.pop(ledger_id, None))
-        await asyncio.shield(task)
-
-    async def _drain(self, ledger_id: int) -> None:
-        store = self.store
-        writer = await store.writer_record(ledger_id)
-        if writer is None:
-            # Never confirmed anything (acknowledgements wait for this record), or deleted.
-            self.files.delete_ledger(ledger_id)
-            return
-        runs, sealed, covered = await store.stored_runs(ledger_id, writer)
-        if sealed:
-            self.files.delete_ledger(ledger_id)
-            return
-        if writer.get("local_wal") != self.wal_id:
-            raise TailUnreachable(f"ledger {ledger_id}: its writer record names local WAL "
-                                  f"{writer.get('local_wal')}, not this one ({self.wal_id})")
-        known = S3Ledger(store, ledger_id, writable=False)
-        kept = known.load(runs, None)
-        try:
-            local = await self.files.open_ledger(ledger_id, None)  # fences a writer still at it
-        except FileNotFoundError:
-            raise TailUnreachable(f"ledger {ledger_id}: its log is missing from local WAL {self.wal_id}") from None
-        try:
-            first = known.uploaded + 1
-            while first <= local.last_add_confirmed:
-                last = local.last_within(first, MAX_OBJECT_BYTES)
-                frames, lengths = await local.read_frames(first, last)
-                data, (run,) = wal_object.pack([(ledger_id, first, frames, lengths)])
-                key = store.wal.take_key()
-                await store.client.put(key, data)
-                store.wal.stored(len(data))
-                kept.append((key, run))
-                first = last + 1
-            await store.seal_recovered(ledger_id, kept, covered)
-        finally:
-            local.release()
-        self.files.delete_ledger(ledger_id)
-        log.info("ledger %d: drained from the local WAL and sealed at entry %d", ledger_id, first - 1)
+    async def drain(self, ledger_id: int, writer: dict) -> None:
+        await self.drains.drain(ledger_id, writer)
 
     def delete_ledger(self, ledger_id: int) -> None:
         self.files.delete_ledger(ledger_id)

@@ -18,11 +18,11 @@ class ObjectStoreCollector:
         yield requests
         yield moved
         yield from client.put_latency.collect()
-        yield CounterMetricFamily("kgate_wal_objects", "WAL objects written", value=store.wal_objects)
+        yield CounterMetricFamily("kgate_wal_objects", "WAL objects written", value=store.objects.objects)
         yield CounterMetricFamily("kgate_wal_object_bytes", "Bytes of WAL objects written (over kgate_wal_objects: "
-                                  "the mean object size)", value=store.wal_bytes)
+                                  "the mean object size)", value=store.objects.bytes)
         yield CounterMetricFamily("kgate_objects_collected", "Objects deleted because no live ledger needed them "
-                                  "any more", value=store.objects_collected)
+                                  "any more", value=store.collector.objects_collected)
         ledgers, size = store.compaction_backlog()
         backlog = GaugeMetricFamily("kgate_compaction_backlog", "Sealed ledgers of this broker whose entries "
                                     "are still in WAL objects, and their bytes", labels=["unit"])
@@ -30,9 +30,9 @@ class ObjectStoreCollector:
         backlog.add_metric(["bytes"], size)
         yield backlog
         yield CounterMetricFamily("kgate_compacted_ledgers", "Ledgers rewritten into objects of their own",
-                                  value=store.ledgers_compacted)
+                                  value=store.compactor.ledgers_compacted)
         yield CounterMetricFamily("kgate_compacted_bytes", "Bytes of the objects compaction wrote",
-                                  value=store.compacted_bytes)
+                                  value=store.compactor.compacted_bytes)
         yield GaugeMetricFamily("kgate_wal_upload_lag_seconds", "Age of the oldest entry acknowledged or waiting "
                                 "that is not yet in a WAL object", value=store.upload_lag())
         cache = store.cache

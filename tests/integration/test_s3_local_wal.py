@@ -69,7 +69,7 @@ async def test_a_tail_only_in_a_local_wal_is_refused_elsewhere_until_its_broker_
     with pytest.raises(TailUnreachable, match="local WAL"):
         await other.open_ledger(7, None)
     restarted = store(location, tmp_path / "wal", "w3")
-    restarted.local.start()
+    restarted.wal.start()
     await until(lambda: _opens(other, 7), "the drained ledger to open elsewhere")
     opened = await other.open_ledger(7, None)
     assert [bytes(e) for e in await opened.read_range(0, 99)] == [payload(7, i) for i in range(25)]

@@ -146,7 +146,7 @@ async def test_a_missing_object_is_corruption_of_that_ledger(location):
 
 
 async def test_compaction_moves_sealed_ledgers_into_objects_of_their_own_and_frees_the_wal(location, monkeypatch):
-    from kgate.storage.stores import object_inventory, s3_store
+    from kgate.storage.stores import block_index, compaction, object_inventory
 
     writer = store(location, interval_ms=10)
     ledgers = [writer.create_ledger(20 + i) for i in range(3)]
@@ -161,7 +161,7 @@ async def test_compaction_moves_sealed_ledgers_into_objects_of_their_own_and_fre
     early = await store(location, writer="w2").open_ledger(20, 59)  # keeps the index it read now
     compactor = store(location, writer="w3")
     opened = [await compactor.open_ledger(ledger_id, 59) for ledger_id in expected]
-    monkeypatch.setattr(s3_store, "COMPACTION_ROUND_BYTES", 1)  # a round's budget: one ledger
+    monkeypatch.setattr(compaction, "COMPACTION_ROUND_BYTES", 1)  # a round's budget: one ledger
     assert compactor.compaction_backlog()[0] == 3
     assert await compactor.compact_round() == 1
     assert compactor.compaction_backlog()[0] == 2
@@ -182,7 +182,7 @@ async def test_compaction_moves_sealed_ledgers_into_objects_of_their_own_and_fre
     assert (survey.unreferenced, survey.missing, survey.damaged) == ([], [], [])
     # Read back in small blocks (several range GETs per object), by a broker that opens them
     # now and by one that had opened a ledger before it moved.
-    monkeypatch.setattr(s3_store, "READ_BLOCK_BYTES", 4096)
+    monkeypatch.setattr(block_index, "READ_BLOCK_BYTES", 4096)
     fresh = store(location, writer="w4")
     for ledger_id, payloads in expected.items():
         ledger = await fresh.open_ledger(ledger_id, 59)

@@ -3,8 +3,10 @@ GET: a sequential reader keeps READ_AHEAD_BLOCKS blocks on their way whether its
 was a hit or a miss, asks for each block once, and a miss's GET overlaps the ones ahead."""
 import asyncio
 
-from kgate.storage.stores import s3_store, wal_object
-from kgate.storage.stores.s3_store import READ_AHEAD_BLOCKS, S3Ledger, S3LedgerStore
+from kgate.storage.stores import block_index, wal_object
+from kgate.storage.stores.block_reader import READ_AHEAD_BLOCKS
+from kgate.storage.stores.object_ledger import S3Ledger
+from kgate.storage.stores.s3_store import S3LedgerStore
 from kgate.storage.stores.wal_object import Run
 
 LEDGER = 5
@@ -32,7 +34,7 @@ def payload(entry_id: int) -> bytes:
 
 def compacted_ledger(monkeypatch) -> tuple[S3LedgerStore, S3Ledger, Bucket]:
     """A sealed ledger of ENTRIES entries in one object, in blocks of three entries."""
-    monkeypatch.setattr(s3_store, "READ_BLOCK_BYTES", 1000)
+    monkeypatch.setattr(block_index, "READ_BLOCK_BYTES", 1000)
     buffers, run, pos = [], Run(LEDGER, 0, 0), 0
     for entry_id in range(ENTRIES):
         framed, length = wal_object.frame([payload(entry_id)])
@@ -42,7 +44,7 @@ def compacted_ledger(monkeypatch) -> tuple[S3LedgerStore, S3Ledger, Bucket]:
         pos += wal_object.FRAME.size + length
     bucket = Bucket(b"".join(buffers))
     store = S3LedgerStore(bucket, "reader")  # type: ignore[arg-type]
-    ledger = S3Ledger(store, LEDGER, writable=False)
+    ledger = S3Ledger(store, LEDGER)
     ledger.load([("ledgers/data", run)], ENTRIES - 1)
     return store, ledger, bucket
 
@@ -54,7 +56,7 @@ async def settle():
 
 async def test_a_sequential_reader_keeps_the_blocks_ahead_coming_on_hits_too(monkeypatch):
     store, ledger, bucket = compacted_ledger(monkeypatch)
-    index = ledger._index
+    index = ledger.index
     blocks = len(index.keys)
     assert blocks >= READ_AHEAD_BLOCKS + 4
     for number in range(blocks):
@@ -76,7 +78,7 @@ async def test_a_miss_asks_for_the_blocks_ahead_before_its_own_get_returns(monke
     reading = asyncio.ensure_future(ledger.read_range(0, 0))
     await settle()
     assert not reading.done()
-    assert bucket.gets == [ledger._index.block_start[n] for n in range(1 + READ_AHEAD_BLOCKS)]
+    assert bucket.gets == [ledger.index.block_start[n] for n in range(1 + READ_AHEAD_BLOCKS)]
     bucket.open.set()
     assert [bytes(e) for e in await reading] == [payload(0)]
     store.close()

@@ -1,0 +1,117 @@
+"""The seam between the object store and the WAL its ledgers' entries go through.
+
+Two kinds: the S3 WAL (storage.stores.s3_wal: an entry is acknowledged once a WAL object
+holding it is confirmed) and the local WAL (storage.stores.local_wal: once fsync'd on this
+broker's disk, uploaded into WAL objects in the background). Both write WAL objects of the
+same layout under the same writer name, numbered by one ``WalObjects``, so a reader or a
+recovering broker cannot tell which wrote them.
+"""
+import asyncio
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+
+from ..ledger import TailUnreachable
+from .object_layout import wal_key
+from .object_ledger import S3Ledger
+
+# Index pieces are written every this many WAL objects, so a recovery reads at most this
+# many WAL object indexes beyond the pieces (about 5 s of writing at 100 ms).
+CHECKPOINT_OBJECTS = 50
+
+
+class WalObjects:
+    """This writer's WAL objects: the key of the next one, and how many (and bytes) were
+    written; every CHECKPOINT_OBJECTS confirmed, ``checkpoint`` writes index pieces."""
+
+    def __init__(self, writer: str, checkpoint: Callable[[], None]):
+        self.writer = writer
+        self.objects = 0
+        self.bytes = 0
+        self._seq = 0
+        self._since_checkpoint = 0
+        self._checkpoint = checkpoint
+
+    @property
+    def next_seq(self) -> int:
+        return self._seq
+
+    def take_key(self) -> str:
+        seq, self._seq = self._seq, self._seq + 1
+        return wal_key(self.writer, seq)
+
+    def stored(self, size: int) -> None:
+        self.objects += 1
+        self.bytes += size
+
+    def confirmed(self) -> None:
+        """Count an object whose runs were taken."""
+        self._since_checkpoint += 1
+        if self._since_checkpoint >= CHECKPOINT_OBJECTS:
+            self._since_checkpoint = 0
+            self._checkpoint()
+
+
+class ObjectCuts:
+    """When a WAL cuts its next object: once ``kick``ed, no sooner than a commit interval
+    after the last cut (or at once when ``full``), and with one of ``slots`` PUT slots free
+    (its upload releases it)."""
+
+    def __init__(self, interval: float, slots: int):
+        self.kick = asyncio.Event()
+        self.full = asyncio.Event()
+        self.slots = asyncio.Semaphore(slots)
+        self._interval = interval
+        self._last = 0.0
+
+    async def next(self) -> None:
+        """Return when the next object may be cut, holding a PUT slot."""
+        await self.kick.wait()
+        self.kick.clear()
+        delay = self._last + self._interval - time.monotonic()
+        if delay > 0 and not self.full.is_set():
+            try:
+                await asyncio.wait_for(self.full.wait(), delay)
+            except TimeoutError:
+                pass
+        self.full.clear()
+        await self.slots.acquire()
+
+    def cut(self) -> None:
+        self._last = time.monotonic()
+
+
+class Wal(ABC):
+    """One kind of WAL: it makes the ledgers it creates durable, and answers for the tail of
+    an unsealed ledger whose writer record names a local WAL."""
+
+    @abstractmethod
+    def create_ledger(self, ledger_id: int) -> S3Ledger: ...
+
+    def writer_fields(self) -> dict:
+        """What a ledger's writer record says of this WAL (where unuploaded entries may be)."""
+        return {}
+
+    async def drain(self, ledger_id: int, writer: dict) -> None:
+        """Put into the bucket every entry of ``ledger_id`` acknowledged through the local WAL
+        its writer record names, and seal it; TailUnreachable when that WAL is not here."""
+        raise unreachable_tail(ledger_id, writer)
+
+    @abstractmethod
+    def lag_seconds(self) -> float:
+        """Age of the oldest acknowledged (or waiting) entry not yet in a WAL object."""
+
+    def start(self) -> None:  # noqa: B027 (only a WAL with local state has anything left over)
+        """Take up what a previous run left behind."""
+
+    def delete_ledger(self, ledger_id: int) -> None:  # noqa: B027 (only a local WAL keeps a copy)
+        """Drop what the WAL keeps of a deleted ledger."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+
+def unreachable_tail(ledger_id: int, writer: dict) -> TailUnreachable:
+    return TailUnreachable(f"ledger {ledger_id}: entries past those uploaded may be only in the "
+                           f"local WAL {writer['local_wal']} of writer {writer['writer']}; it is "
+                           "served once that broker is back and has uploaded them")

@@ -1,0 +1,107 @@
+"""The S3 WAL against an in-memory bucket with injected faults: an entry is confirmed only
+after the PUT holding it succeeded and the writer lease still held, in the order the
+objects were cut, and a failed PUT gives up its entries and confirms nothing after them."""
+import asyncio
+
+import pytest
+
+from kgate.storage.ledger import LedgerFenced
+from kgate.storage.stores.object_layout import ObjectStoreUnavailable
+from kgate.storage.stores.s3_store import S3LedgerStore
+from tests.unit.memory_bucket import MemoryBucket, payload, settle
+
+
+def store(bucket: MemoryBucket, writer: str = "w1", lease=None) -> S3LedgerStore:
+    return S3LedgerStore(bucket, writer, lease, commit_interval_ms=0)  # type: ignore[arg-type]
+
+
+async def test_an_entry_is_confirmed_once_its_put_succeeded_and_a_fresh_store_reads_it_back():
+    bucket = MemoryBucket()
+    writer = store(bucket)
+    ledger = writer.create_ledger(7)
+    await settle()  # the writer record is PUT 0
+    gate = bucket.hold_put(1)
+    entry = ledger.add_entry([payload(7, 0)])
+    syncing = asyncio.ensure_future(ledger.sync(entry))
+    await settle()
+    assert not syncing.done() and ledger.last_add_confirmed == -1  # the PUT is slow
+    gate.set()
+    await asyncio.wait_for(syncing, 5)
+    assert ledger.last_add_confirmed == 0
+    writer.close()
+    reopened = await store(bucket, "w2").open_ledger(7, None)  # recovery from the objects alone
+    assert [bytes(e) for e in await reopened.read_range(0, 0)] == [payload(7, 0)]
+
+
+async def test_a_slow_put_holds_back_the_confirmation_of_later_objects():
+    bucket = MemoryBucket()
+    writer = store(bucket)
+    ledger = writer.create_ledger(7)
+    await settle()
+    gate = bucket.hold_put(1)
+    first = ledger.add_entry([payload(7, 0)])
+    await settle()  # the first object's PUT started and waits
+    second = ledger.add_entry([payload(7, 1)])
+    later = asyncio.ensure_future(ledger.sync(second))
+    for _ in range(50):  # until the second object is stored (its PUT is not held)
+        if len(bucket.objects) == 2:
+            break
+        await asyncio.sleep(0)
+    assert len(bucket.objects) == 2 and bucket.puts[2].startswith("wal/w1/")
+    assert ledger.last_add_confirmed == -1 and not later.done()
+    gate.set()
+    await asyncio.wait_for(later, 5)
+    assert ledger.last_add_confirmed == second and first == 0
+    writer.close()
+
+
+async def test_a_failed_put_gives_up_its_entries_and_the_ledger_takes_no_more():
+    bucket = MemoryBucket()
+    writer = store(bucket)
+    ledger = writer.create_ledger(7)
+    await settle()
+    bucket.failing_puts = 1
+    entry = ledger.add_entry([payload(7, 0)])
+    with pytest.raises(ObjectStoreUnavailable):
+        await asyncio.wait_for(ledger.sync(entry), 5)
+    assert ledger.failed and ledger.last_add_confirmed == -1 and ledger.last_add_pushed == -1
+    with pytest.raises(LedgerFenced):
+        ledger.add_entry([payload(7, 1)])
+    # The store goes on: the owner's next ledger is written as usual.
+    other = writer.create_ledger(8)
+    await asyncio.wait_for(other.sync(other.add_entry([payload(8, 0)])), 5)
+    assert other.last_add_confirmed == 0
+    writer.close()
+
+
+class LostLease:
+    generation = 0
+
+    async def confirm(self, generation: int) -> bool:
+        return False
+
+
+async def test_a_put_stored_after_the_lease_was_lost_confirms_nothing():
+    bucket = MemoryBucket()
+    writer = store(bucket, lease=LostLease())
+    ledger = writer.create_ledger(7)
+    entry = ledger.add_entry([payload(7, 0)])
+    with pytest.raises(LedgerFenced):
+        await asyncio.wait_for(ledger.sync(entry), 5)
+    assert any(key.startswith("wal/") for key in bucket.objects)  # stored, yet never acknowledged
+    assert ledger.last_add_confirmed == -1
+    writer.close()
+
+
+async def test_a_writer_record_already_taken_fences_the_new_writer():
+    """Two writers of one ledger id: the conditional PUT of the second's record fails, and
+    none of its entries is confirmed."""
+    bucket = MemoryBucket()
+    bucket.taken.add("ledgers/0000000000000000007/writer")
+    writer = store(bucket)
+    ledger = writer.create_ledger(7)
+    entry = ledger.add_entry([payload(7, 0)])
+    with pytest.raises(ObjectStoreUnavailable, match="writer record"):
+        await asyncio.wait_for(ledger.sync(entry), 5)
+    assert ledger.last_add_confirmed == -1
+    writer.close()
