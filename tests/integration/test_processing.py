@@ -73,7 +73,7 @@ def test_kill_9_then_restart_handles_every_record_and_repeats_only_uncommitted_o
     produce_keyed(broker.bootstrap, "events", count, keys=500)
     ends = end_offsets(broker.bootstrap, "events", partitions)
     settings = dict(bootstrap=broker.bootstrap, group="crash", topic="events", concurrency=200, handler_ms=1)
-    first = ProcessorProcess(str(tmp_path), log=tmp_path / "first.log", **settings).start()
+    first = ProcessorProcess(str(tmp_path), log=tmp_path / "first.log", stall_after=count // 2, **settings).start()
     try:
         wait_for(lambda: len(handled(tmp_path / "first.log")) >= count // 3, 60, "a third handled")
     finally:

@@ -21,10 +21,17 @@ def app() -> Processor:
                           config=CONSUMER_CONFIG)
     log = os.open(env["KGATE_TEST_LOG"], os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     pause = float(env.get("KGATE_TEST_HANDLER_MS", "1")) / 1000
+    # After this many records every handler waits for ever: a run a test kills cannot finish first.
+    stall_after = int(env.get("KGATE_TEST_STALL_AFTER", "-1"))
+    handled = [0]
+    never = asyncio.Event()
 
     @processor.handler
     async def handle(record):
+        if 0 <= stall_after <= handled[0]:
+            await never.wait()
         await asyncio.sleep(pause)
+        handled[0] += 1
         os.write(log, b"%d %d\n" % (record.partition, record.offset))
 
     return processor
