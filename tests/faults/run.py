@@ -19,9 +19,9 @@ from confluent_kafka.admin import AdminClient
 from . import history
 from .checker import Report, check
 from .cluster import _ROOT, FaultCluster, wait_until
+from .fault_clients import BLOCKED, WIND_DOWN_SECONDS
 from .nemesis import Nemesis
 from .network import Network
-from .workload import BLOCKED, WIND_DOWN_SECONDS
 
 SETTLE_SECONDS = 15  # after the last fault healed: clients reconnect, transactions time out
 
@@ -37,7 +37,7 @@ class Outcome:
 
 def _workload(cluster: FaultCluster, mode: str, out_dir: str, *args: str) -> subprocess.Popen:
     with open(os.path.join(out_dir, f"workload-{mode}.log"), "ab") as log:
-        return subprocess.Popen(cluster.client.wrap(sys.executable, "-m", "tests.faults.workload", mode,
+        return subprocess.Popen(cluster.client.wrap(sys.executable, "-m", "tests.faults.fault_clients", mode,
                                                     cluster.bootstrap, out_dir, *args), cwd=_ROOT,
                                 stdout=log, stderr=log)
 

@@ -7,7 +7,7 @@ consumers in groups, read_committed and read_uncommitted, classic and consumer p
 ``drain``: after the faults are healed, reads every partition from 0 to its end, so every
 acknowledged value is either found or proven lost.
 
-    python -m tests.faults.workload run|drain BOOTSTRAP OUT_DIR [--seconds N] [--seed S]
+    python -m tests.faults.fault_clients run|drain BOOTSTRAP OUT_DIR [--seconds N] [--seed S]
 """
 import argparse
 import os
