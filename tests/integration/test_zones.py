@@ -234,12 +234,8 @@ def test_when_a_zone_loses_its_broker_its_clients_go_to_the_owners_and_lose_noth
     topic = "zone-failover"
     create(zoned, topic)
     bootstrap = ",".join(zoned.brokers[n].bootstrap for n in (0, 1, 2))
-    # A zoned client knows only its zone's broker; once that broker is gone, librdkafka goes
-    # back to its bootstrap list only after metadata.recovery.rebootstrap.trigger.ms (5 minutes
-    # by default, past the producer's delivery timeout): an operator of zones sets it lower.
     writer = AckedProducer("confluent", bootstrap, topic, 3000, per_second=1000,
-                           **{"client.id": "writer-a,kgate_az=a", "enable.idempotence": True,
-                              "metadata.recovery.rebootstrap.trigger.ms": 5000}).start()
+                           **{"client.id": "writer-a,kgate_az=a", "enable.idempotence": True}).start()
     wait_for(lambda: len(writer.acked) >= 500, 30, "acknowledgements through the zone-a broker")
     zoned.brokers[0].kill()
     writer.join(150)
