@@ -508,13 +508,17 @@ class Broker:
 
     def zone_broker(self, zone: str, topic: str, index: int) -> int | None:
         """The live broker of ``zone`` that serves ``topic``-``index`` to that zone's clients;
-        None when the zone has none, or when the store cannot show a ledger to a non-owner."""
+        None when the zone has none this broker can reach, or when the store cannot show a
+        ledger to a non-owner."""
         if not self.followers.available:
             return None
         owner = self.leader(self.cluster.topics[topic], index) if topic in self.cluster.topics else None
         if owner is not None and owner.rack == zone:
             return owner.node_id  # the owner is in the zone itself: nothing to route
-        return zone_broker(self.cluster.brokers, zone, topic, index)
+        brokers = self.cluster.brokers
+        if self.peers.any_unreachable:  # a peer killed or cut off, still registered: not named
+            brokers = {node_id: info for node_id, info in brokers.items() if self.peers.reachable(node_id)}
+        return zone_broker(brokers, zone, topic, index)
 
     @staticmethod
     def is_internal(name: str) -> bool:

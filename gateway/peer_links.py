@@ -9,6 +9,12 @@ so a long poll parked on the link (a tail read's KgateReadEnd) holds up nothing 
 after it. A link that fails fails every request waiting on it and is opened again by
 the next request.
 
+A link that fails, or cannot be opened, marks its peer unreachable at that address until a
+link to it opens again (:meth:`PeerLinks.reachable`). A broker killed or cut off stays
+registered until its metadata session ends; zone routing asks this so as not to name such a
+broker to its zone's clients meanwhile (a client told only of a dead broker has nowhere to
+ask again).
+
 With ``kgate.inter.broker.sasl.username`` set, a link goes to the peer's SASL_PLAINTEXT
 listener when it has one and logs in there before its first request (gateway/sasl/login.py),
 as Kafka brokers do with inter-broker SASL: with an authorizer on, a peer then holds
@@ -23,6 +29,8 @@ import asyncio
 import itertools
 import logging
 import struct
+import time
+from collections.abc import Callable, Iterable
 
 from kgate.protocol.messages import RESPONSES
 
@@ -34,6 +42,8 @@ log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
 _CORRELATION = struct.Struct(">i")
 CONNECT_TIMEOUT_S = 5.0
+PROBE_TIMEOUT_S = 1.0  # a probe waits this long for a link to open before calling the peer unreachable
+PROBE_RETRY_S = 1.0  # and tries an unreachable peer again no sooner than this
 MAX_RESPONSE_BYTES = 64 << 20
 
 
@@ -49,6 +59,40 @@ class PeerLinks:
         self._username = settings["kgate.inter.broker.sasl.username"]
         self._password = settings["kgate.inter.broker.sasl.password"]
         self._mechanism = settings["kgate.inter.broker.sasl.mechanism"]
+        self._unreachable: dict[int, tuple[tuple[str, int], float]] = {}  # node -> (its address, since when)
+
+    @property
+    def any_unreachable(self) -> bool:
+        return bool(self._unreachable)
+
+    def reachable(self, node_id: int) -> bool:
+        """False while the last link to broker ``node_id``, at the address it is registered
+        with now, failed or could not be opened; True for a peer never linked to."""
+        down = self._unreachable.get(node_id)
+        return down is None or down[0] != self._address(node_id)[0]
+
+    async def probe(self, node_ids: Iterable[int]) -> None:
+        """Open a link to each of these peers that has none, so :meth:`reachable` knows them;
+        an open link costs nothing, and a peer found unreachable is tried again after a while."""
+        await asyncio.gather(*(self._probe(node_id) for node_id in node_ids))
+
+    async def _probe(self, node_id: int) -> None:
+        down = self._unreachable.get(node_id)
+        if down is not None and time.monotonic() - down[1] < PROBE_RETRY_S:
+            return
+        try:
+            link = self._link(node_id)
+            await asyncio.wait_for(asyncio.shield(link.opened()), PROBE_TIMEOUT_S)
+        except TimeoutError:
+            self._mark(node_id, link.address, False)  # still opening: unreachable until it opens
+        except PeerUnavailable:
+            pass  # the link marked it
+
+    def _mark(self, node_id: int, address: tuple[str, int], up: bool) -> None:
+        if up:
+            self._unreachable.pop(node_id, None)
+        elif self._address(node_id)[0] == address:
+            self._unreachable[node_id] = (address, time.monotonic())
 
     async def request(self, node_id: int, request, version: int, timeout: float):
         """Send ``request`` at ``version`` to broker ``node_id``; its decoded response.
@@ -68,25 +112,37 @@ class PeerLinks:
         Once the link is up this does not pause before writing, so requests sent one after
         the other by a task, or by tasks started in order, reach the peer in that order.
         """
-        broker = self._broker
-        info = broker.cluster.brokers.get(node_id)
-        address, login = None, None
-        if info is not None and self._username:
+        return await self._link(node_id).send(request, version)
+
+    def _address(self, node_id: int):
+        """Where broker ``node_id`` takes this broker's links, and the login they need (None if
+        none), or (None, None) when it is not live or has no listener for them."""
+        info = self._broker.cluster.brokers.get(node_id)
+        if info is None:
+            return None, None
+        if self._username:
             address = info.address("SASL_PLAINTEXT")
-            login = self._log_in if address is not None else None
-        if info is not None and address is None:
-            address = info.address("PLAINTEXT")
+            if address is not None:
+                return address, self._log_in
+        return info.address("PLAINTEXT"), None
+
+    def _link(self, node_id: int) -> "Link":
+        """The open (or opening) link to broker ``node_id``: a new one when it has none, or
+        the one it had failed or went to an address the peer no longer has."""
+        address, login = self._address(node_id)
         if address is None:
             raise PeerUnavailable(f"broker {node_id} is not live or has no PLAINTEXT or SASL_PLAINTEXT listener")
         link = self._links.get(node_id)
         if link is None or link.address != address or link.closed:
             if link is not None:
                 link.close()
+            broker = self._broker
             zone = broker.zone
             link = self._links[node_id] = Link(
                 address, broker_client_id(broker.node_id, zone),
-                broker.metrics.interbroker_counter(zone, info.rack), login)
-        return await link.send(request, version)
+                broker.metrics.interbroker_counter(zone, broker.cluster.brokers[node_id].rack), login,
+                lambda up: self._mark(node_id, address, up))
+        return link
 
     async def _log_in(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client_id: str) -> None:
         await log_in(reader, writer, self._mechanism, self._username, self._password, client_id)
@@ -98,8 +154,10 @@ class PeerLinks:
 
 
 class Link:
-    def __init__(self, address: tuple[str, int], client_id: str, count, login=None):
+    def __init__(self, address: tuple[str, int], client_id: str, count, login=None,
+                 on_state: Callable[[bool], None] = lambda up: None):
         self.address = address
+        self._on_state = on_state  # on_state(True) once open, on_state(False) if it fails to open or breaks
         self._login = login  # login(reader, writer, client_id), awaited before the first request
         self._client_id = client_id
         self._count = count  # count(direction, bytes): "out" sent, "in" received
@@ -109,6 +167,10 @@ class Link:
         self._connecting: asyncio.Future | None = None
         self._reader_task: asyncio.Task | None = None
         self.closed = False
+
+    async def opened(self) -> None:
+        """Once the link is open (and logged in); raises PeerUnavailable if it cannot be."""
+        await self._connected()
 
     async def _connected(self) -> asyncio.StreamWriter:
         if self._writer is not None:
@@ -125,6 +187,7 @@ class Link:
             reader, writer = await asyncio.wait_for(asyncio.open_connection(*self.address), CONNECT_TIMEOUT_S)
         except (TimeoutError, OSError) as exc:
             self.close()
+            self._on_state(False)
             raise PeerUnavailable(f"connecting to {where}: {exc!r}") from exc
         if self._login is not None:
             try:
@@ -134,9 +197,11 @@ class Link:
                 self.close()
                 if isinstance(exc, LoginFailed):
                     log.warning("cannot log in to the broker at %s: %s", where, exc)
+                self._on_state(False)
                 raise PeerUnavailable(f"logging in to {where}: {exc!r}") from exc
         self._writer = writer
         self._reader_task = asyncio.create_task(self._read(reader))
+        self._on_state(True)
 
     async def send(self, request, version: int) -> asyncio.Future:
         if self.closed:
@@ -173,6 +238,7 @@ class Link:
             raise
         except (OSError, asyncio.IncompleteReadError, PeerUnavailable) as exc:
             failure = PeerUnavailable(f"link to {self.address[0]}:{self.address[1]} failed: {exc!r}")
+            self._on_state(False)
         finally:
             self.close(failure)
 

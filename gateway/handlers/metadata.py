@@ -33,12 +33,13 @@ async def metadata(ctx: Context, request):
         auto_create = (request.allow_auto_topic_creation if version >= 4 else True) and \
             broker.settings["auto.create.topics.enable"]
     with_operations = version >= 8 and request.include_topic_authorized_operations
+    brokers = await _brokers(ctx)  # before the leaders: it finds which zone brokers can be named
     topics = [await _describe(ctx, name, topic_id, auto_create, with_operations) for name, topic_id in wanted]
     authorizer = broker.authorizer
     return R(
         throttle_time_ms=0,
         brokers=[R.MetadataResponseBroker(node_id=node_id, host=host, port=port, rack=rack)
-                 for node_id, (host, port, rack) in _brokers(ctx).items()],
+                 for node_id, (host, port, rack) in brokers.items()],
         cluster_id=broker.cluster_id,
         controller_id=broker.controller_id,
         topics=topics,
@@ -48,17 +49,24 @@ async def metadata(ctx: Context, request):
     )
 
 
-def _brokers(ctx: Context) -> dict:
+async def _brokers(ctx: Context) -> dict:
     """Every live broker (DESIGN rule 6), but to a client of a zone with live brokers only those:
     it is told its own zone's brokers as leaders of every partition, and a broker it is not
     told of is one it never opens a connection to (librdkafka and kafka-python ask any broker
     they know for metadata). Coordinators elsewhere stay reachable: FindCoordinator gives
-    their address."""
-    live = ctx.broker.live_brokers(ctx.connection)
+    their address.
+
+    A zone broker this broker cannot reach is left out (and out of the leaders ``lead``
+    names): killed or cut off, it stays registered until its metadata session ends, and a
+    client told only of it would have no broker left to ask again."""
+    broker = ctx.broker
+    live = broker.live_brokers(ctx.connection)
     zone = ctx.connection.zone
-    if zone is None or ctx.connection.peer_broker is not None or not ctx.broker.followers.available:
+    if zone is None or ctx.connection.peer_broker is not None or not broker.followers.available:
         return live
-    own = {node_id: found for node_id, found in live.items() if found[2] == zone}
+    await broker.peers.probe(node_id for node_id, found in live.items()
+                             if found[2] == zone and node_id != broker.node_id)
+    own = {node_id: found for node_id, found in live.items() if found[2] == zone and broker.peers.reachable(node_id)}
     return own or live
 
 

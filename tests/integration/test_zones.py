@@ -20,7 +20,7 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
-from kafka.protocol.metadata import FindCoordinatorRequest
+from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 
 from tests.support import records as R
 from tests.support.clients import ConfluentClient
@@ -245,6 +245,36 @@ def test_when_a_zone_loses_its_broker_its_clients_go_to_the_owners_and_lose_noth
     fallbacks = sum(value(scrape(zoned.brokers[n].metrics_url), "kgate_zone_fallbacks_total", client_zone="a")
                     for n in (1, 2))
     assert fallbacks > 0
+
+
+def test_a_zone_broker_killed_before_its_session_ends_is_not_named_to_its_zones_clients(tmp_path, zookeeper):
+    """kill -9 of the only zone-a broker, whose metadata session outlives the test: still
+    registered, it must not be what another broker names to a zone-a client (librdkafka,
+    told of no other broker, would have nowhere to ask again until its re-bootstrap timer).
+    The client is told of every live broker, the dead one included (as Kafka does until its
+    session ends), and of each partition's owner as its leader."""
+    cluster = KgateCluster(str(tmp_path), zookeeper.address, f"/kgate-{uuid.uuid4().hex[:8]}",
+                           **{"zookeeper.session.timeout.ms": 60_000})
+    try:
+        for node_id, zone in ZONES.items():
+            cluster.start_broker(node_id, **{"broker.rack": zone})
+        cluster.wait_live(set(ZONES))
+        topic = "zone-broker-killed"
+        owners = create(cluster, topic)
+
+        def asked_in_zone_a(node_id):
+            with Wire(cluster.brokers[node_id].bootstrap, client_id="probe,kgate_az=a") as wire:
+                answer = wire.call(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)],
+                                                   allow_auto_topic_creation=False), 9)
+            [described] = answer.topics
+            return {b.node_id for b in answer.brokers}, {p.partition_index: p.leader_id for p in described.partitions}
+
+        assert asked_in_zone_a(2) == ({0}, dict.fromkeys(range(PARTITIONS), 0))  # all through zone a's broker
+        cluster.brokers[0].kill()
+        for node_id in (1, 2):
+            assert asked_in_zone_a(node_id) == ({0, 1, 2}, owners)
+    finally:
+        cluster.stop()
 
 
 # The issue's acceptance run: 30 s of paced load, a producer and a consumer in every zone.
