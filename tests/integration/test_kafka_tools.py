@@ -8,6 +8,8 @@ from tests.support.compat_matrix import MATRIX  # noqa: F401 - puts compat-matri
 import kafka_tools  # noqa: E402  (isort: skip)
 
 CI = [case for case in kafka_tools.CASES if case.ci]
+# One worker runs the module, so its Kafka broker and kgate start once (scripts/test: --dist loadgroup).
+pytestmark = pytest.mark.xdist_group("kafka_tools")
 
 
 @pytest.fixture(scope="module")
