@@ -156,7 +156,7 @@ async def test_a_delay_holds_its_key_and_the_commit_but_not_other_keys(broker):
     produce_keyed(broker.bootstrap, "events", 1, keys=1, partition=0)             # key-0 at offset 0: delayed
     produce_keyed(broker.bootstrap, "events", 20, keys=20, partition=0)           # key-0 again, then 19 other keys
     produce_keyed(broker.bootstrap, "events", 20, keys=20, partition=1)
-    delay_s = 4.0  # long enough for every other record and partition 1's commit on a loaded machine
+    delay_s = 8.0  # long enough for every other record and partition 1's commit on a loaded machine (4 s was not, once)
     app = Processor(broker.bootstrap, "delays", ["events"], commit_interval_ms=100, config=CONSUMER_CONFIG)
     times: dict[tuple[int, int], list[float]] = {}
 
