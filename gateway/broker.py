@@ -90,7 +90,7 @@ class Broker:
         self.response_bytes = ResponseBytesBudget(settings["kgate.queued.max.response.bytes"],
                                                   settings["kgate.queued.max.response.bytes.per.connection"])
         self.cluster_id = ""
-        self._producer_ids = iter(())
+        self._producer_ids: Iterator[int] = iter(())
         self._retention_task: asyncio.Task | None = None
         self._collection_task: asyncio.Task | None = None
         self._compaction_task: asyncio.Task | None = None
@@ -125,7 +125,7 @@ class Broker:
 
     def me(self) -> BrokerInfo:
         """This broker as other brokers list it: its advertised address per security protocol."""
-        listeners = {}
+        listeners: dict[str, str] = {}
         for listener in self.settings.listeners:
             listeners.setdefault(listener.security_protocol, f"{listener.host}:{listener.port}")
         if self.settings["advertised.listeners"]:
@@ -137,7 +137,9 @@ class Broker:
 
         Listeners are bound (their ports known) but not yet accepting when this runs.
         """
-        self.cluster_id = await self.cluster.cluster_id(create=True)
+        cluster_id = await self.cluster.cluster_id(create=True)
+        assert cluster_id is not None  # made above when missing, and nothing deletes it
+        self.cluster_id = cluster_id
         events, store = self.events, self.metadata
         for event, handler in ((Event.BROKERS, self._brokers_changed), (Event.TOPICS, self._topics_changed),
                                (Event.TOPIC, self._topic_changed), (Event.OWNERS, self._owners_changed),

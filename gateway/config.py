@@ -388,7 +388,7 @@ def _is_zookeeper(value: str) -> bool:
 
 
 def _listener_items(listen) -> list[str]:
-    items = []
+    items: list[str] = []
     for entry in listen:
         items.extend(part for part in (entry if isinstance(entry, list) else str(entry).split(",")) if part)
     return items

@@ -26,6 +26,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import cast
 
 from kafka.protocol.api_key import ApiKey
 
@@ -96,6 +97,10 @@ class ConnectionInfo:
 class KafkaConnection(asyncio.BufferedProtocol):
     """Reads with ``recv_into`` into buffers the protocol machine lends (see protocol/frames.py)."""
 
+    # Set by connection_made, which asyncio calls before any other callback.
+    _transport: asyncio.Transport
+    info: ConnectionInfo
+
     def __init__(self, broker, listener):
         self._broker = broker
         settings = broker.settings
@@ -110,7 +115,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._lost = False
         self._idle_seconds = settings["connections.max.idle.ms"] / 1000
         self._listener = listener
-        self._transport: asyncio.Transport | None = None
+        self._admitted = False
         self._pending: asyncio.Queue = asyncio.Queue()
         self._unordered: set[asyncio.Future] = set()  # a peer's requests not answered yet (see the docstring)
         self._inflight = 0
@@ -123,12 +128,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._idle_timer: asyncio.TimerHandle | None = None
         self._last_activity = time.monotonic()
         self._address = "?"
-        self.info: ConnectionInfo | None = None
 
     # -- asyncio.BufferedProtocol callbacks ----------------------------------------------
 
-    def connection_made(self, transport: asyncio.Transport) -> None:
-        self._transport = transport
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # A stream server's transport, with TLS or without: it reads, writes and pauses.
+        self._transport = transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         self._address = peer[0] if peer else "?"
         if not self._broker.connection_limits.admit(self._address):
@@ -137,6 +142,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.info = ConnectionInfo(f"{peer[0]}:{peer[1]}" if peer else "?", self._listener.host, self._listener.port,
                                    self._listener.security_protocol, sasl_listener=self._sasl,
                                    responses=self._broker.response_bytes.connection())
+        self._admitted = True
         self._writer = asyncio.create_task(self._write_responses())
         self._broker.connections.add(self)
         self._schedule_idle_check()
@@ -175,7 +181,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             else:
                 if self.info.count_bytes is None:
                     self.info.identify(event.header.client_id, self._broker)
-                self.info.count_bytes("in", size)
+                count_bytes = self.info.count_bytes
+                assert count_bytes is not None  # identify set it
+                count_bytes("in", size)
                 metrics.decoded(event.header.api_key, received - started)
                 self._enqueue(event.header, self._handle(event.header, event.request, received), received, size)
 
@@ -187,7 +195,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         response = await dispatch(ctx, request)
         return response, time.monotonic(), ctx.held_bytes
 
-    async def _authenticate(self, token: bytes):
+    async def _authenticate(self, token: bytes | bytearray):
         return await authenticate(self._broker, self.info, token), time.monotonic(), 0
 
     def pause_writing(self) -> None:
@@ -197,7 +205,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._writable.set()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if self.info is None:  # refused at accept
+        if not self._admitted:  # refused at accept
             return
         self._broker.connection_limits.release(self._address)
         self._broker.connections.discard(self)
@@ -308,6 +316,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 if not task.done():
                     self._flush()
                 response, handled, held = await task
+                frame: list | None
                 if header is None:
                     frame = ServerConnection.encode_token(response)
                 else:
@@ -389,7 +398,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._schedule_idle_check()
 
     def close(self) -> None:
-        if self._transport is not None:
+        if self._admitted:
             self._flush()
             self._transport.close()
 

@@ -25,6 +25,7 @@ that has only just been made.
 import random
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from kgate.protocol.error_codes import ErrorCode
 
@@ -75,8 +76,9 @@ class FetchSession:
     partitions: dict = field(default_factory=dict)  # (topic or topic id, partition) -> CachedPartition
     evictable: bool = False  # by a larger new session: set at a use more than EVICTION_MS after creation
 
-    def update(self, requested: Iterable[tuple[tuple, object, object]], forgotten: Iterable[tuple]) -> None:
-        """Add or refresh ``(key, topic request, partition request)``s, then drop ``forgotten`` keys."""
+    def update(self, requested: Iterable[tuple[tuple, Any, Any]], forgotten: Iterable[tuple]) -> None:
+        """Add or refresh ``(key, topic request, partition request)``s (kafka-python's untyped request
+        entries), then drop ``forgotten`` keys."""
         for key, topic, part in requested:
             cached = self.partitions.get(key)
             if cached is None:

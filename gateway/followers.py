@@ -117,13 +117,13 @@ class Followers:
         errors: dict[tuple[str, int], ErrorCode] = {}
         for topic in response.topics:
             for answer in topic.partitions:
-                partition = served.pop((topic.name, answer.partition_index), None)
-                if partition is None:
+                answered = served.pop((topic.name, answer.partition_index), None)
+                if answered is None:
                     continue
                 if answer.error_code != ErrorCode.NONE:
                     errors[(topic.name, answer.partition_index)] = ErrorCode(answer.error_code)
                     continue
-                ledger = partition.ledger
+                ledger = answered.ledger
                 assert isinstance(ledger, FollowedLedger)
                 try:
                     # Shielded: a long poll cut short must not leave a view half caught up.

@@ -85,7 +85,8 @@ class Partition:
         InvalidBatch when the entry format finds records it cannot store.
         """
         header = produced.batch
-        idempotent = header is not None and header.producer_id >= 0 and header.base_sequence >= 0
+        # The batch of an idempotent producer, whose sequence is checked and recorded; None otherwise.
+        idempotent = header if header is not None and header.producer_id >= 0 and header.base_sequence >= 0 else None
         if self.fenced is not None:
             # Refused before the sequence check, as a broker that does not lead the partition
             # refuses: checked, the batch after a refused one would be OUT_OF_ORDER_SEQUENCE_NUMBER,
@@ -95,8 +96,8 @@ class Partition:
         try:
             await self.ledger.prepare_append()
             # From here to the append, no await: the sequence check and the append are atomic.
-            if idempotent:
-                cached = self.producers.check(header, self.ledger.next_offset)
+            if idempotent is not None:
+                cached = self.producers.check(idempotent, self.ledger.next_offset)
                 if cached is not None:
                     return cached.base_offset, cached.durable or _done()
             base, durable = self.ledger.append(
@@ -106,10 +107,10 @@ class Partition:
         except LedgerFenced as fenced:
             self._refused_as_fenced(fenced)
             raise
-        if idempotent:
-            self.producers.record(header, base, durable)
-            if header.is_transactional:
-                self.transactions.batch_appended(header.producer_id, base)
+        if idempotent is not None:
+            self.producers.record(idempotent, base, durable)
+            if idempotent.is_transactional:
+                self.transactions.batch_appended(idempotent.producer_id, base)
         return base, durable
 
     def _refused_as_fenced(self, fenced: LedgerFenced) -> None:

@@ -150,6 +150,7 @@ def lead(broker: "BrokerView", client: Client, topic: Topic, index: int) -> Loca
     An owner that has not opened the partition yet (claimed a moment ago), or no live owner:
     no leader, and clients retry."""
     leader = broker.leader(topic, index)
+    local: Partition | None
     try:
         local = broker.partition(topic.name, index)
     except KafkaError:

@@ -238,12 +238,12 @@ def _parse(name: str, text: str, kind: ConfigType):
         return number, str(number)
     if kind is ConfigType.DOUBLE:
         try:
-            number = float(text)
+            real = float(text)
         except ValueError:
             raise invalid("Not a number of type DOUBLE") from None
-        if not math.isfinite(number):
+        if not math.isfinite(real):
             raise invalid("Not a number of type DOUBLE")
-        return number, text
+        return real, text
     if kind is ConfigType.LIST:
         items = [item.strip() for item in text.split(",") if item.strip()]
         return items, ",".join(items)

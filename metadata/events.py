@@ -11,6 +11,7 @@ import enum
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 log = logging.getLogger(__name__)
 RETRY_SECONDS = 1.0
@@ -25,7 +26,9 @@ class Event(enum.Enum):
     SESSION = "session_changed"  # this broker's metadata session was suspended, restored or lost
 
 
-Handler = Callable[[object], Awaitable[None]]
+# Called with the key its event was posted about, whose type depends on the event (a topic
+# name, a Session, None), which a Callable type cannot say per event.
+Handler = Callable[[Any], Awaitable[None]]
 # (event, seconds waiting in the queue, seconds handling it)
 Observer = Callable[[Event, float, float], None]
 

@@ -153,7 +153,7 @@ class ConsumerGroupMachine:
         del consumer.members[old.member_id]
         consumer.members[member_id] = member
         target = consumer.target.pop(old.member_id, None)
-        stored = list(consumer.member_tombstones(old.member_id))
+        stored: list[tuple[bytes, bytes | None]] = list(consumer.member_tombstones(old.member_id))
         if target is not None:
             consumer.target[member_id] = target
             stored.append(consumer.target_record(member_id))

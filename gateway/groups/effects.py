@@ -6,6 +6,7 @@ parked one, arm or cancel a timer, append the group's record, log a line. The
 driver (the coordinator) owns the futures, the event loop's timers and the log.
 """
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -109,7 +110,7 @@ class StoreConsumer:
     """Append these consumer-group records (key, value or None for a tombstone); the
     request that caused them is answered once they are durable."""
     group_id: str
-    records: list[tuple[bytes, bytes | None]]
+    records: Sequence[tuple[bytes, bytes | None]]
 
 
 @dataclass(frozen=True, slots=True)

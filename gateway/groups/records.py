@@ -17,65 +17,79 @@ from kafka.protocol.api_data import ApiData
 from . import schemas
 
 
-class OffsetCommitKey(ApiData, load_json=schemas):
+class OffsetCommitKey(  # type: ignore[call-arg]  # kafka-python's untyped class keyword
+        ApiData, load_json=schemas):
     pass
 
 
-class OffsetCommitValue(ApiData, load_json=schemas):
+class OffsetCommitValue(  # type: ignore[call-arg]  # kafka-python's untyped class keyword
+        ApiData, load_json=schemas):
     pass
 
 
-class GroupMetadataKey(ApiData, load_json=schemas):
+class GroupMetadataKey(  # type: ignore[call-arg]  # kafka-python's untyped class keyword
+        ApiData, load_json=schemas):
     pass
 
 
-class GroupMetadataValue(ApiData, load_json=schemas):
+class GroupMetadataValue(  # type: ignore[call-arg]  # kafka-python's untyped class keyword
+        ApiData, load_json=schemas):
     pass
 
 
-class ConsumerGroupMetadataKey(ApiData, load_json=schemas):
+class ConsumerGroupMetadataKey(  # type: ignore[call-arg]  # kafka-python's untyped class keyword
+        ApiData, load_json=schemas):
     pass
 
 
-class ConsumerGroupMetadataValue(ApiData, load_json=schemas):
+class ConsumerGroupMetadataValue(  # type: ignore[call-arg]  # kafka-python's untyped class keyword
+        ApiData, load_json=schemas):
     pass
 
 
-class ConsumerGroupMemberMetadataKey(ApiData, load_json=schemas):
+class ConsumerGroupMemberMetadataKey(  # type: ignore[call-arg]  # kafka-python's untyped class keyword
+        ApiData, load_json=schemas):
     pass
 
 
-class ConsumerGroupMemberMetadataValue(ApiData, load_json=schemas):
+class ConsumerGroupMemberMetadataValue(  # type: ignore[call-arg]  # kafka-python's untyped class keyword
+        ApiData, load_json=schemas):
     pass
 
 
-class ConsumerGroupTargetAssignmentMetadataKey(ApiData, load_json=schemas):
+class ConsumerGroupTargetAssignmentMetadataKey(  # type: ignore[call-arg]  # kafka-python's untyped class keyword
+        ApiData, load_json=schemas):
     pass
 
 
-class ConsumerGroupTargetAssignmentMetadataValue(ApiData, load_json=schemas):
+class ConsumerGroupTargetAssignmentMetadataValue(  # type: ignore[call-arg]  # kafka-python's untyped class keyword
+        ApiData, load_json=schemas):
     pass
 
 
-class ConsumerGroupTargetAssignmentMemberKey(ApiData, load_json=schemas):
+class ConsumerGroupTargetAssignmentMemberKey(  # type: ignore[call-arg]  # kafka-python's untyped class keyword
+        ApiData, load_json=schemas):
     pass
 
 
-class ConsumerGroupTargetAssignmentMemberValue(ApiData, load_json=schemas):
+class ConsumerGroupTargetAssignmentMemberValue(  # type: ignore[call-arg]  # kafka-python's untyped class keyword
+        ApiData, load_json=schemas):
     pass
 
 
-class ConsumerGroupCurrentMemberAssignmentKey(ApiData, load_json=schemas):
+class ConsumerGroupCurrentMemberAssignmentKey(  # type: ignore[call-arg]  # kafka-python's untyped class keyword
+        ApiData, load_json=schemas):
     pass
 
 
-class ConsumerGroupCurrentMemberAssignmentValue(ApiData, load_json=schemas):
+class ConsumerGroupCurrentMemberAssignmentValue(  # type: ignore[call-arg]  # kafka-python's untyped class keyword
+        ApiData, load_json=schemas):
     pass
 
 
 MemberMetadata = GroupMetadataValue.MemberMetadata
 # Consumer group records by key version: (kind, key class, value class).
-CONSUMER_RECORDS = {
+CONSUMER_RECORDS: dict[int, tuple[str, type[ApiData], type[ApiData]]] = {
     3: ("group_epoch", ConsumerGroupMetadataKey, ConsumerGroupMetadataValue),
     5: ("member", ConsumerGroupMemberMetadataKey, ConsumerGroupMemberMetadataValue),
     6: ("assignment_epoch", ConsumerGroupTargetAssignmentMetadataKey, ConsumerGroupTargetAssignmentMetadataValue),

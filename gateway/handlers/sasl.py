@@ -50,7 +50,7 @@ async def sasl_authenticate(ctx: Context, request):
                                     session_lifetime_ms=0)
 
 
-async def authenticate(broker: BrokerView, connection, token: bytes) -> bytes:
+async def authenticate(broker: BrokerView, connection, token: bytes | bytearray) -> bytes:
     """One client token through the connection's mechanism; raises AuthenticationFailed."""
     address = connection.peer.rpartition(":")[0]
     mechanism = connection.mechanism

@@ -10,14 +10,14 @@ import hashlib
 import hmac
 import os
 
-from .credentials import CredentialStore, hash_name
+from .credentials import CredentialStore, ScramCredential, hash_name
 from .mechanism import AuthenticationFailed, Mechanism
 
 INVALID = "Authentication failed: Invalid username or password"
 
 
 def _attributes(message: str) -> dict[str, str]:
-    out = {}
+    out: dict[str, str] = {}
     for part in message.split(","):
         name, sep, value = part.partition("=")
         if not sep or len(name) != 1:
@@ -51,7 +51,7 @@ class ScramMechanism(Mechanism):
         self._digest = hash_name(name)
         self._credentials = credentials
         self._state = "first"
-        self._credential = None
+        self._credential: ScramCredential | None = None
         self._gs2_header = ""
         self._nonce = ""
         self._auth_message = ""
@@ -110,6 +110,7 @@ class ScramMechanism(Mechanism):
             raise AuthenticationFailed("Invalid SCRAM client-final message: channel binding mismatch")
         self._auth_message += f",{without_proof}"
         credential = self._credential
+        assert credential is not None  # the "final" state is entered only with the user's credential
         signature = hmac.digest(credential.stored_key, self._auth_message.encode(), self._digest)
         try:
             client_proof = base64.b64decode(proof, validate=True)

@@ -14,11 +14,11 @@ from . import schemas
 from .machine import TxnMetadata, TxnState
 
 
-class TransactionLogKey(ApiData, load_json=schemas):
+class TransactionLogKey(ApiData, load_json=schemas):  # type: ignore[call-arg]  # kafka-python's untyped class keyword
     pass
 
 
-class TransactionLogValue(ApiData, load_json=schemas):
+class TransactionLogValue(ApiData, load_json=schemas):  # type: ignore[call-arg]  # kafka-python's untyped class keyword
     pass
 
 
