@@ -117,10 +117,10 @@ class Broker:
         self.authorizer = Authorizer(settings, AclStore(metadata), self.metrics.denied)
         self.events = EventManager(observe=self.metrics.metadata_event)
         self.ownership = Ownership(self)
-        self.peers = PeerLinks(self)
+        self.peers: PeerLinks = PeerLinks(self)
         self.followers = Followers(self)
         # How long a restarted broker waits for its previous session's registration to go.
-        self.registration_wait = metadata.session_timeout + 2
+        self.registration_wait: float = metadata.session_timeout + 2
         self._watched: set[str] = set()
 
     def me(self) -> BrokerInfo:

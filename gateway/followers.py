@@ -17,17 +17,21 @@ Views are opened on first use and the least recently used are closed past
 import asyncio
 import logging
 import time
+import uuid
 from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Protocol
 
-from kgate.metadata.cluster import Topic, ledger_list_path
+from kgate.metadata.cluster import BrokerInfo, Topic, ledger_list_path
+from kgate.metadata.store import MetadataStore
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.messages import KgateReadEndRequest
 from kgate.storage.followed_ledger import FollowedLedger
-from kgate.storage.ledger import FollowingUnsupported
+from kgate.storage.ledger import FollowingUnsupported, LedgerStore
 
 from .chain_records import MetadataChainRecord
 from .partition import Partition
-from .peer_links import PeerUnavailable
+from .peer_links import PeerLinks, PeerUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -37,10 +41,27 @@ MAX_FOLLOWED = 200
 ASK_TIMEOUT_S = 5.0
 
 
+class FollowingBroker(Protocol):
+    """What reading other brokers' partitions needs of this broker: the shared stores the
+    ledgers and their lists are read from, who owns each partition, and links to the owners."""
+
+    node_id: int
+    ledgers: LedgerStore
+    metadata: MetadataStore
+
+    @property
+    def topics(self) -> Mapping[str, Topic]: ...
+
+    @property
+    def peers(self) -> PeerLinks: ...
+
+    def leader(self, topic: Topic, index: int) -> BrokerInfo | None: ...
+
+
 class Followers:
-    def __init__(self, broker):
+    def __init__(self, broker: FollowingBroker):
         self._broker = broker
-        self._followed: OrderedDict[tuple[str, int], tuple[object, Partition]] = OrderedDict()
+        self._followed: OrderedDict[tuple[str, int], tuple[uuid.UUID, Partition]] = OrderedDict()
         self._opening: dict[tuple[str, int], asyncio.Future] = {}
 
     @property

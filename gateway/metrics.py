@@ -10,6 +10,7 @@ events wait and take, by event, which shows a broker slow to follow the cluster.
 """
 import collections
 import time
+from collections.abc import Callable
 
 from kafka.protocol.api_key import ApiKey
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -113,14 +114,14 @@ class BrokerMetrics:
         waited.observe(queued_seconds)
         handled.observe(processing_seconds)
 
-    def client_bytes_counter(self, client_zone: str | None):
+    def client_bytes_counter(self, client_zone: str | None) -> Callable[[str, int], None]:
         """``count(direction, bytes)`` for one client connection's traffic ("in" or "out")."""
         broker_zone = self._broker.settings["broker.rack"]
         children = {direction: self._client_bytes.labels(direction, client_zone or "", broker_zone)
                     for direction in ("in", "out")}
         return lambda direction, size: children[direction].inc(size)
 
-    def interbroker_counter(self, local_zone: str | None, peer_zone: str | None):
+    def interbroker_counter(self, local_zone: str | None, peer_zone: str | None) -> Callable[[str, int], None]:
         """``count(direction, bytes)`` for a broker-to-broker connection ("in": received, "out": sent)."""
         children = {direction: self._interbroker_bytes.labels(label, local_zone or "", peer_zone or "")
                     for direction, label in (("in", "received"), ("out", "sent"))}

@@ -15,15 +15,17 @@ topic request, under the broker's topic lock, so ownership changes one at a time
 """
 import asyncio
 import logging
+from typing import Protocol
 
 from kgate.metadata.assignment import assign
-from kgate.metadata.cluster import Topic
-from kgate.metadata.events import Event
+from kgate.metadata.cluster import BrokerInfo, ClusterState, Topic
+from kgate.metadata.events import Event, EventManager
 from kgate.metadata.store import Session
 from kgate.storage.chain_record import ChainConflict
 from kgate.storage.ledger import CorruptLedger, LedgerFenced, TailUnreachable
 
 from .groups import OFFSETS_TOPIC
+from .partition import Partition
 from .transactions import TRANSACTION_STATE_TOPIC
 
 log = logging.getLogger(__name__)
@@ -32,8 +34,47 @@ log = logging.getLogger(__name__)
 TAIL_RETRY_SECONDS = 2.0
 
 
+class ShardedCoordinator(Protocol):
+    """A coordinator whose shards live in partitions of its internal topic: it loads a shard
+    when this broker gains its partition and drops it when the partition goes."""
+
+    async def gain(self, index: int) -> None: ...
+
+    def lose(self, index: int) -> None: ...
+
+
+class OwningBroker(Protocol):
+    """What ownership needs of the broker: the cluster's claims and epochs, the tables of
+    partitions it serves or holds offline, opening a partition's log, the coordinators to
+    tell, and the event queue to post changes to."""
+
+    node_id: int
+    partitions: dict[tuple[str, int], Partition]
+    offline: dict[tuple[str, int], str]
+    damaged: dict[tuple[str, int], tuple[Partition, int]]
+    registration_wait: float
+
+    @property
+    def cluster(self) -> ClusterState: ...
+
+    @property
+    def events(self) -> EventManager: ...
+
+    @property
+    def groups(self) -> ShardedCoordinator: ...
+
+    @property
+    def transactions(self) -> ShardedCoordinator: ...
+
+    def me(self) -> BrokerInfo: ...
+
+    async def open_partition(self, topic: Topic, index: int) -> Partition: ...
+
+    def take_offline(self, name: str, index: int, damage: CorruptLedger | OSError | TailUnreachable) -> None: ...
+
+
 class Ownership:
-    def __init__(self, broker):
+    def __init__(self, broker: OwningBroker):
         self.broker = broker
         self.safe = True  # False while the metadata session is suspended or lost
         self._expired = False

@@ -30,10 +30,13 @@ import itertools
 import logging
 import struct
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Protocol
 
+from kgate.metadata.cluster import ClusterState
 from kgate.protocol.messages import RESPONSES
 
+from .config import Settings
 from .sasl.login import LoginFailed, log_in
 from .zones import broker_client_id
 
@@ -47,12 +50,40 @@ PROBE_RETRY_S = 1.0  # and tries an unreachable peer again no sooner than this
 MAX_RESPONSE_BYTES = 64 << 20
 
 
+# count(direction, bytes): "out" sent, "in" received.
+ByteCounter = Callable[[str, int], None]
+# login(reader, writer, client_id), awaited on a link just opened, before its first request.
+Login = Callable[[asyncio.StreamReader, asyncio.StreamWriter, str], Awaitable[None]]
+
+
 class PeerUnavailable(ConnectionError):
     """The peer cannot be reached or the link to it failed before the answer came."""
 
 
+class InterbrokerCounters(Protocol):
+    def interbroker_counter(self, local_zone: str | None, peer_zone: str | None) -> ByteCounter: ...
+
+
+class LinkingBroker(Protocol):
+    """What links to peers need of this broker: its id and zone (its client id on a link
+    says both), the live brokers' listeners and zones, the login settings, and where the
+    bytes are counted."""
+
+    node_id: int
+    settings: Settings
+
+    @property
+    def cluster(self) -> ClusterState: ...
+
+    @property
+    def zone(self) -> str | None: ...
+
+    @property
+    def metrics(self) -> InterbrokerCounters: ...
+
+
 class PeerLinks:
-    def __init__(self, broker):
+    def __init__(self, broker: LinkingBroker):
         self._broker = broker
         self._links: dict[int, Link] = {}
         settings = broker.settings
@@ -114,7 +145,7 @@ class PeerLinks:
         """
         return await self._link(node_id).send(request, version)
 
-    def _address(self, node_id: int):
+    def _address(self, node_id: int) -> tuple[tuple[str, int] | None, Login | None]:
         """Where broker ``node_id`` takes this broker's links, and the login they need (None if
         none), or (None, None) when it is not live or has no listener for them."""
         info = self._broker.cluster.brokers.get(node_id)
@@ -154,7 +185,7 @@ class PeerLinks:
 
 
 class Link:
-    def __init__(self, address: tuple[str, int], client_id: str, count, login=None,
+    def __init__(self, address: tuple[str, int], client_id: str, count: ByteCounter, login: Login | None = None,
                  on_state: Callable[[bool], None] = lambda up: None):
         self.address = address
         self._on_state = on_state  # on_state(True) once open, on_state(False) if it fails to open or breaks
