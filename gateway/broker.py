@@ -110,7 +110,7 @@ class Broker:
         self.login_limiter = LoginLimiter(settings["kgate.sasl.max.failed.logins.per.minute"],
                                           settings["kgate.sasl.max.failed.logins.per.address.per.minute"],
                                           settings["kgate.sasl.max.failed.logins.per.user.per.minute"])
-        self.metrics = BrokerMetrics(self)
+        self.metrics: BrokerMetrics = BrokerMetrics(self)
         if isinstance(ledgers, Instrumented):
             for collector in ledgers.collectors():
                 self.metrics.registry.register(collector)

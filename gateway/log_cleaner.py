@@ -14,20 +14,45 @@ coordinator, which compacts it its own way.
 import asyncio
 import logging
 import time
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from typing import Protocol
 
 from kgate.metadata.cluster import Topic
 from kgate.storage import compaction
 from kgate.storage.compaction import CompactionPolicy, CompactionResult
 
-from .config import is_compacted
+from .config import Settings, is_compacted
 from .partition import Partition
 
 log = logging.getLogger(__name__)
 
 
+class CleanerMetrics(Protocol):
+    def log_cleaned(self, result: CompactionResult) -> None: ...
+
+
+class CleaningBroker(Protocol):
+    """What the cleaner needs of the broker: the partitions it serves, their topics' configs,
+    its own settings, and where a pass is counted."""
+
+    settings: Settings
+
+    @property
+    def topics(self) -> Mapping[str, Topic]: ...
+
+    @property
+    def metrics(self) -> CleanerMetrics: ...
+
+    def served(self) -> Iterator[tuple[tuple[str, int], Partition]]: ...
+
+    def is_internal(self, name: str) -> bool: ...
+
+    def topic_config(self, topic: Topic, name: str) -> str: ...
+
+
 class LogCleaner:
-    def __init__(self, broker):
+    def __init__(self, broker: CleaningBroker):
         self._broker = broker
         self._executor: ThreadPoolExecutor | None = None
         self._task: asyncio.Task | None = None

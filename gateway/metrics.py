@@ -17,6 +17,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from kgate.metadata.events import Event
+from kgate.storage.compaction import CompactionResult
 from kgate.storage.ledger import ChecksumMismatch, StrandedEntries
 from kgate.storage.managed_ledger import DamagedEntry
 
@@ -103,7 +104,7 @@ class BrokerMetrics:
                                        registry=self.registry)
         self.registry.register(_StateCollector(broker))
 
-    def log_cleaned(self, result) -> None:
+    def log_cleaned(self, result: CompactionResult) -> None:
         self._cleaner_runs.inc()
         self._cleaner_read.inc(result.bytes_read)
         self._cleaner_written.inc(result.bytes_written)
