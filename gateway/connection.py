@@ -26,10 +26,11 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Protocol, cast
 
 from kafka.protocol.api_key import ApiKey
 
+from kgate.metadata.cluster import ClusterState
 from kgate.protocol.connection import (
     AuthState,
     LocalProtocolError,
@@ -40,9 +41,13 @@ from kgate.protocol.connection import (
 )
 
 from . import zones
+from .config import Listener
+from .connection_limits import ConnectionLimits
 from .handlers import Context, dispatch
+from .handlers.broker_view import BrokerView
 from .handlers.sasl import authenticate
-from .response_budget import HeldResponses
+from .request_budget import RequestBytesBudget
+from .response_budget import HeldResponses, ResponseBytesBudget
 from .sasl import AuthenticationFailed, Mechanism
 
 log = logging.getLogger(__name__)
@@ -50,6 +55,22 @@ log = logging.getLogger(__name__)
 
 # Buffers at least this large are written as they are rather than joined with others.
 WRITE_JOIN_MAX_BYTES = 64 * 1024
+
+
+class ServingBroker(BrokerView, Protocol):
+    """What a connection needs of the broker: what its handlers see, and the limits and
+    budgets that decide when it stops reading, the broker's set of open connections, and
+    the live brokers (a peer broker's zone, for counting its bytes)."""
+
+    connection_limits: ConnectionLimits
+    request_bytes: RequestBytesBudget
+    response_bytes: ResponseBytesBudget
+
+    @property
+    def connections(self) -> set["KafkaConnection"]: ...
+
+    @property
+    def cluster(self) -> ClusterState: ...
 
 
 @dataclass
@@ -76,7 +97,7 @@ class ConnectionInfo:
     peer_broker: int | None = None
     count_bytes: Callable[[str, int], None] | None = None
 
-    def identify(self, client_id: str | None, broker) -> None:
+    def identify(self, client_id: str | None, broker: ServingBroker) -> None:
         """Who is on the other end, from the first request's client id: a peer broker, or a
         client in a zone (or in none)."""
         self.peer_broker = zones.peer_broker(client_id)
@@ -101,7 +122,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     _transport: asyncio.Transport
     info: ConnectionInfo
 
-    def __init__(self, broker, listener):
+    def __init__(self, broker: ServingBroker, listener: Listener):
         self._broker = broker
         settings = broker.settings
         self._sasl = listener.sasl

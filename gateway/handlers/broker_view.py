@@ -15,7 +15,7 @@ from kgate.metadata.cluster import BrokerInfo, Topic
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
 from kgate.storage.entry_formats import EntryFormat
-from kgate.storage.ledger import LedgerStore
+from kgate.storage.ledger import CorruptLedger, LedgerStore
 
 from ..partition_router import Client, Followed, Local, Operation, Refused, route
 
@@ -71,7 +71,7 @@ class BrokerView(Protocol):
     def partition(self, name: str, index: int) -> "Partition":
         """The partition if this broker serves it; KafkaError with the reason otherwise."""
 
-    def take_offline(self, name: str, index: int, damage: Exception) -> None:
+    def take_offline(self, name: str, index: int, damage: CorruptLedger) -> None:
         """Stop serving a partition whose ledger turned out damaged (KAFKA_STORAGE_ERROR from now on)."""
 
     def damaged_partition(self, name: str, index: int) -> tuple["Partition", int] | None:
