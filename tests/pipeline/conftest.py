@@ -3,11 +3,13 @@
 The session does not register the data source: ``format("kgate")`` must work because
 kgate is installed, as it will for users; nor does it hide worker tracebacks, so the
 tests see the data source's failures as users do. Spark's Python workers run this
-venv's interpreter.
+venv's interpreter. Spark's own Kafka connector (``format("kafka")``) is on the session's
+classpath when scripts/setup-spark has installed it.
 """
 import os
 import sys
 import uuid
+from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
@@ -18,6 +20,7 @@ from tests.support.clients import create_topic
 os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
 os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+KAFKA_CONNECTOR = Path(__file__).resolve().parents[2] / ".cache" / "spark-kafka" / "lib"
 
 
 @pytest.fixture(scope="session")
@@ -27,6 +30,7 @@ def spark():
                .config("spark.driver.host", "127.0.0.1")
                .config("spark.sql.shuffle.partitions", "2")
                .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.jars", ",".join(str(jar) for jar in sorted(KAFKA_CONNECTOR.glob("*.jar"))))
                .getOrCreate())
     yield session
     session.stop()
