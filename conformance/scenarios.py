@@ -359,6 +359,31 @@ def list_offsets_specs(s: Session):
         T.OffsetForLeaderPartition(partition=0, current_leader_epoch=-1, leader_epoch=0)])]), 4)
 
 
+@scenario("produce-fetch")
+def log_append_time(s: Session):
+    """A LogAppendTime topic: the broker's clock dates each batch (the normalizer names each
+    clock reading by first appearance, so the records must carry the produce answer's time)."""
+    name = topic(s, "appendtime", configs={"message.timestamp.type": "LogAppendTime"})
+    describe_configs(s, "the topic's timestamp type", TOPIC, name, ["message.timestamp.type"])
+    producer_times = [1_700_000_000_000, 1_700_000_000_500, 1_700_000_000_200]
+    produced = produce(s, "records", name, [b"a", b"b", b"c"], timestamps=producer_times)
+    fetch(s, "fetch", name, 0)
+    list_offsets(s, "max timestamp", name, MAX_TIMESTAMP)
+    list_offsets(s, "by the producer's time", name, 1_700_000_000_100)
+    if produced is not None:
+        appended = produced.responses[0].partition_responses[0].log_append_time_ms
+        list_offsets(s, "by the append time", name, appended)
+        list_offsets(s, "after the append time", name, appended + 1)
+    plain = topic(s, "createtime")
+    produce(s, "CreateTime records", plain, [b"a"], timestamps=producer_times[:1])
+    incremental_alter(s, "set LogAppendTime", TOPIC, plain, [("message.timestamp.type", SET, "LogAppendTime")])
+    produce(s, "after the change", plain, [b"b"], timestamps=producer_times[1:2])
+    # From offset 1: Kafka rolls a segment before the broker-dated batch (its first batch's
+    # producer time is older than segment.ms before it), and a fetch reads one segment.
+    fetch(s, "the batch after the change", plain, 1)
+    incremental_alter(s, "bad timestamp type", TOPIC, plain, [("message.timestamp.type", SET, "WallClock")])
+
+
 def legacy_message_set(values, magic: int) -> bytes:
     """A magic 0 or 1 message set, as 0.9- and 0.10-era producers send (Produce v0-2)."""
     builder = LegacyRecordBatchBuilder(magic=magic, compression_type=0, batch_size=1 << 20)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 
 from kgate.protocol import inflate
+from kgate.protocol.log_append_time import TIMESTAMP_TYPES
 from kgate.protocol.security import SASL_MECHANISMS, SECURITY_PROTOCOLS
 from kgate.storage import entry_formats
 from kgate.storage.stores.bucket_location import BucketLocation
@@ -154,6 +155,9 @@ BROKER_SETTINGS: dict[str, tuple[object, tuple]] = {
     # batches (mixed_kafka, pulsar), while kafka stores what the producer sent.
     "compression.type": ("producer", ("must be one of " + ", ".join(COMPRESSION_TYPES),
                                       lambda v: v in COMPRESSION_TYPES)),
+    # Whose clock dates stored records: the producer's (CreateTime) or the broker's on append.
+    "log.message.timestamp.type": ("CreateTime", ("must be CreateTime or LogAppendTime",
+                                                  lambda v: v in TIMESTAMP_TYPES)),
     # What Metadata tells clients to connect to, HOST:PORT; empty: the listener itself.
     "advertised.listeners": ("", ("must be HOST:PORT or empty", lambda v: v == "" or _is_host_port(v))),
     # Consumer groups, with Kafka's names and defaults.

@@ -1,13 +1,19 @@
 """The conformance suite's CI subset: each scenario against Apache Kafka 4.4 and kgate, one
 of each per module (and a secured pair, SASL users and ACL authorizers, for the secured
 scenarios); every divergence must be explained in conformance/known.py
-(scripts/conformance runs them all and writes conformance/REPORT.md)."""
+(scripts/conformance runs them all and writes conformance/REPORT.md). Beside the scenarios,
+what a real client reads where the raw exchanges cannot show it all, from both brokers."""
+import secrets
+import time
+
 import pytest
+from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, Consumer, Producer
 
 from conformance.brokers import Pair
 from conformance.known import classify
 from conformance.run import run_scenario, select
 from tests.support.broker_process import BrokerProcess
+from tests.support.clients import create_topic
 from tests.support.kafka_reference import kafka_broker  # noqa: F401 - a fixture
 
 CI = select([], ci_only=True)
@@ -42,3 +48,47 @@ def test_scenario_has_no_unexplained_divergence(scenario, request):
     unexplained = [d for d, known in classify(run_scenario(scenario, *addresses)) if known is None]
     assert not unexplained, "\n".join(f"{d.label}: {d.path}: Kafka {d.kafka!r}, kgate {d.kgate!r}"
                                       for d in unexplained)
+
+
+PRODUCER_TIME = 1_700_000_000_000
+
+
+def _produce_and_read(bootstrap: str, topic: str, count: int) -> tuple[list, list]:
+    """(delivery report timestamps, consumed timestamps) of ``count`` records sent at PRODUCER_TIME."""
+    delivered: list = []
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50})
+    for i in range(count):
+        producer.produce(topic, value=b"v%d" % i, timestamp=PRODUCER_TIME + i,
+                         on_delivery=lambda err, msg: delivered.append(err or msg.timestamp()))
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": topic, "auto.offset.reset": "earliest"})
+    consumer.subscribe([topic])
+    read: list = []
+    deadline = time.monotonic() + 30
+    while len(read) < count and time.monotonic() < deadline:
+        message = consumer.poll(0.5)
+        if message is not None and message.error() is None:
+            read.append(message.timestamp())
+    consumer.close()
+    return delivered, read
+
+
+@pytest.mark.parametrize("broker", [0, 1], ids=["kafka", "kgate"])
+@pytest.mark.parametrize("timestamp_type", ["LogAppendTime", "CreateTime"])
+def test_confluent_kafka_reads_the_timestamp_type_each_broker_stamps(plain, broker, timestamp_type):
+    """librdkafka reads the batch's timestamp type: on a LogAppendTime topic, delivery reports
+    and consumed records carry the broker's clock (one time per batch), never the producer's."""
+    bootstrap = plain[broker]
+    topic = f"stamp-{timestamp_type}-{secrets.token_hex(4)}"
+    create_topic(bootstrap, topic, 1, {"message.timestamp.type": timestamp_type})
+    before = int(time.time() * 1000)
+    delivered, read = _produce_and_read(bootstrap, topic, 3)
+    after = int(time.time() * 1000)
+    assert len(read) == 3
+    if timestamp_type == "CreateTime":
+        expected = [(TIMESTAMP_CREATE_TIME, PRODUCER_TIME + i) for i in range(3)]
+        assert delivered == read == expected
+        return
+    assert {kind for kind, _ in read + delivered} == {TIMESTAMP_LOG_APPEND_TIME}
+    assert all(before <= stamp <= after for _, stamp in read)
+    assert [stamp for _, stamp in delivered] == [stamp for _, stamp in read]
