@@ -13,6 +13,9 @@ from tests.support.broker_process import BrokerProcess
 from .kafka_broker import KafkaBroker
 
 USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
+# What Kafka's server.properties (conformance/kafka_broker.py) sets that kgate has too, given
+# to kgate alike, so that both describe it as the server's configuration (STATIC_BROKER_CONFIG).
+KGATE_SETTINGS = {"num.partitions": "1"}
 SUPER_USER = "admin"
 
 
@@ -27,8 +30,9 @@ class Pair:
             for user, password in USERS.items():
                 subprocess.run([sys.executable, "-m", "kgate", "users", "--data-dir", kgate_dir, "--create", "add",
                                 user, "--password", password], check=True, capture_output=True, timeout=60)
-        self.kgate = BrokerProcess(kgate_dir, {"authorizer.class.name": "acl", "super.users": f"User:{SUPER_USER}"}
-                                   if secured else {}, listeners=("SASL_PLAINTEXT",) if secured else ())
+        authorizer = {"authorizer.class.name": "acl", "super.users": f"User:{SUPER_USER}"} if secured else {}
+        self.kgate = BrokerProcess(kgate_dir, {**KGATE_SETTINGS, **authorizer},
+                                   listeners=("SASL_PLAINTEXT",) if secured else ())
 
     def start(self) -> "Pair":
         try:

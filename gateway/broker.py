@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator, Mapping
 from functools import partial
 
 from kgate.metadata.acls import AclStore
+from kgate.metadata.broker_configs import BrokerConfigStore
 from kgate.metadata.cluster import (
     BROKERS,
     OWNERS,
@@ -37,6 +38,7 @@ from kgate.storage.store_capabilities import Housekeeping, Instrumented, Staging
 
 from . import topic_configs
 from .authorizer import Authorizer
+from .broker_configs import BrokerConfigs
 from .chain_records import MetadataChainRecord, live_ledger_ids
 from .config import Settings, is_compacted
 from .connection_limits import ConnectionLimits, parse_overrides
@@ -115,6 +117,8 @@ class Broker:
             for collector in ledgers.collectors():
                 self.metrics.registry.register(collector)
         self.authorizer = Authorizer(settings, AclStore(metadata), self.metrics.denied)
+        self.broker_configs = BrokerConfigs(settings, BrokerConfigStore(metadata), self.node_id,
+                                            self._settings_changed)
         self.events = EventManager(observe=self.metrics.metadata_event)
         self.ownership = Ownership(self)
         self.peers = PeerLinks(self)
@@ -141,7 +145,8 @@ class Broker:
         events, store = self.events, self.metadata
         for event, handler in ((Event.BROKERS, self._brokers_changed), (Event.TOPICS, self._topics_changed),
                                (Event.TOPIC, self._topic_changed), (Event.OWNERS, self._owners_changed),
-                               (Event.SESSION, self.ownership.session_changed), (Event.ACLS, self.authorizer.reload)):
+                               (Event.SESSION, self.ownership.session_changed), (Event.ACLS, self.authorizer.reload),
+                               (Event.BROKER_CONFIGS, self.broker_configs.reload)):
             events.on(event, handler)
         store.on_session(self._session_reported)
         await self.cluster.register(self.me(), self.registration_wait)
@@ -150,6 +155,7 @@ class Broker:
             log.info("deleted %d record sets staged for other brokers before a restart", leftovers)
         await self.cluster.load()
         await self.authorizer.start(events.poster(Event.ACLS))
+        await self.broker_configs.start(events.poster(Event.BROKER_CONFIGS))
         store.watch(BROKERS, events.poster(Event.BROKERS), children=True)
         store.watch(TOPICS, events.poster(Event.TOPICS), children=True)
         for topic in self.cluster.topics.values():
@@ -352,6 +358,14 @@ class Broker:
             self._apply_policies(topic)
             log.info("altered configs of topic %s: %s", name, configs)
             return topic
+
+    def _settings_changed(self) -> None:
+        """Dynamic broker configs changed a setting: what read settings once learns the new values."""
+        for topic in self.cluster.topics.values():
+            self._apply_policies(topic)
+        settings = self.settings
+        self.connection_limits.set_limits(settings["max.connections"], settings["max.connections.per.ip"],
+                                          parse_overrides(settings["max.connections.per.ip.overrides"]))
 
     def _apply_policies(self, topic: Topic) -> None:
         """Rollover and retention change at once on the partitions served here."""

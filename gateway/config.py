@@ -27,6 +27,8 @@ class ConfigSource(IntEnum):
     """Where a config value comes from, as DescribeConfigs and CreateTopics report it."""
 
     DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
 
@@ -40,18 +42,23 @@ class ConfigType(IntEnum):
     LONG = 5
     DOUBLE = 6
     LIST = 7
+    PASSWORD = 9
 
 
 def config_type(name: str) -> ConfigType:
-    """The DescribeConfigs type of a broker setting."""
+    """The DescribeConfigs type of a broker setting: Kafka's, for the settings it has."""
     if name in LIST_CONFIGS:
         return ConfigType.LIST
+    if is_sensitive(name):
+        return ConfigType.PASSWORD
     default = BROKER_SETTINGS.get(name, ("",))[0]
     if isinstance(default, bool):
         return ConfigType.BOOLEAN
     if isinstance(default, float):
         return ConfigType.DOUBLE
-    return ConfigType.LONG if isinstance(default, int) else ConfigType.STRING
+    if isinstance(default, int):
+        return ConfigType.INT if name in INT_SETTINGS else ConfigType.LONG
+    return ConfigType.STRING
 
 
 # compression.type values -> codec id; None keeps the producer's codec.
@@ -225,7 +232,18 @@ BROKER_SETTINGS: dict[str, tuple[object, tuple]] = {
                            lambda v: v in ("DEBUG", "INFO", "WARNING", "ERROR"))),
 }
 
-LIST_CONFIGS = ("sasl.enabled.mechanisms",)
+LIST_CONFIGS = ("sasl.enabled.mechanisms", "group.consumer.assignors")
+# Number settings Kafka types INT (the others it types LONG, as kgate types its own).
+INT_SETTINGS = frozenset({
+    "broker.id", "connection.failed.authentication.delay.ms", "default.replication.factor",
+    "group.consumer.heartbeat.interval.ms", "group.consumer.max.size", "group.consumer.session.timeout.ms",
+    "group.initial.rebalance.delay.ms", "group.max.session.timeout.ms", "group.max.size",
+    "group.min.session.timeout.ms", "log.segment.bytes", "max.connections", "max.connections.per.ip",
+    "max.incremental.fetch.session.cache.slots", "message.max.bytes", "num.partitions", "offset.metadata.max.bytes",
+    "offsets.retention.minutes", "offsets.topic.num.partitions", "sasl.server.max.receive.size",
+    "socket.request.max.bytes", "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+    "transaction.max.timeout.ms", "transaction.state.log.num.partitions",
+})
 
 
 def is_sensitive(name: str) -> bool:
@@ -263,6 +281,11 @@ def _coerce(name: str, raw, default):
         return str(raw)
     except (TypeError, ValueError):
         raise ConfigError(f"setting {name}: {raw!r} is not a valid {type(default).__name__}") from None
+
+
+def setting_text(value) -> str:
+    """A setting's value as Kafka's configs write it (``true``, not ``True``)."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def check_setting(name: str, raw):
@@ -331,6 +354,8 @@ class Settings:
     listeners: list[Listener] = field(default_factory=lambda: [Listener("127.0.0.1", 9092)])
     data_dir: str = "kgate-data"
     values: dict = field(default_factory=lambda: {name: d for name, (d, _) in BROKER_SETTINGS.items()})
+    # The settings the server's configuration gave (file or --set), not left at their defaults.
+    given: set[str] = field(default_factory=set)
 
     def __getitem__(self, name: str):
         return self.values[name]
@@ -346,6 +371,7 @@ class Settings:
             settings.data_dir = str(raw.pop("data.dir"))
         for name, value in raw.items():
             settings.values[name] = check_setting(name, value)
+        settings.given = set(raw)
         if listen:
             settings.listeners = [Listener.parse(item) for item in _listener_items(listen)]
         if data_dir:

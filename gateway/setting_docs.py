@@ -107,6 +107,9 @@ SETTING_DOCS: dict[str, SettingDoc] = {
                            "`kafka`, `mixed_kafka` or `pulsar` (see Concepts, Entry formats)."),
     "compression.type": _kafka("Recompression on produce, Kafka's values; honoured by entry formats that rebuild "
                                "batches (mixed_kafka, pulsar), while kafka stores what the producer sent."),
+    "log.message.timestamp.type": _kafka("Whose clock dates stored records, for topics that do not set "
+                                         "message.timestamp.type: `CreateTime` (the producer's) or `LogAppendTime` "
+                                         "(this broker's, on append)."),
     "advertised.listeners": _kafka("What Metadata tells clients to connect to, HOST:PORT; empty: the listener "
                                    "itself. Also `--advertise`."),
     "offsets.topic.num.partitions": _kafka("Partitions of `__consumer_offsets`; a group's coordinator owns "

@@ -21,6 +21,7 @@ from ..partition_router import Client, Followed, Local, Operation, Refused, rout
 
 if TYPE_CHECKING:
     from ..authorizer import Authorizer
+    from ..broker_configs import BrokerConfigs
     from ..config import Settings
     from ..fetch_sessions import FetchSessionCache
     from ..followers import Followers
@@ -48,6 +49,7 @@ Answer = TypeVar("Answer")
 
 class BrokerView(Protocol):
     settings: "Settings"
+    broker_configs: "BrokerConfigs"
     node_id: int
     cluster_id: str
     metrics: "BrokerMetrics"

@@ -9,7 +9,7 @@ import time
 import pytest
 from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, Consumer, Producer
 
-from conformance.brokers import Pair
+from conformance.brokers import KGATE_SETTINGS, Pair
 from conformance.known import classify
 from conformance.run import run_scenario, select
 from tests.support.broker_process import BrokerProcess
@@ -21,7 +21,7 @@ CI = select([], ci_only=True)
 
 @pytest.fixture(scope="module")
 def kgate(tmp_path_factory):
-    broker = BrokerProcess(str(tmp_path_factory.mktemp("kgate"))).start()
+    broker = BrokerProcess(str(tmp_path_factory.mktemp("kgate")), KGATE_SETTINGS).start()
     yield broker
     broker.stop()
 
