@@ -19,7 +19,7 @@ from .session import Session
 
 R = {key: REQUESTS[key] for key in ApiKey if key in REQUESTS}
 EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
-TOPIC, BROKER = 2, 4  # DescribeConfigs resource types
+TOPIC, BROKER, GROUP = 2, 4, 32  # DescribeConfigs resource types
 SET, DELETE = 0, 1  # IncrementalAlterConfigs operations
 
 
@@ -137,14 +137,14 @@ def incremental_alter(s: Session, label: str, resource_type: int, name: str, ops
     return s.call(label, request, 1, record)
 
 
-def await_broker_config(s: Session, entity: str, name: str, value) -> None:
-    """Ask until the broker describes ``name`` of ``entity`` ("": the cluster default) as
-    ``value`` (None: not set there): Kafka applies a dynamic config once its controller's
-    record reaches the broker, after answering the change."""
+def await_config(s: Session, entity: str, name: str, value, resource_type: int = BROKER) -> None:
+    """Ask until the broker describes ``name`` of ``entity`` (a broker's "": the cluster
+    default) as ``value`` (None: not set there): Kafka applies a dynamic config once its
+    controller's record reaches the broker, after answering the change."""
     def applied():
-        configs = describe_configs(s, "setup", BROKER, entity, [name], record=False).results[0].configs
+        configs = describe_configs(s, "setup", resource_type, entity, [name], record=False).results[0].configs
         return (configs[0].value if configs else None) == value
-    eventually(applied, f"broker config {name}={value} on {entity or 'the cluster default'}")
+    eventually(applied, f"config {name}={value} of {entity or 'the cluster default'}")
 
 
 def find_coordinator(s: Session, label: str, key: str, key_type: int = 0, version: int = 4, record=True):
@@ -327,15 +327,15 @@ def alter_broker_configs(s: Session):
     incremental_alter(s, "per broker", BROKER, "0", [("log.cleaner.delete.retention.ms", SET, "3600000")])
     incremental_alter(s, "cluster default", BROKER, "", [("log.cleaner.delete.retention.ms", SET, "7200000"),
                                                          ("max.connections", SET, "100000")])
-    await_broker_config(s, "0", "log.cleaner.delete.retention.ms", "3600000")
-    await_broker_config(s, "0", "max.connections", "100000")
+    await_config(s, "0", "log.cleaner.delete.retention.ms", "3600000")
+    await_config(s, "0", "max.connections", "100000")
     keys = ["log.cleaner.delete.retention.ms", "max.connections", "num.partitions", "message.max.bytes"]
     describe_configs(s, "broker 0 after", BROKER, "0", keys)
     describe_configs(s, "cluster default after", BROKER, "", keys)
     name = topic(s, "dyn")
     describe_configs(s, "a topic after", TOPIC, name, ["delete.retention.ms", "max.message.bytes"])
     incremental_alter(s, "delete per broker", BROKER, "0", [("log.cleaner.delete.retention.ms", DELETE, None)])
-    await_broker_config(s, "0", "log.cleaner.delete.retention.ms", "7200000")
+    await_config(s, "0", "log.cleaner.delete.retention.ms", "7200000")
     describe_configs(s, "broker 0, per broker deleted", BROKER, "0", keys)
     AC = R[ApiKey.AlterConfigs]
     A = AC.AlterConfigsResource
@@ -346,15 +346,15 @@ def alter_broker_configs(s: Session):
     # AlterConfigs replaces an entity's whole set. Not the cluster default's: Kafka's KRaft
     # controller keeps min.insync.replicas there for ELR and refuses a set without it.
     replace("AlterConfigs, broker 0's whole set", "0", {"max.connections": "90000"})
-    await_broker_config(s, "0", "max.connections", "90000")
+    await_config(s, "0", "max.connections", "90000")
     describe_configs(s, "broker 0, replaced", BROKER, "0", keys)
     replace("AlterConfigs, broker 0's set emptied", "0", {})
-    await_broker_config(s, "0", "max.connections", "100000")
+    await_config(s, "0", "max.connections", "100000")
     replace("AlterConfigs, read-only config", "0", {"num.partitions": "3"})
     incremental_alter(s, "undo", BROKER, "", [("max.connections", DELETE, None),
                                               ("log.cleaner.delete.retention.ms", DELETE, None)])
-    await_broker_config(s, "", "max.connections", None)
-    await_broker_config(s, "", "log.cleaner.delete.retention.ms", None)
+    await_config(s, "", "max.connections", None)
+    await_config(s, "", "log.cleaner.delete.retention.ms", None)
     describe_configs(s, "broker 0, undone", BROKER, "0", keys)
 
 
@@ -364,11 +364,11 @@ def cluster_default_timestamp_type(s: Session):
     without a config of its own (undone at the end: the brokers serve other scenarios)."""
     name = topic(s, "defaulttime")
     incremental_alter(s, "LogAppendTime by default", BROKER, "", [("log.message.timestamp.type", SET, "LogAppendTime")])
-    await_broker_config(s, "0", "log.message.timestamp.type", "LogAppendTime")
+    await_config(s, "0", "log.message.timestamp.type", "LogAppendTime")
     describe_configs(s, "the topic's type", TOPIC, name, ["message.timestamp.type"])
     produce(s, "records", name, [b"a"], timestamps=[1_700_000_000_000])
     incremental_alter(s, "undo", BROKER, "", [("log.message.timestamp.type", DELETE, None)])
-    await_broker_config(s, "0", "log.message.timestamp.type", "CreateTime")
+    await_config(s, "0", "log.message.timestamp.type", "CreateTime")
     fetch(s, "fetch", name, 0)
 
 
@@ -588,6 +588,40 @@ def consumer_group_heartbeat(s: Session):
     s.call("heartbeat, fenced epoch", CH(group_id=group, member_id="cgmember0000000000000", member_epoch=epoch + 7), 0)
     s.call("heartbeat, unknown member", CH(group_id=group, member_id="cgmember1111111111111", member_epoch=3), 0)
     s.call("leave", CH(group_id=group, member_id="cgmember0000000000000", member_epoch=-1), 0)
+
+
+@scenario("groups")
+def group_configs(s: Session):
+    """A group's own configs (KIP-848): checked, described, and honoured by the coordinator."""
+    name, group, other = topic(s, "gcfg"), s.name("configured"), s.name("unconfigured")
+    keys = ["consumer.session.timeout.ms", "consumer.heartbeat.interval.ms", "share.auto.offset.reset"]
+    describe_configs(s, "a group without configs", GROUP, group, keys)
+    incremental_alter(s, "set session and heartbeat", GROUP, group, [("consumer.session.timeout.ms", SET, "50000"),
+                                                                    ("consumer.heartbeat.interval.ms", SET, "6000")])
+    incremental_alter(s, "session below the broker's least", GROUP, group,
+                      [("consumer.session.timeout.ms", SET, "1000")])
+    incremental_alter(s, "heartbeat above the broker's most", GROUP, group,
+                      [("consumer.heartbeat.interval.ms", SET, "60000")])
+    incremental_alter(s, "unknown config", GROUP, group, [("no.such.config", SET, "1")])
+    incremental_alter(s, "bad value", GROUP, group, [("consumer.session.timeout.ms", SET, "soon")])
+    incremental_alter(s, "no group name", GROUP, "", [("consumer.session.timeout.ms", SET, "50000")])
+    incremental_alter(s, "share offset reset", GROUP, group, [("share.auto.offset.reset", SET, "earliest")])
+    incremental_alter(s, "bad share offset reset", GROUP, group, [("share.auto.offset.reset", SET, "middle")])
+    incremental_alter(s, "validate only", GROUP, other, [("consumer.session.timeout.ms", SET, "50000")],
+                      validate_only=True)
+    await_config(s, group, "consumer.heartbeat.interval.ms", "6000", GROUP)
+    describe_configs(s, "after", GROUP, group, keys)
+    describe_configs(s, "the group validated only", GROUP, other, keys)
+    await_coordinator(s, group)
+    CH = R[ApiKey.ConsumerGroupHeartbeat]
+    member = "gcfgmember00000000000"
+    s.call("heartbeat: the group's interval", CH(group_id=group, member_id=member, member_epoch=0,
+                                                 rebalance_timeout_ms=30_000, subscribed_topic_names=[name],
+                                                 server_assignor="uniform", topic_partitions=[]), 0)
+    s.call("leave", CH(group_id=group, member_id=member, member_epoch=-1), 0)
+    incremental_alter(s, "delete heartbeat", GROUP, group, [("consumer.heartbeat.interval.ms", DELETE, None)])
+    await_config(s, group, "consumer.heartbeat.interval.ms", "5000", GROUP)
+    describe_configs(s, "after delete", GROUP, group, keys)
 
 
 # -- transactions -------------------------------------------------------------------------------

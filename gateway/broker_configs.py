@@ -19,7 +19,7 @@ dynamic settings that have no counterpart in kgate (``num.io.threads``,
 import logging
 from collections.abc import Callable
 
-from kgate.metadata.broker_configs import DEFAULT_ENTITY, BrokerConfigStore
+from kgate.metadata.dynamic_configs import DEFAULT_ENTITY, DynamicConfigStore
 
 from .config import BROKER_SETTINGS, ConfigError, ConfigSource, Settings, check_setting, setting_text
 
@@ -40,7 +40,7 @@ Layer = tuple[str, str, ConfigSource]  # (setting, value, source)
 
 
 class BrokerConfigs:
-    def __init__(self, settings: Settings, store: BrokerConfigStore, node_id: int, changed: Callable[[], None]):
+    def __init__(self, settings: Settings, store: DynamicConfigStore, node_id: int, changed: Callable[[], None]):
         """``changed`` is called after a change of any setting's value here."""
         self._settings = settings
         self._store = store

@@ -31,6 +31,7 @@ class ConfigSource(IntEnum):
     DYNAMIC_DEFAULT_BROKER_CONFIG = 3
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
+    GROUP_CONFIG = 8
 
 
 class ConfigType(IntEnum):
@@ -179,6 +180,11 @@ BROKER_SETTINGS: dict[str, tuple[object, tuple]] = {
     # KIP-848 consumer groups: the broker sets the session and heartbeat interval.
     "group.consumer.session.timeout.ms": (45_000, _POSITIVE),
     "group.consumer.heartbeat.interval.ms": (5000, _POSITIVE),
+    # The bounds of a group's own consumer.session.timeout.ms and consumer.heartbeat.interval.ms.
+    "group.consumer.min.session.timeout.ms": (45_000, _POSITIVE),
+    "group.consumer.max.session.timeout.ms": (60_000, _POSITIVE),
+    "group.consumer.min.heartbeat.interval.ms": (5000, _POSITIVE),
+    "group.consumer.max.heartbeat.interval.ms": (15_000, _POSITIVE),
     "group.consumer.assignors": ("uniform,range", (
         "must be a comma-separated list of uniform, range (or Kafka's assignor class names)",
         lambda v: bool(v.strip()) and all(assignor_name(n) for n in v.split(",")))),
@@ -237,6 +243,8 @@ LIST_CONFIGS = ("sasl.enabled.mechanisms", "group.consumer.assignors")
 INT_SETTINGS = frozenset({
     "broker.id", "connection.failed.authentication.delay.ms", "default.replication.factor",
     "group.consumer.heartbeat.interval.ms", "group.consumer.max.size", "group.consumer.session.timeout.ms",
+    "group.consumer.min.session.timeout.ms", "group.consumer.max.session.timeout.ms",
+    "group.consumer.min.heartbeat.interval.ms", "group.consumer.max.heartbeat.interval.ms",
     "group.initial.rebalance.delay.ms", "group.max.session.timeout.ms", "group.max.size",
     "group.min.session.timeout.ms", "log.segment.bytes", "max.connections", "max.connections.per.ip",
     "max.incremental.fetch.session.cache.slots", "message.max.bytes", "num.partitions", "offset.metadata.max.bytes",

@@ -125,6 +125,12 @@ SETTING_DOCS: dict[str, SettingDoc] = {
     "group.consumer.session.timeout.ms": _kafka("The session of KIP-848 consumer group members (the broker sets "
                                                 "it)."),
     "group.consumer.heartbeat.interval.ms": _kafka("The heartbeat interval of KIP-848 consumer group members."),
+    "group.consumer.min.session.timeout.ms": _kafka("The least consumer.session.timeout.ms a group config may set."),
+    "group.consumer.max.session.timeout.ms": _kafka("The most consumer.session.timeout.ms a group config may set."),
+    "group.consumer.min.heartbeat.interval.ms": _kafka("The least consumer.heartbeat.interval.ms a group config "
+                                                       "may set."),
+    "group.consumer.max.heartbeat.interval.ms": _kafka("The most consumer.heartbeat.interval.ms a group config "
+                                                       "may set."),
     "group.consumer.assignors": _kafka("Server-side assignors of KIP-848 groups, the first the default: "
                                        "`uniform`, `range` (or Kafka's assignor class names)."),
     "group.consumer.max.size": _kafka("Members a KIP-848 consumer group may have."),

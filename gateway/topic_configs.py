@@ -193,7 +193,7 @@ def check(name: str, value: str | None, settings: Settings) -> str:
         raise ConfigError(f"Unknown topic config name: {name}")
     if value is None:
         raise ConfigError(f"topic config {name} needs a value")
-    parsed, normalised = _parse(name, value.strip(), config.type)
+    parsed, normalised = parse_value(name, value.strip(), config.type)
     if config.valid is not None:
         reason, ok = config.valid
         if not ok(parsed):
@@ -218,7 +218,7 @@ def check_together(configs: dict[str, str], settings: Settings) -> None:
         raise ConfigError("cleanup.policy=compact needs kgate.entry.format kafka or mixed_kafka, not pulsar")
 
 
-def _parse(name: str, text: str, kind: ConfigType):
+def parse_value(name: str, text: str, kind: ConfigType):
     """``(value to validate, normalised string to store)`` as Kafka's ConfigDef parses ``kind``."""
     def invalid(reason):
         return ConfigError(f"Invalid value {text} for configuration {name}: {reason}")

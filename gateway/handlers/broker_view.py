@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from ..config import Settings
     from ..fetch_sessions import FetchSessionCache
     from ..followers import Followers
+    from ..group_configs import GroupConfigs
     from ..groups import GroupCoordinator
     from ..metrics import BrokerMetrics
     from ..partition import Partition
@@ -50,6 +51,7 @@ Answer = TypeVar("Answer")
 class BrokerView(Protocol):
     settings: "Settings"
     broker_configs: "BrokerConfigs"
+    group_configs: "GroupConfigs"
     node_id: int
     cluster_id: str
     metrics: "BrokerMetrics"

@@ -1,23 +1,25 @@
-"""DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics and brokers.
+"""DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics, brokers and groups.
 
 Both alter APIs turn each resource into a change, a function from a resource's current
 dynamic configs to its new ones (AlterConfigs: the named configs replace the whole
 set, so unnamed ones revert to their defaults; IncrementalAlterConfigs: SET, DELETE,
 APPEND, SUBTRACT on the named ones), and share one path that checks and applies it.
 A topic's change runs under the broker's topic lock, a broker's (one broker's own
-configs, or the cluster default: gateway/broker_configs.py) by compare-and-set in the
-metadata store; either on the configs current then.
+configs, or the cluster default: gateway/broker_configs.py) and a group's
+(gateway/group_configs.py) by compare-and-set in the metadata store; each on the configs
+current then.
 
 Errors follow Kafka's ConfigAdminManager where kgate has the same case: a resource
-or a config named twice, a missing value and an unknown operation are INVALID_REQUEST;
-for a topic, unknown configs, bad values, APPEND or SUBTRACT on a config that is not a
-list are INVALID_CONFIG. For a broker, all of those and a setting that cannot change
-at run time are INVALID_REQUEST, as Kafka answers (Kafka notes, KAFKA-13609, that
-INVALID_CONFIG would fit better but kept it for compatibility). Where kgate differs:
-Kafka lets clients reconfigure ``__consumer_offsets``; kgate refuses with
-POLICY_VIOLATION, Kafka's answer when broker policy, not the request, forbids a
-change, because the group coordinator depends on the configs it created the topic
-with. INVALID_CONFIG would wrongly tell the client its values were bad.
+or a config named twice, a missing value, an unknown operation and a group resource
+without a name are INVALID_REQUEST; for a topic or a group, unknown configs, bad values,
+APPEND or SUBTRACT on a config that is not a list are INVALID_CONFIG. For a broker, all
+of those and a setting that cannot change at run time are INVALID_REQUEST, as Kafka
+answers (Kafka notes, KAFKA-13609, that INVALID_CONFIG would fit better but kept it for
+compatibility). Where kgate differs: Kafka lets clients reconfigure
+``__consumer_offsets``; kgate refuses with POLICY_VIOLATION, Kafka's answer when broker
+policy, not the request, forbids a change, because the group coordinator depends on the
+configs it created the topic with. INVALID_CONFIG would wrongly tell the client its
+values were bad.
 """
 from collections import Counter
 from collections.abc import Callable
@@ -34,8 +36,9 @@ from kgate.protocol.errors import KafkaError
 from .. import topic_configs
 from ..broker_configs import DYNAMIC, BrokerConfigs
 from ..config import BROKER_SETTINGS, ConfigError, ConfigSource, ConfigType, config_type, is_sensitive
+from ..group_configs import GROUP_CONFIGS
 from ..setting_docs import SETTING_DOCS
-from ..topic_configs import TOPIC_CONFIGS
+from ..topic_configs import TOPIC_CONFIGS, TopicConfig
 from . import Context, handles
 from .broker_view import BrokerView, InternalTopic
 
@@ -45,6 +48,7 @@ Entry = Result.DescribeConfigsResourceResult
 
 TOPIC = 2
 BROKER = 4
+GROUP = 32
 
 
 @handles(ApiKey.DescribeConfigs)
@@ -55,9 +59,12 @@ async def describe_configs(ctx: Context, request):
 
 
 def _refusal(ctx: Context, resource, operation: Operation) -> KafkaError | None:
-    """Topic configs need the operation on the topic, broker configs on the cluster (Kafka's rule)."""
+    """Topic and group configs need the operation on the topic or group, broker configs on the
+    cluster (Kafka's rule)."""
     if resource.resource_type == TOPIC and not ctx.allowed(operation, ResourceType.TOPIC, resource.resource_name):
         return KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
+    if resource.resource_type == GROUP and not ctx.allowed(operation, ResourceType.GROUP, resource.resource_name):
+        return KafkaError(ErrorCode.GROUP_AUTHORIZATION_FAILED, None)
     if resource.resource_type == BROKER and not ctx.allowed(operation, ResourceType.CLUSTER, CLUSTER_NAME):
         return KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
     return None
@@ -73,7 +80,15 @@ def _describe(ctx: Context, resource, documented: bool = False):
         topic = broker.topics.get(resource.resource_name)
         if topic is None:
             return _error(resource, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {resource.resource_name!r}")
-        entries = [_topic_entry(broker, topic, name) for name in sorted(broker.topic_config_names())]
+        entries = [_entry(broker, topic.configs, TOPIC_CONFIGS[name], name, broker.topic_config(topic, name),
+                          ConfigSource.DYNAMIC_TOPIC_CONFIG) for name in sorted(broker.topic_config_names())]
+    elif resource.resource_type == GROUP:
+        if not resource.resource_name:
+            return _error(resource, ErrorCode.INVALID_REQUEST, "Default group resources are not allowed.")
+        groups = broker.group_configs
+        own = groups.by_group.get(resource.resource_name, {})
+        entries = [_entry(broker, own, config, name, groups.value(resource.resource_name, name),
+                          ConfigSource.GROUP_CONFIG) for name, config in sorted(GROUP_CONFIGS.items())]
     elif resource.resource_type == BROKER:
         if resource.resource_name not in ("", str(broker.node_id)):
             return _error(resource, ErrorCode.INVALID_REQUEST, f"this is broker {broker.node_id}")
@@ -94,15 +109,16 @@ def _describe(ctx: Context, resource, documented: bool = False):
                   resource_name=resource.resource_name, configs=configs)
 
 
-def _topic_entry(broker: BrokerView, topic, name: str):
-    """A topic config's value, source, synonyms (the topic's own value, then its broker
-    setting's layers) and type."""
-    config = TOPIC_CONFIGS[name]
-    layers = [(name, topic.configs[name], ConfigSource.DYNAMIC_TOPIC_CONFIG)] if name in topic.configs else []
+def _entry(broker: BrokerView, own: dict[str, str], config: TopicConfig, name: str, value: str,
+           own_source: ConfigSource):
+    """A topic's or group's config: its value, source, synonyms (the resource's own value,
+    then its broker setting's layers, or its own default) and type."""
+    layers = [(name, own[name], own_source)] if name in own else []
     if config.setting:
         layers += broker.broker_configs.layers(config.setting)
-    source = layers[0][2] if layers else ConfigSource.DEFAULT_CONFIG
-    return name, broker.topic_config(topic, name), False, source, layers, config.type
+    else:  # no broker setting: its own default, as Kafka lists it
+        layers.append((name, config.default, ConfigSource.DEFAULT_CONFIG))
+    return name, value, False, layers[0][2], layers, config.type
 
 
 def _broker_entries(configs: BrokerConfigs, cluster_default: bool):
@@ -123,7 +139,7 @@ def _documentation(resource_type: int, name: str) -> str | None:
     with the topic config."""
     if resource_type == BROKER:
         return SETTING_DOCS[name].text if name in SETTING_DOCS else None
-    config = TOPIC_CONFIGS[name]
+    config = GROUP_CONFIGS[name] if resource_type == GROUP else TOPIC_CONFIGS[name]
     return f"kgate: {config.use.value}" + (f" ({config.why})" if config.why else "")
 
 
@@ -178,6 +194,14 @@ async def _alter(broker: BrokerView, resource, change, validate_only):
         except ConfigError as exc:  # Kafka's answer to a broker config it cannot take
             raise KafkaError(ErrorCode.INVALID_REQUEST, str(exc)) from None
         return
+    if resource.resource_type == GROUP:
+        if not name:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, "Default group resources are not allowed.")
+        try:
+            await broker.group_configs.alter(name, change, validate_only)
+        except ConfigError as exc:
+            raise KafkaError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        return
     if resource.resource_type != TOPIC:
         raise KafkaError(ErrorCode.INVALID_REQUEST, f"resource type {resource.resource_type} is not supported")
     try:
@@ -217,6 +241,10 @@ def _rules(broker: BrokerView, resource) -> _Rules:
         configs = broker.broker_configs
         return _Rules(configs.check_name, configs.check, config_type,
                       lambda name: configs.value(name, False) if name in BROKER_SETTINGS else "",
+                      lambda _configs: None)
+    if resource.resource_type == GROUP:
+        groups = broker.group_configs
+        return _Rules(groups.check_name, groups.check, lambda name: GROUP_CONFIGS[name].type, groups.default,
                       lambda _configs: None)
 
     def known(name):

@@ -4,7 +4,7 @@ import pytest
 
 from kgate.gateway.broker_configs import BrokerConfigs
 from kgate.gateway.config import ConfigError, ConfigSource, Settings
-from kgate.metadata.broker_configs import BrokerConfigStore
+from kgate.metadata.dynamic_configs import BROKER_KIND, DynamicConfigStore
 from kgate.metadata.stores.embedded import EmbeddedMetadataStore
 
 
@@ -19,7 +19,8 @@ def configs(store, node_id=0, **given):
     """(the broker's dynamic configs, its settings, the changes it reported)."""
     changes: list[int] = []
     chosen = settings(**given)
-    return BrokerConfigs(chosen, BrokerConfigStore(store), node_id, lambda: changes.append(1)), chosen, changes
+    configs = BrokerConfigs(chosen, DynamicConfigStore(store, BROKER_KIND), node_id, lambda: changes.append(1))
+    return configs, chosen, changes
 
 
 def setter(name, value):
@@ -65,7 +66,7 @@ async def test_static_settings_and_bad_values_are_refused_and_validate_only_stor
 
 async def test_a_stored_value_this_version_cannot_read_is_ignored(tmp_path):
     store = EmbeddedMetadataStore(str(tmp_path / "metadata.sqlite"))
-    await BrokerConfigStore(store).update("<default>", lambda current: {"max.connections": "plenty"})
+    await DynamicConfigStore(store, BROKER_KIND).update("<default>", lambda current: {"max.connections": "plenty"})
     mine, mine_settings, _ = configs(store)
     await mine.start(lambda: None)
     assert mine_settings["max.connections"] == 2**31 - 1
