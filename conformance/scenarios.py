@@ -30,14 +30,22 @@ class Scenario:
     run: Callable[[Session], None]
     ci: bool
     secured: bool  # against the SASL listeners of brokers with an ACL authorizer (conformance/brokers.py)
+    # Settings both brokers start with (a pair of its own), for what a broker cannot change at run time.
+    settings: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def pair(self) -> tuple[bool, tuple[tuple[str, str], ...]]:
+        """The brokers it runs against: scenarios with the same pair share one."""
+        return self.secured, self.settings
 
 
 SCENARIOS: list[Scenario] = []
 
 
-def scenario(family: str, ci: bool = True, secured: bool = False):
+def scenario(family: str, ci: bool = True, secured: bool = False, settings: dict[str, str] | None = None):
     def register(function):
-        SCENARIOS.append(Scenario(function.__name__, family, function, ci, secured))
+        SCENARIOS.append(Scenario(function.__name__, family, function, ci, secured,
+                                  tuple(sorted((settings or {}).items()))))
         return function
     return register
 
@@ -730,6 +738,11 @@ ANY_PERMISSION, DENY, ALLOW = 1, 2, 3
 def login(s: Session, label: str, user: str, password: str, mechanism: str = "PLAIN"):
     """A fresh connection authenticated as ``user`` (SaslHandshake v1, then SaslAuthenticate)."""
     s.close()
+    return authenticate(s, label, user, password, mechanism)
+
+
+def authenticate(s: Session, label: str, user: str, password: str, mechanism: str = "PLAIN"):
+    """SaslHandshake v1 and a PLAIN SaslAuthenticate on the connection as it is."""
     s.call(f"{label}: handshake", R[ApiKey.SaslHandshake](mechanism=mechanism), 1)
     return s.call(f"{label}: authenticate",
                   R[ApiKey.SaslAuthenticate](auth_bytes=b"\0" + user.encode() + b"\0" + password.encode()), 2)
@@ -765,6 +778,39 @@ def sasl_errors(s: Session):
     s.call("SaslAuthenticate before SaslHandshake", R[ApiKey.SaslAuthenticate](auth_bytes=b"\0alice\0x"), 2)
     s.close()
     s.call("SaslHandshake v0 PLAIN", R[ApiKey.SaslHandshake](mechanism="PLAIN"), 0)
+
+
+REAUTH_MS = 3000
+
+
+def wait_until(moment: float, what: str) -> None:
+    """Until ``moment`` (time.monotonic()): a session's end is a time, so its condition is one."""
+    eventually(lambda: time.monotonic() >= moment, what, timeout=moment - time.monotonic() + 5)
+
+
+@scenario("sasl", secured=True, settings={"connections.max.reauth.ms": str(REAUTH_MS)})
+def sasl_reauthentication(s: Session):
+    """KIP-368: a login holds connections.max.reauth.ms, the client renews it on the live
+    connection (same mechanism, same principal), and a request past it closes the connection."""
+    lifetime = REAUTH_MS / 1000
+    login(s, "login", "alice", "alice-secret")
+    logged_in = time.monotonic()
+    metadata(s, "a request within the session", [])
+    wait_until(logged_in + lifetime / 2, "half the session")
+    authenticate(s, "re-authentication", "alice", "alice-secret")
+    renewed = time.monotonic()
+    s.call("a second re-authentication within a second", R[ApiKey.SaslHandshake](mechanism="PLAIN"), 1)
+    wait_until(logged_in + lifetime + 0.3, "the first session's end")
+    metadata(s, "a request after the first session, within the renewed one", [])
+    wait_until(renewed + lifetime + 0.3, "the renewed session's end")
+    metadata(s, "a request after the renewed session", [])
+    login(s, "login again", "alice", "alice-secret")
+    authenticate(s, "re-authentication as another user", "bob", "bob-secret")
+    metadata(s, "the connection after", [])
+    login(s, "login with PLAIN", "alice", "alice-secret")
+    s.call("re-authentication with SCRAM: handshake", R[ApiKey.SaslHandshake](mechanism="SCRAM-SHA-256"), 1)
+    s.call("re-authentication with SCRAM: authenticate",
+           R[ApiKey.SaslAuthenticate](auth_bytes=b"n,,n=alice,r=fyko+d2lbbFgONRv9qkxdawL"), 2)
 
 
 @scenario("acls", secured=True)

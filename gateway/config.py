@@ -202,6 +202,8 @@ BROKER_SETTINGS: dict[str, tuple[object, tuple]] = {
                                  lambda v: all(m.strip() in SASL_MECHANISMS for m in v.split(",")))),
     "sasl.server.max.receive.size": (64 * 1024, _POSITIVE),
     "connection.failed.authentication.delay.ms": (100, _NON_NEGATIVE),
+    # How long a SASL login holds before the client must re-authenticate (KIP-368); 0: for ever.
+    "connections.max.reauth.ms": (0, _NON_NEGATIVE),
     # Failed logins for one user from one client address in a minute before that user's
     # logins from that address are refused; failed logins from one address, whatever
     # the users, before every login from it is; and failed logins for one user from every

@@ -146,6 +146,10 @@ SETTING_DOCS: dict[str, SettingDoc] = {
                                       "SCRAM-SHA-512."),
     "sasl.server.max.receive.size": _kafka("The largest frame accepted before authentication (Kafka: 512 KiB; no "
                                            "token of the mechanisms offered comes near 64 KiB)."),
+    "connections.max.reauth.ms": _kafka("How long a SASL login holds (KIP-368): SaslAuthenticate v1+ tells the "
+                                        "client, which re-authenticates on the live connection before it ends; a "
+                                        "request after it ends closes the connection. 0: a login holds for the "
+                                        "connection's life."),
     "connection.failed.authentication.delay.ms": _kafka("How long after a failed login the connection is "
                                                         "closed."),
     "kgate.sasl.max.failed.logins.per.minute": _kgate("Failed logins for one user from one client address in a "

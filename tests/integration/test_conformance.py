@@ -1,7 +1,8 @@
 """The conformance suite's CI subset: each scenario against Apache Kafka 4.4 and kgate, one
 of each per module (and a secured pair, SASL users and ACL authorizers, for the secured
-scenarios); every divergence must be explained in conformance/known.py
-(scripts/conformance runs them all and writes conformance/REPORT.md). Beside the scenarios,
+scenarios, and pairs started with the settings a scenario names); every divergence must be
+explained in conformance/known.py (scripts/conformance runs them all and writes
+conformance/REPORT.md). Beside the scenarios,
 what a real client reads where the raw exchanges cannot show it all, from both brokers."""
 import secrets
 import time
@@ -32,10 +33,18 @@ def plain(kafka_broker, kgate):  # noqa: F811
 
 
 @pytest.fixture(scope="module")
-def secured(tmp_path_factory):
-    pair = Pair(str(tmp_path_factory.mktemp("secured")), secured=True).start()
-    yield pair.addresses
-    pair.stop()
+def pairs(tmp_path_factory):
+    """The other pairs of brokers (conformance/brokers.py), each started when a scenario first
+    needs it and kept for the module's others."""
+    started: dict = {}
+
+    def addresses(kind):
+        if kind not in started:
+            started[kind] = Pair(str(tmp_path_factory.mktemp("pair")), *kind).start()
+        return started[kind].addresses
+    yield addresses
+    for pair in started.values():
+        pair.stop()
 
 
 def test_the_subset_covers_every_family():
@@ -44,7 +53,8 @@ def test_the_subset_covers_every_family():
 
 @pytest.mark.parametrize("scenario", CI, ids=[s.name for s in CI])
 def test_scenario_has_no_unexplained_divergence(scenario, request):
-    addresses = request.getfixturevalue("secured" if scenario.secured else "plain")
+    addresses = request.getfixturevalue("plain") if scenario.pair == (False, ()) \
+        else request.getfixturevalue("pairs")(scenario.pair)
     unexplained = [d for d, known in classify(run_scenario(scenario, *addresses)) if known is None]
     assert not unexplained, "\n".join(f"{d.label}: {d.path}: Kafka {d.kafka!r}, kgate {d.kgate!r}"
                                       for d in unexplained)
