@@ -46,6 +46,8 @@ class ProducedRecords:
     message_set: MessageSet | None = None
     # Indexes of a batch's records with a null key, when its walk looked for them.
     batch_null_keys: list[int] | None = None
+    # The broker's time the records were stamped with (a LogAppendTime topic), else None.
+    log_append_time: int | None = None
 
     @classmethod
     def of_batch(cls, data: memoryview, header: BatchHeader, null_keys: list[int] | None = None) -> "ProducedRecords":
@@ -62,10 +64,11 @@ class ProducedRecords:
         """These records as a LogAppendTime topic stores them: dated ``now_ms`` by the broker."""
         if self.batch is not None:
             data, header = log_append_time.stamp_batch(self.data, self.batch, now_ms)
-            return replace(self, data=memoryview(data), max_timestamp=now_ms, batch=header)
+            return replace(self, data=memoryview(data), max_timestamp=now_ms, batch=header, log_append_time=now_ms)
         assert self.message_set is not None  # of_batch or of_message_set set one of the two
         data = log_append_time.stamp_message_set(self.data, self.message_set, now_ms)
-        return replace(self, data=memoryview(data), max_timestamp=self.message_set.max_timestamp)
+        return replace(self, data=memoryview(data), max_timestamp=self.message_set.max_timestamp,
+                       log_append_time=now_ms)
 
     def null_keys(self) -> list[int]:
         """Indexes (in the set as sent) of the records with no key; per-record work for legacy sets."""

@@ -58,3 +58,19 @@ def test_magic_0_has_no_timestamp_to_stamp():
     produced = ProducedRecords.of_message_set(memoryview(data), message_set.parse(data)).stamped(NOW)
     assert bytes(produced.data) == data
     assert produced.max_timestamp == message_set.NO_TIMESTAMP
+
+
+@pytest.mark.parametrize("legacy", [False, True])
+def test_mixed_kafka_rebuilds_a_stamped_batch_at_the_append_time(legacy):
+    """Recompressed (or up-converted from magic 1), the stored batch keeps the broker's time and type."""
+    values = compressible_values(2)
+    if legacy:
+        data = _legacy(values, 1)
+        produced = ProducedRecords.of_message_set(memoryview(data), message_set.parse(data))
+    else:
+        data = build_batch(values)
+        produced = ProducedRecords.of_batch(memoryview(data), record_batch.validate(data))
+    stored = bytes(by_name("mixed_kafka").encode(produced.stamped(NOW), 7, 0, CODECS["gzip"])[0])
+    batch, records = read_batch(stored)
+    assert (batch.timestamp_type, batch.compression_type, batch.base_offset) == (1, CODECS["gzip"], 7)
+    assert [(r.timestamp, r.value) for r in records] == [(NOW, value) for value in values]
