@@ -17,9 +17,11 @@ ask again).
 
 With ``kgate.inter.broker.sasl.username`` set, a link goes to the peer's SASL_PLAINTEXT
 listener when it has one and logs in there before its first request (gateway/sasl/login.py),
-as Kafka brokers do with inter-broker SASL: with an authorizer on, a peer then holds
-ClusterAction (a super user), which the internal requests need. Otherwise, and towards
-peers with no SASL_PLAINTEXT listener, links use PLAINTEXT. TLS links are not made.
+and again on the live link once most of the session the peer answered has passed (KIP-368:
+the peer closes a link whose session ended), as Kafka brokers do with inter-broker SASL:
+with an authorizer on, a peer then holds ClusterAction (a super user), which the internal
+requests need. Otherwise, and towards peers with no SASL_PLAINTEXT listener, links use
+PLAINTEXT. TLS links are not made.
 
 Every byte sent and received is counted by zone pair (``kgate_interbroker_bytes``),
 so an operator sees what crossing zones costs; the serving side counts the same
@@ -34,7 +36,7 @@ from collections.abc import Callable, Iterable
 
 from kgate.protocol.messages import RESPONSES
 
-from .sasl.login import LoginFailed, log_in
+from .sasl.login import Login, LoginFailed
 from .zones import broker_client_id
 
 log = logging.getLogger(__name__)
@@ -51,14 +53,22 @@ class PeerUnavailable(ConnectionError):
     """The peer cannot be reached or the link to it failed before the answer came."""
 
 
+# A link renews its login when this share of the session the peer gave has passed.
+RENEW_AFTER = 0.8
+
+
+def _renewal_time(lifetime_ms: int) -> float | None:
+    return time.monotonic() + RENEW_AFTER * lifetime_ms / 1000 if lifetime_ms > 0 else None
+
+
 class PeerLinks:
     def __init__(self, broker):
         self._broker = broker
         self._links: dict[int, Link] = {}
         settings = broker.settings
-        self._username = settings["kgate.inter.broker.sasl.username"]
-        self._password = settings["kgate.inter.broker.sasl.password"]
-        self._mechanism = settings["kgate.inter.broker.sasl.mechanism"]
+        username = settings["kgate.inter.broker.sasl.username"]
+        self._login = Login(settings["kgate.inter.broker.sasl.mechanism"], username,
+                            settings["kgate.inter.broker.sasl.password"]) if username else None
         self._unreachable: dict[int, tuple[tuple[str, int], float]] = {}  # node -> (its address, since when)
 
     @property
@@ -120,10 +130,10 @@ class PeerLinks:
         info = self._broker.cluster.brokers.get(node_id)
         if info is None:
             return None, None
-        if self._username:
+        if self._login is not None:
             address = info.address("SASL_PLAINTEXT")
             if address is not None:
-                return address, self._log_in
+                return address, self._login
         return info.address("PLAINTEXT"), None
 
     def _link(self, node_id: int) -> "Link":
@@ -144,9 +154,6 @@ class PeerLinks:
                 lambda up: self._mark(node_id, address, up))
         return link
 
-    async def _log_in(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client_id: str) -> None:
-        await log_in(reader, writer, self._mechanism, self._username, self._password, client_id)
-
     def close(self) -> None:
         for link in self._links.values():
             link.close()
@@ -154,11 +161,13 @@ class PeerLinks:
 
 
 class Link:
-    def __init__(self, address: tuple[str, int], client_id: str, count, login=None,
+    def __init__(self, address: tuple[str, int], client_id: str, count, login: Login | None = None,
                  on_state: Callable[[bool], None] = lambda up: None):
         self.address = address
         self._on_state = on_state  # on_state(True) once open, on_state(False) if it fails to open or breaks
-        self._login = login  # login(reader, writer, client_id), awaited before the first request
+        self._login = login  # proved before the first request, and again before each session the peer gives ends
+        self._renew_at: float | None = None  # time.monotonic() when the login is renewed; None: never
+        self._renewing: asyncio.Future | None = None
         self._client_id = client_id
         self._count = count  # count(direction, bytes): "out" sent, "in" received
         self._correlation = itertools.count(1)
@@ -191,7 +200,9 @@ class Link:
             raise PeerUnavailable(f"connecting to {where}: {exc!r}") from exc
         if self._login is not None:
             try:
-                await asyncio.wait_for(self._login(reader, writer, self._client_id), CONNECT_TIMEOUT_S)
+                lifetime = await asyncio.wait_for(self._login.on_stream(reader, writer, self._client_id),
+                                                  CONNECT_TIMEOUT_S)
+                self._renew_at = _renewal_time(lifetime)
             except (TimeoutError, OSError, asyncio.IncompleteReadError) as exc:
                 writer.close()
                 self.close()
@@ -207,6 +218,31 @@ class Link:
         if self.closed:
             raise PeerUnavailable("link closed")
         writer = await self._connected()
+        if self._renew_at is not None and time.monotonic() >= self._renew_at:
+            # Sent after the session's end, a request would close the link: renew first (rarely: once a session).
+            if self._renewing is None:
+                self._renewing = asyncio.ensure_future(self._renew())
+            await asyncio.shield(self._renewing)
+            if self.closed:
+                raise PeerUnavailable("link closed: its login could not be renewed")
+        return self._write(writer, request, version)
+
+    async def _renew(self) -> None:
+        """Log in again on the live link (KIP-368); a link whose login fails is closed."""
+        assert self._login is not None and self._writer is not None  # only logged-in links have sessions
+        writer = self._writer
+
+        async def call(request, version: int, _response_class):
+            return await self._write(writer, request, version)
+        try:
+            self._renew_at = _renewal_time(await asyncio.wait_for(self._login.over(call), CONNECT_TIMEOUT_S))
+        except (TimeoutError, LoginFailed, PeerUnavailable) as exc:
+            log.warning("cannot renew the login to the broker at %s:%d: %s", *self.address, exc)
+            self.close(PeerUnavailable(f"renewing the login: {exc!r}"))
+        finally:
+            self._renewing = None
+
+    def _write(self, writer: asyncio.StreamWriter, request, version: int) -> asyncio.Future:
         correlation_id = next(self._correlation)
         request.API_VERSION = version
         request.with_header(correlation_id=correlation_id, client_id=self._client_id)
