@@ -95,8 +95,8 @@ def test_the_cluster_default_timestamp_type_dates_topics_without_their_own(broke
     for topic in ("dated", "own-time"):
         producer.produce(topic, value=b"v", timestamp=1_700_000_000_000)
     assert producer.flush(30) == 0
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "dates", "auto.offset.reset": "earliest"})
-    consumer.subscribe(["dated", "own-time"])
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "dates", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, 0, 0) for topic in ("dated", "own-time")])
     read = {}
     deadline = time.monotonic() + 30
     while len(read) < 2 and time.monotonic() < deadline:

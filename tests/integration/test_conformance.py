@@ -8,7 +8,7 @@ import secrets
 import time
 
 import pytest
-from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, Consumer, Producer
+from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, Consumer, Producer, TopicPartition
 
 from conformance.brokers import KGATE_SETTINGS, Pair
 from conformance.known import classify
@@ -71,8 +71,8 @@ def _produce_and_read(bootstrap: str, topic: str, count: int) -> tuple[list, lis
         producer.produce(topic, value=b"v%d" % i, timestamp=PRODUCER_TIME + i,
                          on_delivery=lambda err, msg: delivered.append(err or msg.timestamp()))
     assert producer.flush(30) == 0
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": topic, "auto.offset.reset": "earliest"})
-    consumer.subscribe([topic])
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": topic, "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, 0, 0)])
     read: list = []
     deadline = time.monotonic() + 30
     while len(read) < count and time.monotonic() < deadline:
