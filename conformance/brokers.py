@@ -13,22 +13,27 @@ from tests.support.broker_process import BrokerProcess
 from .kafka_broker import KafkaBroker
 
 USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret"}
+# What Kafka's server.properties (conformance/kafka_broker.py) sets that kgate has too, given
+# to kgate alike, so that both describe it as the server's configuration (STATIC_BROKER_CONFIG).
+KGATE_SETTINGS = {"num.partitions": "1"}
 SUPER_USER = "admin"
 
 
 class Pair:
-    def __init__(self, scratch: str, secured: bool = False):
+    def __init__(self, scratch: str, secured: bool = False, settings: tuple[tuple[str, str], ...] = ()):
+        """``settings``: what both brokers start with beside their own (under the same names)."""
         self.secured = secured
-        root = Path(scratch) / ("secured" if secured else "plain")
-        self.kafka = KafkaBroker(str(root / "kafka"), scram_users=USERS if secured else None,
+        root = Path(scratch) / ("-".join(["secured" if secured else "plain", *(f"{k}={v}" for k, v in settings)]))
+        self.kafka = KafkaBroker(str(root / "kafka"), dict(settings), scram_users=USERS if secured else None,
                                  authorizer=secured, super_users=(SUPER_USER,) if secured else ())
         kgate_dir = str(root / "kgate")
         if secured:
             for user, password in USERS.items():
                 subprocess.run([sys.executable, "-m", "kgate", "users", "--data-dir", kgate_dir, "--create", "add",
                                 user, "--password", password], check=True, capture_output=True, timeout=60)
-        self.kgate = BrokerProcess(kgate_dir, {"authorizer.class.name": "acl", "super.users": f"User:{SUPER_USER}"}
-                                   if secured else {}, listeners=("SASL_PLAINTEXT",) if secured else ())
+        authorizer = {"authorizer.class.name": "acl", "super.users": f"User:{SUPER_USER}"} if secured else {}
+        self.kgate = BrokerProcess(kgate_dir, {**KGATE_SETTINGS, **authorizer, **dict(settings)},
+                                   listeners=("SASL_PLAINTEXT",) if secured else ())
 
     def start(self) -> "Pair":
         try:

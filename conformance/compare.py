@@ -2,11 +2,13 @@
 
 What two correct brokers may answer differently is replaced before comparing: the cluster
 id, topic ids, ports, member and producer ids (by order of first appearance, so a member
-id reused later still has to match), throttle times and wall-clock times, and the order of
+id reused later still has to match), throttle times and wall-clock times (clock readings
+in records and produce answers by order of first appearance too), and the order of
 lists Kafka does not define (each list of named things becomes a map keyed by its names).
 Record batches are decoded into their fields and records, so no CRC or byte layout is
 compared where a field would say more.
 """
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +21,10 @@ OPAQUE = {"throttle_time_ms", "cluster_id", "topic_id", "port", "finalized_featu
           "transaction_start_time_ms", "last_timestamp"}
 # Identifiers a broker chooses, compared by identity (first seen, second seen, ...).
 ALIASED = {"member_id": "member", "leader": "member", "producer_id": "producer"}
+# Times a broker may take from its own clock (LogAppendTime): a reading within a day of now
+# is named by first appearance, so a record must carry the very time its produce answered.
+CLOCKED = {"timestamp", "log_append_time_ms"}
+_DAY_MS = 24 * 3600 * 1000
 # Lists of things Kafka keeps in no defined order that have no name of their own.
 UNORDERED = {"mechanisms", "acls"}
 # Keys naming the elements of a list whose order Kafka does not define.
@@ -50,6 +56,8 @@ class Normalizer:
             return "<opaque>"
         if key in ALIASED and not isinstance(value, (list, dict)):
             return self.alias(ALIASED[key], value)
+        if key in CLOCKED and isinstance(value, int) and abs(value - time.time() * 1000) < _DAY_MS:
+            return self.alias("clock", value)
         if key == "error_message":
             return "<message>" if value else None
         if key == "records" and isinstance(value, (bytes, bytearray)):

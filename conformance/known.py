@@ -65,8 +65,8 @@ KNOWN: list[Known] = [
     Known("*", "*", "*configs.name=message.timestamp.after.max.ms.value", DELIBERATE,
           "Kafka 4.0's default is one hour (KIP-937); kgate does not check record timestamps against its clock, "
           "so it describes the bound it keeps: none (gateway/topic_configs.py)"),
-    Known("*", "*", "*configs.name=message.timestamp.after.max.ms.synonyms", BUG,
-          "kgate answers no synonyms (see synonyms)"),
+    Known("*", "*", "*configs.name=message.timestamp.after.max.ms.synonyms*", BUG,
+          "kgate has no log.message.timestamp.after.max.ms setting (see synonyms)"),
     Known("*", "*", "*configs.name=remote.copy.lag.*", INTERNAL, "tiered storage, which kgate does not have"),
     Known("*", "*", "*configs.name=remote.*", INTERNAL, "tiered storage, which kgate does not have"),
     Known("*", "*", "*configs.name=local.retention.*", INTERNAL, "tiered storage, which kgate does not have"),
@@ -83,21 +83,17 @@ KNOWN: list[Known] = [
     Known("*", "*", "*configs.name=message.timestamp.difference.max.ms", DELIBERATE,
           "removed in Kafka 4.0 (replaced by message.timestamp.before/after.max.ms); kgate keeps the "
           "Kafka 3.x setting so 3.x-era scripts that set it keep working"),
-    Known("*", "*", "*configs.name=*.synonyms", BUG,
-          "kgate ignores include_synonyms in DescribeConfigs (kafka-configs --all shows none)"),
-    Known("*", "*", "*configs.name=*.documentation", BUG, "kgate ignores include_documentation in DescribeConfigs"),
+    Known("*", "*", "*configs.name=*.synonyms*", BUG,
+          "synonyms: kgate lists a config's layers under the settings it has (the topic's own value, then "
+          "its log.* broker setting: per broker, cluster default, server config, default); Kafka also lists "
+          "the broker settings kgate has no counterpart for (log.cleanup.policy, log.flush.*, log.index.*, "
+          "log.preallocate, ...) and the hour and minute forms (log.retention.hours, log.roll.hours)"),
+    Known("*", "*", "*configs.name=*.documentation", DELIBERATE,
+          "with include_documentation kgate answers its own text: what its settings reference says of a "
+          "setting, and what kgate does with a topic config (acts, ignored, only the default)"),
     Known("create_topics_invalid", "replication factor 3", "topics.name=*", DELIBERATE,
           "kgate's partitions live in shared storage, so it accepts any replication factor (and reports 1); "
           "Kafka refuses more replicas than brokers"),
-    Known("alter_broker_configs", "*", "responses.resource_name=0.*", BUG,
-          "dynamic broker configs: kgate refuses every broker config change (issue item 5, not done)"),
-    Known("describe_broker_configs", "*", "*.config_source", BUG,
-          "kgate reports its defaults as STATIC_BROKER_CONFIG (4); Kafka says DEFAULT_CONFIG (5) for a setting "
-          "not in server.properties"),
-    Known("describe_broker_configs", "*", "*.config_type", BUG, "kgate types every number LONG; Kafka says INT "
-          "for int settings"),
-    Known("describe_broker_configs", "*", "*.read_only", DELIBERATE,
-          "kgate's broker settings are static (dynamic broker configs are issue item 5, not done)"),
     Known("describe_broker_configs", "*", "*configs.name=log.retention.hours", BUG,
           "broker settings Kafka lists and kgate does not"),
     Known("describe_broker_configs", "*", "*configs.name=delete.topic.enable", BUG,
@@ -122,6 +118,10 @@ KNOWN: list[Known] = [
           "Kafka's group epoch also counts the subscription-metadata refresh; the epochs stay monotonic in both"),
     Known("consumer_group_heartbeat", "join", "assignment.topic_partitions", INTERNAL,
           "Kafka assigns on a later heartbeat, kgate on the first; both converge"),
+    Known("group_configs", "heartbeat: the group's interval", "member_epoch", INTERNAL,
+          "Kafka's group epoch also counts the subscription-metadata refresh; the epochs stay monotonic in both"),
+    Known("group_configs", "leave", "heartbeat_interval_ms", BUG,
+          "a leaving member's answer: Kafka says 0, kgate the group's interval"),
     Known("consumer_group_heartbeat", "heartbeat, *", "member_epoch", BUG,
           "with an error Kafka answers member epoch 0 (the field's default), kgate -1"),
     Known("consumer_group_heartbeat", "leave", "heartbeat_interval_ms", BUG,

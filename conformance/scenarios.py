@@ -19,7 +19,7 @@ from .session import Session
 
 R = {key: REQUESTS[key] for key in ApiKey if key in REQUESTS}
 EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
-TOPIC, BROKER = 2, 4  # DescribeConfigs resource types
+TOPIC, BROKER, GROUP = 2, 4, 32  # DescribeConfigs resource types
 SET, DELETE = 0, 1  # IncrementalAlterConfigs operations
 
 
@@ -30,14 +30,22 @@ class Scenario:
     run: Callable[[Session], None]
     ci: bool
     secured: bool  # against the SASL listeners of brokers with an ACL authorizer (conformance/brokers.py)
+    # Settings both brokers start with (a pair of its own), for what a broker cannot change at run time.
+    settings: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def pair(self) -> tuple[bool, tuple[tuple[str, str], ...]]:
+        """The brokers it runs against: scenarios with the same pair share one."""
+        return self.secured, self.settings
 
 
 SCENARIOS: list[Scenario] = []
 
 
-def scenario(family: str, ci: bool = True, secured: bool = False):
+def scenario(family: str, ci: bool = True, secured: bool = False, settings: dict[str, str] | None = None):
     def register(function):
-        SCENARIOS.append(Scenario(function.__name__, family, function, ci, secured))
+        SCENARIOS.append(Scenario(function.__name__, family, function, ci, secured,
+                                  tuple(sorted((settings or {}).items()))))
         return function
     return register
 
@@ -118,21 +126,33 @@ def list_offsets(s: Session, label: str, name: str, timestamp: int, partition: i
     return s.call(label, request, version, record)
 
 
-def describe_configs(s: Session, label: str, resource_type: int, name: str, keys=None, version: int = 4):
+def describe_configs(s: Session, label: str, resource_type: int, name: str, keys=None, version: int = 4,
+                     record=True):
     D = R[ApiKey.DescribeConfigs]
     request = D(resources=[D.DescribeConfigsResource(resource_type=resource_type, resource_name=name,
                                                      configuration_keys=keys)],
                 include_synonyms=True, include_documentation=True)
-    return s.call(label, request, version)
+    return s.call(label, request, version, record)
 
 
-def incremental_alter(s: Session, label: str, resource_type: int, name: str, ops, validate_only=False):
+def incremental_alter(s: Session, label: str, resource_type: int, name: str, ops, validate_only=False,
+                      record=True):
     """``ops``: (config, operation, value)."""
     IAC = R[ApiKey.IncrementalAlterConfigs]
     A = IAC.AlterConfigsResource
     request = IAC(resources=[A(resource_type=resource_type, resource_name=name, configs=[
         A.AlterableConfig(name=k, config_operation=op, value=v) for k, op, v in ops])], validate_only=validate_only)
-    return s.call(label, request, 1)
+    return s.call(label, request, 1, record)
+
+
+def await_config(s: Session, entity: str, name: str, value, resource_type: int = BROKER) -> None:
+    """Ask until the broker describes ``name`` of ``entity`` (a broker's "": the cluster
+    default) as ``value`` (None: not set there): Kafka applies a dynamic config once its
+    controller's record reaches the broker, after answering the change."""
+    def applied():
+        configs = describe_configs(s, "setup", resource_type, entity, [name], record=False).results[0].configs
+        return (configs[0].value if configs else None) == value
+    eventually(applied, f"config {name}={value} of {entity or 'the cluster default'}")
 
 
 def find_coordinator(s: Session, label: str, key: str, key_type: int = 0, version: int = 4, record=True):
@@ -301,10 +321,63 @@ def alter_topic_configs(s: Session):
 
 @scenario("configs")
 def alter_broker_configs(s: Session):
+    """Dynamic broker configs, per broker and the cluster default; every change is undone at
+    the end (the brokers serve other scenarios), with settings no other scenario depends on."""
     incremental_alter(s, "dynamic log.cleaner.threads", BROKER, "0", [("log.cleaner.threads", SET, "1")],
                       validate_only=True)
     incremental_alter(s, "static broker config", BROKER, "0", [("num.network.threads", SET, "4")],
                       validate_only=True)
+    incremental_alter(s, "read-only config", BROKER, "0", [("num.partitions", SET, "4")])
+    incremental_alter(s, "read-only config, cluster default", BROKER, "", [("num.partitions", SET, "4")])
+    incremental_alter(s, "another broker's id", BROKER, "7", [("log.cleaner.delete.retention.ms", SET, "1000")])
+    incremental_alter(s, "bad value", BROKER, "0", [("log.cleaner.delete.retention.ms", SET, "soon")])
+    incremental_alter(s, "validate only", BROKER, "0", [("message.max.bytes", SET, "2000000")], validate_only=True)
+    incremental_alter(s, "per broker", BROKER, "0", [("log.cleaner.delete.retention.ms", SET, "3600000")])
+    incremental_alter(s, "cluster default", BROKER, "", [("log.cleaner.delete.retention.ms", SET, "7200000"),
+                                                         ("max.connections", SET, "100000")])
+    await_config(s, "0", "log.cleaner.delete.retention.ms", "3600000")
+    await_config(s, "0", "max.connections", "100000")
+    keys = ["log.cleaner.delete.retention.ms", "max.connections", "num.partitions", "message.max.bytes"]
+    describe_configs(s, "broker 0 after", BROKER, "0", keys)
+    describe_configs(s, "cluster default after", BROKER, "", keys)
+    name = topic(s, "dyn")
+    describe_configs(s, "a topic after", TOPIC, name, ["delete.retention.ms", "max.message.bytes"])
+    incremental_alter(s, "delete per broker", BROKER, "0", [("log.cleaner.delete.retention.ms", DELETE, None)])
+    await_config(s, "0", "log.cleaner.delete.retention.ms", "7200000")
+    describe_configs(s, "broker 0, per broker deleted", BROKER, "0", keys)
+    AC = R[ApiKey.AlterConfigs]
+    A = AC.AlterConfigsResource
+
+    def replace(label, entity, configs):
+        s.call(label, AC(resources=[A(resource_type=BROKER, resource_name=entity, configs=[
+            A.AlterableConfig(name=k, value=v) for k, v in configs.items()])], validate_only=False), 2)
+    # AlterConfigs replaces an entity's whole set. Not the cluster default's: Kafka's KRaft
+    # controller keeps min.insync.replicas there for ELR and refuses a set without it.
+    replace("AlterConfigs, broker 0's whole set", "0", {"max.connections": "90000"})
+    await_config(s, "0", "max.connections", "90000")
+    describe_configs(s, "broker 0, replaced", BROKER, "0", keys)
+    replace("AlterConfigs, broker 0's set emptied", "0", {})
+    await_config(s, "0", "max.connections", "100000")
+    replace("AlterConfigs, read-only config", "0", {"num.partitions": "3"})
+    incremental_alter(s, "undo", BROKER, "", [("max.connections", DELETE, None),
+                                              ("log.cleaner.delete.retention.ms", DELETE, None)])
+    await_config(s, "", "max.connections", None)
+    await_config(s, "", "log.cleaner.delete.retention.ms", None)
+    describe_configs(s, "broker 0, undone", BROKER, "0", keys)
+
+
+@scenario("configs")
+def cluster_default_timestamp_type(s: Session):
+    """The cluster default of log.message.timestamp.type dates the records of every topic
+    without a config of its own (undone at the end: the brokers serve other scenarios)."""
+    name = topic(s, "defaulttime")
+    incremental_alter(s, "LogAppendTime by default", BROKER, "", [("log.message.timestamp.type", SET, "LogAppendTime")])
+    await_config(s, "0", "log.message.timestamp.type", "LogAppendTime")
+    describe_configs(s, "the topic's type", TOPIC, name, ["message.timestamp.type"])
+    produce(s, "records", name, [b"a"], timestamps=[1_700_000_000_000])
+    incremental_alter(s, "undo", BROKER, "", [("log.message.timestamp.type", DELETE, None)])
+    await_config(s, "0", "log.message.timestamp.type", "CreateTime")
+    fetch(s, "fetch", name, 0)
 
 
 # -- Produce, Fetch, ListOffsets -------------------------------------------------------------
@@ -357,6 +430,31 @@ def list_offsets_specs(s: Session):
     T = OE.OffsetForLeaderTopic
     s.call("OffsetForLeaderEpoch epoch 0", OE(replica_id=-1, topics=[T(topic=name, partitions=[
         T.OffsetForLeaderPartition(partition=0, current_leader_epoch=-1, leader_epoch=0)])]), 4)
+
+
+@scenario("produce-fetch")
+def log_append_time(s: Session):
+    """A LogAppendTime topic: the broker's clock dates each batch (the normalizer names each
+    clock reading by first appearance, so the records must carry the produce answer's time)."""
+    name = topic(s, "appendtime", configs={"message.timestamp.type": "LogAppendTime"})
+    describe_configs(s, "the topic's timestamp type", TOPIC, name, ["message.timestamp.type"])
+    producer_times = [1_700_000_000_000, 1_700_000_000_500, 1_700_000_000_200]
+    produced = produce(s, "records", name, [b"a", b"b", b"c"], timestamps=producer_times)
+    fetch(s, "fetch", name, 0)
+    list_offsets(s, "max timestamp", name, MAX_TIMESTAMP)
+    list_offsets(s, "by the producer's time", name, 1_700_000_000_100)
+    if produced is not None:
+        appended = produced.responses[0].partition_responses[0].log_append_time_ms
+        list_offsets(s, "by the append time", name, appended)
+        list_offsets(s, "after the append time", name, appended + 1)
+    plain = topic(s, "createtime")
+    produce(s, "CreateTime records", plain, [b"a"], timestamps=producer_times[:1])
+    incremental_alter(s, "set LogAppendTime", TOPIC, plain, [("message.timestamp.type", SET, "LogAppendTime")])
+    produce(s, "after the change", plain, [b"b"], timestamps=producer_times[1:2])
+    # From offset 1: Kafka rolls a segment before the broker-dated batch (its first batch's
+    # producer time is older than segment.ms before it), and a fetch reads one segment.
+    fetch(s, "the batch after the change", plain, 1)
+    incremental_alter(s, "bad timestamp type", TOPIC, plain, [("message.timestamp.type", SET, "WallClock")])
 
 
 def legacy_message_set(values, magic: int) -> bytes:
@@ -500,6 +598,40 @@ def consumer_group_heartbeat(s: Session):
     s.call("leave", CH(group_id=group, member_id="cgmember0000000000000", member_epoch=-1), 0)
 
 
+@scenario("groups")
+def group_configs(s: Session):
+    """A group's own configs (KIP-848): checked, described, and honoured by the coordinator."""
+    name, group, other = topic(s, "gcfg"), s.name("configured"), s.name("unconfigured")
+    keys = ["consumer.session.timeout.ms", "consumer.heartbeat.interval.ms", "share.auto.offset.reset"]
+    describe_configs(s, "a group without configs", GROUP, group, keys)
+    incremental_alter(s, "set session and heartbeat", GROUP, group, [("consumer.session.timeout.ms", SET, "50000"),
+                                                                    ("consumer.heartbeat.interval.ms", SET, "6000")])
+    incremental_alter(s, "session below the broker's least", GROUP, group,
+                      [("consumer.session.timeout.ms", SET, "1000")])
+    incremental_alter(s, "heartbeat above the broker's most", GROUP, group,
+                      [("consumer.heartbeat.interval.ms", SET, "60000")])
+    incremental_alter(s, "unknown config", GROUP, group, [("no.such.config", SET, "1")])
+    incremental_alter(s, "bad value", GROUP, group, [("consumer.session.timeout.ms", SET, "soon")])
+    incremental_alter(s, "no group name", GROUP, "", [("consumer.session.timeout.ms", SET, "50000")])
+    incremental_alter(s, "share offset reset", GROUP, group, [("share.auto.offset.reset", SET, "earliest")])
+    incremental_alter(s, "bad share offset reset", GROUP, group, [("share.auto.offset.reset", SET, "middle")])
+    incremental_alter(s, "validate only", GROUP, other, [("consumer.session.timeout.ms", SET, "50000")],
+                      validate_only=True)
+    await_config(s, group, "consumer.heartbeat.interval.ms", "6000", GROUP)
+    describe_configs(s, "after", GROUP, group, keys)
+    describe_configs(s, "the group validated only", GROUP, other, keys)
+    await_coordinator(s, group)
+    CH = R[ApiKey.ConsumerGroupHeartbeat]
+    member = "gcfgmember00000000000"
+    s.call("heartbeat: the group's interval", CH(group_id=group, member_id=member, member_epoch=0,
+                                                 rebalance_timeout_ms=30_000, subscribed_topic_names=[name],
+                                                 server_assignor="uniform", topic_partitions=[]), 0)
+    s.call("leave", CH(group_id=group, member_id=member, member_epoch=-1), 0)
+    incremental_alter(s, "delete heartbeat", GROUP, group, [("consumer.heartbeat.interval.ms", DELETE, None)])
+    await_config(s, group, "consumer.heartbeat.interval.ms", "5000", GROUP)
+    describe_configs(s, "after delete", GROUP, group, keys)
+
+
 # -- transactions -------------------------------------------------------------------------------
 
 def init_producer(s: Session, label: str, transactional_id, version: int = 5, record=True):
@@ -606,6 +738,11 @@ ANY_PERMISSION, DENY, ALLOW = 1, 2, 3
 def login(s: Session, label: str, user: str, password: str, mechanism: str = "PLAIN"):
     """A fresh connection authenticated as ``user`` (SaslHandshake v1, then SaslAuthenticate)."""
     s.close()
+    return authenticate(s, label, user, password, mechanism)
+
+
+def authenticate(s: Session, label: str, user: str, password: str, mechanism: str = "PLAIN"):
+    """SaslHandshake v1 and a PLAIN SaslAuthenticate on the connection as it is."""
     s.call(f"{label}: handshake", R[ApiKey.SaslHandshake](mechanism=mechanism), 1)
     return s.call(f"{label}: authenticate",
                   R[ApiKey.SaslAuthenticate](auth_bytes=b"\0" + user.encode() + b"\0" + password.encode()), 2)
@@ -641,6 +778,39 @@ def sasl_errors(s: Session):
     s.call("SaslAuthenticate before SaslHandshake", R[ApiKey.SaslAuthenticate](auth_bytes=b"\0alice\0x"), 2)
     s.close()
     s.call("SaslHandshake v0 PLAIN", R[ApiKey.SaslHandshake](mechanism="PLAIN"), 0)
+
+
+REAUTH_MS = 3000
+
+
+def wait_until(moment: float, what: str) -> None:
+    """Until ``moment`` (time.monotonic()): a session's end is a time, so its condition is one."""
+    eventually(lambda: time.monotonic() >= moment, what, timeout=moment - time.monotonic() + 5)
+
+
+@scenario("sasl", secured=True, settings={"connections.max.reauth.ms": str(REAUTH_MS)})
+def sasl_reauthentication(s: Session):
+    """KIP-368: a login holds connections.max.reauth.ms, the client renews it on the live
+    connection (same mechanism, same principal), and a request past it closes the connection."""
+    lifetime = REAUTH_MS / 1000
+    login(s, "login", "alice", "alice-secret")
+    logged_in = time.monotonic()
+    metadata(s, "a request within the session", [])
+    wait_until(logged_in + lifetime / 2, "half the session")
+    authenticate(s, "re-authentication", "alice", "alice-secret")
+    renewed = time.monotonic()
+    s.call("a second re-authentication within a second", R[ApiKey.SaslHandshake](mechanism="PLAIN"), 1)
+    wait_until(logged_in + lifetime + 0.3, "the first session's end")
+    metadata(s, "a request after the first session, within the renewed one", [])
+    wait_until(renewed + lifetime + 0.3, "the renewed session's end")
+    metadata(s, "a request after the renewed session", [])
+    login(s, "login again", "alice", "alice-secret")
+    authenticate(s, "re-authentication as another user", "bob", "bob-secret")
+    metadata(s, "the connection after", [])
+    login(s, "login with PLAIN", "alice", "alice-secret")
+    s.call("re-authentication with SCRAM: handshake", R[ApiKey.SaslHandshake](mechanism="SCRAM-SHA-256"), 1)
+    s.call("re-authentication with SCRAM: authenticate",
+           R[ApiKey.SaslAuthenticate](auth_bytes=b"n,,n=alice,r=fyko+d2lbbFgONRv9qkxdawL"), 2)
 
 
 @scenario("acls", secured=True)

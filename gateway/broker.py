@@ -25,6 +25,7 @@ from kgate.metadata.cluster import (
     UnknownTopic,
     ledger_list_path,
 )
+from kgate.metadata.dynamic_configs import BROKER_KIND, GROUP_KIND, DynamicConfigStore
 from kgate.metadata.events import Event, EventManager
 from kgate.metadata.store import MetadataStore
 from kgate.protocol.error_codes import ErrorCode
@@ -37,6 +38,7 @@ from kgate.storage.store_capabilities import Housekeeping, Instrumented, Staging
 
 from . import topic_configs
 from .authorizer import Authorizer
+from .broker_configs import BrokerConfigs
 from .chain_records import MetadataChainRecord, live_ledger_ids
 from .config import Settings, is_compacted
 from .connection_limits import ConnectionLimits, parse_overrides
@@ -44,6 +46,7 @@ from .coordinator import LedgerPartitionWriter, WallClock
 from .coordinator.internal_topics import INTERNAL_TOPIC_CONFIGS
 from .fetch_sessions import FetchSessionCache
 from .followers import Followers
+from .group_configs import GroupConfigs
 from .groups import OFFSETS_TOPIC, GroupCoordinator
 from .handlers.broker_view import InternalTopic
 from .log_cleaner import LogCleaner
@@ -96,8 +99,9 @@ class Broker:
         self._compaction_task: asyncio.Task | None = None
         self._topic_lock = asyncio.Lock()
         self.clock = WallClock()
+        self.group_configs = GroupConfigs(settings, DynamicConfigStore(metadata, GROUP_KIND))
         self.groups = GroupCoordinator(settings, self, LedgerPartitionWriter(OFFSETS_TOPIC, self.partitions),
-                                       self.clock, self._topic_sizes, self.is_internal)
+                                       self.clock, self._topic_sizes, self.is_internal, self.group_configs.configured)
         self.markers = BrokerMarkerWriter(self.node_id, self.partitions, lambda: self.cluster.topics, self.leader,
                                           lambda: self.peers, self.clock, self.groups.transaction_ended)
         self.transactions = TransactionCoordinator(
@@ -115,6 +119,8 @@ class Broker:
             for collector in ledgers.collectors():
                 self.metrics.registry.register(collector)
         self.authorizer = Authorizer(settings, AclStore(metadata), self.metrics.denied)
+        self.broker_configs = BrokerConfigs(settings, DynamicConfigStore(metadata, BROKER_KIND), self.node_id,
+                                            self._settings_changed)
         self.events = EventManager(observe=self.metrics.metadata_event)
         self.ownership = Ownership(self)
         self.peers: PeerLinks = PeerLinks(self)
@@ -143,7 +149,9 @@ class Broker:
         events, store = self.events, self.metadata
         for event, handler in ((Event.BROKERS, self._brokers_changed), (Event.TOPICS, self._topics_changed),
                                (Event.TOPIC, self._topic_changed), (Event.OWNERS, self._owners_changed),
-                               (Event.SESSION, self.ownership.session_changed), (Event.ACLS, self.authorizer.reload)):
+                               (Event.SESSION, self.ownership.session_changed), (Event.ACLS, self.authorizer.reload),
+                               (Event.BROKER_CONFIGS, self.broker_configs.reload),
+                               (Event.GROUP_CONFIGS, self.group_configs.reload)):
             events.on(event, handler)
         store.on_session(self._session_reported)
         await self.cluster.register(self.me(), self.registration_wait)
@@ -152,6 +160,8 @@ class Broker:
             log.info("deleted %d record sets staged for other brokers before a restart", leftovers)
         await self.cluster.load()
         await self.authorizer.start(events.poster(Event.ACLS))
+        await self.broker_configs.start(events.poster(Event.BROKER_CONFIGS))
+        await self.group_configs.start(events.poster(Event.GROUP_CONFIGS))
         store.watch(BROKERS, events.poster(Event.BROKERS), children=True)
         store.watch(TOPICS, events.poster(Event.TOPICS), children=True)
         for topic in self.cluster.topics.values():
@@ -354,6 +364,14 @@ class Broker:
             self._apply_policies(topic)
             log.info("altered configs of topic %s: %s", name, configs)
             return topic
+
+    def _settings_changed(self) -> None:
+        """Dynamic broker configs changed a setting: what read settings once learns the new values."""
+        for topic in self.cluster.topics.values():
+            self._apply_policies(topic)
+        settings = self.settings
+        self.connection_limits.set_limits(settings["max.connections"], settings["max.connections.per.ip"],
+                                          parse_overrides(settings["max.connections.per.ip.overrides"]))
 
     def _apply_policies(self, topic: Topic) -> None:
         """Rollover and retention change at once on the partitions served here."""

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 
 from kgate.protocol import inflate
+from kgate.protocol.log_append_time import TIMESTAMP_TYPES
 from kgate.protocol.security import SASL_MECHANISMS, SECURITY_PROTOCOLS
 from kgate.storage import entry_formats
 from kgate.storage.stores.bucket_location import BucketLocation
@@ -26,8 +27,11 @@ class ConfigSource(IntEnum):
     """Where a config value comes from, as DescribeConfigs and CreateTopics report it."""
 
     DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
+    GROUP_CONFIG = 8
 
 
 class ConfigType(IntEnum):
@@ -39,18 +43,23 @@ class ConfigType(IntEnum):
     LONG = 5
     DOUBLE = 6
     LIST = 7
+    PASSWORD = 9
 
 
 def config_type(name: str) -> ConfigType:
-    """The DescribeConfigs type of a broker setting."""
+    """The DescribeConfigs type of a broker setting: Kafka's, for the settings it has."""
     if name in LIST_CONFIGS:
         return ConfigType.LIST
+    if is_sensitive(name):
+        return ConfigType.PASSWORD
     default = BROKER_SETTINGS.get(name, ("",))[0]
     if isinstance(default, bool):
         return ConfigType.BOOLEAN
     if isinstance(default, float):
         return ConfigType.DOUBLE
-    return ConfigType.LONG if isinstance(default, int) else ConfigType.STRING
+    if isinstance(default, int):
+        return ConfigType.INT if name in INT_SETTINGS else ConfigType.LONG
+    return ConfigType.STRING
 
 
 # compression.type values -> codec id; None keeps the producer's codec.
@@ -154,6 +163,9 @@ BROKER_SETTINGS: dict[str, tuple[object, tuple]] = {
     # batches (mixed_kafka, pulsar), while kafka stores what the producer sent.
     "compression.type": ("producer", ("must be one of " + ", ".join(COMPRESSION_TYPES),
                                       lambda v: v in COMPRESSION_TYPES)),
+    # Whose clock dates stored records: the producer's (CreateTime) or the broker's on append.
+    "log.message.timestamp.type": ("CreateTime", ("must be CreateTime or LogAppendTime",
+                                                  lambda v: v in TIMESTAMP_TYPES)),
     # What Metadata tells clients to connect to, HOST:PORT; empty: the listener itself.
     "advertised.listeners": ("", ("must be HOST:PORT or empty", lambda v: v == "" or _is_host_port(v))),
     # Consumer groups, with Kafka's names and defaults.
@@ -168,6 +180,11 @@ BROKER_SETTINGS: dict[str, tuple[object, tuple]] = {
     # KIP-848 consumer groups: the broker sets the session and heartbeat interval.
     "group.consumer.session.timeout.ms": (45_000, _POSITIVE),
     "group.consumer.heartbeat.interval.ms": (5000, _POSITIVE),
+    # The bounds of a group's own consumer.session.timeout.ms and consumer.heartbeat.interval.ms.
+    "group.consumer.min.session.timeout.ms": (45_000, _POSITIVE),
+    "group.consumer.max.session.timeout.ms": (60_000, _POSITIVE),
+    "group.consumer.min.heartbeat.interval.ms": (5000, _POSITIVE),
+    "group.consumer.max.heartbeat.interval.ms": (15_000, _POSITIVE),
     "group.consumer.assignors": ("uniform,range", (
         "must be a comma-separated list of uniform, range (or Kafka's assignor class names)",
         lambda v: bool(v.strip()) and all(assignor_name(n) for n in v.split(",")))),
@@ -185,6 +202,8 @@ BROKER_SETTINGS: dict[str, tuple[object, tuple]] = {
                                  lambda v: all(m.strip() in SASL_MECHANISMS for m in v.split(",")))),
     "sasl.server.max.receive.size": (64 * 1024, _POSITIVE),
     "connection.failed.authentication.delay.ms": (100, _NON_NEGATIVE),
+    # How long a SASL login holds before the client must re-authenticate (KIP-368); 0: for ever.
+    "connections.max.reauth.ms": (0, _NON_NEGATIVE),
     # Failed logins for one user from one client address in a minute before that user's
     # logins from that address are refused; failed logins from one address, whatever
     # the users, before every login from it is; and failed logins for one user from every
@@ -221,7 +240,20 @@ BROKER_SETTINGS: dict[str, tuple[object, tuple]] = {
                            lambda v: v in ("DEBUG", "INFO", "WARNING", "ERROR"))),
 }
 
-LIST_CONFIGS = ("sasl.enabled.mechanisms",)
+LIST_CONFIGS = ("sasl.enabled.mechanisms", "group.consumer.assignors")
+# Number settings Kafka types INT (the others it types LONG, as kgate types its own).
+INT_SETTINGS = frozenset({
+    "broker.id", "connection.failed.authentication.delay.ms", "default.replication.factor",
+    "group.consumer.heartbeat.interval.ms", "group.consumer.max.size", "group.consumer.session.timeout.ms",
+    "group.consumer.min.session.timeout.ms", "group.consumer.max.session.timeout.ms",
+    "group.consumer.min.heartbeat.interval.ms", "group.consumer.max.heartbeat.interval.ms",
+    "group.initial.rebalance.delay.ms", "group.max.session.timeout.ms", "group.max.size",
+    "group.min.session.timeout.ms", "log.segment.bytes", "max.connections", "max.connections.per.ip",
+    "max.incremental.fetch.session.cache.slots", "message.max.bytes", "num.partitions", "offset.metadata.max.bytes",
+    "offsets.retention.minutes", "offsets.topic.num.partitions", "sasl.server.max.receive.size",
+    "socket.request.max.bytes", "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+    "transaction.max.timeout.ms", "transaction.state.log.num.partitions",
+})
 
 
 def is_sensitive(name: str) -> bool:
@@ -259,6 +291,11 @@ def _coerce(name: str, raw, default):
         return str(raw)
     except (TypeError, ValueError):
         raise ConfigError(f"setting {name}: {raw!r} is not a valid {type(default).__name__}") from None
+
+
+def setting_text(value) -> str:
+    """A setting's value as Kafka's configs write it (``true``, not ``True``)."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def check_setting(name: str, raw):
@@ -327,6 +364,8 @@ class Settings:
     listeners: list[Listener] = field(default_factory=lambda: [Listener("127.0.0.1", 9092)])
     data_dir: str = "kgate-data"
     values: dict = field(default_factory=lambda: {name: d for name, (d, _) in BROKER_SETTINGS.items()})
+    # The settings the server's configuration gave (file or --set), not left at their defaults.
+    given: set[str] = field(default_factory=set)
 
     def __getitem__(self, name: str):
         return self.values[name]
@@ -342,6 +381,7 @@ class Settings:
             settings.data_dir = str(raw.pop("data.dir"))
         for name, value in raw.items():
             settings.values[name] = check_setting(name, value)
+        settings.given = set(raw)
         if listen:
             settings.listeners = [Listener.parse(item) for item in _listener_items(listen)]
         if data_dir:

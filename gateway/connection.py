@@ -49,6 +49,7 @@ from .handlers.sasl import authenticate
 from .request_budget import RequestBytesBudget
 from .response_budget import HeldResponses, ResponseBytesBudget
 from .sasl import AuthenticationFailed, Mechanism
+from .sasl.session import Session
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +87,10 @@ class ConnectionInfo:
     # The SASL exchange under way or done, and who the client proved to be.
     mechanism: Mechanism | None = None
     principal: str | None = None
+    # How long the login holds (connections.max.reauth.ms): None, for the connection's life.
+    session: Session | None = None
+    # Answer the request being handled, then close (a failed re-authentication, as Kafka does).
+    closing: bool = False
     # This connection's share of the broker's fetched-bytes budget.
     responses: HeldResponses = field(kw_only=True)
     # The newest produce request's turn (gateway/handlers/produce.py, Turn), done once it has
@@ -199,6 +204,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 return
             if isinstance(event, SaslTokenReceived):
                 self._enqueue(None, self._authenticate(event.token), received, size)
+            elif self._session_expired(event.header, received):
+                return
             else:
                 if self.info.count_bytes is None:
                     self.info.identify(event.header.client_id, self._broker)
@@ -375,10 +382,25 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 metrics.answered(header.api_key, header.api_version, received, handled)
             if self._protocol.auth_state is AuthState.PAUSED and not self._authentication_step(header, response):
                 return
+            if self.info.closing:
+                self._failed_authentication()
+                return
             self._last_activity = time.monotonic()
             self.resume_if_under_limits()
 
     # -- SASL ----------------------------------------------------------------------------
+
+    def _session_expired(self, header, now: float) -> bool:
+        """Close, as Kafka does, a connection whose SASL session is over when it sends anything
+        but the handshake that may begin its re-authentication."""
+        session = self.info.session
+        if session is None or not session.expired(now) or (
+                header.api_key == ApiKey.SaslHandshake and session.may_renew(header.api_version, now)):
+            return False
+        log.info("closing connection from %s: its SASL session (%d ms) ended before %s v%d",
+                 self.info.peer, session.lifetime_ms, ApiKey(header.api_key).name, header.api_version)
+        self._transport.close()
+        return True
 
     def _authentication_step(self, header, response) -> bool:
         """Tell the protocol machine how the handshake or token it paused on went."""

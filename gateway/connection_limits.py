@@ -28,14 +28,18 @@ def parse_overrides(text: str) -> dict[str, int]:
 
 class ConnectionLimits:
     def __init__(self, total: int, per_ip: int, overrides: dict[str, int], clock=time.monotonic):
-        self._total = total
-        self._per_ip = per_ip
-        self._overrides = overrides
+        self.set_limits(total, per_ip, overrides)
         self._open: Counter[str] = Counter()
         self._count = 0
         self._clock = clock
         self._refused_since_log = 0
         self._logged_at = float("-inf")
+
+    def set_limits(self, total: int, per_ip: int, overrides: dict[str, int]) -> None:
+        """New limits (dynamic broker configs) for the next accept; connections open stay open."""
+        self._total = total
+        self._per_ip = per_ip
+        self._overrides = overrides
 
     def admit(self, address: str) -> bool:
         """Count a new connection from ``address``, or refuse it (False; it is not counted)."""

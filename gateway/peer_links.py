@@ -17,9 +17,11 @@ ask again).
 
 With ``kgate.inter.broker.sasl.username`` set, a link goes to the peer's SASL_PLAINTEXT
 listener when it has one and logs in there before its first request (gateway/sasl/login.py),
-as Kafka brokers do with inter-broker SASL: with an authorizer on, a peer then holds
-ClusterAction (a super user), which the internal requests need. Otherwise, and towards
-peers with no SASL_PLAINTEXT listener, links use PLAINTEXT. TLS links are not made.
+and again on the live link once most of the session the peer answered has passed (KIP-368:
+the peer closes a link whose session ended), as Kafka brokers do with inter-broker SASL:
+with an authorizer on, a peer then holds ClusterAction (a super user), which the internal
+requests need. Otherwise, and towards peers with no SASL_PLAINTEXT listener, links use
+PLAINTEXT. TLS links are not made.
 
 Every byte sent and received is counted by zone pair (``kgate_interbroker_bytes``),
 so an operator sees what crossing zones costs; the serving side counts the same
@@ -30,14 +32,14 @@ import itertools
 import logging
 import struct
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from kgate.metadata.cluster import ClusterState
 from kgate.protocol.messages import RESPONSES
 
 from .config import Settings
-from .sasl.login import LoginFailed, log_in
+from .sasl.login import Login, LoginFailed
 from .zones import broker_client_id
 
 log = logging.getLogger(__name__)
@@ -52,8 +54,6 @@ MAX_RESPONSE_BYTES = 64 << 20
 
 # count(direction, bytes): "out" sent, "in" received.
 ByteCounter = Callable[[str, int], None]
-# login(reader, writer, client_id), awaited on a link just opened, before its first request.
-Login = Callable[[asyncio.StreamReader, asyncio.StreamWriter, str], Awaitable[None]]
 
 
 class PeerUnavailable(ConnectionError):
@@ -82,14 +82,22 @@ class LinkingBroker(Protocol):
     def metrics(self) -> InterbrokerCounters: ...
 
 
+# A link renews its login when this share of the session the peer gave has passed.
+RENEW_AFTER = 0.8
+
+
+def _renewal_time(lifetime_ms: int) -> float | None:
+    return time.monotonic() + RENEW_AFTER * lifetime_ms / 1000 if lifetime_ms > 0 else None
+
+
 class PeerLinks:
     def __init__(self, broker: LinkingBroker):
         self._broker = broker
         self._links: dict[int, Link] = {}
         settings = broker.settings
-        self._username = settings["kgate.inter.broker.sasl.username"]
-        self._password = settings["kgate.inter.broker.sasl.password"]
-        self._mechanism = settings["kgate.inter.broker.sasl.mechanism"]
+        username = settings["kgate.inter.broker.sasl.username"]
+        self._login = Login(settings["kgate.inter.broker.sasl.mechanism"], username,
+                            settings["kgate.inter.broker.sasl.password"]) if username else None
         self._unreachable: dict[int, tuple[tuple[str, int], float]] = {}  # node -> (its address, since when)
 
     @property
@@ -151,10 +159,10 @@ class PeerLinks:
         info = self._broker.cluster.brokers.get(node_id)
         if info is None:
             return None, None
-        if self._username:
+        if self._login is not None:
             address = info.address("SASL_PLAINTEXT")
             if address is not None:
-                return address, self._log_in
+                return address, self._login
         return info.address("PLAINTEXT"), None
 
     def _link(self, node_id: int) -> "Link":
@@ -175,9 +183,6 @@ class PeerLinks:
                 lambda up: self._mark(node_id, address, up))
         return link
 
-    async def _log_in(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client_id: str) -> None:
-        await log_in(reader, writer, self._mechanism, self._username, self._password, client_id)
-
     def close(self) -> None:
         for link in self._links.values():
             link.close()
@@ -189,7 +194,9 @@ class Link:
                  on_state: Callable[[bool], None] = lambda up: None):
         self.address = address
         self._on_state = on_state  # on_state(True) once open, on_state(False) if it fails to open or breaks
-        self._login = login  # login(reader, writer, client_id), awaited before the first request
+        self._login = login  # proved before the first request, and again before each session the peer gives ends
+        self._renew_at: float | None = None  # time.monotonic() when the login is renewed; None: never
+        self._renewing: asyncio.Future | None = None
         self._client_id = client_id
         self._count = count  # count(direction, bytes): "out" sent, "in" received
         self._correlation = itertools.count(1)
@@ -222,7 +229,9 @@ class Link:
             raise PeerUnavailable(f"connecting to {where}: {exc!r}") from exc
         if self._login is not None:
             try:
-                await asyncio.wait_for(self._login(reader, writer, self._client_id), CONNECT_TIMEOUT_S)
+                lifetime = await asyncio.wait_for(self._login.on_stream(reader, writer, self._client_id),
+                                                  CONNECT_TIMEOUT_S)
+                self._renew_at = _renewal_time(lifetime)
             except (TimeoutError, OSError, asyncio.IncompleteReadError) as exc:
                 writer.close()
                 self.close()
@@ -238,6 +247,31 @@ class Link:
         if self.closed:
             raise PeerUnavailable("link closed")
         writer = await self._connected()
+        if self._renew_at is not None and time.monotonic() >= self._renew_at:
+            # Sent after the session's end, a request would close the link: renew first (rarely: once a session).
+            if self._renewing is None:
+                self._renewing = asyncio.ensure_future(self._renew())
+            await asyncio.shield(self._renewing)
+            if self.closed:
+                raise PeerUnavailable("link closed: its login could not be renewed")
+        return self._write(writer, request, version)
+
+    async def _renew(self) -> None:
+        """Log in again on the live link (KIP-368); a link whose login fails is closed."""
+        assert self._login is not None and self._writer is not None  # only logged-in links have sessions
+        writer = self._writer
+
+        async def call(request, version: int, _response_class):
+            return await self._write(writer, request, version)
+        try:
+            self._renew_at = _renewal_time(await asyncio.wait_for(self._login.over(call), CONNECT_TIMEOUT_S))
+        except (TimeoutError, LoginFailed, PeerUnavailable) as exc:
+            log.warning("cannot renew the login to the broker at %s:%d: %s", *self.address, exc)
+            self.close(PeerUnavailable(f"renewing the login: {exc!r}"))
+        finally:
+            self._renewing = None
+
+    def _write(self, writer: asyncio.StreamWriter, request, version: int) -> asyncio.Future:
         correlation_id = next(self._correlation)
         request.API_VERSION = version
         request.with_header(correlation_id=correlation_id, client_id=self._client_id)

@@ -107,6 +107,9 @@ SETTING_DOCS: dict[str, SettingDoc] = {
                            "`kafka`, `mixed_kafka` or `pulsar` (see Concepts, Entry formats)."),
     "compression.type": _kafka("Recompression on produce, Kafka's values; honoured by entry formats that rebuild "
                                "batches (mixed_kafka, pulsar), while kafka stores what the producer sent."),
+    "log.message.timestamp.type": _kafka("Whose clock dates stored records, for topics that do not set "
+                                         "message.timestamp.type: `CreateTime` (the producer's) or `LogAppendTime` "
+                                         "(this broker's, on append)."),
     "advertised.listeners": _kafka("What Metadata tells clients to connect to, HOST:PORT; empty: the listener "
                                    "itself. Also `--advertise`."),
     "offsets.topic.num.partitions": _kafka("Partitions of `__consumer_offsets`; a group's coordinator owns "
@@ -122,6 +125,12 @@ SETTING_DOCS: dict[str, SettingDoc] = {
     "group.consumer.session.timeout.ms": _kafka("The session of KIP-848 consumer group members (the broker sets "
                                                 "it)."),
     "group.consumer.heartbeat.interval.ms": _kafka("The heartbeat interval of KIP-848 consumer group members."),
+    "group.consumer.min.session.timeout.ms": _kafka("The least consumer.session.timeout.ms a group config may set."),
+    "group.consumer.max.session.timeout.ms": _kafka("The most consumer.session.timeout.ms a group config may set."),
+    "group.consumer.min.heartbeat.interval.ms": _kafka("The least consumer.heartbeat.interval.ms a group config "
+                                                       "may set."),
+    "group.consumer.max.heartbeat.interval.ms": _kafka("The most consumer.heartbeat.interval.ms a group config "
+                                                       "may set."),
     "group.consumer.assignors": _kafka("Server-side assignors of KIP-848 groups, the first the default: "
                                        "`uniform`, `range` (or Kafka's assignor class names)."),
     "group.consumer.max.size": _kafka("Members a KIP-848 consumer group may have."),
@@ -137,6 +146,10 @@ SETTING_DOCS: dict[str, SettingDoc] = {
                                       "SCRAM-SHA-512."),
     "sasl.server.max.receive.size": _kafka("The largest frame accepted before authentication (Kafka: 512 KiB; no "
                                            "token of the mechanisms offered comes near 64 KiB)."),
+    "connections.max.reauth.ms": _kafka("How long a SASL login holds (KIP-368): SaslAuthenticate v1+ tells the "
+                                        "client, which re-authenticates on the live connection before it ends; a "
+                                        "request after it ends closes the connection. 0: a login holds for the "
+                                        "connection's life."),
     "connection.failed.authentication.delay.ms": _kafka("How long after a failed login the connection is "
                                                         "closed."),
     "kgate.sasl.max.failed.logins.per.minute": _kgate("Failed logins for one user from one client address in a "

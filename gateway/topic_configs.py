@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
+from kgate.protocol.log_append_time import TIMESTAMP_TYPES
 from kgate.storage import entry_formats
 
 from .config import COMPRESSION_TYPES, ConfigError, ConfigType, Settings, is_compacted
@@ -163,11 +164,10 @@ TOPIC_CONFIGS: dict[str, TopicConfig] = {
     "remote.copy.lag.ms": TopicConfig(ConfigType.LONG, "0", Use.IGNORED, _TIERED, valid=at_least(-1)),
     "remote.log.copy.disable": TopicConfig(ConfigType.BOOLEAN, "false", Use.IGNORED, _TIERED),
     "remote.log.delete.on.disable": TopicConfig(ConfigType.BOOLEAN, "false", Use.IGNORED, _TIERED),
+    # LogAppendTime: the broker dates each appended batch (protocol/log_append_time.py).
+    "message.timestamp.type": TopicConfig(ConfigType.STRING, "", Use.ACTS, valid=one_of(*TIMESTAMP_TYPES),
+                                          setting="log.message.timestamp.type"),
     # Only the default: any other value would change what clients read or may write.
-    "message.timestamp.type": TopicConfig(
-        ConfigType.STRING, "CreateTime", Use.DEFAULT_ONLY,
-        "kgate keeps the producer's timestamps; LogAppendTime would change what consumers read",
-        valid=one_of("CreateTime", "LogAppendTime")),
     "message.timestamp.after.max.ms": TopicConfig(ConfigType.LONG, str(LONG_MAX), Use.DEFAULT_ONLY,
                                                   _TIMESTAMP_CHECK, valid=at_least(0)),
     "message.timestamp.before.max.ms": TopicConfig(ConfigType.LONG, str(LONG_MAX), Use.DEFAULT_ONLY,
@@ -193,7 +193,7 @@ def check(name: str, value: str | None, settings: Settings) -> str:
         raise ConfigError(f"Unknown topic config name: {name}")
     if value is None:
         raise ConfigError(f"topic config {name} needs a value")
-    parsed, normalised = _parse(name, value.strip(), config.type)
+    parsed, normalised = parse_value(name, value.strip(), config.type)
     if config.valid is not None:
         reason, ok = config.valid
         if not ok(parsed):
@@ -218,7 +218,7 @@ def check_together(configs: dict[str, str], settings: Settings) -> None:
         raise ConfigError("cleanup.policy=compact needs kgate.entry.format kafka or mixed_kafka, not pulsar")
 
 
-def _parse(name: str, text: str, kind: ConfigType):
+def parse_value(name: str, text: str, kind: ConfigType):
     """``(value to validate, normalised string to store)`` as Kafka's ConfigDef parses ``kind``."""
     def invalid(reason):
         return ConfigError(f"Invalid value {text} for configuration {name}: {reason}")

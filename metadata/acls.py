@@ -20,7 +20,7 @@ from kafka.protocol.admin.acl import ACLPermissionType as Permission
 from kafka.protocol.admin.acl import ACLResourcePatternType as PatternType
 from kafka.protocol.admin.acl import ACLResourceType as ResourceType
 
-from .store import BadVersion, MetadataStore, NodeExists, NoNode
+from .store import MetadataStore, touch, update_node
 
 __all__ = ["Acl", "AclFilter", "AclStore", "Operation", "PatternType", "Permission", "ResourceType",
            "CLUSTER_NAME", "WILDCARD", "invalid_acl"]
@@ -163,33 +163,15 @@ class AclStore:
 
     async def _update(self, resource_type: ResourceType, pattern: PatternType, name: str,
                       change: Callable[[set[Acl]], set[Acl]]) -> None:
-        """Apply ``change`` to one pattern's node by compare-and-set, retrying when another writer wins."""
-        path = _pattern_path(resource_type, pattern, name)
-        store = self._store
-        while True:
-            node = await store.get(path)
-            held = set(_decode(resource_type, pattern, name, node.data)) if node else set()
+        """Apply ``change`` to one pattern's node (deleted once it holds no binding)."""
+        def changed(data: bytes | None) -> bytes | None:
+            held = set(_decode(resource_type, pattern, name, data)) if data is not None else set()
             wanted = change(held)
-            try:
-                if node is None:
-                    if wanted:
-                        await store.create(path, _encode(wanted))
-                elif wanted:
-                    await store.set(path, _encode(wanted), node.version)
-                else:
-                    await store.delete(path, node.version)
-                return
-            except (BadVersion, NodeExists, NoNode):
-                continue
+            return _encode(wanted) if wanted else None
+        await update_node(self._store, _pattern_path(resource_type, pattern, name), changed)
 
     async def _changed(self) -> None:
-        try:
-            await self._store.set(CHANGES, b"", -1)
-        except NoNode:
-            try:
-                await self._store.create(CHANGES, b"")
-            except NodeExists:
-                await self._store.set(CHANGES, b"", -1)
+        await touch(self._store, CHANGES)
 
 
 def _encode(acls: set[Acl]) -> bytes:

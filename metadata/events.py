@@ -23,6 +23,8 @@ class Event(enum.Enum):
     TOPIC = "topic_changed"  # one topic's node changed (partitions added, configs)
     OWNERS = "owners_changed"  # a claim on one of a topic's partitions was taken or released
     ACLS = "acls_changed"  # any broker or tool changed the access control lists
+    BROKER_CONFIGS = "broker_configs_changed"  # any broker or tool changed dynamic broker configs
+    GROUP_CONFIGS = "group_configs_changed"  # any broker or tool changed a group's configs
     SESSION = "session_changed"  # this broker's metadata session was suspended, restored or lost
 
 

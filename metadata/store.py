@@ -84,3 +84,33 @@ class MetadataStore(ABC):
 
     async def close(self) -> None:  # noqa: B027 (an optional hook)
         pass
+
+
+async def update_node(store: MetadataStore, path: str, change: Callable[[bytes | None], bytes | None]) -> None:
+    """Replace the node's data with ``change(its data)`` (None for an absent node; None back:
+    delete it, or leave it absent) by compare-and-set, trying again when another writer wins."""
+    while True:
+        node = await store.get(path)
+        wanted = change(node.data if node is not None else None)
+        try:
+            if node is None:
+                if wanted is not None:
+                    await store.create(path, wanted)
+            elif wanted is not None:
+                await store.set(path, wanted, node.version)
+            else:
+                await store.delete(path, node.version)
+            return
+        except (BadVersion, NodeExists, NoNode):
+            continue
+
+
+async def touch(store: MetadataStore, path: str) -> None:
+    """Write the node (creating it if need be), so every watch on it fires: a change notice."""
+    try:
+        await store.set(path, b"", -1)
+    except NoNode:
+        try:
+            await store.create(path, b"")
+        except NodeExists:
+            await store.set(path, b"", -1)

@@ -38,6 +38,7 @@ def _cell(text: str) -> str:
 
 
 def settings_page() -> str:
+    from kgate.gateway.broker_configs import DYNAMIC
     from kgate.gateway.config import BROKER_SETTINGS, config_type, is_sensitive
     from kgate.gateway.setting_docs import SETTING_DOCS
 
@@ -47,14 +48,16 @@ def settings_page() -> str:
     stale = sorted(set(SETTING_DOCS) - set(BROKER_SETTINGS))
     if stale:
         raise ReferenceError(f"gateway/setting_docs.py documents settings that do not exist: {stale}")
-    rows = ["| setting | type | default | Kafka | what it does |", "|---|---|---|---|---|"]
+    rows = ["| setting | type | default | Kafka | changes | what it does |", "|---|---|---|---|---|---|"]
     for name, (default, (rule, _check)) in BROKER_SETTINGS.items():
         doc = SETTING_DOCS[name]
         kafka = "same name" if doc.kafka_name else (f"instead of `{doc.kafka_counterpart}`"
                                                     if doc.kafka_counterpart else "kgate's own")
         shown = "(sensitive)" if is_sensitive(name) and default else f"`{default!r}`" if default != "" else "empty"
         text = doc.text + (f" Value {rule}." if rule else "")
-        rows.append(f"| `{name}` | {config_type(name).name.lower()} | {_cell(shown)} | {kafka} | {_cell(text)} |")
+        changes = "at run time" if name in DYNAMIC else "at restart"
+        rows.append(f"| `{name}` | {config_type(name).name.lower()} | {_cell(shown)} | {kafka} | {changes} | "
+                    f"{_cell(text)} |")
     return "\n".join(rows) + "\n"
 
 

@@ -81,14 +81,20 @@ class HeartbeatReply:
 
 class ConsumerGroupMachine:
     def __init__(self, groups: dict[str, Group], *, session_ms: int, heartbeat_ms: int, assignors: list[str],
-                 max_size: int, new_member_id: Callable[[], str], internal: Callable[[str], bool] = lambda _: False):
+                 max_size: int, new_member_id: Callable[[], str], internal: Callable[[str], bool] = lambda _: False,
+                 session_of: Callable[[str], int | None] = lambda _group_id: None):
+        """``session_of``: a group's own session timeout (its consumer.session.timeout.ms), or None."""
         self.groups = groups  # shared with the classic machine: one namespace of group ids
         self.internal = internal  # topics a regular expression never matches
         self.session_ms = session_ms
+        self.session_of = session_of
         self.heartbeat_ms = heartbeat_ms
         self.assignors = assignors
         self.max_size = max_size
         self.new_member_id = new_member_id
+
+    def _session(self, group_id: str) -> int:
+        return self.session_of(group_id) or self.session_ms
 
     def heartbeat(self, now: int, request: Heartbeat, topics: Mapping[str, tuple[uuid.UUID, int]]) \
             -> Step[HeartbeatReply]:
@@ -211,7 +217,8 @@ class ConsumerGroupMachine:
         self._reconcile(now, consumer, member, request.owned, stored, out)
         if stored:
             out.append(StoreConsumer(consumer.group_id, stored))
-        out.append(ArmTimer(_session_key(consumer.group_id, member.member_id), now + self.session_ms))
+        out.append(ArmTimer(_session_key(consumer.group_id, member.member_id),
+                            now + self._session(consumer.group_id)))
         changed = (member.epoch, member.assigned) != previous
         send = joined or replaced or changed or (request.owned is not None and request.owned != member.assigned)
         return HeartbeatReply(ErrorCode.NONE, None, member.member_id, member.epoch,
@@ -279,7 +286,8 @@ class ConsumerGroupMachine:
             stored.append(member.assignment_record(consumer.group_id))
             key = _revocation_key(consumer.group_id, member.member_id)
             if member.state is MemberState.UNREVOKED_PARTITIONS:
-                timeout = member.rebalance_timeout_ms if member.rebalance_timeout_ms > 0 else self.session_ms
+                timeout = (member.rebalance_timeout_ms if member.rebalance_timeout_ms > 0
+                           else self._session(consumer.group_id))
                 out.append(ArmTimer(key, now + timeout))
             else:
                 out.append(CancelTimer(key))
@@ -363,7 +371,7 @@ class ConsumerGroupMachine:
         consumer = group.consumer
         if consumer is None:
             return []
-        return [ArmTimer(_session_key(group.group_id, member_id), now + self.session_ms)
+        return [ArmTimer(_session_key(group.group_id, member_id), now + self._session(group.group_id))
                 for member_id in consumer.members]
 
     # -- offsets ------------------------------------------------------------------------------

@@ -37,17 +37,21 @@ MAX_GROUP_ID_BYTES = 32767
 
 class GroupCoordinator:
     def __init__(self, settings: "Settings", cluster: InternalTopics, writer: PartitionWriter, clock: Clock,
-                 topics: Callable[[], Topics], internal: Callable[[str], bool]):
+                 topics: Callable[[], Topics], internal: Callable[[str], bool],
+                 configured: Callable[[str, str], int | None] = lambda _group, _name: None):
+        """``configured(group, name)``: a number the group's own configs set (gateway/group_configs.py), or None."""
         self.cluster = cluster
         self.num_partitions = settings["offsets.topic.num.partitions"]
         self.max_metadata_bytes = settings["offset.metadata.max.bytes"]
         self.consumer_heartbeat_ms = settings["group.consumer.heartbeat.interval.ms"]
+        self._configured = configured
         config = GroupConfig(
             min_session_ms=settings["group.min.session.timeout.ms"],
             max_session_ms=settings["group.max.session.timeout.ms"],
             initial_delay_ms=settings["group.initial.rebalance.delay.ms"], max_size=settings["group.max.size"],
             consumer_session_ms=settings["group.consumer.session.timeout.ms"],
             consumer_heartbeat_ms=self.consumer_heartbeat_ms,
+            consumer_session_of=lambda group_id: configured(group_id, "consumer.session.timeout.ms"),
             consumer_assignors=consumer_assignors(settings["group.consumer.assignors"]),
             consumer_max_size=settings["group.consumer.max.size"],
             retention_ms=settings["offsets.retention.minutes"] * 60_000,
@@ -75,6 +79,10 @@ class GroupCoordinator:
         """Stop serving the groups of offsets partition ``index``: its new owner replays them."""
         self.runtime.unload(index)
         log.debug("group coordinator lost %s-%d", OFFSETS_TOPIC, index)
+
+    def heartbeat_ms(self, group_id: str) -> int:
+        """The heartbeat interval a consumer group's members are told: the group's own, or the broker's."""
+        return self._configured(group_id, "consumer.heartbeat.interval.ms") or self.consumer_heartbeat_ms
 
     def partition_of(self, group_id: str) -> int:
         return partition_for(group_id, self.num_partitions)

@@ -62,6 +62,8 @@ class GroupConfig:
     consumer_max_size: int
     retention_ms: int
     retention_check_ms: int
+    # A consumer group's own session timeout (its group config), None where the broker's applies.
+    consumer_session_of: Callable[[str], int | None] = lambda _group_id: None
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +104,8 @@ class GroupShard(Shard[GroupRecord]):
             new_member_id=lambda prefix: f"{prefix}-{uuid.uuid4()}")
         self.groups = self.machine.groups
         self.consumers = ConsumerGroupMachine(
-            self.groups, session_ms=config.consumer_session_ms, heartbeat_ms=config.consumer_heartbeat_ms,
+            self.groups, session_ms=config.consumer_session_ms, session_of=config.consumer_session_of,
+            heartbeat_ms=config.consumer_heartbeat_ms,
             assignors=config.consumer_assignors, max_size=config.consumer_max_size,
             new_member_id=lambda: str(uuid.uuid4()), internal=internal)
         # Offsets committed in transactions not yet ended, by producer id (TxnOffsetCommit).

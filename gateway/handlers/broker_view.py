@@ -21,9 +21,11 @@ from ..partition_router import Client, Followed, Local, Operation, Refused, rout
 
 if TYPE_CHECKING:
     from ..authorizer import Authorizer
+    from ..broker_configs import BrokerConfigs
     from ..config import Settings
     from ..fetch_sessions import FetchSessionCache
     from ..followers import Followers
+    from ..group_configs import GroupConfigs
     from ..groups import GroupCoordinator
     from ..metrics import BrokerMetrics
     from ..partition import Partition
@@ -48,6 +50,8 @@ Answer = TypeVar("Answer")
 
 class BrokerView(Protocol):
     settings: "Settings"
+    broker_configs: "BrokerConfigs"
+    group_configs: "GroupConfigs"
     node_id: int
     cluster_id: str
     metrics: "BrokerMetrics"

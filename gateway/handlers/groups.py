@@ -246,7 +246,7 @@ async def consumer_group_heartbeat(ctx: Context, request):
         regex=request.subscribed_topic_regex if ctx.version >= 1 else None,
         server_assignor=request.server_assignor,
         owned=None if owned is None else {tp.topic_id: set(tp.partitions) for tp in owned if tp.partitions})
-    interval = ctx.broker.groups.consumer_heartbeat_ms
+    interval = ctx.broker.groups.heartbeat_ms(request.group_id)
     try:
         ctx.require(Operation.READ, ResourceType.GROUP, request.group_id)
         # Kafka's KafkaApis: a member may not learn of (or be assigned) a topic it may not describe.

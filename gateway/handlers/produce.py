@@ -17,7 +17,7 @@ from kafka.protocol.producer import ProduceResponse
 
 from kgate.metadata.acls import Operation, ResourceType
 from kgate.metadata.cluster import BrokerInfo
-from kgate.protocol import message_set, record_batch, record_compaction, record_walk
+from kgate.protocol import log_append_time, message_set, record_batch, record_compaction, record_walk
 from kgate.protocol.conversion import magic_of
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
@@ -55,11 +55,13 @@ class _Outcome:
     message: str | None = None
     record_errors: tuple[tuple[int, str], ...] = ()
     log_start: int = -1
+    # The broker's time the records were stamped with, on a LogAppendTime topic.
+    log_append_time: int = -1
     # Sent to the owner by reference (gateway/zones.py): ``durable`` is the owner's answer then.
     by_reference: bool = False
 
     def fail(self, error: ErrorCode) -> None:
-        self.error, self.base_offset = error, -1
+        self.error, self.base_offset, self.log_append_time = error, -1, -1
 
 
 class Turn:
@@ -246,6 +248,10 @@ async def _append(ctx: Context, client: Client, request, topic_name, data, turn:
         _check_transactional(ctx, request.transactional_id, produced.batch, topic_name, data.index, entry_format)
     codec = COMPRESSION_TYPES[broker.topic_config(topic, "compression.type")]
     await turn.wait()
+    append_time = -1
+    if broker.topic_config(topic, "message.timestamp.type") == log_append_time.LOG_APPEND_TIME:
+        append_time = int(time.time() * 1000)
+        produced = produced.stamped(append_time)
     try:
         base, durable = await partition.append(produced, entry_format, codec)
     except LedgerFenced as exc:
@@ -255,7 +261,7 @@ async def _append(ctx: Context, client: Client, request, topic_name, data, turn:
         raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR) from None
     partition.writes_succeeded()
     broker.metrics.produced(topic_name, len(records), produced.record_count)
-    return _Outcome(ErrorCode.NONE, base, durable, partition)
+    return _Outcome(ErrorCode.NONE, base, durable, partition, log_append_time=append_time)
 
 
 async def _by_reference(ctx: Context, request, topic_name: str, data, turn: Turn, owner: BrokerInfo) -> _Outcome:
@@ -306,6 +312,7 @@ def _settle_reference(result: _Outcome, answer: asyncio.Future) -> None:
     else:
         owner = answer.result().topics[0].partitions[0]
         result.error, result.base_offset = ErrorCode(owner.error_code), owner.base_offset
+        result.log_append_time = owner.log_append_time_ms
         result.log_start, result.message = owner.log_start_offset, owner.error_message
 
 
@@ -400,7 +407,8 @@ def _response(results) -> ProduceResponse:
     for (topic, index), outcome in results.items():
         log_start = outcome.partition.ledger.log_start_offset if outcome.partition is not None else outcome.log_start
         answer = R.TopicProduceResponse.PartitionProduceResponse(
-            index=index, error_code=outcome.error, base_offset=outcome.base_offset, log_append_time_ms=-1,
+            index=index, error_code=outcome.error, base_offset=outcome.base_offset,
+            log_append_time_ms=outcome.log_append_time,
             log_start_offset=log_start)
         if outcome.record_errors:  # rare: set only then, as every produce answer pays for a field set
             answer.error_message = outcome.message

@@ -92,6 +92,7 @@ async def produce_reference(ctx: Context, request):
     for name, answer in answers:
         by_topic.setdefault(name, []).append(P(
             index=answer.index, error_code=answer.error_code, base_offset=answer.base_offset,
-            log_start_offset=answer.log_start_offset, error_message=getattr(answer, "error_message", None)))
+            log_start_offset=answer.log_start_offset, error_message=getattr(answer, "error_message", None),
+            log_append_time_ms=answer.log_append_time_ms))
     return R(throttle_time_ms=0, topics=[R.ReferenceTopic(name=name, partitions=partitions)
                                          for name, partitions in by_topic.items()])

@@ -5,7 +5,8 @@ authorizer on, a broker can tell a peer (a principal holding ClusterAction on th
 cluster) from a client sending kgate's internal requests, and can trust the client
 principal a peer forwards. SaslHandshake v1, then SaslAuthenticate v2 rounds, on a fresh
 connection before any other request (the credentials are the
-``kgate.inter.broker.sasl.*`` settings).
+``kgate.inter.broker.sasl.*`` settings), and again on the live connection before the
+session the peer answered ends (KIP-368, ``connections.max.reauth.ms``).
 
 Each exchange is a generator: it yields the next client token and is sent the server's
 answer, and returns once the exchange is done (raising :class:`LoginFailed` if the
@@ -18,7 +19,8 @@ import hmac
 import itertools
 import os
 import struct
-from collections.abc import Generator
+from collections.abc import Awaitable, Callable, Generator
+from dataclasses import dataclass
 
 from kafka.protocol.sasl import (
     SaslAuthenticateRequest,
@@ -41,34 +43,52 @@ class LoginFailed(ConnectionError):
     """The peer refused the credentials, or answered what a SASL server would not."""
 
 
-async def log_in(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, mechanism: str, username: str,
-                 password: str, client_id: str) -> None:
-    """Authenticate on a connection just opened; raises LoginFailed, OSError or IncompleteReadError."""
-    correlation = itertools.count(1)
+# One request sent and its answer decoded: (request, version, response class) -> response.
+Call = Callable[[object, int, type], Awaitable]
 
-    async def call(request, version: int, response_class):
-        request.API_VERSION = version
-        request.with_header(correlation_id=next(correlation), client_id=client_id)
-        writer.write(request.encode(header=True, framed=True))
-        size = _SIZE.unpack(await reader.readexactly(_SIZE.size))[0]
-        if not 0 < size <= MAX_ANSWER_BYTES:
-            raise LoginFailed(f"a SASL answer of {size} bytes")
-        return response_class.decode(await reader.readexactly(size), version=version, header=True)
 
-    handshake = await call(SaslHandshakeRequest(mechanism=mechanism), HANDSHAKE_VERSION, SaslHandshakeResponse)
-    if handshake.error_code:
-        raise LoginFailed(f"{mechanism} is not enabled there (it offers {', '.join(handshake.mechanisms)})")
-    exchange = _plain(username, password) if mechanism == "PLAIN" else _scram(mechanism, username, password)
-    token = next(exchange)
-    while True:
-        answer = await call(SaslAuthenticateRequest(auth_bytes=token), AUTHENTICATE_VERSION,
-                            SaslAuthenticateResponse)
-        if answer.error_code:
-            raise LoginFailed(f"as {username} with {mechanism}: {answer.error_message}")
-        try:
-            token = exchange.send(answer.auth_bytes)
-        except StopIteration:
-            return
+@dataclass(frozen=True)
+class Login:
+    """A broker's credentials towards its peers, and the exchange that proves them."""
+
+    mechanism: str
+    username: str
+    password: str
+
+    async def on_stream(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client_id: str) -> int:
+        """Authenticate on a connection just opened; the session lifetime the peer answered
+        (ms, 0: for the connection's life). Raises LoginFailed, OSError or IncompleteReadError."""
+        correlation = itertools.count(1)
+
+        async def call(request, version: int, response_class):
+            request.API_VERSION = version
+            request.with_header(correlation_id=next(correlation), client_id=client_id)
+            writer.write(request.encode(header=True, framed=True))
+            size = _SIZE.unpack(await reader.readexactly(_SIZE.size))[0]
+            if not 0 < size <= MAX_ANSWER_BYTES:
+                raise LoginFailed(f"a SASL answer of {size} bytes")
+            return response_class.decode(await reader.readexactly(size), version=version, header=True)
+        return await self.over(call)
+
+    async def over(self, call: Call) -> int:
+        """The handshake and token exchange through ``call``: a first login, or a re-authentication
+        on a live connection (KIP-368). The session lifetime the peer answered."""
+        mechanism, username = self.mechanism, self.username
+        handshake = await call(SaslHandshakeRequest(mechanism=mechanism), HANDSHAKE_VERSION, SaslHandshakeResponse)
+        if handshake.error_code:
+            raise LoginFailed(f"{mechanism} is not enabled there (it offers {', '.join(handshake.mechanisms)})")
+        exchange = _plain(username, self.password) if mechanism == "PLAIN" else _scram(mechanism, username,
+                                                                                       self.password)
+        token = next(exchange)
+        while True:
+            answer = await call(SaslAuthenticateRequest(auth_bytes=token), AUTHENTICATE_VERSION,
+                                SaslAuthenticateResponse)
+            if answer.error_code:
+                raise LoginFailed(f"as {username} with {mechanism}: {answer.error_message}")
+            try:
+                token = exchange.send(answer.auth_bytes)
+            except StopIteration:
+                return answer.session_lifetime_ms
 
 
 def _plain(username: str, password: str) -> Exchange:

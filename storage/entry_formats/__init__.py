@@ -13,9 +13,9 @@ for by a fetch older than v10.
 """
 import logging
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from kgate.protocol import conversion
+from kgate.protocol import conversion, log_append_time
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
 from kgate.protocol.inflate import DEFAULT_LIMIT
@@ -46,6 +46,8 @@ class ProducedRecords:
     message_set: MessageSet | None = None
     # Indexes of a batch's records with a null key, when its walk looked for them.
     batch_null_keys: list[int] | None = None
+    # The broker's time the records were stamped with (a LogAppendTime topic), else None.
+    log_append_time: int | None = None
 
     @classmethod
     def of_batch(cls, data: memoryview, header: BatchHeader, null_keys: list[int] | None = None) -> "ProducedRecords":
@@ -57,6 +59,16 @@ class ProducedRecords:
         codecs = {entry.message.codec for entry in parsed.shallow} - {0}
         return cls(data, parsed.magic, parsed.record_count, parsed.max_timestamp, max(codecs, default=0),
                    message_set=parsed)
+
+    def stamped(self, now_ms: int) -> "ProducedRecords":
+        """These records as a LogAppendTime topic stores them: dated ``now_ms`` by the broker."""
+        if self.batch is not None:
+            data, header = log_append_time.stamp_batch(self.data, self.batch, now_ms)
+            return replace(self, data=memoryview(data), max_timestamp=now_ms, batch=header, log_append_time=now_ms)
+        assert self.message_set is not None  # of_batch or of_message_set set one of the two
+        data = log_append_time.stamp_message_set(self.data, self.message_set, now_ms)
+        return replace(self, data=memoryview(data), max_timestamp=self.message_set.max_timestamp,
+                       log_append_time=now_ms)
 
     def null_keys(self) -> list[int]:
         """Indexes (in the set as sent) of the records with no key; per-record work for legacy sets."""

@@ -151,9 +151,7 @@ def test_refusals_change_nothing_and_hold_back_no_other_resource(broker):
     assert replace(client, "__consumer_offsets", {}) == ErrorCode.POLICY_VIOLATION
     assert dynamic(client, "__consumer_offsets") == offsets_before
 
-    # Broker settings are static: any change is refused, an empty one changes nothing.
-    assert incremental(client, "0", ("log.retention.ms", SET, "1"), kind=ResourceType.BROKER) \
-        == ErrorCode.INVALID_REQUEST
+    # A static broker setting is refused (dynamic ones: tests/integration/test_broker_configs.py).
     assert replace(client, "0", {"num.partitions": "3"}, kind=ResourceType.BROKER) == ErrorCode.INVALID_REQUEST
     assert replace(client, "0", {}, kind=ResourceType.BROKER) == ErrorCode.NONE
 
@@ -317,7 +315,7 @@ def test_describe_configs_answers_documentation_when_asked(broker):
     """DescribeConfigs v3+ with include_documentation: each broker setting's text from the
     documentation site's table, each topic config what kgate does with it; none unasked."""
     create_topic(broker.bootstrap, "documented", 1)
-    resources = [DescribeConfigsRequest.DescribeConfigsResource(resource_type=BROKER, resource_name="",
+    resources = [DescribeConfigsRequest.DescribeConfigsResource(resource_type=BROKER, resource_name="0",
                                                                 configuration_keys=["log.retention.ms"]),
                  DescribeConfigsRequest.DescribeConfigsResource(resource_type=TOPIC_RESOURCE,
                                                                 resource_name="documented",

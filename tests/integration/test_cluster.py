@@ -8,7 +8,7 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import (
     AclBinding,
     AclOperation,
@@ -17,6 +17,7 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
+from kafka.protocol.admin import DescribeConfigsRequest, IncrementalAlterConfigsRequest
 from kafka.protocol.admin.acl import DescribeAclsRequest
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.producer import ProduceRequest
@@ -300,6 +301,50 @@ def test_acls_made_through_one_broker_apply_on_every_broker(cluster_factory):
         producer.produce("locked", b"v", partition=partition, on_delivery=lambda e, _m: errors.append(e and e.code()))
     producer.flush(30)
     assert errors == [KafkaError.TOPIC_AUTHORIZATION_FAILED] * 4
+
+
+def test_a_broker_config_default_made_through_one_broker_applies_on_every_broker(cluster_factory):
+    """Dynamic broker configs live in ZooKeeper: every broker re-reads them when any broker
+    changes them. The cluster default of log.message.timestamp.type, set through the first
+    broker, dates records appended by the second; a broker's own value stays its own."""
+    cluster = cluster_factory(size=2)
+    create(cluster, "dated", 4)
+    (first_id, first), (second_id, second) = ((i, b.bootstrap) for i, b in cluster.brokers.items())
+    IAC = IncrementalAlterConfigsRequest
+    with Wire(first) as wire:
+        answer = wire.call(IAC(resources=[IAC.AlterConfigsResource(resource_type=4, resource_name="", configs=[
+            IAC.AlterConfigsResource.AlterableConfig(name="log.message.timestamp.type", config_operation=0,
+                                                     value="LogAppendTime")])], validate_only=False), 1)
+        assert answer.responses[0].error_code == ErrorCode.NONE
+        answer = wire.call(IAC(resources=[IAC.AlterConfigsResource(resource_type=4, resource_name=str(first_id),
+                                                                   configs=[IAC.AlterConfigsResource.AlterableConfig(
+                                                                       name="message.max.bytes", config_operation=0,
+                                                                       value="2000000")])], validate_only=False), 1)
+        assert answer.responses[0].error_code == ErrorCode.NONE
+
+    def described(bootstrap, node_id, name):
+        D = DescribeConfigsRequest
+        with Wire(bootstrap) as wire:
+            result = wire.call(D(resources=[D.DescribeConfigsResource(resource_type=4, resource_name=str(node_id),
+                                                                      configuration_keys=[name])],
+                                 include_synonyms=False, include_documentation=False), 4).results[0]
+        return result.configs[0].value, result.configs[0].config_source
+    wait_for(lambda: described(second, second_id, "log.message.timestamp.type") == ("LogAppendTime", 3), 30,
+             "the second broker to apply the cluster default")
+    assert described(second, second_id, "message.max.bytes") == ("1048588", 5)
+    assert described(first, first_id, "message.max.bytes") == ("2000000", 2)
+    producer = Producer({"bootstrap.servers": second})
+    for partition in range(4):  # partitions owned by either broker
+        producer.produce("dated", b"v", partition=partition, timestamp=1_700_000_000_000)
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "dates", "enable.auto.commit": False})
+    consumer.assign([TopicPartition("dated", partition, 0) for partition in range(4)])
+    types = []
+    deadline = time.monotonic() + 30
+    while len(types) < 4 and time.monotonic() < deadline:
+        types += [m.timestamp()[0] for m in consumer.consume(10, timeout=0.5) if m.error() is None]
+    consumer.close()
+    assert types == [TIMESTAMP_LOG_APPEND_TIME] * 4
 
 
 def test_a_transaction_over_partitions_of_every_broker_commits_and_aborts_whole(cluster_factory):

@@ -14,7 +14,7 @@ from confluent_kafka.admin import ResourcePatternType as Pattern
 from confluent_kafka.admin import ResourceType as Resource
 
 from kgate.gateway.peer_links import Link
-from kgate.gateway.sasl.login import log_in
+from kgate.gateway.sasl.login import Login
 from kgate.gateway.zones import broker_client_id
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.messages import KgateProduceReferenceRequest, KgateReadEndRequest
@@ -87,6 +87,35 @@ def users(data_dir: str) -> None:
                        capture_output=True, text=True, timeout=60, check=True)
 
 
+async def test_a_logged_in_link_renews_its_login_before_each_session_ends_and_keeps_working(broker_factory,
+                                                                                           tmp_path):
+    """KIP-368 between brokers: the peer gives the link a session of connections.max.reauth.ms;
+    the link logs in again on the live connection before it ends, so requests sent across
+    several sessions are answered on the one link, never closed for an ended session."""
+    users(str(tmp_path / "owner"))
+    owner = broker_factory("owner", listeners=("SASL_PLAINTEXT",), **{"connections.max.reauth.ms": 1500})
+    create_topic(owner.bootstrap, "renewed", 1)
+    link = peer_link(owner.address("SASL_PLAINTEXT"), Login("SCRAM-SHA-512", "kgate-broker",
+                                                            PASSWORDS["kgate-broker"]))
+    records = build_batch([b"renewed"])
+    try:
+        appended = []
+        deadline = asyncio.get_running_loop().time() + 4.0  # past two sessions of 1.5 s
+        while asyncio.get_running_loop().time() < deadline:
+            name = f"renewed-{len(appended)}"
+            stage(owner, name, records)
+            answer = await link.send(reference("renewed", 0, name, len(records)), 0)
+            appended.append(outcome(await asyncio.wait_for(answer, WAIT)))
+            await asyncio.sleep(0.2)  # paces the traffic across the sessions; nothing waits on it
+        assert appended == [(ErrorCode.NONE, offset) for offset in range(len(appended))]
+        assert not link.closed
+    finally:
+        link.close()
+    with open(owner.log_path) as log:
+        text = log.read()
+    assert text.count("re-authenticated as kgate-broker") >= 2 and "SASL session" not in text
+
+
 async def test_with_an_authorizer_the_owner_takes_references_only_from_a_logged_in_peer_and_as_the_client(
         broker_factory, tmp_path):
     """With ACLs on, a reference over an anonymous link is refused (CLUSTER_AUTHORIZATION_FAILED); over a
@@ -108,8 +137,7 @@ async def test_with_an_authorizer_the_owner_takes_references_only_from_a_logged_
         stage(owner, name, records)
 
     anonymous = peer_link(owner.bootstrap)
-    logged_in = peer_link(sasl, lambda reader, writer, client_id: log_in(
-        reader, writer, "SCRAM-SHA-512", "kgate-broker", PASSWORDS["kgate-broker"], client_id))
+    logged_in = peer_link(sasl, Login("SCRAM-SHA-512", "kgate-broker", PASSWORDS["kgate-broker"]))
     try:
         refused = await asyncio.wait_for(await anonymous.send(
             reference("guarded", 0, "anonymous", len(records), principal="alice"), 0), WAIT)

@@ -132,6 +132,29 @@ def plain_login(address, password, version=1, user=USER, source=None) -> tuple[i
     return response.error_code, response.error_message, sock
 
 
+@pytest.mark.parametrize("secured", [{"connections.max.reauth.ms": 2000}], indirect=True)
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256"])
+def test_confluent_kafka_re_authenticates_on_its_connection_before_the_session_ends(secured, mechanism):
+    """KIP-368 with a real client: librdkafka reads session_lifetime_ms and logs in again on the
+    live connection, so a producer going on through several sessions loses nothing and is
+    never cut off (a request after a session's end would close its connection)."""
+    producer = Producer({"bootstrap.servers": secured.address("SASL_PLAINTEXT"), "linger.ms": 0,
+                         **sasl_config(mechanism)})
+    delivered, failures = [], []
+
+    def produce_through_renewals():
+        producer.produce(f"renewed-{mechanism}", value=b"v",
+                         on_delivery=lambda e, m: failures.append(e) if e else delivered.append(m.offset()))
+        producer.poll(0.1)
+        with open(secured.log_path) as log:
+            return log.read().count("re-authenticated as alice") >= 2
+    wait_for(produce_through_renewals, timeout=30, what="two re-authentications")
+    assert producer.flush(30) == 0 and not failures, failures[:1]
+    assert delivered == list(range(len(delivered)))
+    with open(secured.log_path) as log:
+        assert "SASL session" not in log.read(), "no connection was closed for an ended session"
+
+
 def test_wrong_password_fails_then_closes_and_other_connections_carry_on(secured):
     address = secured.address("SASL_PLAINTEXT")
     error, _, good = plain_login(address, PASSWORD)

@@ -45,7 +45,8 @@ def write(spark, server, topic, count: int) -> None:
     """In row order: one Spark task writes them all."""
     frame = spark.createDataFrame(rows(count), "key string, value string, "
                                               "headers array<struct<key: string, value: binary>>, partition int")
-    frame.coalesce(1).write.format("kafka").option("kafka.bootstrap.servers", server.bootstrap).option("topic", topic).save()
+    (frame.coalesce(1).write.format("kafka").option("kafka.bootstrap.servers", server.bootstrap)
+     .option("topic", topic).save())
 
 
 def read(spark, server, topic, **options) -> list:

@@ -128,6 +128,8 @@ def test_kgate_serve_refuses_bad_settings_at_start_up(tmp_path, override, settin
 def test_describe_configs_reports_kafkas_types():
     assert config_type("sasl.enabled.mechanisms") == ConfigType.LIST
     assert config_type("log.retention.ms") == ConfigType.LONG
+    assert config_type("message.max.bytes") == ConfigType.INT  # as Kafka types it
+    assert config_type("ssl.key.password") == ConfigType.PASSWORD
     assert config_type("auto.create.topics.enable") == ConfigType.BOOLEAN
     assert config_type("entry.format") == ConfigType.STRING
 

@@ -1,4 +1,6 @@
 """The conformance suite's comparison: what normalization hides and what it must not."""
+import time
+
 from conformance.compare import Normalizer, compare, diff
 from conformance.known import classify
 from conformance.session import Exchange
@@ -30,3 +32,14 @@ def test_a_reused_member_id_must_be_the_same_one():
 def test_an_unknown_divergence_is_unexplained():
     divergences = compare("no_such_scenario", answers("t", error_code=0), answers("t", error_code=1))
     assert [known for _, known in classify(divergences)] == [None]
+
+
+def test_clock_readings_compare_by_identity_and_producer_times_by_value():
+    now = int(time.time() * 1000)
+
+    def normalized(produced, records):
+        return Normalizer("t").any([{"log_append_time_ms": produced},
+                                    {"records": [{"timestamp": r} for r in records]}])
+    assert not diff(normalized(now, [now, now]), normalized(now + 7, [now + 7, now + 7]))
+    assert diff(normalized(now, [now, now]), normalized(now, [now, now + 1]))
+    assert diff(normalized(now, [1_700_000_000_000]), normalized(now, [1_700_000_000_001]))

@@ -18,13 +18,13 @@ SESSION_MS = 45_000
 
 
 class Driver:
-    def __init__(self, assignors=("uniform", "range")):
+    def __init__(self, assignors=("uniform", "range"), session_of=lambda _group_id: None):
         ids = itertools.count(1)
         self.classic = GroupMachine(min_session_ms=6000, max_session_ms=300_000, initial_delay_ms=0, max_size=100,
                                     new_member_id=lambda prefix: f"{prefix}-{next(ids)}")
         self.machine = ConsumerGroupMachine(self.classic.groups, session_ms=SESSION_MS, heartbeat_ms=5000,
                                             assignors=list(assignors), max_size=100,
-                                            new_member_id=lambda: f"m{next(ids)}")
+                                            new_member_id=lambda: f"m{next(ids)}", session_of=session_of)
         self.now = 0
         self.timers: dict[TimerKey, int] = {}
         self.stored: list[tuple[bytes, bytes | None]] = []
@@ -123,6 +123,21 @@ def test_session_expiry_removes_the_member_and_bumps_the_epoch():
     assert list(group.members) == ["b"] and group.epoch == 3 and group.target["b"] == {T: {0, 1, 2, 3}}
     assert driver.beat("m1", 1, {T: {0, 1, 2, 3}}).error == ErrorCode.UNKNOWN_MEMBER_ID
     assert driver.beat("b", 2, {}).assignment == {T: {0, 1, 2, 3}}, "released by the expiry"
+
+
+def test_a_groups_own_session_timeout_times_its_members_and_no_other_groups():
+    own = {"g": 50_000}
+    driver = Driver(session_of=own.get)
+    driver.beat()
+    driver.beat(group="other")
+    assert driver.timers[TimerKey("g", Timer.MEMBER_SESSION, "m1")] == 50_000
+    assert driver.timers[TimerKey("other", Timer.MEMBER_SESSION, "m2")] == SESSION_MS
+    own["g"] = 60_000  # altered: each member's next heartbeat arms the new timeout
+    driver.advance(10)
+    driver.beat("m1", 1, {T: {0, 1, 2, 3}})
+    assert driver.timers[TimerKey("g", Timer.MEMBER_SESSION, "m1")] == 60_010
+    driver.advance(SESSION_MS)
+    assert list(driver.group().members) == ["m1"], "past the broker's timeout, within the group's own"
 
 
 def test_a_member_that_does_not_revoke_within_its_rebalance_timeout_is_fenced():

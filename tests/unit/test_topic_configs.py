@@ -76,7 +76,6 @@ def test_a_bad_value_names_the_config_and_kafkas_reason(name, value, reason):
 
 
 @pytest.mark.parametrize("name, value", [
-    ("message.timestamp.type", "LogAppendTime"),
     ("message.timestamp.after.max.ms", "3600000"),
     ("remote.storage.enable", "true"),
 ])
