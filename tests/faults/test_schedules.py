@@ -45,7 +45,7 @@ CONSUMER_ORDER = {"nonmonotonic-poll", "poll-skip"}
 # Whether every client call returns. Open: a transactional worker has stayed inside
 # commit_transaction past the run while the coordinator retried a marker, and a consumer's close
 # has blocked likewise (docs/operating/fault-testing.md, "Open anomalies"). Not strict: it
-# depends on timing (one run in three of the last ones).
+# depends on timing (two runs in five of the last ones).
 LIVENESS_OPEN = pytest.mark.xfail(reason="a transaction can stay unfinished past the run, its client blocked "
                                          "(docs/operating/fault-testing.md, open anomalies)", strict=False)
 
