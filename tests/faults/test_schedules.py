@@ -37,13 +37,17 @@ def complaints(directory, limit: int = 40) -> str:
     return "\n".join(lines[-limit:])
 
 
-# What consumers see of the log's order, and whether every client call returns. Open: consumers
-# of both group protocols have skipped acknowledged records, and read a range twice with no
-# assignment change, while partitions changed owners; a consumer's close has blocked past the
-# run (docs/operating/fault-testing.md, "Open anomalies"). Not strict, as it depends on timing.
+# What consumers see of the log's order: consumers of both group protocols skipped acknowledged
+# records and read ranges twice while partitions changed owners, until OffsetForLeaderEpoch
+# answered after the fetch pipelined before it (docs/operating/fault-testing.md, "Anomalies found
+# and fixed").
 CONSUMER_ORDER = {"nonmonotonic-poll", "poll-skip"}
-OPEN = pytest.mark.xfail(reason="consumers skip or re-read records across ownership moves, and a close can "
-                                "block (docs/operating/fault-testing.md, open anomalies)", strict=False)
+# Whether every client call returns. Open: a transactional worker has stayed inside
+# commit_transaction past the run while the coordinator retried a marker, and a consumer's close
+# has blocked likewise (docs/operating/fault-testing.md, "Open anomalies"). Not strict: it
+# depends on timing (two runs in five of the last ones).
+LIVENESS_OPEN = pytest.mark.xfail(reason="a transaction can stay unfinished past the run, its client blocked "
+                                         "(docs/operating/fault-testing.md, open anomalies)", strict=False)
 
 
 @pytest.fixture(scope="module", params=sorted(SCHEDULES))
@@ -66,9 +70,13 @@ def test_a_fault_schedule_loses_duplicates_and_reorders_no_acknowledged_write(ou
     assert transactions.count(OK) > 0 and transactions.count(FAIL) > 0, transactions
 
 
-@OPEN
-def test_consumers_read_each_partition_in_order_without_gaps_and_every_client_finishes(outcome):
-    outcome, directory = outcome
+def test_consumers_read_each_partition_in_order_without_gaps(outcome):
+    outcome, _ = outcome
     found = {anomaly: n for anomaly, n in outcome.report.counts().items() if anomaly in CONSUMER_ORDER}
     assert not found, f"seed {outcome.seed}, faults {outcome.faults}:\n{outcome.report.render()}"
+
+
+@LIVENESS_OPEN
+def test_every_client_call_returns(outcome):
+    outcome, directory = outcome
     assert not outcome.blocked, f"seed {outcome.seed}: clients {outcome.blocked}\n{complaints(directory)}"

@@ -20,6 +20,8 @@ from confluent_kafka.admin import (
 from kafka.protocol.admin import DescribeConfigsRequest, IncrementalAlterConfigsRequest
 from kafka.protocol.admin.acl import DescribeAclsRequest
 from kafka.protocol.api_key import ApiKey
+from kafka.protocol.consumer import FetchRequest, OffsetForLeaderEpochRequest
+from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.producer import ProduceRequest
 from kazoo.client import KazooClient
 
@@ -142,6 +144,42 @@ def produce_request(topic, partition):
     return ProduceRequest(transactional_id=None, acks=-1, timeout_ms=10_000, topic_data=[
         ProduceRequest.TopicProduceData(name=topic, partition_data=[
             ProduceRequest.TopicProduceData.PartitionProduceData(index=partition, records=build_batch([b"late"]))])])
+
+
+def test_an_epoch_end_asked_behind_a_waiting_fetch_covers_what_that_fetch_returns(cluster):
+    """librdkafka checks its position with OffsetForLeaderEpoch each time a Metadata answer raises
+    the leader epoch it knows, on the owner's connection, behind the fetch it has in flight there.
+    An end below its fetch position is a truncation to it: it seeks back to that end and drops
+    the records it had fetched but not yet handed to the application (fault run seed 5: a
+    consumer read idem/1@480, then @484). So the end answered must cover what the fetch before
+    it returns, as Kafka's does, which handles a connection's requests one at a time."""
+    topic = "epoch-end"
+    owner = cluster.brokers[create(cluster, topic, 1)[0]]
+    with Wire(owner.bootstrap) as wire:
+        # The owner Metadata named may take the partition a moment later: until it has, NOT_LEADER_FOR_PARTITION.
+        wait_for(lambda: wire.call(produce_request(topic, 0), 7).responses[0].partition_responses[0].base_offset == 0,
+                 30, "the owner to store offset 0")
+        [described] = wire.call(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)],
+                                                allow_auto_topic_creation=False), 9).topics
+        epoch = described.partitions[0].leader_epoch
+        fetch = FetchRequest(replica_id=-1, max_wait_ms=20_000, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+                             session_id=0, session_epoch=-1, topics=[FetchRequest.FetchTopic(topic=topic, partitions=[
+                                 FetchRequest.FetchTopic.FetchPartition(
+                                     partition=0, current_leader_epoch=epoch, fetch_offset=1, log_start_offset=-1,
+                                     partition_max_bytes=1 << 20)])], forgotten_topics_data=[], rack_id="")
+        ask = OffsetForLeaderEpochRequest(replica_id=-1, topics=[OffsetForLeaderEpochRequest.OffsetForLeaderTopic(
+            topic=topic, partitions=[OffsetForLeaderEpochRequest.OffsetForLeaderTopic.OffsetForLeaderPartition(
+                partition=0, current_leader_epoch=epoch, leader_epoch=epoch)])])
+        # As librdkafka sends them: a fetch waiting at the log end, the epoch check behind it;
+        # then a record arrives, which the waiting fetch returns.
+        for correlation_id, (request, version) in enumerate([(fetch, 11), (ask, 3), (produce_request(topic, 0), 7)]):
+            wire.sock.sendall(encode_request(request, version, correlation_id=100 + correlation_id))
+        fetched = read_response(wire.sock, ApiKey.Fetch, 11, 100).responses[0].partitions[0]
+        end = read_response(wire.sock, ApiKey.OffsetForLeaderEpoch, 3, 101).topics[0].partitions[0]
+        read_response(wire.sock, ApiKey.Produce, 7, 102)
+    assert fetched.error_code == ErrorCode.NONE and fetched.records, fetched
+    assert (end.error_code, end.leader_epoch) == (ErrorCode.NONE, epoch)
+    assert end.end_offset >= 2, f"the fetch returned offset 1 before an epoch end of {end.end_offset} was answered"
 
 
 def group_offsets(cluster, group):
