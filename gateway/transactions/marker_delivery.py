@@ -3,11 +3,15 @@
 A marker can fail to land for a while: the partition's owner is moving, the peer
 link is down, the ledger is being fenced. Each marker is tried a bounded number of
 times with a doubling backoff on the coordinator's clock, and given up while the
-coordinator still owns the transaction no longer than that. A delivery that gives
+coordinator still owns the transaction no longer than that. An attempt that has not
+ended within ``ATTEMPT_TIMEOUT_MS`` counts as failed: a marker appended to a partition
+this broker was handing over could wait for its durability for good, while the
+transactional id's lock is held and EndTxn waits behind it. A delivery that gives
 up leaves the transaction prepared: the coordinator's periodic check (or the next
 owner's load) delivers its markers again, and a second marker for a transaction
 already ended is harmless (no data of that producer is open there any more).
 """
+import asyncio
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -23,6 +27,7 @@ log = logging.getLogger(__name__)
 ATTEMPTS = 10
 FIRST_BACKOFF_MS = 100
 MAX_BACKOFF_MS = 2000  # ten attempts span about 11 s: longer than an owner's hand-over
+ATTEMPT_TIMEOUT_MS = 5000
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,10 +46,12 @@ class MarkerWriter(Protocol):
 
 class MarkerDelivery:
     def __init__(self, writer: MarkerWriter, clock: Clock, attempts: int = ATTEMPTS,
-                 first_backoff_ms: int = FIRST_BACKOFF_MS, max_backoff_ms: int = MAX_BACKOFF_MS):
+                 first_backoff_ms: int = FIRST_BACKOFF_MS, max_backoff_ms: int = MAX_BACKOFF_MS,
+                 attempt_timeout_ms: int = ATTEMPT_TIMEOUT_MS):
         self.writer = writer
         self.clock = clock
         self.attempts = attempts
+        self.attempt_timeout_ms = attempt_timeout_ms
         self.first_backoff_ms = first_backoff_ms
         self.max_backoff_ms = max_backoff_ms
 
@@ -61,7 +68,7 @@ class MarkerDelivery:
         backoff = self.first_backoff_ms
         for attempt in range(1, self.attempts + 1):
             try:
-                await self.writer.write(topic, index, marker)
+                await self._attempt(topic, index, marker)
                 return
             except Exception as exc:
                 log.warning("marker for %s to %s-%d failed (attempt %d of %d): %s", transactional_id, topic, index,
@@ -74,3 +81,25 @@ class MarkerDelivery:
                 raise KafkaError(ErrorCode.NOT_COORDINATOR, "another broker coordinates this transactional id now")
         raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE,
                          f"the marker for {transactional_id} to {topic}-{index} was refused {self.attempts} times")
+
+    async def _attempt(self, topic: str, index: int, marker: Marker) -> None:
+        """One write, waited for no longer than the attempt timeout. One that overruns is left
+        to end on its own, not cancelled (a durability future cancelled under the ledger's
+        feet would break its append pipeline); writing the marker again is harmless."""
+        write = asyncio.ensure_future(self.writer.write(topic, index, marker))
+        overrun: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def overran() -> None:
+            if not overrun.done():
+                overrun.set_result(None)
+        timer = self.clock.call_later(self.attempt_timeout_ms, overran)
+        try:
+            await asyncio.wait((write, overrun), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            timer.cancel()
+        if not write.done():
+            write.add_done_callback(lambda ended: ended.cancelled() or ended.exception())  # its outcome is not needed
+            raise TimeoutError(f"no answer within {self.attempt_timeout_ms} ms")
+        if write.cancelled():  # its partition closed under it (handed over): a failed attempt, not the delivery's end
+            raise ConnectionError("the write was cancelled")
+        write.result()

@@ -237,3 +237,31 @@ async def test_delivery_writes_partitions_in_order_and_gives_up_after_its_attemp
     with pytest.raises(KafkaError) as refused:
         await delivering
     assert refused.value.code == ErrorCode.COORDINATOR_NOT_AVAILABLE and markers.written == [("a", 1, marker)]
+
+
+async def test_a_marker_write_that_never_ends_counts_as_a_failed_attempt_and_is_tried_again():
+    """A marker appended to a partition being handed over can wait for durability for good;
+    the delivery must not wait with it (the transactional id's lock is held meanwhile)."""
+    clock = FakeClock()
+    never = asyncio.get_running_loop().create_future()  # the first write's durability, never reached
+
+    class FirstWriteHangs(RecordingMarkers):
+        calls = 0
+
+        async def write(self, topic, index, marker):
+            self.calls += 1
+            if self.calls == 1:
+                await never
+            await super().write(topic, index, marker)
+
+    markers = FirstWriteHangs()
+    delivery = MarkerDelivery(markers, clock, attempts=3, first_backoff_ms=50, attempt_timeout_ms=1000)
+    marker = Marker(1, 0, True, 0)
+    delivering = asyncio.ensure_future(delivery.deliver("tx", [("a", 0)], marker, lambda: True))
+    await clock.advance(999)
+    assert not delivering.done() and markers.calls == 1
+    await clock.advance(1 + 50)  # the attempt times out, and the retry comes after its backoff
+    await delivering
+    assert markers.calls == 2 and markers.written == [("a", 0, marker)]
+    never.cancel()  # the overrun write, left running by the delivery
+    await settle()
