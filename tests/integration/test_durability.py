@@ -2,7 +2,7 @@
 import time
 
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, ResourceType
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.producer import ProduceRequest
 
@@ -17,7 +17,8 @@ def _topic_configs(bootstrap: str, topic: str) -> dict[str, str]:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     resource = ConfigResource(ResourceType.TOPIC, topic)
     entries = admin.describe_configs([resource])[resource].result(timeout=30)
-    return {name: entry.value for name, entry in entries.items() if not entry.is_default}
+    return {name: entry.value for name, entry in entries.items()
+            if ConfigSource(entry.source) is ConfigSource.DYNAMIC_TOPIC_CONFIG}
 
 
 
