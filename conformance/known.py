@@ -99,11 +99,6 @@ KNOWN: list[Known] = [
     Known("describe_broker_configs", "*", "*configs.name=delete.topic.enable", BUG,
           "broker settings Kafka lists and kgate does not"),
     # Fetch and ListOffsets
-    Known("*", "*", "responses.topic=*.partitions.partition_index=*.high_watermark", BUG,
-          "with OFFSET_OUT_OF_RANGE Kafka answers -1 for high watermark, last stable offset and log start "
-          "offset; kgate answers the partition's real values (clients ignore them)"),
-    Known("*", "*", "responses.topic=*.partitions.partition_index=*.last_stable_offset", BUG, "as high_watermark"),
-    Known("*", "*", "responses.topic=*.partitions.partition_index=*.log_start_offset", BUG, "as high_watermark"),
     Known("old_generations", "*", "*", DELIBERATE,
           "Kafka 4 dropped Produce v0-2 and Fetch v0-3 (KIP-896) and closes the connection; kgate keeps them "
           "(magic 0 and 1, down-conversion) for 0.9- and 0.10-era clients, so what follows differs by the "
@@ -120,12 +115,6 @@ KNOWN: list[Known] = [
           "Kafka assigns on a later heartbeat, kgate on the first; both converge"),
     Known("group_configs", "heartbeat: the group's interval", "member_epoch", INTERNAL,
           "Kafka's group epoch also counts the subscription-metadata refresh; the epochs stay monotonic in both"),
-    Known("group_configs", "leave", "heartbeat_interval_ms", BUG,
-          "a leaving member's answer: Kafka says 0, kgate the group's interval"),
-    Known("consumer_group_heartbeat", "heartbeat, *", "member_epoch", BUG,
-          "with an error Kafka answers member epoch 0 (the field's default), kgate -1"),
-    Known("consumer_group_heartbeat", "leave", "heartbeat_interval_ms", BUG,
-          "a leaving member's answer: Kafka says 0, kgate the group's interval"),
     # Transactions
     Known("transaction_fencing", "DescribeTransactions", "transaction_states.transactional_id=*.producer_*",
           INTERNAL, "an unknown transactional id's producer id and epoch: Kafka answers the fields' default 0"),

@@ -317,8 +317,8 @@ async def _read_partition(broker: BrokerView, part, decision: Local | Followed, 
     records: RecordChunks | bytes = b""
     aborted = None
     if not start <= part.fetch_offset <= hw:
-        error = ErrorCode.OFFSET_OUT_OF_RANGE
-    elif budget.may_read() and (not committed_only or part.fetch_offset < lso):
+        return _refused(part.partition, ErrorCode.OFFSET_OUT_OF_RANGE, read_refused=True)
+    if budget.may_read() and (not committed_only or part.fetch_offset < lso):
         try:
             entries = await _entries(broker, decision, part.fetch_offset, min(part.partition_max_bytes, budget.left),
                                      budget.min_one)
@@ -361,11 +361,13 @@ async def _entries(broker: BrokerView, decision: Local | Followed, offset: int, 
         raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR) from None
 
 
-def _refused(index: int, error: ErrorCode):
-    """A partition answered with an error: empty records, never null (librdkafka rejects a
-    whole response holding a null record set)."""
+def _refused(index: int, error: ErrorCode, read_refused: bool = False):
+    """A partition answered with an error, as Kafka answers one: offsets -1 and empty records,
+    never null (librdkafka rejects a whole response holding a null record set). Aborted
+    transactions are an empty list, but null where the read itself refused (an offset out
+    of range), as Kafka's log read answers."""
     return PD(partition_index=index, error_code=error, high_watermark=-1, last_stable_offset=-1,
-              log_start_offset=-1, records=b"")
+              log_start_offset=-1, records=b"", aborted_transactions=None if read_refused else [])
 
 
 def decode_entries(entries, version, inflate_limit: int = DEFAULT_LIMIT) -> tuple[list, ErrorCode]:

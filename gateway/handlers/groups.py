@@ -258,14 +258,17 @@ async def consumer_group_heartbeat(ctx: Context, request):
         reply = await ctx.broker.groups.consumer_heartbeat(heartbeat)
     except KafkaError as exc:
         return ConsumerGroupHeartbeatResponse(throttle_time_ms=0, error_code=exc.code, error_message=exc.message,
-                                              member_id=None, member_epoch=-1, heartbeat_interval_ms=0)
+                                              member_id=None, member_epoch=0, heartbeat_interval_ms=0)
     R = ConsumerGroupHeartbeatResponse
     assignment = None if reply.assignment is None else R.Assignment(topic_partitions=[
         R.Assignment.TopicPartitions(topic_id=topic_id, partitions=sorted(parts))
         for topic_id, parts in sorted(reply.assignment.items())])
+    # As Kafka answers: an error leaves the epoch and the interval at the fields' defaults (0),
+    # and a member that left (epoch -1, or -2 for a static one) is given no interval either.
+    failed = reply.error != ErrorCode.NONE
     return R(throttle_time_ms=0, error_code=reply.error, error_message=reply.message, member_id=reply.member_id,
-             member_epoch=reply.member_epoch, heartbeat_interval_ms=interval if reply.error == ErrorCode.NONE else 0,
-             assignment=assignment)
+             member_epoch=0 if failed else reply.member_epoch,
+             heartbeat_interval_ms=0 if failed or reply.member_epoch < 0 else interval, assignment=assignment)
 
 
 @handles(ApiKey.ConsumerGroupDescribe)
