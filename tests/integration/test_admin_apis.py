@@ -247,8 +247,8 @@ def test_delete_records_trims_ledgers_moves_the_start_and_survives_a_restart(bro
         assert next(iter(listed.values())).result(timeout=30).offset == 200
         assert earliest(wire, "trim", 0) == 200
         for version in (5, 11):
-            below = fetch(wire, "trim", 0, 0, version)
-            assert (below.error_code, below.log_start_offset) == (ErrorCode.OFFSET_OUT_OF_RANGE, 200), f"v{version}"
+            below = fetch(wire, "trim", 0, 0, version)  # offsets -1 with the error, as Kafka answers
+            assert (below.error_code, below.log_start_offset) == (ErrorCode.OFFSET_OUT_OF_RANGE, -1), f"v{version}"
             at = fetch(wire, "trim", 0, 200, version)
             assert at.error_code == ErrorCode.NONE and at.records and at.log_start_offset == 200
         # A consumer at offset 0 is out of range and resets to the new start.
