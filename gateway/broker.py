@@ -426,8 +426,7 @@ class Broker:
         ledger = ManagedLedger(
             f"{topic.name}-{index}", self.ledgers, MetadataChainRecord(self.metadata, ledger_list_path(topic, index)),
             lambda: self.cluster.allocate("ledger-id"), rollover=rollover, retention=retention)
-        partition = Partition(topic.name, index, ledger,
-                              on_fenced=lambda: self.ownership.reopen_fenced(topic.name, index))
+        partition = Partition(topic.name, index, ledger)
         try:
             await partition.open()
         except DamagedEntry as damage:
@@ -453,6 +452,9 @@ class Broker:
         if topic is not None and 0 <= index < topic.partitions:
             raise KafkaError(ErrorCode.NOT_LEADER_FOR_PARTITION)
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+
+    def reopen_fenced(self, name: str, index: int) -> None:
+        self.ownership.reopen_fenced(name, index)
 
     def take_offline(self, name: str, index: int, damage: CorruptLedger | OSError | TailUnreachable) -> None:
         """Stop serving a partition whose ledger is damaged, saying so once (not per request).

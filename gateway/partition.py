@@ -1,7 +1,6 @@
 """One partition as the broker serves it: its managed ledger, its producer state and its transactions."""
 import asyncio
 import logging
-from collections.abc import Callable
 
 from kgate.protocol import control_batch
 from kgate.protocol.record_batch import HEADER_SIZE, read_header, validate
@@ -22,10 +21,7 @@ _OBSERVED_HEAD = HEADER_SIZE + 16
 
 
 class Partition:
-    def __init__(self, topic: str, index: int, ledger: ManagedLedger,
-                 on_fenced: Callable[[], None] = lambda: None):
-        """``on_fenced``: told once, when the ledger first refuses an append as fenced (its
-        owner reopens the partition: see gateway/ownership.py, ``reopen_fenced``)."""
+    def __init__(self, topic: str, index: int, ledger: ManagedLedger):
         self.topic = topic
         self.index = index
         self.ledger = ledger
@@ -38,7 +34,6 @@ class Partition:
         # Why the ledger refused an append as fenced; every later append is refused alike until
         # the partition is opened again (see ``append``).
         self.fenced: LedgerFenced | None = None
-        self._on_fenced = on_fenced
 
     @property
     def leader_epoch(self) -> int:
@@ -105,18 +100,13 @@ class Partition:
                 entry_format.code, lambda base_offset: entry_format.encode(produced, base_offset, self.leader_epoch,
                                                                            codec))
         except LedgerFenced as fenced:
-            self._refused_as_fenced(fenced)
+            self.fenced = fenced
             raise
         if idempotent is not None:
             self.producers.record(idempotent, base, durable)
             if idempotent.is_transactional:
                 self.transactions.batch_appended(idempotent.producer_id, base)
         return base, durable
-
-    def _refused_as_fenced(self, fenced: LedgerFenced) -> None:
-        if self.fenced is None:
-            self.fenced = fenced
-            self._on_fenced()
 
     async def append_marker(self, producer_id: int, producer_epoch: int, commit: bool,
                             coordinator_epoch: int, timestamp_ms: int) -> asyncio.Future:
@@ -128,14 +118,10 @@ class Partition:
         data = control_batch.build(producer_id, producer_epoch, commit, coordinator_epoch, timestamp_ms)
         produced = ProducedRecords.of_batch(memoryview(data), validate(data))
         kafka_format = entry_formats.by_name("kafka")
-        try:
-            await self.ledger.prepare_append()
-            base, durable = self.ledger.append(1, timestamp_ms, 2, kafka_format.code,
-                                               lambda base_offset: kafka_format.encode(produced, base_offset,
-                                                                                       self.leader_epoch, None))
-        except LedgerFenced as fenced:
-            self._refused_as_fenced(fenced)
-            raise
+        await self.ledger.prepare_append()
+        base, durable = self.ledger.append(1, timestamp_ms, 2, kafka_format.code,
+                                           lambda base_offset: kafka_format.encode(produced, base_offset,
+                                                                                   self.leader_epoch, None))
         self.producers.end_transaction(producer_id, producer_epoch)
         self.transactions.marker_appended(producer_id, commit, base)
         return durable

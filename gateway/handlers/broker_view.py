@@ -82,6 +82,9 @@ class BrokerView(Protocol):
         """A partition offline from a damaged entry on, with that entry's first offset (what
         lies before it is still served); None for any other."""
 
+    def reopen_fenced(self, name: str, index: int) -> None:
+        """An append found the partition's ledger failed under this broker: open it afresh."""
+
     def served(self) -> Iterator[tuple[tuple[str, int], "Partition"]]: ...
 
     @property

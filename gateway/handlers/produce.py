@@ -146,12 +146,11 @@ async def _append_all(ctx: Context, request, turn: "Turn") -> dict[tuple[str, in
     """Each partition's records appended (or refused with the Kafka error), in request order."""
     results: dict[tuple[str, int], _Outcome] = {}
     inflation = _Inflation(ctx.broker.settings)
-    client = Client.of(ctx.connection)
     for topic_data in request.topic_data:
         for data in topic_data.partition_data:
             key = (topic_data.name, data.index)
             try:
-                results[key] = await _append(ctx, client, request, topic_data.name, data, turn, inflation)
+                results[key] = await _append(ctx, request, topic_data.name, data, turn, inflation)
             except RejectedRecords as rejected:
                 results[key] = _Outcome(rejected.code, message=rejected.message, record_errors=rejected.record_errors)
             except KafkaError as refused:
@@ -210,8 +209,7 @@ async def _all_done(futures, timeout: float | None) -> None:
             future.remove_done_callback(on_done)
 
 
-async def _append(ctx: Context, client: Client, request, topic_name, data, turn: Turn,
-                  inflation: _Inflation) -> _Outcome:
+async def _append(ctx: Context, request, topic_name, data, turn: Turn, inflation: _Inflation) -> _Outcome:
     broker = ctx.broker
     version = ctx.version
     if request.acks not in (-1, 0, 1):
@@ -223,7 +221,7 @@ async def _append(ctx: Context, client: Client, request, topic_name, data, turn:
     topic = broker.topics.get(topic_name)
     if topic is None:
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    decision = await route(broker, client, topic, data.index, Route.PRODUCE)
+    decision = await route(broker, Client.of(ctx.connection), topic, data.index, Route.PRODUCE)
     if isinstance(decision, ByReference):
         return await _by_reference(ctx, request, topic_name, data, turn, decision.owner)
     if isinstance(decision, Refused):
@@ -255,6 +253,7 @@ async def _append(ctx: Context, client: Client, request, topic_name, data, turn:
     try:
         base, durable = await partition.append(produced, entry_format, codec)
     except LedgerFenced as exc:
+        broker.reopen_fenced(topic_name, data.index)
         raise KafkaError(ErrorCode.NOT_LEADER_FOR_PARTITION, str(exc)) from None
     except StoreUnavailable as exc:
         _writes_failed(ctx, partition, exc)
