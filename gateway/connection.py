@@ -152,7 +152,6 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._admitted = False
         self._pending: asyncio.Queue = asyncio.Queue()
         self._unordered: set[asyncio.Future] = set()  # a peer's requests not answered yet (see the docstring)
-        self._running: set[asyncio.Future] = set()  # requests whose handling is not done
         self._inflight = 0
         self._reading = True
         self._writable = asyncio.Event()
@@ -266,12 +265,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._inflight += 1
         self._queued_bytes += size
         self._budget.take(size)
-        if header is not None and header.api_key in _AFTER_EARLIER and self._running:
-            work = _after(set(self._running), work)
+        turn = None
+        if header is not None and header.api_key in _AFTER_EARLIER and self.info.peer_broker is None:
+            # Handled when the writer reaches it, that is once every earlier answer is done.
+            turn = asyncio.get_running_loop().create_future()
+            work = _after(turn, work)
         task = asyncio.ensure_future(work)
-        self._running.add(task)
-        task.add_done_callback(self._running.discard)
-        item = (header, task, received, size)
+        item = (header, task, received, size, turn)
         if header is None or self.info.peer_broker is None:
             self._pending.put_nowait(item)
             return
@@ -352,7 +352,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         while True:
             if self._pending.empty():
                 self._flush()
-            header, task, received, size = await self._pending.get()
+            header, task, received, size, turn = await self._pending.get()
+            if turn is not None:
+                turn.set_result(None)
             try:
                 if not task.done():
                     self._flush()
@@ -465,10 +467,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         await self._pending.join()
 
 
-async def _after(earlier: set[asyncio.Future], work):
-    """``work`` once every request in ``earlier`` is handled (see _AFTER_EARLIER)."""
+async def _after(turn: asyncio.Future, work):
+    """``work`` once the writer reaches its answer, every earlier one done (see _AFTER_EARLIER)."""
     try:
-        await asyncio.wait(earlier)
+        await turn
     except BaseException:
         work.close()
         raise
