@@ -8,9 +8,20 @@ after the PUT: an answer on the same session means the claims still stood when t
 PUT was already done, so any later recovery lists that object. Session reports and
 answers both reach the loop in the order the client saw them, so an expiry that
 happened first is counted before the answer is looked at.
+
+A connection lost is not the session lost: ZooKeeper keeps the session (and the claims)
+for its timeout, and the client reconnects within it, or the session expires and the
+generation moves. So a round trip that fails is asked again rather than taken for a lost
+lease: answering the PUT's entries NOT_LEADER_FOR_PARTITION when they were in fact kept
+told clients they were not written, and a client that renumbers its unanswered records
+(librdkafka does after a local timeout) then stores them twice (fault run seed 21).
 """
 from kgate.metadata.cluster import BROKERS
-from kgate.metadata.store import MetadataStore, Session
+from kgate.metadata.store import MetadataStore, Session, StoreUnavailable
+
+# Round trips tried before the lease is given up while the session has not expired: each is
+# bounded by the store's own timeout, which is the session's, so three span a reconnection.
+CONFIRM_ATTEMPTS = 3
 
 
 class MetadataWriterLease:
@@ -24,10 +35,14 @@ class MetadataWriterLease:
             self.generation += 1
 
     async def confirm(self, generation: int) -> bool:
-        if generation != self.generation:
-            return False
-        try:
-            await self._metadata.get(BROKERS)
-        except Exception:
-            return False
-        return generation == self.generation
+        for _ in range(CONFIRM_ATTEMPTS):
+            if generation != self.generation:
+                return False
+            try:
+                await self._metadata.get(BROKERS)
+            except StoreUnavailable:
+                continue
+            except Exception:  # whatever else failed, nothing confirms the lease
+                return False
+            return generation == self.generation
+        return False

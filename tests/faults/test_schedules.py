@@ -16,7 +16,8 @@ pytestmark = pytest.mark.slow
 SCHEDULES = {
     # Processes and disks: kill -9, SIGSTOP and SIGTERM of brokers and ZooKeeper nodes, a full
     # local WAL disk, partitions added (owners move). Seed 21 found duplicates from idempotent
-    # producers (a ledger fenced after its WAL object was written), fixed since.
+    # producers (a ledger fenced after its WAL object was written; a producer renumbering what the
+    # broker stored but had not answered, after a local timeout), fixed since.
     21: ("kill-broker", "pause-broker", "kill-zookeeper", "pause-zookeeper", "restart-broker", "wal-disk-full",
          "grow-partitions"),
 }
