@@ -11,7 +11,11 @@ takes it. A broker whose metadata session expired has lost every claim with it: 
 drops all its partitions without writing anything and claims afresh.
 
 All of this runs from the metadata event manager's one task, or from a client's
-topic request, under the broker's topic lock, so ownership changes one at a time.
+topic request, under the broker's topic lock, so one reconcile runs at a time. Within
+it, the partitions to gain are opened side by side (``OPEN_CONCURRENCY`` at once): each
+opening is a few round trips to the metadata and object stores, and a broker taking
+over a lost one's partitions one by one kept them all unavailable for seconds, long
+enough for producers to time records out.
 """
 import asyncio
 import logging
@@ -32,6 +36,8 @@ log = logging.getLogger(__name__)
 
 # How often a partition whose ledger tail is in another broker's local WAL is tried again.
 TAIL_RETRY_SECONDS = 2.0
+# Partitions a reconcile opens at once.
+OPEN_CONCURRENCY = 8
 
 
 class ShardedCoordinator(Protocol):
@@ -100,7 +106,8 @@ class Ownership:
         """Gain the partitions of ``topic`` this broker should own and lose the others;
         how many were gained and lost, said in one line with ``summary``."""
         broker = self.broker
-        gained = lost = 0
+        lost = 0
+        to_gain = []
         for index, owner in enumerate(self.owners(topic)):
             key = (topic.name, index)
             if key in self._fenced:
@@ -110,13 +117,31 @@ class Ownership:
                     lost += 1
             held = key in broker.partitions or key in broker.offline
             if owner == broker.node_id and (not held or key in self._awaiting_tail) and self.safe:
-                gained += await self._gain(topic, index)
+                to_gain.append(index)
             elif owner != broker.node_id and held:
                 await self.lose(topic.name, index, seal=True)
                 lost += 1
+        gained = await self._gain_all(topic, to_gain)
         if summary:
             self._summarise(topic.name, gained, lost)
         return gained, lost
+
+    async def _gain_all(self, topic: Topic, indexes: list[int]) -> int:
+        """Gain each partition, ``OPEN_CONCURRENCY`` at once; how many were gained. Every
+        attempt ends before this returns, so a failure (raised once all have ended, for the
+        event manager to retry) leaves no opening running behind the next reconcile."""
+        slots = asyncio.Semaphore(OPEN_CONCURRENCY)
+
+        async def gain(index: int) -> bool:
+            async with slots:
+                return await self._gain(topic, index)
+
+        gained = 0
+        for outcome in await asyncio.gather(*(gain(index) for index in indexes), return_exceptions=True):
+            if isinstance(outcome, BaseException):
+                raise outcome
+            gained += outcome
+        return gained
 
     async def reconcile_all(self) -> None:
         gained = lost = 0
