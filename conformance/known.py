@@ -106,9 +106,6 @@ KNOWN: list[Known] = [
     Known("list_offsets_specs", "v0 latest", "", DELIBERATE,
           "Kafka 4 dropped ListOffsets v0 and closes the connection; kgate keeps it for 0.9/0.10 clients"),
     # Groups
-    Known("classic_group_flow", "DeleteGroups", "results.group_id=conf-group-*.error_code", BUG,
-          "kgate forgets an empty group once its last offset is deleted (OffsetDelete), so DeleteGroups "
-          "answers GROUP_ID_NOT_FOUND where Kafka deletes it"),
     Known("consumer_group_heartbeat", "join", "member_epoch", INTERNAL,
           "Kafka's group epoch also counts the subscription-metadata refresh; the epochs stay monotonic in both"),
     Known("consumer_group_heartbeat", "join", "assignment.topic_partitions", INTERNAL,

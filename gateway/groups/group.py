@@ -92,6 +92,10 @@ class Group:
     # Set when the group id is a KIP-848 consumer group: its state lives there, and the
     # classic fields stay empty (the offsets are shared by both kinds).
     consumer: ConsumerGroup | None = None
+    # Whether the log holds a live record of the group itself, not only its offsets: such a
+    # group outlives its last offset, as in Kafka, until DeleteGroups or the offsets cleanup
+    # tombstones it; dropped earlier, it would come back when the partition is replayed.
+    stored: bool = False
 
     def transition(self, state: GroupState, now_ms: int) -> None:
         if self.state not in _ALLOWED_FROM[state]:

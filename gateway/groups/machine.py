@@ -432,8 +432,9 @@ class GroupMachine:
         return out
 
     def forget_if_dead(self, group: Group) -> None:
-        """A group with nothing left to keep (members, offsets, pending ids) is dropped."""
-        if not group.members and not group.offsets and not group.pending_members and group.consumer is None:
+        """A group with nothing left to keep (members, offsets, pending ids, its own record) is dropped."""
+        if (not group.members and not group.offsets and not group.pending_members and group.consumer is None
+                and not group.stored):
             group.state = GroupState.DEAD
             self.groups.pop(group.group_id, None)
 

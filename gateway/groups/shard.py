@@ -169,11 +169,13 @@ class GroupShard(Shard[GroupRecord]):
                 group.generation, group.protocol, group.protocol_type, group.leader_id = 0, None, None, None
                 group.members.clear()
                 group.static_members.clear()
+                group.stored = False
                 self.machine.forget_if_dead(group)
             return
         if group is None:
             group = self.groups[group_id] = Group(group_id)
         group.load_metadata(value)
+        group.stored = True
 
     def _replay_consumer(self, key: tuple, value) -> None:
         """A consumer-group record; its group's epoch gone means the group is."""
@@ -196,7 +198,7 @@ class GroupShard(Shard[GroupRecord]):
             if group.consumer is not None:
                 snapshot += [GroupRecord(("consumer",), key, value, live=True)
                              for key, value in group.consumer.snapshot()]
-            elif group.generation > 0 or group.members:
+            elif group.stored or group.generation > 0 or group.members:
                 snapshot.append(GroupRecord(("group", group.group_id), records.group_key(group.group_id),
                                             group.metadata_value(), live=True))
             snapshot += [offset_record(group.group_id, topic, partition, committed)
@@ -277,6 +279,8 @@ class GroupShard(Shard[GroupRecord]):
                 case StoreGroup(group_id=group_id, value=value, then=then):
                     carried.records.append(GroupRecord(("group", group_id), records.group_key(group_id), value,
                                                        live=True))
+                    if (stored := self.groups.get(group_id)) is not None:
+                        stored.stored = value is not None
                     if settling is not None and then is AfterStore.REPORT:
                         settling.report, settling.group = effect, self.groups.get(group_id)
                     elif settling is not None and then is AfterStore.REPLY:
@@ -349,7 +353,7 @@ class GroupShard(Shard[GroupRecord]):
         if group.has_members or not group.is_(GroupState.EMPTY):
             return Result(ErrorCode.NON_EMPTY_GROUP)
         doomed = [offset_record(group_id, t, p, None) for t, p in group.offsets]
-        doomed.append(GroupRecord(("group", group_id), records.group_key(group_id), None, live=True))
+        doomed.append(_group_tombstone(group_id, live=True))
         if group.consumer is not None:
             doomed += [GroupRecord(("consumer",), key, None, live=True) for key, _ in group.consumer.tombstones()]
         return Result(ErrorCode.NONE, doomed, self._cancel_timers(group_id))
@@ -378,14 +382,23 @@ class GroupShard(Shard[GroupRecord]):
                       or (c.expire_timestamp < 0
                           and now - max(c.commit_timestamp, group.state_timestamp) >= self.config.retention_ms)]
             if not doomed:
+                if not group.offsets and group.stored and group.consumer is None:
+                    # Left with no offsets (OffsetDelete took the last): Kafka's cleanup removes it.
+                    doomed_records.append(_group_tombstone(group.group_id, live=False))
+                    log.info("group %s: empty with no offsets left, removed", group.group_id)
                 continue
             doomed_records += [offset_record(group.group_id, t, p, None) for t, p in doomed]
             if len(doomed) == len(group.offsets):
-                doomed_records.append(GroupRecord(("group", group.group_id), records.group_key(group.group_id),
-                                                  None, live=True))
+                doomed_records.append(_group_tombstone(group.group_id, live=False))
             expired += len(doomed)
             log.info("group %s: %d offsets expired", group.group_id, len(doomed))
         return Result(expired, doomed_records)
+
+
+def _group_tombstone(group_id: str, live: bool) -> GroupRecord:
+    """The group record's tombstone; ``live``: already applied (DeleteGroups forgets the group once
+    it is durable), else replayed as appended, which drops the group (the offsets cleanup)."""
+    return GroupRecord(("group", group_id), records.group_key(group_id), None, live=live)
 
 
 def offset_record(group_id: str, topic: str, partition: int, committed: CommittedOffset | None) -> GroupRecord:

@@ -208,6 +208,29 @@ async def test_offsets_commit_delete_and_the_group_go_through_the_log_step_by_st
     await groups.close()
 
 
+async def test_an_empty_group_outlives_its_last_offset_until_deleted_or_cleaned_up():
+    """As in Kafka: OffsetDelete of the last offset leaves the Empty group (DeleteGroups then
+    deletes it); forgetting it at once made it reappear when the partition was replayed."""
+    clock = FakeClock()
+    groups = await coordinator(clock=clock, **{"offsets.retention.minutes": 1,
+                                               "offsets.retention.check.interval.ms": 70_000})
+    for group in ("deleted", "cleaned", "expired"):
+        a, b, generation = await stable(groups, group)
+        await groups.commit(group, {("t", 0): offset(5, now=clock.now)})
+        assert groups.leave(group, [(a, None), (b, None)]) == [ErrorCode.NONE, ErrorCode.NONE]
+        await settle()
+    for group in ("deleted", "cleaned"):
+        assert await groups.delete_offsets(group, [("t", 0)]) == {("t", 0): ErrorCode.NONE}
+        assert groups.describe(group) is not None and groups.fetch_offsets(group, None) == {}
+    await assert_replays_to_the_same_state(groups)
+    assert await groups.delete_group("deleted") == ErrorCode.NONE
+    await clock.advance(70_000)  # the cleanup: expired's offset is past retention, cleaned has none
+    assert groups.describe("cleaned") is None and groups.describe("expired") is None
+    assert await groups.delete_group("cleaned") == ErrorCode.GROUP_ID_NOT_FOUND
+    await assert_replays_to_the_same_state(groups)
+    await groups.close()
+
+
 async def test_offsets_of_an_empty_group_expire_on_the_clock():
     clock = FakeClock()
     groups = await coordinator(clock=clock, **{"offsets.retention.minutes": 1,
