@@ -1,0 +1,80 @@
+"""Ownership's reconcile against a stand-in broker (its cluster state and partition opening
+are the layer below): the partitions it gains are opened side by side, no more than
+OPEN_CONCURRENCY at once, and one that fails is raised only once every other has ended."""
+import asyncio
+import uuid
+
+import pytest
+
+from kgate.gateway.ownership import OPEN_CONCURRENCY, Ownership
+from kgate.metadata.cluster import Topic
+
+
+class Opening:
+    """The broker's side of gaining: claims always granted, each opening held until released."""
+
+    node_id = 0
+    registration_wait = 0.0
+
+    def __init__(self, failing: int | None = None):
+        self.partitions: dict = {}
+        self.offline: dict = {}
+        self.damaged: dict = {}
+        self.cluster = self
+        self.brokers = {0: None}
+        self.failing = failing
+        self.open_now = 0
+        self.most_open = 0
+        self.go = asyncio.Event()
+
+    async def claim(self, topic, index, broker_id):
+        return True
+
+    async def release(self, *args):
+        pass
+
+    async def new_epoch(self, topic, index, start_offset):
+        return [[0, 0]]
+
+    async def open_partition(self, topic, index):
+        self.open_now += 1
+        self.most_open = max(self.most_open, self.open_now)
+        try:
+            await self.go.wait()
+            if index == self.failing:
+                raise RuntimeError(f"partition {index} could not be opened")
+            return Partition()
+        finally:
+            self.open_now -= 1
+
+
+class Partition:
+    class ledger:
+        next_offset = 0
+
+    leader_epoch = 0
+
+
+async def reconcile_while_released(broker, partitions):
+    ownership = Ownership(broker)  # type: ignore[arg-type]
+    reconcile = asyncio.ensure_future(ownership.reconcile(Topic("t", uuid.uuid4(), partitions), summary=False))
+    while broker.open_now < min(partitions, OPEN_CONCURRENCY):
+        await asyncio.sleep(0)
+    broker.go.set()
+    return await reconcile
+
+
+async def test_partitions_are_opened_side_by_side_within_the_bound():
+    broker = Opening()
+    gained, lost = await asyncio.wait_for(reconcile_while_released(broker, 3 * OPEN_CONCURRENCY), 5)
+    assert (gained, lost) == (3 * OPEN_CONCURRENCY, 0)
+    assert broker.most_open == OPEN_CONCURRENCY
+    assert len(broker.partitions) == 3 * OPEN_CONCURRENCY
+
+
+async def test_a_partition_that_fails_to_open_is_raised_after_the_others_are_served():
+    broker = Opening(failing=2)
+    with pytest.raises(RuntimeError, match="partition 2"):
+        await asyncio.wait_for(reconcile_while_released(broker, 6), 5)
+    assert broker.open_now == 0
+    assert sorted(index for _, index in broker.partitions) == [0, 1, 3, 4, 5]
