@@ -31,6 +31,9 @@ SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
 OFFSET_PARTITIONS = 3
 STATUS_PARTITIONS = 2
 STATUS_MAX_MESSAGE_BYTES = "2097152"
+# FileStreamSource returns at most batch.size (2,000) lines a poll and keeps the rest in its
+# buffer until the file grows again (on Kafka too): no task here has more lines than that to read.
+CHUNKS, CHUNK_LINES = 4, 50
 WORKER_SETTINGS = {
     "exactly.once.source.support": "enabled",
     "offset.storage.partitions": str(OFFSET_PARTITIONS),
@@ -203,17 +206,23 @@ def test_a_worker_killed_mid_run_hands_its_source_task_over_and_the_sink_gets_ea
     sink_worker = cluster.wait_state(sink, "RUNNING")["tasks"][0]["worker_id"]
     cluster.rest("POST", "/connectors", {"name": source, "config": {
         "connector.class": SOURCE, "file": str(source_file), "topic": topic, "tasks.max": "1",
-        "exactly.once.support": "required", "batch.size": "50"}}, expect=201)
+        "exactly.once.support": "required"}}, expect=201)
     source_worker = cluster.wait_state(source, "RUNNING")["tasks"][0]["worker_id"]
     assert source_worker != sink_worker, "both tasks on one worker: the kill would take the sink too"
     victim = next(w for w in cluster.workers if w.worker_id == source_worker)
     survivor = next(w for w in cluster.workers if w is not victim)
 
-    expected = append(source_file, 0, 500)
-    wait_for(lambda: len(lines(sink_file)) >= 100, 90, "the first lines through", interval=0.1)
-    expected += append(source_file, 500, 500)
+    # The file grows in chunks as a log does, each copied through before the next; the victim is
+    # killed right after a chunk is appended, with its task about to read and commit it. The
+    # lines appended after the kill can only be copied by the task on the survivor, resuming
+    # from the offsets its predecessor committed with its transactions.
+    expected: list[str] = []
+    for _ in range(CHUNKS):
+        expected += append(source_file, len(expected), CHUNK_LINES)
+        wait_lines(sink_file, expected, cluster)
+    expected += append(source_file, len(expected), CHUNK_LINES)
     victim.kill()
-    expected += append(source_file, 1000, 500)
+    expected += append(source_file, len(expected), 300)
 
     def moved():
         status = cluster.status(source)
