@@ -63,10 +63,10 @@ class ConnectWorker:
         self.directory.mkdir(parents=True, exist_ok=True)
         config = self.directory / "worker.properties"
         config.write_text("".join(f"{key}={value}\n" for key, value in self.settings.items()))
+        command = ["java", *JVM, "-cp", f"{CLASSES}:{LIB / '*'}", "org.apache.kafka.connect.cli.ConnectDistributed",
+                   str(config)]
         with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(
-                ["java", *JVM, "-cp", f"{CLASSES}:{LIB / '*'}", "org.apache.kafka.connect.cli.ConnectDistributed", str(config)],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         return self
 
     def alive(self) -> bool:
