@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from tests.support.broker_process import BrokerProcess
@@ -81,7 +82,14 @@ class ConnectCluster:
             status = self.status(connector)
             states = [status["connector"]["state"], *(task["state"] for task in status["tasks"])]
             return status if len(states) == 2 and set(states) == {state} else None
-        return wait_for(reached, timeout, f"{connector} {state}\n{self.errors()}", interval=0.2)
+        return self.wait(reached, timeout, f"{connector} {state}")
+
+    def wait(self, condition, timeout: float, what: str):
+        """wait_for, with the workers' ERROR lines as they are at the timeout in its message."""
+        try:
+            return wait_for(condition, timeout, what, interval=0.2)
+        except AssertionError as timed_out:
+            raise AssertionError(f"{timed_out}\n{self.errors()}") from None
 
     def errors(self) -> str:
         """Every worker's ERROR lines, for failure messages."""
@@ -101,13 +109,34 @@ def append(path: Path, first: int, count: int) -> list[str]:
     return written
 
 
+def committed_values(bootstrap: str, topic: str) -> list[str]:
+    """The topic's committed records, read to its end: what the source's transactions kept."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{topic}", "enable.auto.commit": False,
+                         "isolation.level": "read_committed"})
+    partition = TopicPartition(topic, 0, 0)
+    consumer.assign([partition])
+    values: list[str] = []
+    try:
+        end = consumer.get_watermark_offsets(partition, timeout=30)[1]
+
+        def read_to_end():
+            for message in consumer.consume(500, timeout=0.5):
+                assert message.error() is None, message.error()
+                values.append(message.value().decode())
+            return consumer.position([partition])[0].offset >= end
+        wait_for(read_to_end, 60, f"{topic} read to offset {end}", interval=0)
+    finally:
+        consumer.close()
+    return values
+
+
 def wait_lines(path: Path, expected: list[str], cluster: ConnectCluster, timeout: float = 90) -> None:
     """The file holds exactly ``expected``: a wrong line or one too many fails at once."""
     def complete():
         got = lines(path)
         assert got == expected[:len(got)], f"{path.name} diverged: {got[-5:]} ... expected {len(expected)} lines"
         return got == expected
-    wait_for(complete, timeout, f"{len(expected)} lines in {path.name}\n{cluster.errors()}", interval=0.2)
+    cluster.wait(complete, timeout, f"{len(expected)} lines in {path.name}")
 
 
 @pytest.fixture(scope="module")
@@ -228,5 +257,6 @@ def test_a_worker_killed_mid_run_hands_its_source_task_over_and_the_sink_gets_ea
         status = cluster.status(source)
         return status["tasks"] and status["tasks"][0]["worker_id"] == survivor.worker_id \
             and status["tasks"][0]["state"] == "RUNNING"
-    wait_for(moved, 90, f"the source task moved to {survivor.worker_id}\n{cluster.errors()}")
+    cluster.wait(moved, 90, f"the source task moved to {survivor.worker_id}")
     wait_lines(sink_file, expected, cluster)
+    assert committed_values(cluster.bootstrap, topic) == expected
