@@ -6,7 +6,8 @@ themselves; exactly-once source support is enabled on both, and sink consumers r
 committed records only. A FileStreamSource connector copies a file's lines to a topic and a
 FileStreamSink connector copies the topic to another file. The connectors are added, paused,
 resumed, reconfigured and deleted through the REST API; then the worker running the source
-task is killed with kill -9 mid-run, the task moves to the other worker, and the sink file
+task is killed with kill -9 inside an open transaction, the task moves to the other worker,
+its producer fences the victim's (aborting that transaction), and the sink file
 must end with every source line exactly once and in order.
 """
 import uuid
@@ -32,9 +33,6 @@ SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
 OFFSET_PARTITIONS = 3
 STATUS_PARTITIONS = 2
 STATUS_MAX_MESSAGE_BYTES = "2097152"
-# FileStreamSource returns at most batch.size (2,000) lines a poll and keeps the rest in its
-# buffer until the file grows again (on Kafka too): no task here has more lines than that to read.
-CHUNKS, CHUNK_LINES = 4, 50
 WORKER_SETTINGS = {
     "exactly.once.source.support": "enabled",
     "offset.storage.partitions": str(OFFSET_PARTITIONS),
@@ -109,25 +107,32 @@ def append(path: Path, first: int, count: int) -> list[str]:
     return written
 
 
-def committed_values(bootstrap: str, topic: str) -> list[str]:
-    """The topic's committed records, read to its end: what the source's transactions kept."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{topic}", "enable.auto.commit": False,
-                         "isolation.level": "read_committed"})
-    partition = TopicPartition(topic, 0, 0)
-    consumer.assign([partition])
-    values: list[str] = []
-    try:
-        end = consumer.get_watermark_offsets(partition, timeout=30)[1]
+class TopicReader:
+    """The values of a one-partition topic from its start, as a consumer at ``isolation`` sees them."""
 
-        def read_to_end():
-            for message in consumer.consume(500, timeout=0.5):
-                assert message.error() is None, message.error()
-                values.append(message.value().decode())
-            return consumer.position([partition])[0].offset >= end
-        wait_for(read_to_end, 60, f"{topic} read to offset {end}", interval=0)
-    finally:
-        consumer.close()
-    return values
+    def __init__(self, bootstrap: str, topic: str, isolation: str):
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{topic}-{isolation}",
+                                  "enable.auto.commit": False, "isolation.level": isolation})
+        self.partition = TopicPartition(topic, 0, 0)
+        self.consumer.assign([self.partition])
+        self.values: list[str] = []
+
+    def read(self) -> list[str]:
+        for message in self.consumer.consume(500, timeout=0.5):
+            assert message.error() is None, message.error()
+            self.values.append(message.value().decode())
+        return self.values
+
+    def to_end(self) -> list[str]:
+        """Everything up to the log's end offset at the call (its last stable offset, when every
+        transaction has ended)."""
+        end = self.consumer.get_watermark_offsets(self.partition, timeout=30)[1]
+        wait_for(lambda: self.read() is not None and self.consumer.position([self.partition])[0].offset >= end,
+                 60, f"{self.partition.topic} read to offset {end}", interval=0)
+        return self.values
+
+    def close(self) -> None:
+        self.consumer.close()
 
 
 def wait_lines(path: Path, expected: list[str], cluster: ConnectCluster, timeout: float = 90) -> None:
@@ -233,30 +238,39 @@ def test_a_worker_killed_mid_run_hands_its_source_task_over_and_the_sink_gets_ea
     cluster.rest("POST", "/connectors", {"name": sink, "config": {
         "connector.class": SINK, "file": str(sink_file), "topics": topic, "tasks.max": "1"}}, expect=201)
     sink_worker = cluster.wait_state(sink, "RUNNING")["tasks"][0]["worker_id"]
-    cluster.rest("POST", "/connectors", {"name": source, "config": {
-        "connector.class": SOURCE, "file": str(source_file), "topic": topic, "tasks.max": "1",
-        "exactly.once.support": "required"}}, expect=201)
+    source_config = {"connector.class": SOURCE, "file": str(source_file), "topic": topic, "tasks.max": "1",
+                     "exactly.once.support": "required", "transaction.boundary": "interval",
+                     "transaction.boundary.interval.ms": "600000"}
+    cluster.rest("POST", "/connectors", {"name": source, "config": source_config}, expect=201)
     source_worker = cluster.wait_state(source, "RUNNING")["tasks"][0]["worker_id"]
     assert source_worker != sink_worker, "both tasks on one worker: the kill would take the sink too"
     victim = next(w for w in cluster.workers if w.worker_id == source_worker)
     survivor = next(w for w in cluster.workers if w is not victim)
 
-    # The file grows in chunks as a log does, each copied through before the next; the victim is
-    # killed right after a chunk is appended, with its task about to read and commit it. The
-    # lines appended after the kill can only be copied by the task on the survivor, resuming
-    # from the offsets its predecessor committed with its transactions.
-    expected: list[str] = []
-    for _ in range(CHUNKS):
-        expected += append(source_file, len(expected), CHUNK_LINES)
-        wait_lines(sink_file, expected, cluster)
-    expected += append(source_file, len(expected), CHUNK_LINES)
-    victim.kill()
-    expected += append(source_file, len(expected), 300)
+    # The source's first transaction stays open (a transaction boundary far beyond the test):
+    # its lines are in the topic, unread by the sink, when their worker is killed. The task on
+    # the survivor fences the victim's producer, which aborts them, and copies the file again
+    # from the start; its transactions then end per poll once the connector is reconfigured.
+    uncommitted = TopicReader(cluster.bootstrap, topic, "read_uncommitted")
+    committed = TopicReader(cluster.bootstrap, topic, "read_committed")
+    try:
+        expected = append(source_file, 0, 200)
+        cluster.wait(lambda: len(uncommitted.read()) >= len(expected), 60, "the first lines in the topic")
+        assert lines(sink_file) == [], "the sink copied lines of a transaction still open"
+        victim.kill()
 
-    def moved():
-        status = cluster.status(source)
-        return status["tasks"] and status["tasks"][0]["worker_id"] == survivor.worker_id \
-            and status["tasks"][0]["state"] == "RUNNING"
-    cluster.wait(moved, 90, f"the source task moved to {survivor.worker_id}")
-    wait_lines(sink_file, expected, cluster)
-    assert committed_values(cluster.bootstrap, topic) == expected
+        def moved():
+            status = cluster.status(source)
+            return status["tasks"] and status["tasks"][0]["worker_id"] == survivor.worker_id \
+                and status["tasks"][0]["state"] == "RUNNING"
+        cluster.wait(moved, 90, f"the source task moved to {survivor.worker_id}")
+        cluster.rest("PUT", f"/connectors/{source}/config", {**source_config, "transaction.boundary": "poll"})
+        expected += append(source_file, len(expected), 300)
+        wait_lines(sink_file, expected, cluster)
+        assert committed.to_end() == expected
+        everything = uncommitted.to_end()
+        assert everything[:200] == expected[:200] and len(everything) > len(expected), \
+            "the victim's open transaction is not in the log"
+    finally:
+        uncommitted.close()
+        committed.close()
