@@ -1,7 +1,10 @@
-"""Kafka's perf-test tools' output, as bench/kafka_perf.py reads it (lines printed by Kafka 4.4's tools)."""
+"""The pure helpers of bench.side_by_side: Kafka's perf-test tools' output as bench/kafka_perf.py
+reads it (lines printed by Kafka 4.4's tools), and the idle connections' hand-written request."""
 import pytest
 
+from bench.idle_connections import api_versions_request
 from bench.kafka_perf import parse_consumer_perf, parse_producer_perf
+from kgate.protocol.connection import RequestReceived, ServerConnection
 
 PRODUCER = """\
 Option --producer-props has been deprecated and will be removed in a future version.
@@ -45,3 +48,13 @@ def test_a_producer_run_that_sent_nothing_is_an_error():
 def test_a_consumer_header_without_its_line_is_an_error():
     with pytest.raises(ValueError):
         parse_consumer_perf(CONSUMER.rsplit("\n", 2)[0])
+
+
+def test_an_idle_connections_opening_request_is_an_api_versions_v0_a_broker_decodes():
+    """bench/idle_connections.py writes its request by hand; kgate's own decoder is the judge."""
+    connection = ServerConnection(max_frame_bytes=1 << 20)
+    connection.receive_data(api_versions_request(7))
+    event = connection.next_event()
+    assert isinstance(event, RequestReceived)
+    assert (event.header.api_key, event.header.api_version, event.header.correlation_id) == (18, 0, 7)
+    assert event.header.client_id == "idle"
