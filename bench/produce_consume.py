@@ -118,15 +118,28 @@ def loopback_throughput(max_bytes: int = 2 * 1024 * MIB, max_seconds: float = 3.
 
 def fsync_throughput(directory: str, total: int = 256 * MIB, max_seconds: float = 20.0) -> float:
     """Bytes/s of 1 MiB write+fsync in the broker's data directory (same disk as its ledgers)."""
-    block = os.urandom(MIB)
+    return _synced_writes(directory, MIB, total, max_seconds, os.fsync)[0]
+
+
+def fsync_rate(directory: str, block: int = 4096, max_seconds: float = 3.0) -> float:
+    """Small write+fdatasync calls per second: the ceiling on durable appends of small requests
+    (a broker that fsyncs each append, as Kafka with flush.messages=1 does, takes at most this many)."""
+    return _synced_writes(directory, block, 64 * MIB, max_seconds, os.fdatasync)[1]
+
+
+def _synced_writes(directory: str, block_size: int, total: int, max_seconds: float, sync) -> tuple[float, float]:
+    """(bytes/s, syncs/s) of sequential ``block_size`` writes each followed by ``sync``, in ``directory``."""
+    block = os.urandom(block_size)
     fd, path = tempfile.mkstemp(prefix="fsync-probe-", dir=directory)
     try:
-        written = 0
+        written = syncs = 0
         start = time.perf_counter()
         while written < total and time.perf_counter() - start < max_seconds:
             written += os.write(fd, block)
-            os.fsync(fd)
-        return written / (time.perf_counter() - start)
+            sync(fd)
+            syncs += 1
+        elapsed = time.perf_counter() - start
+        return written / elapsed, syncs / elapsed
     finally:
         os.close(fd)
         os.unlink(path)
@@ -157,7 +170,8 @@ def percentiles_ms(seconds: list[float]) -> dict:
 
 
 def produce(bootstrap: str, topic: str, records: int, value_size: int, max_seconds: float,
-            config: dict | None = None, rate_bytes_s: float | None = None, requests: bool = False) -> dict:
+            config: dict | None = None, rate_bytes_s: float | None = None, requests: bool = False,
+            partitions: int | None = None) -> dict:
     """Timed from the first produce() call to the last delivery report; metadata is fetched before.
 
     ``config`` overrides the producer settings (default acks=all, linger.ms=5). With
@@ -167,7 +181,9 @@ def produce(bootstrap: str, topic: str, records: int, value_size: int, max_secon
     latency). Acknowledgement latency comes from librdkafka's own per-message figure, so
     it includes the time a record waits in the producer's queue. With ``requests`` the
     result also says, from librdkafka's statistics, how many produce requests were sent,
-    how many awaited a response (median of the samples) and how full the queue got.
+    how many awaited a response (median of the samples) and how full the queue got. With
+    ``partitions`` records go round-robin to partitions 0..partitions-1 only (the rest of
+    the topic stays idle); without it the default partitioner spreads them over all.
     """
     values = [os.urandom(value_size) for _ in range(VALUE_POOL)]
     samples = []
@@ -201,7 +217,10 @@ def produce(bootstrap: str, topic: str, records: int, value_size: int, max_secon
             value = struct.pack(">d", time.time()) + value[8:]
         while True:
             try:
-                producer.produce(topic, value, on_delivery=on_delivery)
+                if partitions:
+                    producer.produce(topic, value, partition=i % partitions, on_delivery=on_delivery)
+                else:
+                    producer.produce(topic, value, on_delivery=on_delivery)
                 break
             except BufferError:  # local queue full: let deliveries drain it
                 if time.monotonic() > deadline:

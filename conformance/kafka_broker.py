@@ -44,10 +44,16 @@ TOOLS = {
     "kafka-metadata-quorum": "org.apache.kafka.tools.MetadataQuorumCommand",
     "kafka-cluster": "org.apache.kafka.tools.ClusterTool",
     "kafka-storage": "kafka.tools.StorageTool",
+    "kafka-producer-perf-test": "org.apache.kafka.tools.ProducerPerformance",
+    "kafka-consumer-perf-test": "org.apache.kafka.tools.ConsumerPerformance",
 }
 
 # A tool's JVM: small and quick to start (tools run for a second and exit).
 TOOL_JVM = ["-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Djava.awt.headless=true"]
+# A perf-test tool's: what bin/kafka-producer-perf-test.sh and kafka-run-class.sh give it (512 MiB heap, G1,
+# the full JIT), so its figures are the ones a Kafka user gets from those scripts.
+PERF_TOOL_JVM = ["-Xmx512m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
+                 "-Djava.awt.headless=true"]
 # The broker's: Kafka's own defaults (bin/kafka-server-start.sh) but a smaller heap, for a shared machine.
 BROKER_JVM = ["-Xms256m", "-Xmx1g", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-Djava.awt.headless=true",
               "-XX:+ExitOnOutOfMemoryError"]
@@ -77,7 +83,8 @@ def tool_command(name: str, *args: str) -> list[str]:
     """The command line that runs Kafka's tool ``name`` (as its bin/ script would) with ``args``."""
     if name not in TOOLS:
         raise ValueError(f"unknown Kafka tool {name!r}; known: {', '.join(sorted(TOOLS))}")
-    return ["java", *TOOL_JVM, "-cp", classpath(), TOOLS[name], *args]
+    jvm = PERF_TOOL_JVM if name.endswith("-perf-test") else TOOL_JVM
+    return ["java", *jvm, "-cp", classpath(), TOOLS[name], *args]
 
 
 def free_port() -> int:
