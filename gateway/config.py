@@ -189,6 +189,10 @@ BROKER_SETTINGS: dict[str, tuple[object, tuple]] = {
         "must be a comma-separated list of uniform, range (or Kafka's assignor class names)",
         lambda v: bool(v.strip()) and all(assignor_name(n) for n in v.split(",")))),
     "group.consumer.max.size": (2**31 - 1, _POSITIVE),
+    # Share groups (KIP-932), with Kafka's names and defaults.
+    "group.share.session.timeout.ms": (45_000, _POSITIVE),
+    "group.share.heartbeat.interval.ms": (5000, _POSITIVE),
+    "group.share.max.size": (200, _POSITIVE),
     # Transactions, with Kafka's names and defaults.
     "transaction.state.log.num.partitions": (50, _POSITIVE),
     "transaction.max.timeout.ms": (900_000, _POSITIVE),
@@ -248,6 +252,7 @@ INT_SETTINGS = frozenset({
     "group.consumer.min.session.timeout.ms", "group.consumer.max.session.timeout.ms",
     "group.consumer.min.heartbeat.interval.ms", "group.consumer.max.heartbeat.interval.ms",
     "group.initial.rebalance.delay.ms", "group.max.session.timeout.ms", "group.max.size",
+    "group.share.heartbeat.interval.ms", "group.share.max.size", "group.share.session.timeout.ms",
     "group.min.session.timeout.ms", "log.segment.bytes", "max.connections", "max.connections.per.ip",
     "max.incremental.fetch.session.cache.slots", "message.max.bytes", "num.partitions", "offset.metadata.max.bytes",
     "offsets.retention.minutes", "offsets.topic.num.partitions", "sasl.server.max.receive.size",

@@ -17,7 +17,7 @@ from kgate.metadata.dynamic_configs import DynamicConfigStore
 from .config import ConfigError, ConfigType, Settings
 from .topic_configs import TopicConfig, Use, one_of, parse_value
 
-_NO_SHARE = "kgate serves no share groups (KIP-932) for it to apply to"
+_NO_SHARE = "kgate does not serve ShareFetch (KIP-932) yet for it to apply to"
 _NO_STREAMS = "kgate serves no streams groups (KIP-1071) for it to apply to"
 _ASSIGNMENT = "kgate assigns on the heartbeat that changes a group; there is no interval to batch changes over"
 
@@ -31,8 +31,9 @@ GROUP_CONFIGS: dict[str, TopicConfig] = {
         ConfigType.STRING, "latest", Use.IGNORED, _NO_SHARE,
         valid=("The value must be either 'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS>'.",
                lambda v: v in ("earliest", "latest") or v.startswith("by_duration:P"))),
-    "share.session.timeout.ms": TopicConfig(ConfigType.INT, "45000", Use.IGNORED, _NO_SHARE),
-    "share.heartbeat.interval.ms": TopicConfig(ConfigType.INT, "5000", Use.IGNORED, _NO_SHARE),
+    "share.session.timeout.ms": TopicConfig(ConfigType.INT, "", Use.ACTS, setting="group.share.session.timeout.ms"),
+    "share.heartbeat.interval.ms": TopicConfig(ConfigType.INT, "", Use.ACTS,
+                                               setting="group.share.heartbeat.interval.ms"),
     "share.record.lock.duration.ms": TopicConfig(ConfigType.INT, "30000", Use.IGNORED, _NO_SHARE),
     "share.delivery.count.limit": TopicConfig(ConfigType.INT, "5", Use.IGNORED, _NO_SHARE),
     "share.partition.max.record.locks": TopicConfig(ConfigType.INT, "2000", Use.IGNORED, _NO_SHARE),

@@ -134,6 +134,9 @@ SETTING_DOCS: dict[str, SettingDoc] = {
     "group.consumer.assignors": _kafka("Server-side assignors of KIP-848 groups, the first the default: "
                                        "`uniform`, `range` (or Kafka's assignor class names)."),
     "group.consumer.max.size": _kafka("Members a KIP-848 consumer group may have."),
+    "group.share.session.timeout.ms": _kafka("How long a share group member may go without a heartbeat."),
+    "group.share.heartbeat.interval.ms": _kafka("The heartbeat interval share group members are told."),
+    "group.share.max.size": _kafka("Members a share group may have."),
     "transaction.state.log.num.partitions": _kafka("Partitions of `__transaction_state`; a transactional id's "
                                                    "coordinator owns partition abs(hash(id)) % this."),
     "transaction.max.timeout.ms": _kafka("The longest transaction.timeout.ms a producer may ask for; above it "

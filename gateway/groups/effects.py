@@ -46,6 +46,8 @@ class Timer(enum.Enum):
     # the partitions it must revoke.
     MEMBER_SESSION = "member-session"
     REVOCATION = "revocation"
+    # Share groups (KIP-932): a member's heartbeat deadline.
+    SHARE_SESSION = "share-session"
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,6 +42,8 @@ from .effects import (
 from .group import Group, GroupState
 from .machine import GroupMachine
 from .records import CommittedOffset
+from .share_group import ShareGroup
+from .share_machine import ShareGroupMachine
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +66,10 @@ class GroupConfig:
     retention_check_ms: int
     # A consumer group's own session timeout (its group config), None where the broker's applies.
     consumer_session_of: Callable[[str], int | None] = lambda _group_id: None
+    # Share groups (KIP-932): the broker's session timeout and size limit, and a group's own timeout.
+    share_session_ms: int = 45_000
+    share_max_size: int = 200
+    share_session_of: Callable[[str], int | None] = lambda _group_id: None
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +114,8 @@ class GroupShard(Shard[GroupRecord]):
             heartbeat_ms=config.consumer_heartbeat_ms,
             assignors=config.consumer_assignors, max_size=config.consumer_max_size,
             new_member_id=lambda: str(uuid.uuid4()), internal=internal)
+        self.shares = ShareGroupMachine(self.groups, session_ms=config.share_session_ms,
+                                        session_of=config.share_session_of, max_size=config.share_max_size)
         # Offsets committed in transactions not yet ended, by producer id (TxnOffsetCommit).
         self.open_transactions: dict[int, dict[tuple, GroupRecord]] = {}
         self._parked: dict[tuple[Wait, str, str], asyncio.Future] = {}
@@ -139,6 +147,8 @@ class GroupShard(Shard[GroupRecord]):
             self.open_transactions.setdefault(producer_id, {})[record.key] = record
         elif record.key[0] == "consumer":
             self._replay_consumer(record.key, record.value)
+        elif record.key[0] == "share":
+            self._replay_share(record.key, record.value)
         elif record.key[0] == "offset":
             self._replay_offset(record.key, record.value)
         else:
@@ -190,9 +200,28 @@ class GroupShard(Shard[GroupRecord]):
             group.consumer, group.protocol_type = ConsumerGroup(group_id), "consumer"
         group.consumer.load(kind, member_id, value)
 
+    def _replay_share(self, key: tuple, value) -> None:
+        """A share-group record; its group's epoch gone means the group is."""
+        _, kind, group_id, member_id = key
+        group = self.groups.get(group_id)
+        if value is None and (group is None or group.share is None):
+            return  # a tombstone of a group already gone (the replay order is the keys' first writes)
+        if kind == "group_epoch" and value is None:
+            assert group is not None
+            group.share = None
+            self.machine.forget_if_dead(group)
+            return
+        if group is None:
+            group = self.groups[group_id] = Group(group_id)
+        if group.share is None:
+            group.share, group.protocol_type = ShareGroup(group_id), "share"
+        group.share.load(kind, member_id, value)
+
     def snapshot(self) -> list[GroupRecord]:
         snapshot = []
         for group in self.groups.values():
+            if group.share is not None:
+                snapshot += [GroupRecord(("share",), key, value, live=True) for key, value in group.share.snapshot()]
             if group.consumer is not None:
                 snapshot += [GroupRecord(("consumer",), key, value, live=True)
                              for key, value in group.consumer.snapshot()]
@@ -216,6 +245,7 @@ class GroupShard(Shard[GroupRecord]):
         for group in list(self.groups.values()):
             self._carry(self.machine.restore(now, group.group_id), carried)
             self._carry(self.consumers.restore(now, group), carried)
+            self._carry(self.shares.restore(now, group), carried)
         return Result(None, carried.records, carried.timers)
 
     def on_unloaded(self) -> None:
@@ -235,6 +265,8 @@ class GroupShard(Shard[GroupRecord]):
             return Result(None)
         if key.kind in (Timer.MEMBER_SESSION, Timer.REVOCATION):
             effects = self.consumers.timer_fired(now, key, self.topics())
+        elif key.kind is Timer.SHARE_SESSION:
+            effects = self.shares.timer_fired(now, key, self.topics())
         else:
             effects = self.machine.timer_fired(now, key)
         carried = self._carry(effects, _Carried())
@@ -349,6 +381,8 @@ class GroupShard(Shard[GroupRecord]):
         if group.has_members or not group.is_(GroupState.EMPTY):
             return Result(ErrorCode.NON_EMPTY_GROUP)
         doomed = [offset_record(group_id, t, p, None) for t, p in group.offsets]
+        if group.share is not None:
+            doomed += [GroupRecord(("share",), key, None, live=True) for key, _ in group.share.tombstones()]
         doomed.append(GroupRecord(("group", group_id), records.group_key(group_id), None, live=True))
         if group.consumer is not None:
             doomed += [GroupRecord(("consumer",), key, None, live=True) for key, _ in group.consumer.tombstones()]
