@@ -58,6 +58,8 @@ from .request_budget import RequestBytesBudget
 from .response_budget import ResponseBytesBudget
 from .sasl import CredentialStore
 from .sasl.login_limiter import LoginLimiter
+from .shares.coordinator import SHARE_STATE_TOPIC, ShareCoordinator
+from .shares.sessions import ShareSessionCache
 from .transactions import TRANSACTION_STATE_TOPIC, TransactionCoordinator
 from .transactions.marker_writer import BrokerMarkerWriter
 from .zones import zone_broker
@@ -107,6 +109,9 @@ class Broker:
         self.transactions = TransactionCoordinator(
             settings, self, LedgerPartitionWriter(TRANSACTION_STATE_TOPIC, self.partitions), self.clock,
             self.markers, self.next_producer_id)
+        self.shares = ShareCoordinator(settings, self, LedgerPartitionWriter(SHARE_STATE_TOPIC, self.partitions),
+                                       self.clock, self.group_configs.share_config)
+        self.share_sessions = ShareSessionCache(settings["group.share.max.share.sessions"])
         self.log_cleaner = LogCleaner(self)
         self.fetch_sessions = FetchSessionCache(settings["max.incremental.fetch.session.cache.slots"])
         self.credentials = CredentialStore(metadata)
@@ -203,6 +208,7 @@ class Broker:
         await self.events.close()
         await self.groups.close()
         await self.transactions.close()
+        await self.shares.close()
         await self.followers.close()
         self.peers.close()
         serving = list(self.partitions)
@@ -542,7 +548,7 @@ class Broker:
 
     @staticmethod
     def is_internal(name: str) -> bool:
-        return name in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)
+        return name in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, SHARE_STATE_TOPIC)
 
     def topic_by_id(self, topic_id: uuid.UUID) -> Topic | None:
         for topic in self.cluster.topics.values():

@@ -43,9 +43,12 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DeleteAcls: (0, 3),
     ApiKey.ConsumerGroupHeartbeat: (0, 1),
     ApiKey.ConsumerGroupDescribe: (0, 0),
-    # Share groups (KIP-932): membership only so far, at the stable versions (v0 was early access).
+    # Share groups (KIP-932) at their stable versions (v0 was early access); ShareFetch and
+    # ShareAcknowledge v2 (KIP-1222's renew acknowledgements) are not built.
     ApiKey.ShareGroupHeartbeat: (1, 1),
     ApiKey.ShareGroupDescribe: (1, 1),
+    ApiKey.ShareFetch: (1, 1),
+    ApiKey.ShareAcknowledge: (1, 1),
     # Transactions (KIP-98) up to the versions before KIP-890's: AddPartitionsToTxn v4+ is
     # broker-to-broker, and the later versions of the others carry its new epoch rules.
     ApiKey.AddPartitionsToTxn: (0, 3),

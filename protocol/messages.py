@@ -53,6 +53,22 @@ class ShareGroupDescribeResponse(ApiMessage, load_json=schemas):  # type: ignore
         return json
 
 
+class ShareFetchRequest(ApiMessage, load_json=schemas):  # type: ignore[call-arg]
+    pass
+
+
+class ShareFetchResponse(ApiMessage, load_json=schemas):  # type: ignore[call-arg]
+    pass
+
+
+class ShareAcknowledgeRequest(ApiMessage, load_json=schemas):  # type: ignore[call-arg]
+    pass
+
+
+class ShareAcknowledgeResponse(ApiMessage, load_json=schemas):  # type: ignore[call-arg]
+    pass
+
+
 # kgate's own broker-to-broker APIs, in a private key range no Kafka API uses
 # (gateway/peer_links.py): never advertised by ApiVersions, accepted from any peer.
 class KgateReadEndRequest(ApiMessage, load_json=schemas):  # type: ignore[call-arg]
@@ -82,7 +98,8 @@ class KgateForwardResponse(ApiMessage, load_json=schemas):  # type: ignore[call-
 _MODULES = (admin, consumer, metadata, producer, sasl)
 _OWN = (ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, ConsumerGroupDescribeRequest,
         ConsumerGroupDescribeResponse, ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse,
-        ShareGroupDescribeRequest, ShareGroupDescribeResponse, KgateReadEndRequest, KgateReadEndResponse,
+        ShareGroupDescribeRequest, ShareGroupDescribeResponse, ShareFetchRequest, ShareFetchResponse,
+        ShareAcknowledgeRequest, ShareAcknowledgeResponse, KgateReadEndRequest, KgateReadEndResponse,
         KgateProduceReferenceRequest, KgateProduceReferenceResponse, KgateForwardRequest, KgateForwardResponse)
 
 
