@@ -141,6 +141,16 @@ SETTING_DOCS: dict[str, SettingDoc] = {
     "group.share.delivery.count.limit": _kafka("Deliveries of a record before it is archived undelivered."),
     "group.share.partition.max.record.locks": _kafka("Records of a share-partition in flight at most."),
     "group.share.max.share.sessions": _kafka("Share sessions a broker keeps at most."),
+    "group.share.min.session.timeout.ms": _kafka("The least share.session.timeout.ms a group config may set."),
+    "group.share.max.session.timeout.ms": _kafka("The most share.session.timeout.ms a group config may set."),
+    "group.share.min.heartbeat.interval.ms": _kafka("The least share.heartbeat.interval.ms a group config may set."),
+    "group.share.max.heartbeat.interval.ms": _kafka("The most share.heartbeat.interval.ms a group config may set."),
+    "group.share.min.record.lock.duration.ms": _kafka("The least share.record.lock.duration.ms a group config "
+                                                      "may set."),
+    "group.share.max.record.lock.duration.ms": _kafka("The most share.record.lock.duration.ms a group config "
+                                                      "may set."),
+    "group.share.min.delivery.count.limit": _kafka("The least share.delivery.count.limit a group config may set."),
+    "group.share.max.delivery.count.limit": _kafka("The most share.delivery.count.limit a group config may set."),
     "share.coordinator.state.topic.num.partitions": _kafka("Partitions of `__share_group_state`; a share-partition's "
                                                            "state lives on partition abs(hash(group:topic id:"
                                                            "partition)) % this."),

@@ -3,7 +3,8 @@
 A consumer acquires records and is killed holding them; once their lock (the group's
 ``share.record.lock.duration.ms``, set short through IncrementalAlterConfigs) runs out,
 three other consumers of the 2-partition topic receive them again with a higher
-delivery count, each consumer gets records, and every record is accepted exactly once.
+delivery count, the consumers share the records, and every record is accepted exactly once.
+Kafka 4.4 runs the same scenario as the control.
 """
 import glob
 import os
@@ -15,6 +16,8 @@ import uuid
 
 import pytest
 
+from conformance.kafka_broker import LIB as LIB_KAFKA
+from conformance.kafka_broker import KafkaBroker
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.messages import ShareGroupDescribeRequest
 from tests.support.broker_process import BrokerProcess, terminate
@@ -26,9 +29,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 LIB = os.path.join(ROOT, ".cache", "kafka", "lib")
 JARS = ("kafka-clients-4.4.0.jar", "lz4-java-*.jar", "snappy-java-*.jar", "zstd-jni-*.jar", "slf4j-api-*.jar")
 RECORDS = 300
-LOCK_MS = 3000
-SETTINGS = {"offsets.topic.num.partitions": 2, "share.coordinator.state.topic.num.partitions": 2,
-            "group.share.heartbeat.interval.ms": 500}
+LOCK_MS = 8000  # long enough for the three consumers to start and join before the locks run out
+# A lock shorter than Kafka's least (15 s), quicker heartbeats and a shorter session (the killed
+# consumer's partitions go to the others once it is gone) keep the test short; both brokers allow them.
+SHORT = {"group.share.min.record.lock.duration.ms": 1000, "group.share.heartbeat.interval.ms": 500,
+         "group.share.min.heartbeat.interval.ms": 500, "group.share.session.timeout.ms": 6000,
+         "group.share.min.session.timeout.ms": 6000}
+SETTINGS = {"offsets.topic.num.partitions": 2, "share.coordinator.state.topic.num.partitions": 2, **SHORT}
 
 
 @pytest.fixture(scope="module")
@@ -43,8 +50,16 @@ def driver(tmp_path_factory) -> list[str]:
     return ["java", "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-cp", f"{classes}:{classpath}", "ShareDriver"]
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory):
+@pytest.fixture(scope="module", params=["kgate", "kafka"])
+def broker(request, tmp_path_factory):
+    """kgate, and Kafka 4.4 as the control: the same scenario must pass on both."""
+    if request.param == "kafka":
+        if not LIB_KAFKA.is_dir():
+            pytest.fail("Apache Kafka is not installed: run scripts/setup-kafka")
+        kafka = KafkaBroker(str(tmp_path_factory.mktemp("kafka-share")), {k: str(v) for k, v in SHORT.items()}).start()
+        yield kafka
+        kafka.stop()
+        return
     started = BrokerProcess(str(tmp_path_factory.mktemp("kgate-share")), SETTINGS).start()
     yield started
     terminate(started.process, 10)
@@ -105,7 +120,7 @@ def test_records_a_killed_consumer_held_are_redelivered_and_each_is_accepted_onc
         holder.process.kill()  # kill -9: its records stay locked until their lock runs out
         holder.process.wait(10)
     assert held and all(count == 1 for *_, count in held)
-    members = [Member([*driver, "accept", broker.bootstrap, topic, group, "8000"]) for _ in range(3)]
+    members = [Member([*driver, "accept", broker.bootstrap, topic, group, "15000"]) for _ in range(3)]
     try:
         outputs = [member.finish(150) for member in members]
     finally:
@@ -114,9 +129,13 @@ def test_records_a_killed_consumer_held_are_redelivered_and_each_is_accepted_onc
     accepted = [_records(lines, "ACCEPTED") for lines in outputs]
     values = sorted(value for records in accepted for value, *_ in records)
     assert values == list(range(RECORDS)), "every record accepted exactly once"
-    assert all(accepted), [len(records) for records in accepted]
     redelivered = {value: count for records in accepted for value, _, _, count in records}
     assert all(redelivered[value] >= 2 for value, *_ in held), "the killed consumer's records came again"
+    assert sum(1 for records in accepted if records) >= 2, [len(records) for records in accepted]
+    if isinstance(broker, BrokerProcess):
+        # kgate's simple assignor gives each member a partition to share (Kafka's before 4.2 did);
+        # Kafka 4.4's was seen leaving one of the three without records here.
+        assert all(accepted), [len(records) for records in accepted]
 
     with Wire(broker.bootstrap) as wire:
         [described] = wire.call(ShareGroupDescribeRequest(group_ids=[group], include_authorized_operations=False),
