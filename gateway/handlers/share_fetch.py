@@ -193,7 +193,10 @@ async def _read_one(ctx: Context, group_id: str, member_id: str, tp: tuple, max_
         # State still loading (the topic was just made): nothing this time, the member fetches again.
         return _Read(ErrorCode.NONE if exc.code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS else exc.code)
     budget[0] -= sum(a.last - a.first + 1 for a in acquired)
-    return _Read(error, b"".join(chunks) if acquired else b"", tuple(acquired), ledger)
+    # Only the batches holding acquired records go back: the member would skip the others.
+    handed = [chunk for chunk, stored in zip(chunks, entries)
+              if any(a.first <= stored.header.last_offset and stored.header.base_offset <= a.last for a in acquired)]
+    return _Read(error, b"".join(handed), tuple(acquired), ledger)
 
 
 def _spans(chunks, entries, aborted: list[AbortedTransaction]) -> Iterator[Span]:
