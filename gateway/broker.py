@@ -103,7 +103,8 @@ class Broker:
         self.clock = WallClock()
         self.group_configs = GroupConfigs(settings, DynamicConfigStore(metadata, GROUP_KIND))
         self.groups = GroupCoordinator(settings, self, LedgerPartitionWriter(OFFSETS_TOPIC, self.partitions),
-                                       self.clock, self._topic_sizes, self.is_internal, self.group_configs.configured)
+                                       self.clock, self._topic_sizes, self.is_internal, self.group_configs.configured,
+                                       self._share_member_gone)
         self.markers = BrokerMarkerWriter(self.node_id, self.partitions, lambda: self.cluster.topics, self.leader,
                                           lambda: self.peers, self.clock, self.groups.transaction_ended)
         self.transactions = TransactionCoordinator(
@@ -545,6 +546,11 @@ class Broker:
         if self.peers.any_unreachable:  # a peer killed or cut off, still registered: not named
             brokers = {node_id: info for node_id, info in brokers.items() if self.peers.reachable(node_id)}
         return zone_broker(brokers, zone, topic, index)
+
+    async def _share_member_gone(self, group_id: str, member_id: str) -> None:
+        """A share group member left or expired: its share sessions end and its records go back."""
+        self.share_sessions.drop_member(group_id, member_id)
+        await self.shares.release_member(group_id, member_id)
 
     @staticmethod
     def is_internal(name: str) -> bool:

@@ -7,7 +7,7 @@ runs the shard's rule there and answers when the runtime says the records are
 durable; a JoinGroup or SyncGroup that parks is answered when a later step releases it.
 """
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING
 
 from kgate.metadata.cluster import BrokerInfo
@@ -39,7 +39,8 @@ MAX_GROUP_ID_BYTES = 32767
 class GroupCoordinator:
     def __init__(self, settings: "Settings", cluster: InternalTopics, writer: PartitionWriter, clock: Clock,
                  topics: Callable[[], Topics], internal: Callable[[str], bool],
-                 configured: Callable[[str, str], int | None] = lambda _group, _name: None):
+                 configured: Callable[[str, str], int | None] = lambda _group, _name: None,
+                 share_member_gone: Callable[[str, str], Awaitable[None]] | None = None):
         """``configured(group, name)``: a number the group's own configs set (gateway/group_configs.py), or None."""
         self.cluster = cluster
         self.num_partitions = settings["offsets.topic.num.partitions"]
@@ -59,6 +60,7 @@ class GroupCoordinator:
             share_session_ms=settings["group.share.session.timeout.ms"],
             share_max_size=settings["group.share.max.size"],
             share_session_of=lambda group_id: configured(group_id, "share.session.timeout.ms"),
+            share_member_gone=share_member_gone,
             retention_ms=settings["offsets.retention.minutes"] * 60_000,
             retention_check_ms=settings["offsets.retention.check.interval.ms"])
         self.runtime: CoordinatorRuntime[GroupShard] = CoordinatorRuntime(

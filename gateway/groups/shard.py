@@ -12,7 +12,7 @@ import asyncio
 import functools
 import logging
 import uuid
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +32,7 @@ from .effects import (
     Effect,
     Log,
     Park,
+    ShareMemberGone,
     Step,
     StoreConsumer,
     StoreGroup,
@@ -70,6 +71,8 @@ class GroupConfig:
     share_session_ms: int = 45_000
     share_max_size: int = 200
     share_session_of: Callable[[str], int | None] = lambda _group_id: None
+    # What a share member's leaving means elsewhere (its share sessions and records): the broker's.
+    share_member_gone: Callable[[str, str], Awaitable[None]] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +100,13 @@ class Settling:
 class _Carried:
     records: list[GroupRecord] = field(default_factory=list)
     timers: list[TimerChange] = field(default_factory=list)
+    gone: list[tuple[Callable[[str, str], Awaitable[None]], ShareMemberGone]] = field(default_factory=list)
+
+    def result(self, response) -> Result:
+        """The records and timers; share members gone are told once the records are durable."""
+        if not self.gone:
+            return Result(response, self.records, self.timers)
+        return Result(response, self.records, self.timers, then=functools.partial(_tell_gone, self.gone))
 
 
 class GroupShard(Shard[GroupRecord]):
@@ -269,16 +279,14 @@ class GroupShard(Shard[GroupRecord]):
             effects = self.shares.timer_fired(now, key, self.topics())
         else:
             effects = self.machine.timer_fired(now, key)
-        carried = self._carry(effects, _Carried())
-        return Result(None, carried.records, carried.timers)
+        return self._carry(effects, _Carried()).result(None)
 
     # -- the machines' steps ---------------------------------------------------------------------
 
     def settle(self, step: Step) -> Result[Settling, GroupRecord]:
         """A step of a request: its reply (or parked future), and what it waits for."""
         settling = Settling(step.reply)
-        carried = self._carry(step.effects, _Carried(), settling)
-        return Result(settling, carried.records, carried.timers)
+        return self._carry(step.effects, _Carried(), settling).result(settling)
 
     def assignment_stored(self, now: int, settling: Settling, stored: bool) -> Result[None, GroupRecord]:
         report = settling.report
@@ -317,6 +325,9 @@ class GroupShard(Shard[GroupRecord]):
                     carried.records += [GroupRecord(("consumer",), key, value, live=True) for key, value in pairs]
                     if settling is not None:
                         settling.waits_for_records = True
+                case ShareMemberGone():
+                    if self.config.share_member_gone is not None:
+                        carried.gone.append((self.config.share_member_gone, effect))
                 case Log(level=level, message=message, args=args):
                     log.log(level, message, *args)
         return carried
@@ -420,6 +431,11 @@ class GroupShard(Shard[GroupRecord]):
             expired += len(doomed)
             log.info("group %s: %d offsets expired", group.group_id, len(doomed))
         return Result(expired, doomed_records)
+
+
+async def _tell_gone(gone: list[tuple[Callable[[str, str], Awaitable[None]], ShareMemberGone]]) -> None:
+    for tell, member in gone:
+        await tell(member.group_id, member.member_id)
 
 
 def offset_record(group_id: str, topic: str, partition: int, committed: CommittedOffset | None) -> GroupRecord:

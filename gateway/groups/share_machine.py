@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from kgate.protocol.error_codes import ErrorCode
 
 from . import share_assignor
-from .effects import ArmTimer, CancelTimer, Effect, Log, Step, StoreConsumer, Timer, TimerKey
+from .effects import ArmTimer, CancelTimer, Effect, Log, ShareMemberGone, Step, StoreConsumer, Timer, TimerKey
 from .group import Group
 from .share_group import Partitions, ShareGroup, ShareMember
 
@@ -168,6 +168,7 @@ class ShareGroupMachine:
         self._bump(share, f"member {member_id} {reason}", stored, out)
         self._assign(share, topics, stored)
         out.append(StoreConsumer(share.group_id, stored))
+        out.append(ShareMemberGone(share.group_id, member_id))
 
     def timer_fired(self, now: int, key: TimerKey, topics: Mapping[str, tuple[uuid.UUID, int]]) -> list[Effect]:
         out: list[Effect] = []

@@ -8,16 +8,19 @@ import pytest
 
 from kgate.gateway.groups import records
 from kgate.gateway.groups.consumer_machine import ConsumerGroupMachine, Heartbeat
-from kgate.gateway.groups.effects import ArmTimer, CancelTimer, StoreConsumer, Timer, TimerKey
+from kgate.gateway.groups.coordinator import GroupCoordinator
+from kgate.gateway.groups.effects import ArmTimer, CancelTimer, ShareMemberGone, StoreConsumer, Timer, TimerKey
 from kgate.gateway.groups.group import Group
 from kgate.gateway.groups.machine import GroupMachine, JoinRequest
 from kgate.gateway.groups.share_assignor import assign
 from kgate.gateway.groups.share_group import ShareGroup
 from kgate.gateway.groups.share_machine import ShareGroupMachine, ShareHeartbeat
 from kgate.protocol.error_codes import ErrorCode
-from tests.unit.fake_clock import FakeClock
+from tests.unit.fake_clock import FakeClock, settle
+from tests.unit.memory_partition_writer import MemoryPartitionWriter
+from tests.unit.stand_in_cluster import StandInCluster
+from tests.unit.test_group_shard import PARTITIONS, assert_replays_to_the_same_state, coordinator, settings
 from tests.unit.test_group_shard import TOPICS as GROUP_TOPICS
-from tests.unit.test_group_shard import assert_replays_to_the_same_state, coordinator
 
 T = uuid.UUID(int=1)
 U = uuid.UUID(int=2)
@@ -36,6 +39,7 @@ class Driver:
         self.now = 0
         self.timers: dict[TimerKey, int] = {}
         self.stored: list[tuple[bytes, bytes | None]] = []
+        self.gone: list[tuple[str, str]] = []
 
     def carry_out(self, effects):
         for effect in effects:
@@ -45,6 +49,8 @@ class Driver:
                 self.timers.pop(effect.key, None)
             elif isinstance(effect, StoreConsumer):
                 self.stored += effect.records
+            elif isinstance(effect, ShareMemberGone):
+                self.gone.append((effect.group_id, effect.member_id))
 
     def beat(self, member_id, epoch=0, topics=("t",), group="g", cluster=TOPICS):
         subscribed = list(topics) if topics is not None else None
@@ -127,6 +133,7 @@ def test_a_member_leaving_moves_the_epoch_and_its_partitions_to_the_others():
     assert TimerKey("g", Timer.SHARE_SESSION, "m2") not in driver.timers
     stay = driver.beat("m1", epoch=1, topics=None)
     assert stay.member_epoch == 3 and partitions(stay) == {U: [0, 1, 2]}
+    assert driver.gone == [("g", "m2")], "its share sessions end and its records go back"
 
 
 def test_a_member_whose_session_expires_is_removed():
@@ -136,7 +143,7 @@ def test_a_member_whose_session_expires_is_removed():
     driver.advance(SESSION_MS - 1)
     driver.beat("m1", epoch=1, topics=None)
     driver.advance(1)
-    assert set(driver.share().members) == {"m1"}
+    assert set(driver.share().members) == {"m1"} and driver.gone == [("g", "m2")]
     assert driver.beat("m2", epoch=2, topics=None).error == ErrorCode.UNKNOWN_MEMBER_ID
     driver.advance(SESSION_MS)
     assert driver.share().members == {} and driver.share().state == "Empty"
@@ -213,4 +220,26 @@ async def test_share_groups_on_the_group_coordinator_replay_and_expire_on_its_cl
     assert await groups.delete_group("sg") == ErrorCode.NONE
     await assert_replays_to_the_same_state(groups)
     assert [group.group_id for group in groups.list_groups()] == []
+    await groups.close()
+
+
+async def test_the_broker_hears_of_a_share_member_gone_once_its_removal_is_stored():
+    clock, writer, told = FakeClock(), MemoryPartitionWriter(range(PARTITIONS)), []
+
+    async def gone(group_id, member_id):
+        told.append((group_id, member_id, writer.records(groups.partition_of(group_id))))
+
+    groups = GroupCoordinator(settings(**{"group.share.session.timeout.ms": 45_000}), StandInCluster(PARTITIONS),
+                              writer, clock, lambda: GROUP_TOPICS, lambda name: False, share_member_gone=gone)
+    await groups.start()
+    for index in range(PARTITIONS):
+        await groups.gain(index)
+    for member in ("m1", "m2"):
+        await groups.share_heartbeat(ShareHeartbeat("sg", member, 0, "c", "/h", None, ["t"]))
+    await groups.share_heartbeat(ShareHeartbeat("sg", "m1", -1, "c", "/h", None, None))
+    await settle()
+    stored = writer.records(groups.partition_of("sg"))
+    assert told == [("sg", "m1", stored)]
+    await clock.advance(45_000)
+    assert [t[:2] for t in told] == [("sg", "m1"), ("sg", "m2")]
     await groups.close()
