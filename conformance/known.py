@@ -46,7 +46,9 @@ KNOWN: list[Known] = [
     Known("api_versions", "*", "*_features.name=metadata.version", DELIBERATE, _KRAFT_FEATURE),
     Known("api_versions", "*", "*_features.name=kraft.version", DELIBERATE, _KRAFT_FEATURE),
     Known("api_versions", "*", "*_features.name=eligible.leader.replicas.version", DELIBERATE, _KRAFT_FEATURE),
-    Known("api_versions", "*", "*_features.name=share.version", DELIBERATE, "share groups (KIP-932) are not built"),
+    Known("api_versions", "*", "*_features.name=share.version", DELIBERATE,
+          "kgate implements share.version 1 (KIP-932's share groups, ShareFetch and ShareAcknowledge v1); later "
+          "levels, such as KIP-1222's renew acknowledgements, are not built"),
     Known("api_versions", "*", "*_features.name=streams.version", DELIBERATE,
           "streams groups (KIP-1071) are not built"),
     Known("api_versions", "*", "*_features.name=transaction.version*", DELIBERATE,
