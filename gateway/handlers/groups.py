@@ -222,6 +222,8 @@ async def delete_groups(ctx: Context, request):
         try:
             ctx.require(Operation.DELETE, ResourceType.GROUP, group_id)
             error = await ctx.broker.groups.delete_group(group_id)
+            if error == ErrorCode.NONE:
+                await ctx.broker.shares.delete_group(group_id)  # a share group's delivery state, if it was one
         except KafkaError as exc:
             error = exc.code
         results.append(DeleteGroupsResponse.DeletableGroupResult(group_id=group_id, error_code=error))

@@ -90,5 +90,10 @@ class ShareCoordinator:
         for index in list(self.runtime.shards):
             await self.runtime.write(index, lambda shard, now: shard.release_member(group_id, member))
 
+    async def delete_group(self, group_id: str) -> None:
+        """DeleteGroups removed the group: its share-partitions' state goes too (tombstones)."""
+        for index in list(self.runtime.shards):
+            await self.runtime.write(index, lambda shard, now: shard.delete_group(group_id))
+
     def lock_ms(self, group_id: str) -> int:
         return self.config_of(group_id).lock_ms

@@ -266,12 +266,6 @@ class SharePartitionState:
         self.end_offset = max(self.end_offset, offset)
         self._advance_start()
 
-    def move_to(self, offset: int) -> None:
-        """AlterShareGroupOffsets (or a reset): start over at ``offset``, nothing in flight."""
-        self.records.clear()
-        self.start_offset = self.end_offset = offset
-        self.state_epoch += 1
-
     # -- what is stored --------------------------------------------------------------------------
 
     def state_batches(self) -> list[StateBatch]:

@@ -110,12 +110,6 @@ class ShareStateShard(Shard[ShareRecord]):
                     if key.group_id == group_id and state.release_member(config, member)]
         return self._stored_all(None, released)
 
-    def move_start(self, share_key: SharePartitionKey, offset: int) -> Result[None, ShareRecord]:
-        """AlterShareGroupOffsets: the share-partition starts over at ``offset``."""
-        state = self.partitions.setdefault(share_key, SharePartitionState())
-        state.move_to(offset)
-        return self._stored(None, share_key)
-
     def delete_group(self, group_id: str) -> Result[None, ShareRecord]:
         """The group was deleted: its share-partitions' tombstones, their timers cancelled."""
         doomed = [key for key in self.partitions if key.group_id == group_id]

@@ -203,11 +203,3 @@ def test_the_stored_state_rebuilds_the_partition_with_acquired_records_offered_a
     assert restored.next_deadline() is None
     assert restored.acquire(CONFIG, NOW, "b", [Span(0, 9)], 100) == [
         Acquired(0, 0, 2), Acquired(3, 5, 2), Acquired(6, 9, 1)]
-
-
-def test_moving_the_start_offset_forgets_what_was_in_flight():
-    state = started()
-    state.acquire(CONFIG, NOW, "a", [Span(0, 5)], 10)
-    epoch = state.state_epoch
-    state.move_to(8)
-    assert (state.start_offset, state.fetch_offset(), state.records, state.state_epoch) == (8, 8, {}, epoch + 1)

@@ -159,11 +159,3 @@ async def test_a_bad_acknowledgement_stores_nothing():
     assert unknown.value.code == ErrorCode.INVALID_RECORD_STATE
     assert shares.writer.records() == appended
     await shares.close()
-
-
-async def test_moving_the_start_offset_is_stored():
-    shares = await runtime()
-    await fetch(shares, P0, "a", [Span(0, 3)])
-    await shares.write(0, lambda shard, now: shard.move_start(P0, 7))
-    assert (await reloaded(shares)).partitions[P0].start_offset == 7
-    await shares.close()
