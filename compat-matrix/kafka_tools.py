@@ -234,9 +234,9 @@ _NO_SCRAM_API = ("kgate keeps SCRAM users with `kgate users` and does not serve 
 _KRAFT_MIN_ISR = ("Kafka 4's storage format sets a cluster-wide dynamic min.insync.replicas=1 (KIP-966); "
                   "kgate has no replicas")
 KNOWN: dict[str, tuple[str, str]] = {
-    "features describe": (DELIBERATE, "kgate has group.version 1 and transaction.version 0 (KIP-890's second part "
-                                      "is not built); KRaft's features and share and streams groups are not "
-                                      "kgate's (conformance/REPORT.md)"),
+    "features describe": (DELIBERATE, "kgate has group.version 1, share.version 1 and transaction.version 0 "
+                                      "(KIP-890's second part is not built); KRaft's features and streams groups "
+                                      "are not kgate's (conformance/REPORT.md)"),
     "topics describe": (INTERNAL, _KRAFT_MIN_ISR + "; Kafka's Elr/LastKnownElr columns are empty, kgate's say N/A "
                                   "(eligible leader replicas are a KRaft replication feature)"),
     "topics describe after alter": (INTERNAL, "as topics describe"),

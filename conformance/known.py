@@ -46,7 +46,10 @@ KNOWN: list[Known] = [
     Known("api_versions", "*", "*_features.name=metadata.version", DELIBERATE, _KRAFT_FEATURE),
     Known("api_versions", "*", "*_features.name=kraft.version", DELIBERATE, _KRAFT_FEATURE),
     Known("api_versions", "*", "*_features.name=eligible.leader.replicas.version", DELIBERATE, _KRAFT_FEATURE),
-    Known("api_versions", "*", "*_features.name=share.version", DELIBERATE, "share groups (KIP-932) are not built"),
+    Known("api_versions", "*", "*_features.name=share.version*", DELIBERATE,
+          "kgate implements share.version 1 (KIP-932's share groups, ShareFetch and ShareAcknowledge v1); Kafka "
+          "4.4 finalizes 2, whose KIP-1222 renew acknowledgements (ShareFetch and ShareAcknowledge v2) are not "
+          "built"),
     Known("api_versions", "*", "*_features.name=streams.version", DELIBERATE,
           "streams groups (KIP-1071) are not built"),
     Known("api_versions", "*", "*_features.name=transaction.version*", DELIBERATE,

@@ -58,6 +58,8 @@ from .request_budget import RequestBytesBudget
 from .response_budget import ResponseBytesBudget
 from .sasl import CredentialStore
 from .sasl.login_limiter import LoginLimiter
+from .shares.coordinator import SHARE_STATE_TOPIC, ShareCoordinator
+from .shares.sessions import ShareSessionCache
 from .transactions import TRANSACTION_STATE_TOPIC, TransactionCoordinator
 from .transactions.marker_writer import BrokerMarkerWriter
 from .zones import zone_broker
@@ -101,12 +103,16 @@ class Broker:
         self.clock = WallClock()
         self.group_configs = GroupConfigs(settings, DynamicConfigStore(metadata, GROUP_KIND))
         self.groups = GroupCoordinator(settings, self, LedgerPartitionWriter(OFFSETS_TOPIC, self.partitions),
-                                       self.clock, self._topic_sizes, self.is_internal, self.group_configs.configured)
+                                       self.clock, self._topic_sizes, self.is_internal, self.group_configs.configured,
+                                       self._share_member_gone)
         self.markers = BrokerMarkerWriter(self.node_id, self.partitions, lambda: self.cluster.topics, self.leader,
                                           lambda: self.peers, self.clock, self.groups.transaction_ended)
         self.transactions = TransactionCoordinator(
             settings, self, LedgerPartitionWriter(TRANSACTION_STATE_TOPIC, self.partitions), self.clock,
             self.markers, self.next_producer_id)
+        self.shares = ShareCoordinator(settings, self, LedgerPartitionWriter(SHARE_STATE_TOPIC, self.partitions),
+                                       self.clock, self.group_configs.share_config)
+        self.share_sessions = ShareSessionCache(settings["group.share.max.share.sessions"])
         self.log_cleaner = LogCleaner(self)
         self.fetch_sessions = FetchSessionCache(settings["max.incremental.fetch.session.cache.slots"])
         self.credentials = CredentialStore(metadata)
@@ -203,6 +209,7 @@ class Broker:
         await self.events.close()
         await self.groups.close()
         await self.transactions.close()
+        await self.shares.close()
         await self.followers.close()
         self.peers.close()
         serving = list(self.partitions)
@@ -540,9 +547,14 @@ class Broker:
             brokers = {node_id: info for node_id, info in brokers.items() if self.peers.reachable(node_id)}
         return zone_broker(brokers, zone, topic, index)
 
+    async def _share_member_gone(self, group_id: str, member_id: str) -> None:
+        """A share group member left or expired: its share sessions end and its records go back."""
+        self.share_sessions.drop_member(group_id, member_id)
+        await self.shares.release_member(group_id, member_id)
+
     @staticmethod
     def is_internal(name: str) -> bool:
-        return name in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)
+        return name in (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, SHARE_STATE_TOPIC)
 
     def topic_by_id(self, topic_id: uuid.UUID) -> Topic | None:
         for topic in self.cluster.topics.values():

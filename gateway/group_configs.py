@@ -7,7 +7,8 @@ group config is accepted, checked and stored, as topic configs are
 (gateway/topic_configs.py says how the three uses read). The consumer group coordinator
 reads a group's ``consumer.session.timeout.ms`` when it arms a member's session timer and
 its ``consumer.heartbeat.interval.ms`` when it answers a heartbeat, so a change applies
-from each member's next heartbeat. A group needs no members, nor even to exist, to
+from each member's next heartbeat; a share group's ``share.*`` configs apply to each ShareFetch and
+lock as it happens (:meth:`GroupConfigs.share_config`). A group needs no members, nor even to exist, to
 have configs, as in Kafka.
 """
 from collections.abc import Callable
@@ -15,9 +16,11 @@ from collections.abc import Callable
 from kgate.metadata.dynamic_configs import DynamicConfigStore
 
 from .config import ConfigError, ConfigType, Settings
+from .shares.partition_state import ShareConfig
 from .topic_configs import TopicConfig, Use, one_of, parse_value
 
-_NO_SHARE = "kgate serves no share groups (KIP-932) for it to apply to"
+_SHARE_ASSIGNMENT = "kgate deals a share group's partitions on the heartbeat that changes it; no interval batches it"
+_NO_RENEW = "kgate serves ShareFetch and ShareAcknowledge v1, before KIP-1222's renew acknowledgements"
 _NO_STREAMS = "kgate serves no streams groups (KIP-1071) for it to apply to"
 _ASSIGNMENT = "kgate assigns on the heartbeat that changes a group; there is no interval to batch changes over"
 
@@ -28,18 +31,21 @@ GROUP_CONFIGS: dict[str, TopicConfig] = {
                                                   setting="group.consumer.heartbeat.interval.ms"),
     "consumer.assignment.interval.ms": TopicConfig(ConfigType.INT, "1000", Use.IGNORED, _ASSIGNMENT),
     "share.auto.offset.reset": TopicConfig(
-        ConfigType.STRING, "latest", Use.IGNORED, _NO_SHARE,
+        ConfigType.STRING, "latest", Use.ACTS,
         valid=("The value must be either 'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS>'.",
                lambda v: v in ("earliest", "latest") or v.startswith("by_duration:P"))),
-    "share.session.timeout.ms": TopicConfig(ConfigType.INT, "45000", Use.IGNORED, _NO_SHARE),
-    "share.heartbeat.interval.ms": TopicConfig(ConfigType.INT, "5000", Use.IGNORED, _NO_SHARE),
-    "share.record.lock.duration.ms": TopicConfig(ConfigType.INT, "30000", Use.IGNORED, _NO_SHARE),
-    "share.delivery.count.limit": TopicConfig(ConfigType.INT, "5", Use.IGNORED, _NO_SHARE),
-    "share.partition.max.record.locks": TopicConfig(ConfigType.INT, "2000", Use.IGNORED, _NO_SHARE),
-    "share.isolation.level": TopicConfig(ConfigType.STRING, "read_uncommitted", Use.IGNORED, _NO_SHARE,
+    "share.session.timeout.ms": TopicConfig(ConfigType.INT, "", Use.ACTS, setting="group.share.session.timeout.ms"),
+    "share.heartbeat.interval.ms": TopicConfig(ConfigType.INT, "", Use.ACTS,
+                                               setting="group.share.heartbeat.interval.ms"),
+    "share.record.lock.duration.ms": TopicConfig(ConfigType.INT, "", Use.ACTS,
+                                                 setting="group.share.record.lock.duration.ms"),
+    "share.delivery.count.limit": TopicConfig(ConfigType.INT, "", Use.ACTS, setting="group.share.delivery.count.limit"),
+    "share.partition.max.record.locks": TopicConfig(ConfigType.INT, "", Use.ACTS,
+                                                    setting="group.share.partition.max.record.locks"),
+    "share.isolation.level": TopicConfig(ConfigType.STRING, "read_uncommitted", Use.ACTS,
                                          valid=one_of("read_committed", "read_uncommitted")),
-    "share.assignment.interval.ms": TopicConfig(ConfigType.INT, "1000", Use.IGNORED, _NO_SHARE),
-    "share.renew.acknowledge.enable": TopicConfig(ConfigType.BOOLEAN, "true", Use.IGNORED, _NO_SHARE),
+    "share.assignment.interval.ms": TopicConfig(ConfigType.INT, "1000", Use.IGNORED, _SHARE_ASSIGNMENT),
+    "share.renew.acknowledge.enable": TopicConfig(ConfigType.BOOLEAN, "true", Use.IGNORED, _NO_RENEW),
     "streams.session.timeout.ms": TopicConfig(ConfigType.INT, "45000", Use.IGNORED, _NO_STREAMS),
     "streams.heartbeat.interval.ms": TopicConfig(ConfigType.INT, "5000", Use.IGNORED, _NO_STREAMS),
     "streams.num.standby.replicas": TopicConfig(ConfigType.INT, "0", Use.IGNORED, _NO_STREAMS),
@@ -56,6 +62,11 @@ _BOUNDS = {
     "consumer.session.timeout.ms": ("group.consumer.min.session.timeout.ms", "group.consumer.max.session.timeout.ms"),
     "consumer.heartbeat.interval.ms": ("group.consumer.min.heartbeat.interval.ms",
                                        "group.consumer.max.heartbeat.interval.ms"),
+    "share.session.timeout.ms": ("group.share.min.session.timeout.ms", "group.share.max.session.timeout.ms"),
+    "share.heartbeat.interval.ms": ("group.share.min.heartbeat.interval.ms", "group.share.max.heartbeat.interval.ms"),
+    "share.record.lock.duration.ms": ("group.share.min.record.lock.duration.ms",
+                                      "group.share.max.record.lock.duration.ms"),
+    "share.delivery.count.limit": ("group.share.min.delivery.count.limit", "group.share.max.delivery.count.limit"),
 }
 
 
@@ -79,6 +90,14 @@ class GroupConfigs:
 
     def value(self, group_id: str, name: str) -> str:
         return self.by_group.get(group_id, {}).get(name) or self.default(name)
+
+    def share_config(self, group_id: str) -> ShareConfig:
+        """What a share group's partitions follow now (by_duration: resets are read as latest)."""
+        return ShareConfig(lock_ms=int(self.value(group_id, "share.record.lock.duration.ms")),
+                           delivery_limit=int(self.value(group_id, "share.delivery.count.limit")),
+                           max_record_locks=int(self.value(group_id, "share.partition.max.record.locks")),
+                           auto_offset_reset=self.value(group_id, "share.auto.offset.reset"),
+                           isolation_level=self.value(group_id, "share.isolation.level"))
 
     def configured(self, group_id: str, name: str) -> int | None:
         """A number config set for the group itself; None when the broker's default applies."""

@@ -30,6 +30,7 @@ from kgate.storage.ledger import CorruptLedger, LedgerFenced, TailUnreachable
 
 from .groups import OFFSETS_TOPIC
 from .partition import Partition
+from .shares.coordinator import SHARE_STATE_TOPIC
 from .transactions import TRANSACTION_STATE_TOPIC
 
 log = logging.getLogger(__name__)
@@ -71,6 +72,9 @@ class OwningBroker(Protocol):
 
     @property
     def transactions(self) -> ShardedCoordinator: ...
+
+    @property
+    def shares(self) -> ShardedCoordinator: ...
 
     def me(self) -> BrokerInfo: ...
 
@@ -200,6 +204,8 @@ class Ownership:
             await broker.groups.gain(index)
         elif topic.name == TRANSACTION_STATE_TOPIC:
             await broker.transactions.gain(index)
+        elif topic.name == SHARE_STATE_TOPIC:
+            await broker.shares.gain(index)
         log.debug("now serving %s-%d (leader epoch %d)", topic.name, index, partition.leader_epoch)
         return True
 
@@ -223,6 +229,8 @@ class Ownership:
             broker.groups.lose(index)
         elif name == TRANSACTION_STATE_TOPIC:
             broker.transactions.lose(index)
+        elif name == SHARE_STATE_TOPIC:
+            broker.shares.lose(index)
         clean = True
         if seal:
             try:

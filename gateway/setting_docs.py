@@ -134,6 +134,26 @@ SETTING_DOCS: dict[str, SettingDoc] = {
     "group.consumer.assignors": _kafka("Server-side assignors of KIP-848 groups, the first the default: "
                                        "`uniform`, `range` (or Kafka's assignor class names)."),
     "group.consumer.max.size": _kafka("Members a KIP-848 consumer group may have."),
+    "group.share.session.timeout.ms": _kafka("How long a share group member may go without a heartbeat."),
+    "group.share.heartbeat.interval.ms": _kafka("The heartbeat interval share group members are told."),
+    "group.share.max.size": _kafka("Members a share group may have."),
+    "group.share.record.lock.duration.ms": _kafka("How long a share group member holds a record it was handed."),
+    "group.share.delivery.count.limit": _kafka("Deliveries of a record before it is archived undelivered."),
+    "group.share.partition.max.record.locks": _kafka("Records of a share-partition in flight at most."),
+    "group.share.max.share.sessions": _kafka("Share sessions a broker keeps at most."),
+    "group.share.min.session.timeout.ms": _kafka("The least share.session.timeout.ms a group config may set."),
+    "group.share.max.session.timeout.ms": _kafka("The most share.session.timeout.ms a group config may set."),
+    "group.share.min.heartbeat.interval.ms": _kafka("The least share.heartbeat.interval.ms a group config may set."),
+    "group.share.max.heartbeat.interval.ms": _kafka("The most share.heartbeat.interval.ms a group config may set."),
+    "group.share.min.record.lock.duration.ms": _kafka("The least share.record.lock.duration.ms a group config "
+                                                      "may set."),
+    "group.share.max.record.lock.duration.ms": _kafka("The most share.record.lock.duration.ms a group config "
+                                                      "may set."),
+    "group.share.min.delivery.count.limit": _kafka("The least share.delivery.count.limit a group config may set."),
+    "group.share.max.delivery.count.limit": _kafka("The most share.delivery.count.limit a group config may set."),
+    "share.coordinator.state.topic.num.partitions": _kafka("Partitions of `__share_group_state`; a share-partition's "
+                                                           "state lives on partition abs(hash(group:topic id:"
+                                                           "partition)) % this."),
     "transaction.state.log.num.partitions": _kafka("Partitions of `__transaction_state`; a transactional id's "
                                                    "coordinator owns partition abs(hash(id)) % this."),
     "transaction.max.timeout.ms": _kafka("The longest transaction.timeout.ms a producer may ask for; above it "

@@ -43,6 +43,12 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DeleteAcls: (0, 3),
     ApiKey.ConsumerGroupHeartbeat: (0, 1),
     ApiKey.ConsumerGroupDescribe: (0, 0),
+    # Share groups (KIP-932) at their stable versions (v0 was early access); ShareFetch and
+    # ShareAcknowledge v2 (KIP-1222's renew acknowledgements) are not built.
+    ApiKey.ShareGroupHeartbeat: (1, 1),
+    ApiKey.ShareGroupDescribe: (1, 1),
+    ApiKey.ShareFetch: (1, 1),
+    ApiKey.ShareAcknowledge: (1, 1),
     # Transactions (KIP-98) up to the versions before KIP-890's: AddPartitionsToTxn v4+ is
     # broker-to-broker, and the later versions of the others carry its new epoch rules.
     ApiKey.AddPartitionsToTxn: (0, 3),
@@ -58,12 +64,14 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
 # Features (KIP-584) at the levels whose behaviour kgate implements: (lowest supported,
 # highest supported, finalized level). Kafka 4 clients and tools read them from ApiVersions
 # v3+: group.version 1 is KIP-848's consumer groups (ConsumerGroupHeartbeat above);
+# share.version 1 is KIP-932's share groups (ShareGroupHeartbeat, ShareFetch, ... above);
 # transaction.version stays 0 since KIP-890's second part (EndTxn v5, a new epoch per
 # transaction) is not built. A level-0 feature is not finalized, as Kafka leaves it out too.
 # KRaft's own features (metadata.version, kraft.version, eligible.leader.replicas.version)
-# have no meaning here; share and streams groups are not built.
+# have no meaning here; streams groups are not built.
 FEATURES: dict[str, tuple[int, int, int]] = {
     "group.version": (0, 1, 1),
+    "share.version": (0, 1, 1),
     "transaction.version": (0, 0, 0),
 }
 # Kafka's clients keep the finalized features of the highest epoch they have seen; kgate's

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from kafka import errors as _errors
 
 # Kafka's codes newer than kafka-python's table.
-_LATER = {"INVALID_REGULAR_EXPRESSION": 128}
+_LATER = {"INVALID_REGULAR_EXPRESSION": 128, "SHARE_SESSION_LIMIT_REACHED": 133}
 
 if TYPE_CHECKING:
     # The members come from kafka-python's table at import time, where mypy cannot see

@@ -33,6 +33,42 @@ class ConsumerGroupDescribeResponse(ApiMessage, load_json=schemas):  # type: ign
         return json
 
 
+class ShareGroupHeartbeatRequest(ApiMessage, load_json=schemas):  # type: ignore[call-arg]
+    pass
+
+
+class ShareGroupHeartbeatResponse(ApiMessage, load_json=schemas):  # type: ignore[call-arg]
+    pass
+
+
+class ShareGroupDescribeRequest(ApiMessage, load_json=schemas):  # type: ignore[call-arg]
+    pass
+
+
+class ShareGroupDescribeResponse(ApiMessage, load_json=schemas):  # type: ignore[call-arg]
+    @classmethod
+    def json_patch(cls, json):
+        # AuthorizedOperations as a set of operation numbers, kafka-python's way for this field.
+        next(f for f in json["fields"][1]["fields"] if f["name"] == "AuthorizedOperations")["type"] = "bitfield"
+        return json
+
+
+class ShareFetchRequest(ApiMessage, load_json=schemas):  # type: ignore[call-arg]
+    pass
+
+
+class ShareFetchResponse(ApiMessage, load_json=schemas):  # type: ignore[call-arg]
+    pass
+
+
+class ShareAcknowledgeRequest(ApiMessage, load_json=schemas):  # type: ignore[call-arg]
+    pass
+
+
+class ShareAcknowledgeResponse(ApiMessage, load_json=schemas):  # type: ignore[call-arg]
+    pass
+
+
 # kgate's own broker-to-broker APIs, in a private key range no Kafka API uses
 # (gateway/peer_links.py): never advertised by ApiVersions, accepted from any peer.
 class KgateReadEndRequest(ApiMessage, load_json=schemas):  # type: ignore[call-arg]
@@ -61,7 +97,9 @@ class KgateForwardResponse(ApiMessage, load_json=schemas):  # type: ignore[call-
 
 _MODULES = (admin, consumer, metadata, producer, sasl)
 _OWN = (ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, ConsumerGroupDescribeRequest,
-        ConsumerGroupDescribeResponse, KgateReadEndRequest, KgateReadEndResponse,
+        ConsumerGroupDescribeResponse, ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse,
+        ShareGroupDescribeRequest, ShareGroupDescribeResponse, ShareFetchRequest, ShareFetchResponse,
+        ShareAcknowledgeRequest, ShareAcknowledgeResponse, KgateReadEndRequest, KgateReadEndResponse,
         KgateProduceReferenceRequest, KgateProduceReferenceResponse, KgateForwardRequest, KgateForwardResponse)
 
 

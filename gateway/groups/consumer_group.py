@@ -21,9 +21,8 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from . import records
+from .modern_group import ModernGroup, Partitions, partitions_of, topic_partition_list
 from .subscription_regex import compile_regex
-
-Partitions = dict[uuid.UUID, set[int]]
 
 
 class MemberState(enum.IntEnum):
@@ -61,8 +60,8 @@ class ConsumerMember:
         value = records.ConsumerGroupCurrentMemberAssignmentValue
         return records.consumer_key("current", group_id, self.member_id), records.consumer_value(
             "current", member_epoch=self.epoch, previous_member_epoch=self.previous_epoch, state=int(self.state),
-            assigned_partitions=_topic_partitions(value.TopicPartitions, self.assigned),
-            partitions_pending_revocation=_topic_partitions(value.TopicPartitions, self.pending_revocation))
+            assigned_partitions=topic_partition_list(value.TopicPartitions, self.assigned),
+            partitions_pending_revocation=topic_partition_list(value.TopicPartitions, self.pending_revocation))
 
     def load_metadata(self, value) -> None:
         self.instance_id, self.rack_id = value.instance_id, value.rack_id
@@ -82,12 +81,13 @@ class ConsumerMember:
     def load_assignment(self, value) -> None:
         self.epoch, self.previous_epoch = value.member_epoch, value.previous_member_epoch
         self.state = MemberState(value.state) if value.state in MemberState._value2member_map_ else MemberState.STABLE
-        self.assigned = _partitions(value.assigned_partitions)
-        self.pending_revocation = _partitions(value.partitions_pending_revocation)
+        self.assigned = partitions_of(value.assigned_partitions)
+        self.pending_revocation = partitions_of(value.partitions_pending_revocation)
 
 
 @dataclass(eq=False)
-class ConsumerGroup:
+class ConsumerGroup(ModernGroup):
+    FAMILY = "consumer"
     group_id: str
     epoch: int = 0
     assignment_epoch: int = 0
@@ -131,59 +131,12 @@ class ConsumerGroup:
 
     # -- record form ------------------------------------------------------------------------
 
-    def epoch_record(self) -> tuple[bytes, bytes]:
-        return records.consumer_key("group_epoch", self.group_id), records.consumer_value("group_epoch",
-                                                                                          epoch=self.epoch)
-
-    def assignment_epoch_record(self) -> tuple[bytes, bytes]:
-        return (records.consumer_key("assignment_epoch", self.group_id),
-                records.consumer_value("assignment_epoch", assignment_epoch=self.assignment_epoch))
-
-    def target_record(self, member_id: str) -> tuple[bytes, bytes]:
-        value = records.ConsumerGroupTargetAssignmentMemberValue
-        return records.consumer_key("target", self.group_id, member_id), records.consumer_value(
-            "target", topic_partitions=_topic_partitions(value.TopicPartition, self.target.get(member_id, {})))
-
-    def member_tombstones(self, member_id: str) -> list[tuple[bytes, None]]:
-        return [(records.consumer_key(kind, self.group_id, member_id), None)
-                for kind in ("current", "target", "member")]
-
-    def tombstones(self) -> list[tuple[bytes, None]]:
-        """Everything the group wrote, gone (its members' records included)."""
-        out = [t for member_id in self.members for t in self.member_tombstones(member_id)]
-        return out + [(records.consumer_key("assignment_epoch", self.group_id), None),
-                      (records.consumer_key("group_epoch", self.group_id), None)]
-
-    def snapshot(self) -> list[tuple[bytes, bytes]]:
-        """The live records that rebuild the group (compaction re-appends them)."""
-        out = [self.epoch_record()]
-        for member in self.members.values():
-            out += [member.metadata_record(self.group_id), self.target_record(member.member_id),
-                    member.assignment_record(self.group_id)]
-        return out + [self.assignment_epoch_record()]
-
-    def load(self, kind: str, member_id: str | None, value) -> None:
-        """Apply one replayed record (the last of its key)."""
-        if kind == "group_epoch":
-            self.epoch = value.epoch
-        elif kind == "assignment_epoch":
-            self.assignment_epoch = value.assignment_epoch
-        elif member_id is None:
-            return
-        elif value is None:
-            if kind == "member":
-                self.members.pop(member_id, None)
-            elif kind == "target":
-                self.target.pop(member_id, None)
+    def load_member(self, kind: str, member_id: str, value) -> None:
+        member = self.members.setdefault(member_id, ConsumerMember(member_id))
+        if kind == "member":
+            member.load_metadata(value)
         else:
-            if kind == "target":
-                self.target[member_id] = _partitions(value.topic_partitions)
-                return
-            member = self.members.setdefault(member_id, ConsumerMember(member_id))
-            if kind == "member":
-                member.load_metadata(value)
-            else:
-                member.load_assignment(value)
+            member.load_assignment(value)
 
 
 @functools.lru_cache(maxsize=256)
@@ -191,11 +144,3 @@ def resolve(regex: str, names: frozenset[str]) -> frozenset[str]:
     """The names ``regex`` matches in full."""
     pattern = compile_regex(regex)
     return frozenset(name for name in names if pattern.fullmatch(name))
-
-
-def _topic_partitions(cls, partitions: Partitions) -> list:
-    return [cls(topic_id=topic_id, partitions=sorted(parts)) for topic_id, parts in sorted(partitions.items()) if parts]
-
-
-def _partitions(topic_partitions) -> Partitions:
-    return {tp.topic_id: set(tp.partitions) for tp in topic_partitions if tp.partitions}

@@ -7,7 +7,7 @@ runs the shard's rule there and answers when the runtime says the records are
 durable; a JoinGroup or SyncGroup that parks is answered when a later step releases it.
 """
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING
 
 from kgate.metadata.cluster import BrokerInfo
@@ -24,6 +24,7 @@ from .machine import JoinRequest
 from .placement import partition_for
 from .records import CommittedOffset
 from .shard import GroupConfig, GroupShard, Settling, Topics
+from .share_machine import ShareHeartbeat, ShareHeartbeatReply
 
 if TYPE_CHECKING:
     from ..config import Settings
@@ -38,12 +39,14 @@ MAX_GROUP_ID_BYTES = 32767
 class GroupCoordinator:
     def __init__(self, settings: "Settings", cluster: InternalTopics, writer: PartitionWriter, clock: Clock,
                  topics: Callable[[], Topics], internal: Callable[[str], bool],
-                 configured: Callable[[str, str], int | None] = lambda _group, _name: None):
+                 configured: Callable[[str, str], int | None] = lambda _group, _name: None,
+                 share_member_gone: Callable[[str, str], Awaitable[None]] | None = None):
         """``configured(group, name)``: a number the group's own configs set (gateway/group_configs.py), or None."""
         self.cluster = cluster
         self.num_partitions = settings["offsets.topic.num.partitions"]
         self.max_metadata_bytes = settings["offset.metadata.max.bytes"]
         self.consumer_heartbeat_ms = settings["group.consumer.heartbeat.interval.ms"]
+        self.share_heartbeat_default_ms = settings["group.share.heartbeat.interval.ms"]
         self._configured = configured
         config = GroupConfig(
             min_session_ms=settings["group.min.session.timeout.ms"],
@@ -54,6 +57,10 @@ class GroupCoordinator:
             consumer_session_of=lambda group_id: configured(group_id, "consumer.session.timeout.ms"),
             consumer_assignors=consumer_assignors(settings["group.consumer.assignors"]),
             consumer_max_size=settings["group.consumer.max.size"],
+            share_session_ms=settings["group.share.session.timeout.ms"],
+            share_max_size=settings["group.share.max.size"],
+            share_session_of=lambda group_id: configured(group_id, "share.session.timeout.ms"),
+            share_member_gone=share_member_gone,
             retention_ms=settings["offsets.retention.minutes"] * 60_000,
             retention_check_ms=settings["offsets.retention.check.interval.ms"])
         self.runtime: CoordinatorRuntime[GroupShard] = CoordinatorRuntime(
@@ -83,6 +90,10 @@ class GroupCoordinator:
     def heartbeat_ms(self, group_id: str) -> int:
         """The heartbeat interval a consumer group's members are told: the group's own, or the broker's."""
         return self._configured(group_id, "consumer.heartbeat.interval.ms") or self.consumer_heartbeat_ms
+
+    def share_heartbeat_ms(self, group_id: str) -> int:
+        """The heartbeat interval a share group's members are told: the group's own, or the broker's."""
+        return self._configured(group_id, "share.heartbeat.interval.ms") or self.share_heartbeat_default_ms
 
     def partition_of(self, group_id: str) -> int:
         return partition_for(group_id, self.num_partitions)
@@ -128,6 +139,12 @@ class GroupCoordinator:
         index = self.check_group_id(request.group_id, allow_empty=False)
         return await self._settle(index, lambda shard, now: shard.settle(
             shard.consumers.heartbeat(now, request, shard.topics())))
+
+    async def share_heartbeat(self, request: ShareHeartbeat) -> ShareHeartbeatReply:
+        """ShareGroupHeartbeat (KIP-932): answered once the records it changed are durable."""
+        index = self.check_group_id(request.group_id, allow_empty=True)  # an empty id is INVALID_REQUEST there
+        return await self._settle(index, lambda shard, now: shard.settle(
+            shard.shares.heartbeat(now, request, shard.topics())))
 
     def heartbeat(self, group_id: str, generation: int, member_id: str, group_instance_id: str | None) -> ErrorCode:
         index = self.check_group_id(group_id, allow_empty=False)

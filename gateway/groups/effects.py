@@ -46,6 +46,8 @@ class Timer(enum.Enum):
     # the partitions it must revoke.
     MEMBER_SESSION = "member-session"
     REVOCATION = "revocation"
+    # Share groups (KIP-932): a member's heartbeat deadline.
+    SHARE_SESSION = "share-session"
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,13 +116,21 @@ class StoreConsumer:
 
 
 @dataclass(frozen=True, slots=True)
+class ShareMemberGone:
+    """A share group member left or its session expired: what it holds of the group's records
+    goes back to the others, and its share sessions end, once its removal is stored."""
+    group_id: str
+    member_id: str
+
+
+@dataclass(frozen=True, slots=True)
 class Log:
     level: int
     message: str
     args: tuple[object, ...] = ()
 
 
-Effect = Park | AnswerJoin | AnswerSync | ArmTimer | CancelTimer | StoreGroup | StoreConsumer | Log
+Effect = Park | AnswerJoin | AnswerSync | ArmTimer | CancelTimer | StoreGroup | StoreConsumer | ShareMemberGone | Log
 
 
 @dataclass(slots=True)

@@ -23,6 +23,7 @@ from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
 
 from .consumer_group import ConsumerGroup
 from .records import CommittedOffset, GroupMetadataValue, MemberMetadata
+from .share_group import ShareGroup
 
 
 class GroupState(enum.Enum):
@@ -92,6 +93,8 @@ class Group:
     # Set when the group id is a KIP-848 consumer group: its state lives there, and the
     # classic fields stay empty (the offsets are shared by both kinds).
     consumer: ConsumerGroup | None = None
+    # Set when the group id is a share group (KIP-932); the classic fields stay empty.
+    share: ShareGroup | None = None
     # Whether the log holds a live record of the group itself, not only its offsets: such a
     # group outlives its last offset, as in Kafka, until DeleteGroups or the offsets cleanup
     # tombstones it; dropped earlier, it would come back when the partition is replayed.
@@ -109,7 +112,8 @@ class Group:
     @property
     def has_members(self) -> bool:
         """Whether anyone is in the group, by either protocol."""
-        return bool(self.members) or (self.consumer is not None and bool(self.consumer.members))
+        return (bool(self.members) or (self.consumer is not None and bool(self.consumer.members))
+                or (self.share is not None and bool(self.share.members)))
 
     # -- membership ---------------------------------------------------------------------
 

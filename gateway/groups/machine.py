@@ -91,6 +91,8 @@ class GroupMachine:
             group = self.groups[request.group_id] = Group(request.group_id, state_timestamp=now)
         if group.is_(GroupState.DEAD):
             return JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, request.member_id)
+        if group.share is not None:
+            return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, request.member_id)
         if group.consumer is not None:
             if group.consumer.members:
                 return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, request.member_id)
@@ -434,7 +436,7 @@ class GroupMachine:
     def forget_if_dead(self, group: Group) -> None:
         """A group with nothing left to keep (members, offsets, pending ids, its own record) is dropped."""
         if (not group.members and not group.offsets and not group.pending_members and group.consumer is None
-                and not group.stored):
+                and group.share is None and not group.stored):
             group.state = GroupState.DEAD
             self.groups.pop(group.group_id, None)
 

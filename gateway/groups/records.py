@@ -3,7 +3,10 @@
 A key's int16 version says what it is: 0 or 1 a committed offset (group, topic,
 partition), 2 a classic group's membership; 3 to 8 a consumer group of KIP-848's
 protocol: 3 its group epoch, 5 a member's subscription, 6 the target assignment's
-epoch, 7 a member's target assignment, 8 a member's current assignment and epochs.
+epoch, 7 a member's target assignment, 8 a member's current assignment and epochs;
+10 to 14 a share group (KIP-932) in the same roles: 10 a member's subscription, 11 the
+group epoch, 12 the target assignment's epoch, 13 a member's target, 14 its current
+assignment.
 A null value is a tombstone: the key is gone.
 Records are written as magic-2 batches like any produce, so the partition is an
 ordinary managed ledger that replays with the ordinary read path.
@@ -87,6 +90,56 @@ class ConsumerGroupCurrentMemberAssignmentValue(  # type: ignore[call-arg]  # ka
     pass
 
 
+class ShareGroupMetadataKey(  # type: ignore[call-arg]  # kafka-python's untyped class keyword
+        ApiData, load_json=schemas):
+    pass
+
+
+class ShareGroupMetadataValue(  # type: ignore[call-arg]  # kafka-python's untyped class keyword
+        ApiData, load_json=schemas):
+    pass
+
+
+class ShareGroupMemberMetadataKey(  # type: ignore[call-arg]  # kafka-python's untyped class keyword
+        ApiData, load_json=schemas):
+    pass
+
+
+class ShareGroupMemberMetadataValue(  # type: ignore[call-arg]  # kafka-python's untyped class keyword
+        ApiData, load_json=schemas):
+    pass
+
+
+class ShareGroupTargetAssignmentMetadataKey(  # type: ignore[call-arg]  # kafka-python's untyped class keyword
+        ApiData, load_json=schemas):
+    pass
+
+
+class ShareGroupTargetAssignmentMetadataValue(  # type: ignore[call-arg]  # kafka-python's untyped class keyword
+        ApiData, load_json=schemas):
+    pass
+
+
+class ShareGroupTargetAssignmentMemberKey(  # type: ignore[call-arg]  # kafka-python's untyped class keyword
+        ApiData, load_json=schemas):
+    pass
+
+
+class ShareGroupTargetAssignmentMemberValue(  # type: ignore[call-arg]  # kafka-python's untyped class keyword
+        ApiData, load_json=schemas):
+    pass
+
+
+class ShareGroupCurrentMemberAssignmentKey(  # type: ignore[call-arg]  # kafka-python's untyped class keyword
+        ApiData, load_json=schemas):
+    pass
+
+
+class ShareGroupCurrentMemberAssignmentValue(  # type: ignore[call-arg]  # kafka-python's untyped class keyword
+        ApiData, load_json=schemas):
+    pass
+
+
 MemberMetadata = GroupMetadataValue.MemberMetadata
 # Consumer group records by key version: (kind, key class, value class).
 CONSUMER_RECORDS: dict[int, tuple[str, type[ApiData], type[ApiData]]] = {
@@ -97,6 +150,16 @@ CONSUMER_RECORDS: dict[int, tuple[str, type[ApiData], type[ApiData]]] = {
     8: ("current", ConsumerGroupCurrentMemberAssignmentKey, ConsumerGroupCurrentMemberAssignmentValue),
 }
 _CONSUMER_VERSIONS = {kind: version for version, (kind, _, _) in CONSUMER_RECORDS.items()}
+# Share group records (KIP-932) by key version, in the same shape.
+SHARE_RECORDS: dict[int, tuple[str, type[ApiData], type[ApiData]]] = {
+    10: ("member", ShareGroupMemberMetadataKey, ShareGroupMemberMetadataValue),
+    11: ("group_epoch", ShareGroupMetadataKey, ShareGroupMetadataValue),
+    12: ("assignment_epoch", ShareGroupTargetAssignmentMetadataKey, ShareGroupTargetAssignmentMetadataValue),
+    13: ("target", ShareGroupTargetAssignmentMemberKey, ShareGroupTargetAssignmentMemberValue),
+    14: ("current", ShareGroupCurrentMemberAssignmentKey, ShareGroupCurrentMemberAssignmentValue),
+}
+_SHARE_VERSIONS = {kind: version for version, (kind, _, _) in SHARE_RECORDS.items()}
+_FAMILIES = {"consumer": (CONSUMER_RECORDS, _CONSUMER_VERSIONS), "share": (SHARE_RECORDS, _SHARE_VERSIONS)}
 _VERSION = struct.Struct(">h")
 OFFSET_KEY_VERSION = 1
 GROUP_KEY_VERSION = 2
@@ -137,21 +200,35 @@ def group_value(value: GroupMetadataValue) -> bytes:
     return value.encode(version=GROUP_VALUE_VERSION)
 
 
+def family_key(family: str, kind: str, group: str, member: str | None = None) -> bytes:
+    """The key of a ``family`` ("consumer" or "share") group record of ``kind``."""
+    known, versions = _FAMILIES[family]
+    version = versions[kind]
+    fields = {"group_id": group} if member is None else {"group_id": group, "member_id": member}
+    return known[version][1](**fields).encode(version=version)
+
+
+def family_value_class(family: str, kind: str) -> type[ApiData]:
+    known, versions = _FAMILIES[family]
+    return known[versions[kind]][2]
+
+
+def family_value(family: str, kind: str, **fields) -> bytes:
+    return family_value_class(family, kind)(**fields).encode(version=0)
+
+
 def consumer_key(kind: str, group: str, member: str | None = None) -> bytes:
     """The key of a consumer group record of ``kind`` (see CONSUMER_RECORDS)."""
-    version = _CONSUMER_VERSIONS[kind]
-    key_class = CONSUMER_RECORDS[version][1]
-    fields = {"group_id": group} if member is None else {"group_id": group, "member_id": member}
-    return key_class(**fields).encode(version=version)
+    return family_key("consumer", kind, group, member)
 
 
 def consumer_value(kind: str, **fields) -> bytes:
-    return CONSUMER_RECORDS[_CONSUMER_VERSIONS[kind]][2](**fields).encode(version=0)
+    return family_value("consumer", kind, **fields)
 
 
 def decode(key: bytes, value: bytes | None):
-    """``(("offset", group, topic, partition) | ("group", group) | ("consumer", kind, group, member or
-    None), decoded value or None)``."""
+    """``(("offset", group, topic, partition) | ("group", group) | ("consumer" or "share", kind, group,
+    member or None), decoded value or None)``."""
     try:
         version = _VERSION.unpack_from(key)[0]
         if version in (0, 1):
@@ -165,11 +242,12 @@ def decode(key: bytes, value: bytes | None):
         if version == GROUP_KEY_VERSION:
             k = GroupMetadataKey.decode(key[2:], version=version, header=False)
             return ("group", k.group), None if value is None else GroupMetadataValue.decode(value)
-        if version in CONSUMER_RECORDS:
-            kind, key_class, value_class = CONSUMER_RECORDS[version]
-            k = key_class.decode(key[2:], version=version, header=False)
-            return (("consumer", kind, k.group_id, getattr(k, "member_id", None)),
-                    None if value is None else value_class.decode(value))
+        for family, (known, _) in _FAMILIES.items():
+            if version in known:
+                kind, key_class, value_class = known[version]
+                k = key_class.decode(key[2:], version=version, header=False)
+                return ((family, kind, k.group_id, getattr(k, "member_id", None)),
+                        None if value is None else value_class.decode(value))
     except (struct.error, ValueError, EOFError, TypeError) as exc:
         raise CorruptRecord(f"undecodable record: {exc}") from None
     raise CorruptRecord(f"unknown key version {version}")

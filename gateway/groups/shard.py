@@ -12,7 +12,7 @@ import asyncio
 import functools
 import logging
 import uuid
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +32,7 @@ from .effects import (
     Effect,
     Log,
     Park,
+    ShareMemberGone,
     Step,
     StoreConsumer,
     StoreGroup,
@@ -42,6 +43,8 @@ from .effects import (
 from .group import Group, GroupState
 from .machine import GroupMachine
 from .records import CommittedOffset
+from .share_group import ShareGroup
+from .share_machine import ShareGroupMachine
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +67,12 @@ class GroupConfig:
     retention_check_ms: int
     # A consumer group's own session timeout (its group config), None where the broker's applies.
     consumer_session_of: Callable[[str], int | None] = lambda _group_id: None
+    # Share groups (KIP-932): the broker's session timeout and size limit, and a group's own timeout.
+    share_session_ms: int = 45_000
+    share_max_size: int = 200
+    share_session_of: Callable[[str], int | None] = lambda _group_id: None
+    # What a share member's leaving means elsewhere (its share sessions and records): the broker's.
+    share_member_gone: Callable[[str, str], Awaitable[None]] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +100,13 @@ class Settling:
 class _Carried:
     records: list[GroupRecord] = field(default_factory=list)
     timers: list[TimerChange] = field(default_factory=list)
+    gone: list[tuple[Callable[[str, str], Awaitable[None]], ShareMemberGone]] = field(default_factory=list)
+
+    def result(self, response) -> Result:
+        """The records and timers; share members gone are told once the records are durable."""
+        if not self.gone:
+            return Result(response, self.records, self.timers)
+        return Result(response, self.records, self.timers, then=functools.partial(_tell_gone, self.gone))
 
 
 class GroupShard(Shard[GroupRecord]):
@@ -108,6 +124,8 @@ class GroupShard(Shard[GroupRecord]):
             heartbeat_ms=config.consumer_heartbeat_ms,
             assignors=config.consumer_assignors, max_size=config.consumer_max_size,
             new_member_id=lambda: str(uuid.uuid4()), internal=internal)
+        self.shares = ShareGroupMachine(self.groups, session_ms=config.share_session_ms,
+                                        session_of=config.share_session_of, max_size=config.share_max_size)
         # Offsets committed in transactions not yet ended, by producer id (TxnOffsetCommit).
         self.open_transactions: dict[int, dict[tuple, GroupRecord]] = {}
         self._parked: dict[tuple[Wait, str, str], asyncio.Future] = {}
@@ -139,6 +157,8 @@ class GroupShard(Shard[GroupRecord]):
             self.open_transactions.setdefault(producer_id, {})[record.key] = record
         elif record.key[0] == "consumer":
             self._replay_consumer(record.key, record.value)
+        elif record.key[0] == "share":
+            self._replay_share(record.key, record.value)
         elif record.key[0] == "offset":
             self._replay_offset(record.key, record.value)
         else:
@@ -192,9 +212,28 @@ class GroupShard(Shard[GroupRecord]):
             group.consumer, group.protocol_type = ConsumerGroup(group_id), "consumer"
         group.consumer.load(kind, member_id, value)
 
+    def _replay_share(self, key: tuple, value) -> None:
+        """A share-group record; its group's epoch gone means the group is."""
+        _, kind, group_id, member_id = key
+        group = self.groups.get(group_id)
+        if value is None and (group is None or group.share is None):
+            return  # a tombstone of a group already gone (the replay order is the keys' first writes)
+        if kind == "group_epoch" and value is None:
+            assert group is not None
+            group.share = None
+            self.machine.forget_if_dead(group)
+            return
+        if group is None:
+            group = self.groups[group_id] = Group(group_id)
+        if group.share is None:
+            group.share, group.protocol_type = ShareGroup(group_id), "share"
+        group.share.load(kind, member_id, value)
+
     def snapshot(self) -> list[GroupRecord]:
         snapshot = []
         for group in self.groups.values():
+            if group.share is not None:
+                snapshot += [GroupRecord(("share",), key, value, live=True) for key, value in group.share.snapshot()]
             if group.consumer is not None:
                 snapshot += [GroupRecord(("consumer",), key, value, live=True)
                              for key, value in group.consumer.snapshot()]
@@ -218,6 +257,7 @@ class GroupShard(Shard[GroupRecord]):
         for group in list(self.groups.values()):
             self._carry(self.machine.restore(now, group.group_id), carried)
             self._carry(self.consumers.restore(now, group), carried)
+            self._carry(self.shares.restore(now, group), carried)
         return Result(None, carried.records, carried.timers)
 
     def on_unloaded(self) -> None:
@@ -237,18 +277,18 @@ class GroupShard(Shard[GroupRecord]):
             return Result(None)
         if key.kind in (Timer.MEMBER_SESSION, Timer.REVOCATION):
             effects = self.consumers.timer_fired(now, key, self.topics())
+        elif key.kind is Timer.SHARE_SESSION:
+            effects = self.shares.timer_fired(now, key, self.topics())
         else:
             effects = self.machine.timer_fired(now, key)
-        carried = self._carry(effects, _Carried())
-        return Result(None, carried.records, carried.timers)
+        return self._carry(effects, _Carried()).result(None)
 
     # -- the machines' steps ---------------------------------------------------------------------
 
     def settle(self, step: Step) -> Result[Settling, GroupRecord]:
         """A step of a request: its reply (or parked future), and what it waits for."""
         settling = Settling(step.reply)
-        carried = self._carry(step.effects, _Carried(), settling)
-        return Result(settling, carried.records, carried.timers)
+        return self._carry(step.effects, _Carried(), settling).result(settling)
 
     def assignment_stored(self, now: int, settling: Settling, stored: bool) -> Result[None, GroupRecord]:
         report = settling.report
@@ -289,6 +329,9 @@ class GroupShard(Shard[GroupRecord]):
                     carried.records += [GroupRecord(("consumer",), key, value, live=True) for key, value in pairs]
                     if settling is not None:
                         settling.waits_for_records = True
+                case ShareMemberGone():
+                    if self.config.share_member_gone is not None:
+                        carried.gone.append((self.config.share_member_gone, effect))
                 case Log(level=level, message=message, args=args):
                     log.log(level, message, *args)
         return carried
@@ -353,6 +396,8 @@ class GroupShard(Shard[GroupRecord]):
         if group.has_members or not group.is_(GroupState.EMPTY):
             return Result(ErrorCode.NON_EMPTY_GROUP)
         doomed = [offset_record(group_id, t, p, None) for t, p in group.offsets]
+        if group.share is not None:
+            doomed += [GroupRecord(("share",), key, None, live=True) for key, _ in group.share.tombstones()]
         doomed.append(_group_tombstone(group_id, live=True))
         if group.consumer is not None:
             doomed += [GroupRecord(("consumer",), key, None, live=True) for key, _ in group.consumer.tombstones()]
@@ -382,7 +427,7 @@ class GroupShard(Shard[GroupRecord]):
                       or (c.expire_timestamp < 0
                           and now - max(c.commit_timestamp, group.state_timestamp) >= self.config.retention_ms)]
             if not doomed:
-                if not group.offsets and group.stored and group.consumer is None:
+                if not group.offsets and group.stored and group.consumer is None and group.share is None:
                     # Left with no offsets (OffsetDelete took the last): Kafka's cleanup removes it.
                     doomed_records.append(_group_tombstone(group.group_id, live=False))
                     log.info("group %s: empty with no offsets left, removed", group.group_id)
@@ -399,6 +444,11 @@ def _group_tombstone(group_id: str, live: bool) -> GroupRecord:
     """The group record's tombstone; ``live``: already applied (DeleteGroups forgets the group once
     it is durable), else replayed as appended, which drops the group (the offsets cleanup)."""
     return GroupRecord(("group", group_id), records.group_key(group_id), None, live=live)
+
+
+async def _tell_gone(gone: list[tuple[Callable[[str, str], Awaitable[None]], ShareMemberGone]]) -> None:
+    for tell, member in gone:
+        await tell(member.group_id, member.member_id)
 
 
 def offset_record(group_id: str, topic: str, partition: int, committed: CommittedOffset | None) -> GroupRecord:

@@ -99,6 +99,7 @@ from . import (  # noqa: E402,F401
     read_end,
     records,
     sasl,
+    share_fetch,
     topics,
     transactions,
 )

@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from ..peer_links import PeerLinks
     from ..sasl import CredentialStore
     from ..sasl.login_limiter import LoginLimiter
+    from ..shares.coordinator import ShareCoordinator
+    from ..shares.sessions import ShareSessionCache
     from ..transactions import TransactionCoordinator
     from ..transactions.marker_writer import BrokerMarkerWriter
 
@@ -57,6 +59,8 @@ class BrokerView(Protocol):
     metrics: "BrokerMetrics"
     groups: "GroupCoordinator"
     transactions: "TransactionCoordinator"
+    shares: "ShareCoordinator"
+    share_sessions: "ShareSessionCache"
     markers: "BrokerMarkerWriter"
     credentials: "CredentialStore"
     login_limiter: "LoginLimiter"

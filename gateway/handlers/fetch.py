@@ -320,8 +320,8 @@ async def _read_partition(broker: BrokerView, part, decision: Local | Followed, 
         return _refused(part.partition, ErrorCode.OFFSET_OUT_OF_RANGE, read_refused=True)
     if budget.may_read() and (not committed_only or part.fetch_offset < lso):
         try:
-            entries = await _entries(broker, decision, part.fetch_offset, min(part.partition_max_bytes, budget.left),
-                                     budget.min_one)
+            entries = await read_entries(broker, decision, part.fetch_offset,
+                                         min(part.partition_max_bytes, budget.left), budget.min_one)
         except KafkaError as refused:
             return _refused(part.partition, refused.code)
         if committed_only:
@@ -341,7 +341,7 @@ async def _read_partition(broker: BrokerView, part, decision: Local | Followed, 
                                     for a in aborted] if aborted else None)
 
 
-async def _entries(broker: BrokerView, decision: Local | Followed, offset: int, max_bytes: int,
+async def read_entries(broker: BrokerView, decision: Local | Followed, offset: int, max_bytes: int,
                    min_one: bool) -> list:
     """What a fetch at ``offset`` reads, or KafkaError. A damaged entry refuses its offsets
     and every later one (KAFKA_STORAGE_ERROR); what lies before it is still served."""
@@ -357,7 +357,7 @@ async def _entries(broker: BrokerView, decision: Local | Followed, offset: int, 
             raise KafkaError(ErrorCode.NOT_LEADER_FOR_PARTITION) from None
         broker.take_offline(partition.topic, partition.index, damage)
         if isinstance(damage, DamagedEntry) and offset < damage.offset:
-            return await _entries(broker, Local(partition, damage.offset), offset, max_bytes, min_one)
+            return await read_entries(broker, Local(partition, damage.offset), offset, max_bytes, min_one)
         raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR) from None
 
 

@@ -1,6 +1,6 @@
 """Group membership and group admin: FindCoordinator, JoinGroup, SyncGroup, Heartbeat,
-LeaveGroup, DescribeGroups, ListGroups, DeleteGroups, and KIP-848's
-ConsumerGroupHeartbeat and ConsumerGroupDescribe.
+LeaveGroup, DescribeGroups, ListGroups, DeleteGroups, KIP-848's ConsumerGroupHeartbeat and
+ConsumerGroupDescribe, and KIP-932's ShareGroupHeartbeat and ShareGroupDescribe.
 
 The handlers translate between wire versions and the coordinator; the group protocol
 itself lives in ``gateway.groups``.
@@ -13,11 +13,17 @@ from kafka.protocol.metadata import FindCoordinatorResponse
 from kgate.metadata.acls import CLUSTER_NAME, Operation, ResourceType
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
-from kgate.protocol.messages import ConsumerGroupDescribeResponse, ConsumerGroupHeartbeatResponse
+from kgate.protocol.messages import (
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatResponse,
+    ShareGroupDescribeResponse,
+    ShareGroupHeartbeatResponse,
+)
 
 from ..groups import OFFSETS_TOPIC, JoinRequest
 from ..groups.consumer_machine import Heartbeat
 from ..groups.group import Group, GroupState
+from ..groups.share_machine import ShareHeartbeat
 from ..transactions.coordinator import TRANSACTION_STATE_TOPIC
 from . import Context, handles
 
@@ -169,7 +175,7 @@ async def describe_groups(ctx: Context, request):
             # Kafka describes an unknown group as Dead, without an error.
             described.append(_described(group_id, ErrorCode.NONE, GroupState.DEAD.value, operations=operations))
             continue
-        if group.consumer is not None:
+        if group.consumer is not None or group.share is not None:
             described.append(_described(group_id, ErrorCode.GROUP_ID_NOT_FOUND, GroupState.DEAD.value,
                                         message=f"group {group_id} is not a classic group"))
             continue
@@ -216,6 +222,8 @@ async def delete_groups(ctx: Context, request):
         try:
             ctx.require(Operation.DELETE, ResourceType.GROUP, group_id)
             error = await ctx.broker.groups.delete_group(group_id)
+            if error == ErrorCode.NONE:
+                await ctx.broker.shares.delete_group(group_id)  # a share group's delivery state, if it was one
         except KafkaError as exc:
             error = exc.code
         results.append(DeleteGroupsResponse.DeletableGroupResult(group_id=group_id, error_code=error))
@@ -223,15 +231,16 @@ async def delete_groups(ctx: Context, request):
 
 
 def _type(group: Group) -> str:
-    return "classic" if group.consumer is None else "consumer"
+    return "share" if group.share is not None else "classic" if group.consumer is None else "consumer"
 
 
 def _state(group: Group) -> str:
-    return group.state.value if group.consumer is None else group.consumer.state
+    modern = group.share or group.consumer
+    return group.state.value if modern is None else modern.state
 
 
 def _protocol_type(group: Group) -> str:
-    return group.protocol_type or "" if group.consumer is None else "consumer"
+    return _type(group) if group.share or group.consumer else group.protocol_type or ""
 
 
 @handles(ApiKey.ConsumerGroupHeartbeat)
@@ -302,8 +311,60 @@ async def consumer_group_describe(ctx: Context, request):
     return ConsumerGroupDescribeResponse(throttle_time_ms=0, groups=described)
 
 
-def _assignment(ctx: Context, partitions):
-    A = ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment
+@handles(ApiKey.ShareGroupHeartbeat)
+async def share_group_heartbeat(ctx: Context, request):
+    heartbeat = ShareHeartbeat(
+        group_id=request.group_id, member_id=request.member_id, member_epoch=request.member_epoch,
+        client_id=ctx.header.client_id or "", client_host="/" + ctx.connection.peer.rsplit(":", 1)[0],
+        rack_id=request.rack_id, subscribed=request.subscribed_topic_names)
+    R = ShareGroupHeartbeatResponse
+    try:
+        ctx.require(Operation.READ, ResourceType.GROUP, request.group_id)
+        if not all(ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, name)
+                   for name in set(request.subscribed_topic_names or ())):
+            raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        reply = await ctx.broker.groups.share_heartbeat(heartbeat)
+    except KafkaError as exc:
+        return R(throttle_time_ms=0, error_code=exc.code, error_message=exc.message, member_id=None, member_epoch=0,
+                 heartbeat_interval_ms=0)
+    assignment = None if reply.assignment is None else R.Assignment(topic_partitions=[
+        R.Assignment.TopicPartitions(topic_id=topic_id, partitions=sorted(parts))
+        for topic_id, parts in sorted(reply.assignment.items())])
+    failed = reply.error != ErrorCode.NONE
+    interval = 0 if failed or reply.member_epoch < 0 else ctx.broker.groups.share_heartbeat_ms(request.group_id)
+    return R(throttle_time_ms=0, error_code=reply.error, error_message=reply.message, member_id=reply.member_id,
+             member_epoch=0 if failed else reply.member_epoch, heartbeat_interval_ms=interval, assignment=assignment)
+
+
+@handles(ApiKey.ShareGroupDescribe)
+async def share_group_describe(ctx: Context, request):
+    D = ShareGroupDescribeResponse.DescribedGroup
+    described = []
+    for group_id in request.group_ids:
+        try:
+            ctx.require(Operation.DESCRIBE, ResourceType.GROUP, group_id)
+            group = ctx.broker.groups.describe(group_id)
+            if group is None or group.share is None:
+                raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
+        except KafkaError as exc:
+            described.append(D(error_code=exc.code, error_message=exc.message, group_id=group_id, group_state="",
+                               group_epoch=-1, assignment_epoch=-1, assignor_name="", members=[]))
+            continue
+        share = group.share
+        operations = (ctx.broker.authorizer.authorized_operations(ctx.connection, ResourceType.GROUP, group_id)
+                      if request.include_authorized_operations else None)
+        described.append(D(
+            error_code=ErrorCode.NONE, error_message=None, group_id=group_id, group_state=share.state,
+            group_epoch=share.epoch, assignment_epoch=share.assignment_epoch, assignor_name="simple",
+            members=[D.Member(member_id=m.member_id, rack_id=m.rack_id, member_epoch=m.epoch, client_id=m.client_id,
+                              client_host=m.client_host, subscribed_topic_names=list(m.subscribed),
+                              assignment=_assignment(ctx, m.assigned, D.Member.Assignment))
+                     for m in share.members.values()],
+            authorized_operations=operations))
+    return ShareGroupDescribeResponse(throttle_time_ms=0, groups=described)
+
+
+def _assignment(ctx: Context, partitions, A=ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment):
     return A(topic_partitions=[A.TopicPartitions(topic_id=topic_id, topic_name=_topic_name(ctx, topic_id),
                                                  partitions=sorted(parts))
                                for topic_id, parts in sorted(partitions.items())])

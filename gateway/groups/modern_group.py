@@ -1,0 +1,87 @@
+"""What KIP-848 consumer groups and KIP-932 share groups keep alike in ``__consumer_offsets``.
+
+Both keep a group epoch, a target assignment's epoch, each member's subscription, target
+and current assignment, in records of the same roles under different key versions
+(``records.CONSUMER_RECORDS``, ``records.SHARE_RECORDS``): the record form here is written
+once, and each kind names its family and how a member loads its own records.
+"""
+import uuid
+from typing import Any
+
+from . import records
+
+Partitions = dict[uuid.UUID, set[int]]
+
+
+class ModernGroup:
+    """Mixed into a group dataclass with ``group_id``, ``epoch``, ``assignment_epoch``,
+    ``members`` (each with ``metadata_record`` and ``assignment_record``) and ``target``."""
+    FAMILY: str  # "consumer" or "share"
+    group_id: str
+    epoch: int
+    assignment_epoch: int
+    members: dict[str, Any]
+    target: dict[str, Partitions]
+
+    def key(self, kind: str, member: str | None = None) -> bytes:
+        return records.family_key(self.FAMILY, kind, self.group_id, member)
+
+    def value(self, kind: str, **fields) -> bytes:
+        return records.family_value(self.FAMILY, kind, **fields)
+
+    def epoch_record(self) -> tuple[bytes, bytes]:
+        return self.key("group_epoch"), self.value("group_epoch", epoch=self.epoch)
+
+    def assignment_epoch_record(self) -> tuple[bytes, bytes]:
+        return self.key("assignment_epoch"), self.value("assignment_epoch", assignment_epoch=self.assignment_epoch)
+
+    def target_record(self, member_id: str) -> tuple[bytes, bytes]:
+        value = records.family_value_class(self.FAMILY, "target")
+        return self.key("target", member_id), self.value(
+            "target", topic_partitions=topic_partition_list(value.TopicPartition, self.target.get(member_id, {})))
+
+    def member_tombstones(self, member_id: str) -> list[tuple[bytes, None]]:
+        return [(self.key(kind, member_id), None) for kind in ("current", "target", "member")]
+
+    def tombstones(self) -> list[tuple[bytes, None]]:
+        """Everything the group wrote, gone (its members' records included)."""
+        out = [t for member_id in self.members for t in self.member_tombstones(member_id)]
+        return out + [(self.key("assignment_epoch"), None), (self.key("group_epoch"), None)]
+
+    def snapshot(self) -> list[tuple[bytes, bytes]]:
+        """The live records that rebuild the group (compaction re-appends them)."""
+        out = [self.epoch_record()]
+        for member in self.members.values():
+            out += [member.metadata_record(self.group_id), self.target_record(member.member_id),
+                    member.assignment_record(self.group_id)]
+        return out + [self.assignment_epoch_record()]
+
+    def load(self, kind: str, member_id: str | None, value) -> None:
+        """Apply one replayed record (the last of its key)."""
+        if member_id is None:
+            if kind == "group_epoch" and value is not None:
+                self.epoch = value.epoch
+            elif kind == "assignment_epoch" and value is not None:
+                self.assignment_epoch = value.assignment_epoch
+        elif value is None:
+            if kind == "member":
+                self.members.pop(member_id, None)
+            elif kind == "target":
+                self.target.pop(member_id, None)
+        elif kind == "target":
+            self.target[member_id] = partitions_of(value.topic_partitions)
+        else:
+            self.load_member(kind, member_id, value)
+
+    def load_member(self, kind: str, member_id: str, value) -> None:
+        """A member's subscription ("member") or current assignment ("current") record."""
+        raise NotImplementedError
+
+
+def topic_partition_list(cls, partitions: Partitions) -> list:
+    """Partitions as the records' TopicPartitions structs, in a stable order."""
+    return [cls(topic_id=topic_id, partitions=sorted(parts)) for topic_id, parts in sorted(partitions.items()) if parts]
+
+
+def partitions_of(topic_partitions) -> Partitions:
+    return {tp.topic_id: set(tp.partitions) for tp in topic_partitions if tp.partitions}
