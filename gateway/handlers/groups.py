@@ -283,22 +283,9 @@ async def consumer_group_heartbeat(ctx: Context, request):
 @handles(ApiKey.ConsumerGroupDescribe)
 async def consumer_group_describe(ctx: Context, request):
     D = ConsumerGroupDescribeResponse.DescribedGroup
-    described = []
-    for group_id in request.group_ids:
-        try:
-            ctx.require(Operation.DESCRIBE, ResourceType.GROUP, group_id)
-            group = ctx.broker.groups.describe(group_id)
-            if group is None or group.consumer is None:
-                # Kafka's answer for a missing group and for a classic one alike.
-                raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} is not a consumer group")
-        except KafkaError as exc:
-            described.append(D(error_code=exc.code, error_message=exc.message, group_id=group_id, group_state="",
-                               group_epoch=-1, assignment_epoch=-1, assignor_name="", members=[]))
-            continue
-        consumer = group.consumer
-        operations = (ctx.broker.authorizer.authorized_operations(ctx.connection, ResourceType.GROUP, group_id)
-                      if request.include_authorized_operations else None)
-        described.append(D(
+
+    def described(group_id: str, consumer, operations):
+        return D(
             error_code=ErrorCode.NONE, error_message=None, group_id=group_id, group_state=consumer.state,
             group_epoch=consumer.epoch, assignment_epoch=consumer.assignment_epoch, assignor_name=consumer.assignor,
             members=[D.Member(member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id,
@@ -307,8 +294,31 @@ async def consumer_group_describe(ctx: Context, request):
                               assignment=_assignment(ctx, m.assigned),
                               target_assignment=_assignment(ctx, consumer.target.get(m.member_id, {})))
                      for m in consumer.members.values()],
-            authorized_operations=operations))
-    return ConsumerGroupDescribeResponse(throttle_time_ms=0, groups=described)
+            authorized_operations=operations)
+    # Kafka's answer for a missing group and for a classic one alike.
+    return ConsumerGroupDescribeResponse(throttle_time_ms=0, groups=_describe_kind(
+        ctx, request, D, lambda group: group.consumer, "group {} is not a consumer group", described))
+
+
+def _describe_kind(ctx: Context, request, D, kind, not_found: str, described) -> list:
+    """ConsumerGroupDescribe and ShareGroupDescribe alike: each group ``described`` from its
+    state of the asked ``kind``, or GROUP_ID_NOT_FOUND when it has none (missing, or another type)."""
+    groups = []
+    for group_id in request.group_ids:
+        try:
+            ctx.require(Operation.DESCRIBE, ResourceType.GROUP, group_id)
+            group = ctx.broker.groups.describe(group_id)
+            state = None if group is None else kind(group)
+            if state is None:
+                raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, not_found.format(group_id))
+        except KafkaError as exc:
+            groups.append(D(error_code=exc.code, error_message=exc.message, group_id=group_id, group_state="",
+                            group_epoch=-1, assignment_epoch=-1, assignor_name="", members=[]))
+            continue
+        operations = (ctx.broker.authorizer.authorized_operations(ctx.connection, ResourceType.GROUP, group_id)
+                      if request.include_authorized_operations else None)
+        groups.append(described(group_id, state, operations))
+    return groups
 
 
 @handles(ApiKey.ShareGroupHeartbeat)
@@ -339,29 +349,18 @@ async def share_group_heartbeat(ctx: Context, request):
 @handles(ApiKey.ShareGroupDescribe)
 async def share_group_describe(ctx: Context, request):
     D = ShareGroupDescribeResponse.DescribedGroup
-    described = []
-    for group_id in request.group_ids:
-        try:
-            ctx.require(Operation.DESCRIBE, ResourceType.GROUP, group_id)
-            group = ctx.broker.groups.describe(group_id)
-            if group is None or group.share is None:
-                raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
-        except KafkaError as exc:
-            described.append(D(error_code=exc.code, error_message=exc.message, group_id=group_id, group_state="",
-                               group_epoch=-1, assignment_epoch=-1, assignor_name="", members=[]))
-            continue
-        share = group.share
-        operations = (ctx.broker.authorizer.authorized_operations(ctx.connection, ResourceType.GROUP, group_id)
-                      if request.include_authorized_operations else None)
-        described.append(D(
+
+    def described(group_id: str, share, operations):
+        return D(
             error_code=ErrorCode.NONE, error_message=None, group_id=group_id, group_state=share.state,
             group_epoch=share.epoch, assignment_epoch=share.assignment_epoch, assignor_name="simple",
             members=[D.Member(member_id=m.member_id, rack_id=m.rack_id, member_epoch=m.epoch, client_id=m.client_id,
                               client_host=m.client_host, subscribed_topic_names=list(m.subscribed),
                               assignment=_assignment(ctx, m.assigned, D.Member.Assignment))
                      for m in share.members.values()],
-            authorized_operations=operations))
-    return ShareGroupDescribeResponse(throttle_time_ms=0, groups=described)
+            authorized_operations=operations)
+    return ShareGroupDescribeResponse(throttle_time_ms=0, groups=_describe_kind(
+        ctx, request, D, lambda group: group.share, "Group {} is not a share group.", described))
 
 
 def _assignment(ctx: Context, partitions, A=ConsumerGroupDescribeResponse.DescribedGroup.Member.Assignment):
