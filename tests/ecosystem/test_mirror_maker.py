@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
 from kgate.mirror.mm2_formats import Checkpoint, Heartbeat, checkpoints_topic, offset_syncs_topic
 from tests.support import records as R
@@ -27,11 +27,14 @@ from tests.support.mirror_maker import LIB, SOURCE, TARGET, MirrorMaker
 # One worker runs the module, so each route's brokers and MM2 start once (--dist loadgroup).
 pytestmark = pytest.mark.xdist_group("mirror_maker")
 PARTITIONS = 3
-RETENTION_MS = "123456789"
+# A century, then two: the test records are dated 2023 (tests/support/records.py), and a shorter
+# retention would let the source's retention check delete them before MM2 reads them.
+RETENTION_MS, CHANGED_RETENTION_MS = "3155760000000", "6311520000000"
 FIRST, SECOND = 90, 60
-# Checkpoints, offset syncs to the target group, heartbeats and topic and group discovery every
-# second, and the source task's offsets (which carry its delayed offset syncs) flushed as often,
-# not MM2's defaults of 60 s and 10 minutes.
+# Checkpoints, offset syncs to the target group, heartbeats topic configs and topic and group discovery
+# every second, and the source task's offsets (whose commit writes its delayed offset syncs) flushed as
+# often, not MM2's defaults of 60 s and 10 minutes. The worker's settings are the target cluster's
+# (MirrorMakerConfig.workerConfig): a top-level offset.flush.interval.ms would not reach it.
 MM2_SETTINGS = {
     "emit.checkpoints.interval.seconds": "1",
     "sync.group.offsets.enabled": "true",
@@ -39,7 +42,8 @@ MM2_SETTINGS = {
     "emit.heartbeats.interval.seconds": "1",
     "refresh.topics.interval.seconds": "1",
     "refresh.groups.interval.seconds": "1",
-    "offset.flush.interval.ms": "1000",
+    "sync.topic.configs.interval.seconds": "1",
+    f"{TARGET}.offset.flush.interval.ms": "1000",
 }
 
 
@@ -149,13 +153,24 @@ def route(request, tmp_path_factory):
             broker.stop()
 
 
-def test_the_copy_has_the_source_partitions_and_its_retention(route):
+def retention_ms(admin: AdminClient, topic: str) -> str:
+    resource = ConfigResource("TOPIC", topic)
+    return admin.describe_configs([resource])[resource].result(timeout=30)["retention.ms"].value
+
+
+def test_the_copy_has_the_source_partitions_and_retention_and_follows_a_change_of_it(route):
     route.wait_copied()
-    admin = AdminClient({"bootstrap.servers": route.target})
-    assert len(admin.list_topics(route.copy, timeout=30).topics[route.copy].partitions) == PARTITIONS
-    resource = ConfigResource("TOPIC", route.copy)
-    configs = admin.describe_configs([resource])[resource].result(timeout=30)
-    assert configs["retention.ms"].value == RETENTION_MS
+    source, target = (AdminClient({"bootstrap.servers": bootstrap}) for bootstrap in (route.source, route.target))
+    assert len(target.list_topics(route.copy, timeout=30).topics[route.copy].partitions) == PARTITIONS
+    assert retention_ms(source, route.topic) == RETENTION_MS
+    assert retention_ms(target, route.copy) == RETENTION_MS
+    # MM2 sets the source's configs on the copy, and resets those at their default there, in one
+    # IncrementalAlterConfigs per topic: a config the target does not know fails the whole change.
+    change = ConfigResource("TOPIC", route.topic, incremental_configs=[
+        ConfigEntry("retention.ms", CHANGED_RETENTION_MS, incremental_operation=AlterConfigOpType.SET)])
+    source.incremental_alter_configs([change])[change].result(timeout=30)
+    route.wait(lambda: retention_ms(target, route.copy) == CHANGED_RETENTION_MS, 30,
+               f"retention.ms {CHANGED_RETENTION_MS} on {route.copy}")
 
 
 def test_every_record_arrives_once_in_order_with_its_key_value_and_headers(route):

@@ -12,7 +12,9 @@ from tests.support.broker_process import terminate
 
 LIB = Path(__file__).resolve().parents[2] / ".cache" / "ecosystem" / "mirror-maker" / "lib"
 # Small and quick to start: it shares this machine with the brokers and the suite.
-JVM = ["-Xms128m", "-Xmx512m", "-XX:+UseSerialGC", "-Djava.awt.headless=true"]
+JVM = ["-Xms128m", "-Xmx512m", "-XX:+UseSerialGC", "-Djava.awt.headless=true",
+       # Times on its log lines, to set them beside the test's and the brokers'.
+       "-Dorg.slf4j.simpleLogger.showDateTime=true", "-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS"]
 SOURCE, TARGET = "source", "target"
 
 
