@@ -13,13 +13,13 @@ import uuid
 from dataclasses import dataclass
 
 import pytest
-from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
 from kgate.mirror.mm2_formats import Checkpoint, Heartbeat, checkpoints_topic, offset_syncs_topic
 from tests.support import records as R
 from tests.support.broker_process import BrokerProcess
-from tests.support.clients import ConfluentClient, create_topic
+from tests.support.clients import ConfluentClient, create_topic, end_offsets
 from tests.support.kafka_reference import kafka_broker  # noqa: F401 - a fixture
 from tests.support.member_process import wait_for
 from tests.support.mirror_maker import LIB, SOURCE, TARGET, MirrorMaker
@@ -69,24 +69,9 @@ class Route:
 
     def wait_copied(self) -> list[int]:
         """Every record of the source in the copy (by end offsets: the copy is 1-1 here); the ends."""
-        ends = end_offsets(self.source, self.topic)
-        self.wait(lambda: end_offsets(self.target, self.copy) == ends, 60, f"{self.copy} at {ends}")
+        ends = end_offsets(self.source, self.topic, PARTITIONS)
+        self.wait(lambda: end_offsets(self.target, self.copy, PARTITIONS) == ends, 60, f"{self.copy} at {ends}")
         return ends
-
-
-def end_offsets(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> list[int]:
-    """Each partition's log end offset; -1 for a partition (or topic) the cluster does not have yet."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "end-offsets"})
-    try:
-        ends = []
-        for partition in range(partitions):
-            try:
-                ends.append(consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)[1])
-            except KafkaException:
-                ends.append(-1)
-        return ends
-    finally:
-        consumer.close()
 
 
 def consume_as_group(bootstrap: str, topic: str, group: str, count: int) -> list[R.Consumed]:
