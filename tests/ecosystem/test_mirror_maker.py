@@ -4,8 +4,9 @@ Kafka 4.4 to kgate. One MM2 process per route, started once for the module.
 Before MM2 starts, the source topic (three partitions, a retention.ms of its own) holds a first
 batch of keyed records with headers, which a consumer group has read and committed; a second
 batch follows once MM2 has checkpointed the group. On the target, the copy ``source.<topic>``
-must have the source's partitions and its retention.ms, hold every record once and in order per
-partition, MM2's internal topics must be compacted as MM2 asks, and the group's offsets, as MM2
+must have the source's partitions and its retention.ms (and follow a change of it), hold every
+record once and in order per partition, MM2's internal topics must be created with the
+partitions MM2 asks for and compacted, and the group's offsets, as MM2
 syncs them to the target (``sync.group.offsets.enabled``), must be the translation its checkpoint
 topic holds: a consumer of the group on the target then reads exactly the second batch.
 """
@@ -31,9 +32,9 @@ PARTITIONS = 3
 # retention would let the source's retention check delete them before MM2 reads them.
 RETENTION_MS, CHANGED_RETENTION_MS = "3155760000000", "6311520000000"
 FIRST, SECOND = 90, 60
-# Checkpoints, offset syncs to the target group, heartbeats topic configs and topic and group discovery
-# every second, and the source task's offsets (whose commit writes its delayed offset syncs) flushed as
-# often, not MM2's defaults of 60 s and 10 minutes. The worker's settings are the target cluster's
+# Checkpoints, offset syncs to the target group, heartbeats, topic configs, and topic and group
+# discovery every second, and the source task's offsets (whose commit writes its delayed offset
+# syncs) flushed as often, not MM2's defaults of 60 s and 10 minutes. The worker's settings are the target cluster's
 # (MirrorMakerConfig.workerConfig): a top-level offset.flush.interval.ms would not reach it.
 MM2_SETTINGS = {
     "emit.checkpoints.interval.seconds": "1",
@@ -170,14 +171,21 @@ def test_every_record_arrives_once_in_order_with_its_key_value_and_headers(route
         assert got == expected, f"partition {partition}"
 
 
+def listing(admin: AdminClient, names) -> dict | None:
+    """The cluster's topics, once it has every one of ``names``."""
+    topics = admin.list_topics(timeout=30).topics
+    return topics if set(names) <= set(topics) else None
+
+
 def test_internal_topics_are_created_and_compacted(route):
-    on_target = [checkpoints_topic(SOURCE), "heartbeats", *(f"mm2-{kind}.{SOURCE}.internal"
-                                                            for kind in ("configs", "offsets", "status"))]
-    on_source = [offset_syncs_topic(TARGET)]
+    # Each with the partitions MM2 asks for: one, and Connect's defaults for its offset and status topics.
+    on_target = {checkpoints_topic(SOURCE): 1, "heartbeats": 1, f"mm2-configs.{SOURCE}.internal": 1,
+                 f"mm2-offsets.{SOURCE}.internal": 25, f"mm2-status.{SOURCE}.internal": 5}
+    on_source = {offset_syncs_topic(TARGET): 1}
     for bootstrap, topics in ((route.target, on_target), (route.source, on_source)):
         admin = AdminClient({"bootstrap.servers": bootstrap})
-        route.wait(lambda a=admin, t=topics: set(t) <= set(a.list_topics(timeout=30).topics), 60,
-                   f"{topics} created")
+        listed = route.wait(lambda a=admin, t=topics: listing(a, t), 60, f"{list(topics)} created")
+        assert {topic: len(listed[topic].partitions) for topic in topics} == topics
         resources = [ConfigResource("TOPIC", topic) for topic in topics]
         for resource, future in admin.describe_configs(resources).items():
             assert future.result(timeout=30)["cleanup.policy"].value == "compact", resource.name
