@@ -73,10 +73,6 @@ KNOWN: list[Known] = [
     Known("*", "*", "*configs.name=remote.copy.lag.*", INTERNAL, "tiered storage, which kgate does not have"),
     Known("*", "*", "*configs.name=remote.*", INTERNAL, "tiered storage, which kgate does not have"),
     Known("*", "*", "*configs.name=local.retention.*", INTERNAL, "tiered storage, which kgate does not have"),
-    Known("*", "*", "*configs.name=errors.deadletterqueue.group.enable", BUG,
-          "a Kafka 4.x topic config (streams groups' dead letter queue) kgate does not list"),
-    Known("*", "*", "*configs.name=max.decompressed.message.bytes", BUG,
-          "a Kafka 4.4 topic config kgate does not list"),
     Known("*", "*", "*configs.name=message.downconversion.enable", DELIBERATE,
           "removed in Kafka 4.0 (KIP-724); kgate still down-converts for fetchers that cannot read "
           "the stored format (0.9- and 0.10-era consumers) and keeps the Kafka 3.x setting that names it"),

@@ -164,6 +164,10 @@ TOPIC_CONFIGS: dict[str, TopicConfig] = {
     "remote.copy.lag.ms": TopicConfig(ConfigType.LONG, "0", Use.IGNORED, _TIERED, valid=at_least(-1)),
     "remote.log.copy.disable": TopicConfig(ConfigType.BOOLEAN, "false", Use.IGNORED, _TIERED),
     "remote.log.delete.on.disable": TopicConfig(ConfigType.BOOLEAN, "false", Use.IGNORED, _TIERED),
+    # Kafka 4.4 (KIP-1191): a topic share groups may write dead letters to.
+    "errors.deadletterqueue.group.enable": TopicConfig(
+        ConfigType.BOOLEAN, "false", Use.IGNORED, "kgate's share groups write no dead-letter records, so no "
+        "topic is written as one whatever this says"),
     # LogAppendTime: the broker dates each appended batch (protocol/log_append_time.py).
     "message.timestamp.type": TopicConfig(ConfigType.STRING, "", Use.ACTS, valid=one_of(*TIMESTAMP_TYPES),
                                           setting="log.message.timestamp.type"),
@@ -174,6 +178,11 @@ TOPIC_CONFIGS: dict[str, TopicConfig] = {
                                                    _TIMESTAMP_CHECK, valid=at_least(0)),
     "message.timestamp.difference.max.ms": TopicConfig(ConfigType.LONG, str(LONG_MAX), Use.DEFAULT_ONLY,
                                                        _TIMESTAMP_CHECK + " (Kafka 3.x only)", valid=at_least(0)),
+    # Kafka 4.4: a cap on one record's decompressed size, Kafka's default being no cap.
+    "max.decompressed.message.bytes": TopicConfig(
+        ConfigType.INT, str(INT_MAX - 8), Use.DEFAULT_ONLY, "kgate bounds the inflated bytes of a whole batch "
+        "(kgate.max.inflated.batch.bytes), not of each record, so it cannot refuse a record past a smaller cap",
+        valid=between(1, INT_MAX - 8)),
     # Kafka's own answer when tiered storage is off in the broker, which it always is in kgate.
     "remote.storage.enable": TopicConfig(
         ConfigType.BOOLEAN, "false", Use.DEFAULT_ONLY,

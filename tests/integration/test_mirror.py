@@ -12,7 +12,7 @@ import uuid
 from datetime import UTC, datetime
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
@@ -24,7 +24,7 @@ from kgate.mirror.offset_syncs import read_syncs
 from kgate.mirror.translation import Sync
 from tests.support import records as R
 from tests.support.broker_process import BrokerProcess
-from tests.support.clients import ConfluentClient, create_topic
+from tests.support.clients import ConfluentClient, create_topic, end_offsets
 from tests.support.member_process import wait_for
 from tests.support.mirror import MirrorWorker, mirror_command, write_config
 from tests.support.zookeeper import ZooKeeperServer, free_ports
@@ -117,21 +117,6 @@ def unique(name: str) -> str:
 
 def read_topic(bootstrap: str, topic: str, partitions: int, count: int, timeout: float = 30) -> list[R.Consumed]:
     return ConfluentClient.consume(bootstrap, topic, partitions, count, timeout=timeout)
-
-
-def end_offsets(bootstrap: str, topic: str, partitions: int) -> list[int]:
-    """Each partition's log end offset; -1 for a partition (or topic) the cluster does not have yet."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "probe"})
-    try:
-        ends = []
-        for p in range(partitions):
-            try:
-                ends.append(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1])
-            except KafkaException:
-                ends.append(-1)
-        return ends
-    finally:
-        consumer.close()
 
 
 def _produce_on_both(clusters, topic: str, count: int) -> None:

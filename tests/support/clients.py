@@ -25,6 +25,21 @@ def create_topic(bootstrap: str, name: str, partitions: int, config: dict | None
         future.result(timeout=30)
 
 
+def end_offsets(bootstrap: str, topic: str, partitions: int) -> list[int]:
+    """Each partition's log end offset; -1 for a partition (or topic) the cluster does not have yet."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "probe"})
+    try:
+        ends = []
+        for p in range(partitions):
+            try:
+                ends.append(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1])
+            except KafkaException:
+                ends.append(-1)
+        return ends
+    finally:
+        consumer.close()
+
+
 class ConfluentClient:
     name = "confluent-kafka"
 

@@ -5,28 +5,24 @@ directory the caller owns; it is stopped by PID (SIGTERM, or kill -9 for a crash
 come from ``scripts/setup-ecosystem``.
 """
 import json
-import subprocess
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 from conformance.kafka_broker import free_port
-from tests.support.broker_process import terminate
+from tests.support.java_application import INSTALL, JavaApplication
 
-INSTALL = Path(__file__).resolve().parents[2] / ".cache" / "ecosystem" / "connect"
-LIB, CLASSES = INSTALL / "lib", INSTALL / "classes"
-# Small and quick to start: two workers share this machine with the brokers and the suite.
-JVM = ["-Xms128m", "-Xmx512m", "-XX:+UseSerialGC", "-Djava.awt.headless=true"]
+LIB, CLASSES = INSTALL / "connect" / "lib", INSTALL / "connect" / "classes"
 STRING_CONVERTER = "org.apache.kafka.connect.storage.StringConverter"
 
 
-class ConnectWorker:
+class ConnectWorker(JavaApplication):
     """One worker of the Connect group ``group``; ``settings`` add to or override its defaults."""
 
     def __init__(self, directory: Path, bootstrap: str, group: str, settings: dict | None = None):
-        self.directory = directory
         self.port = free_port()
-        self.settings = {
+        super().__init__(directory, "worker", f"{CLASSES}:{LIB / '*'}",
+                         "org.apache.kafka.connect.cli.ConnectDistributed", {
             "bootstrap.servers": bootstrap,
             "group.id": group,
             "config.storage.topic": f"{group}-configs",
@@ -44,9 +40,7 @@ class ConnectWorker:
             # 20 s of the worker's start here.
             "plugin.discovery": "service_load",
             **(settings or {}),
-        }
-        self.log_path = directory / "worker.log"
-        self.process: subprocess.Popen | None = None
+        })
 
     @property
     def url(self) -> str:
@@ -60,29 +54,12 @@ class ConnectWorker:
     def start(self) -> "ConnectWorker":
         if not CLASSES.is_dir():
             raise RuntimeError("Kafka Connect is not installed: run scripts/setup-ecosystem")
-        self.directory.mkdir(parents=True, exist_ok=True)
-        config = self.directory / "worker.properties"
-        config.write_text("".join(f"{key}={value}\n" for key, value in self.settings.items()))
-        command = ["java", *JVM, "-cp", f"{CLASSES}:{LIB / '*'}", "org.apache.kafka.connect.cli.ConnectDistributed",
-                   str(config)]
-        with open(self.log_path, "ab") as log:
-            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        return self
-
-    def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
+        return super().start()
 
     def kill(self) -> None:
         """kill -9: the worker leaves its group only when its session times out."""
         self.process.kill()
         self.process.wait(30)
-
-    def stop(self) -> None:
-        if self.process is not None:
-            terminate(self.process, 30)
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
 
     def rest(self, method: str, path: str, body: dict | None = None) -> tuple[int, object]:
         """One REST request: (status, decoded JSON body or None); a refused connection is status 0."""

@@ -6,7 +6,7 @@ from kgate.gateway.topic_configs import TOPIC_CONFIGS, Use, check, check_togethe
 
 SETTINGS = Settings()
 
-# Kafka 3.9 and 4.x's LogConfig, plus 3.x's three removed in 4.0; kgate adds only its entry format.
+# Kafka 3.9 and 4.x's LogConfig (4.4's included), plus 3.x's three removed in 4.0; kgate adds only its entry format.
 KAFKA_TOPIC_CONFIGS = {
     "cleanup.policy", "compression.gzip.level", "compression.lz4.level", "compression.type",
     "compression.zstd.level", "delete.retention.ms", "file.delete.delay.ms", "flush.messages", "flush.ms",
@@ -18,6 +18,7 @@ KAFKA_TOPIC_CONFIGS = {
     "remote.storage.enable", "retention.bytes", "retention.ms", "segment.bytes", "segment.index.bytes",
     "segment.jitter.ms", "segment.ms", "unclean.leader.election.enable",
     "message.downconversion.enable", "message.format.version", "message.timestamp.difference.max.ms",
+    "errors.deadletterqueue.group.enable", "max.decompressed.message.bytes",
 }
 
 
