@@ -132,11 +132,10 @@ def test_records_a_killed_consumer_held_are_redelivered_and_each_is_accepted_onc
     assert values == list(range(RECORDS)), "every record accepted exactly once"
     redelivered = {value: count for records in accepted for value, _, _, count in records}
     assert all(redelivered[value] >= 2 for value, *_ in held), "the killed consumer's records came again"
+    # The consumers share the records: at least two of the three got some. Whether the third
+    # does depends on when its JVM joins (the others may have taken everything by then), on
+    # kgate and on Kafka 4.4 alike.
     assert sum(1 for records in accepted if records) >= 2, [len(records) for records in accepted]
-    if isinstance(broker, BrokerProcess):
-        # kgate's simple assignor gives each member a partition to share (Kafka's before 4.2 did);
-        # Kafka 4.4's was seen leaving one of the three without records here.
-        assert all(accepted), [len(records) for records in accepted]
 
     described = _describe(broker.bootstrap, group)
     assert described.error_code == ErrorCode.NONE and described.assignor_name == "simple"
