@@ -186,8 +186,19 @@ def log_end(consumer: Consumer, partition: TopicPartition, deadline: float) -> i
             return consumer.get_watermark_offsets(partition, timeout=10)[1]
         except KafkaException as exc:
             if exc.args[0].code() not in _MOVING or time.monotonic() > deadline:
+                exc.add_note(f"{partition.topic} leaders now: {_leaders(consumer, partition.topic)}")
                 raise
         time.sleep(0.2)
+
+
+def _leaders(consumer: Consumer, topic: str) -> str:
+    """What the cluster answers of a topic's leaders now, for a failure's message."""
+    try:
+        found = consumer.list_topics(topic, timeout=5).topics[topic]
+    except KafkaException as exc:
+        return f"metadata failed: {exc.args[0]}"
+    return f"error {found.error}, " + ", ".join(f"{p}: leader {m.leader} ({m.error})"
+                                               for p, m in sorted(found.partitions.items()))
 
 
 def check_delivery(stored: dict[tuple[int, int], bytes], acked: list[tuple[int, int, int]]) -> None:
