@@ -156,9 +156,9 @@ class GroupShard(Shard[GroupRecord]):
         if producer_id >= 0:
             self.open_transactions.setdefault(producer_id, {})[record.key] = record
         elif record.key[0] == "consumer":
-            self._replay_consumer(record.key, record.value)
+            self._replay_modern(record.key, record.value, "consumer", ConsumerGroup)
         elif record.key[0] == "share":
-            self._replay_share(record.key, record.value)
+            self._replay_modern(record.key, record.value, "share", ShareGroup)
         elif record.key[0] == "offset":
             self._replay_offset(record.key, record.value)
         else:
@@ -197,37 +197,28 @@ class GroupShard(Shard[GroupRecord]):
         group.load_metadata(value)
         group.stored = True
 
-    def _replay_consumer(self, key: tuple, value) -> None:
-        """A consumer-group record; its group's epoch gone means the group is."""
+    def _replay_modern(self, key: tuple, value, kind_of: str, new_state) -> None:
+        """A KIP-848 consumer-group or KIP-932 share-group record: ``kind_of`` names the
+        group's state it goes to (and the group's protocol type); its group's epoch gone means
+        the group is. A tombstone of a group already gone is skipped (the replay order is the
+        keys' first writes), rather than bringing the group back."""
         _, kind, group_id, member_id = key
         group = self.groups.get(group_id)
-        if kind == "group_epoch" and value is None:
-            if group is not None and group.consumer is not None:
-                group.consumer = None
-                self.machine.forget_if_dead(group)
+        state = None if group is None else getattr(group, kind_of)
+        if value is None and state is None:
             return
-        if group is None:
-            group = self.groups[group_id] = Group(group_id)
-        if group.consumer is None:
-            group.consumer, group.protocol_type = ConsumerGroup(group_id), "consumer"
-        group.consumer.load(kind, member_id, value)
-
-    def _replay_share(self, key: tuple, value) -> None:
-        """A share-group record; its group's epoch gone means the group is."""
-        _, kind, group_id, member_id = key
-        group = self.groups.get(group_id)
-        if value is None and (group is None or group.share is None):
-            return  # a tombstone of a group already gone (the replay order is the keys' first writes)
         if kind == "group_epoch" and value is None:
-            assert group is not None
-            group.share = None
+            assert group is not None  # a tombstone found a state above
+            setattr(group, kind_of, None)
             self.machine.forget_if_dead(group)
             return
         if group is None:
             group = self.groups[group_id] = Group(group_id)
-        if group.share is None:
-            group.share, group.protocol_type = ShareGroup(group_id), "share"
-        group.share.load(kind, member_id, value)
+        if state is None:
+            state = new_state(group_id)
+            setattr(group, kind_of, state)
+            group.protocol_type = kind_of
+        state.load(kind, member_id, value)
 
     def snapshot(self) -> list[GroupRecord]:
         snapshot = []
