@@ -255,27 +255,37 @@ async def consumer_group_heartbeat(ctx: Context, request):
         regex=request.subscribed_topic_regex if ctx.version >= 1 else None,
         server_assignor=request.server_assignor,
         owned=None if owned is None else {tp.topic_id: set(tp.partitions) for tp in owned if tp.partitions})
-    interval = ctx.broker.groups.heartbeat_ms(request.group_id)
+    R = ConsumerGroupHeartbeatResponse
     try:
-        ctx.require(Operation.READ, ResourceType.GROUP, request.group_id)
-        # Kafka's KafkaApis: a member may not learn of (or be assigned) a topic it may not describe.
-        if not all(ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, name)
-                   for name in set(request.subscribed_topic_names or ())):
-            raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        _may_heartbeat(ctx, request.group_id, request.subscribed_topic_names)
         if request.member_epoch != 0 and not request.member_id:
             raise KafkaError(ErrorCode.INVALID_REQUEST, "MemberId can't be empty")
         reply = await ctx.broker.groups.consumer_heartbeat(heartbeat)
     except KafkaError as exc:
-        return ConsumerGroupHeartbeatResponse(throttle_time_ms=0, error_code=exc.code, error_message=exc.message,
-                                              member_id=None, member_epoch=0, heartbeat_interval_ms=0)
-    R = ConsumerGroupHeartbeatResponse
+        return _heartbeat_answer(R, exc.code, exc.message)
+    return _heartbeat_answer(R, reply.error, reply.message, reply, ctx.broker.groups.heartbeat_ms(request.group_id))
+
+
+def _may_heartbeat(ctx: Context, group_id: str, topics) -> None:
+    """Kafka's KafkaApis, for either heartbeat: Read on the group, and a member may not learn
+    of (or be assigned) a topic it may not describe."""
+    ctx.require(Operation.READ, ResourceType.GROUP, group_id)
+    if not all(ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, name) for name in set(topics or ())):
+        raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+
+
+def _heartbeat_answer(R, error: ErrorCode, message: str | None, reply=None, interval: int = 0):
+    """A consumer or share heartbeat's response, as Kafka answers: an error leaves the member
+    id unset and the epoch and the interval at the fields' defaults (0), and a member that
+    left (epoch -1, or -2 for a static one) is given no interval either."""
+    if reply is None:
+        return R(throttle_time_ms=0, error_code=error, error_message=message, member_id=None, member_epoch=0,
+                 heartbeat_interval_ms=0)
     assignment = None if reply.assignment is None else R.Assignment(topic_partitions=[
         R.Assignment.TopicPartitions(topic_id=topic_id, partitions=sorted(parts))
         for topic_id, parts in sorted(reply.assignment.items())])
-    # As Kafka answers: an error leaves the epoch and the interval at the fields' defaults (0),
-    # and a member that left (epoch -1, or -2 for a static one) is given no interval either.
-    failed = reply.error != ErrorCode.NONE
-    return R(throttle_time_ms=0, error_code=reply.error, error_message=reply.message, member_id=reply.member_id,
+    failed = error != ErrorCode.NONE
+    return R(throttle_time_ms=0, error_code=error, error_message=message, member_id=reply.member_id,
              member_epoch=0 if failed else reply.member_epoch,
              heartbeat_interval_ms=0 if failed or reply.member_epoch < 0 else interval, assignment=assignment)
 
@@ -329,21 +339,12 @@ async def share_group_heartbeat(ctx: Context, request):
         rack_id=request.rack_id, subscribed=request.subscribed_topic_names)
     R = ShareGroupHeartbeatResponse
     try:
-        ctx.require(Operation.READ, ResourceType.GROUP, request.group_id)
-        if not all(ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, name)
-                   for name in set(request.subscribed_topic_names or ())):
-            raise KafkaError(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        _may_heartbeat(ctx, request.group_id, request.subscribed_topic_names)
         reply = await ctx.broker.groups.share_heartbeat(heartbeat)
     except KafkaError as exc:
-        return R(throttle_time_ms=0, error_code=exc.code, error_message=exc.message, member_id=None, member_epoch=0,
-                 heartbeat_interval_ms=0)
-    assignment = None if reply.assignment is None else R.Assignment(topic_partitions=[
-        R.Assignment.TopicPartitions(topic_id=topic_id, partitions=sorted(parts))
-        for topic_id, parts in sorted(reply.assignment.items())])
-    failed = reply.error != ErrorCode.NONE
-    interval = 0 if failed or reply.member_epoch < 0 else ctx.broker.groups.share_heartbeat_ms(request.group_id)
-    return R(throttle_time_ms=0, error_code=reply.error, error_message=reply.message, member_id=reply.member_id,
-             member_epoch=0 if failed else reply.member_epoch, heartbeat_interval_ms=interval, assignment=assignment)
+        return _heartbeat_answer(R, exc.code, exc.message)
+    interval = 0 if reply.error or reply.member_epoch < 0 else ctx.broker.groups.share_heartbeat_ms(request.group_id)
+    return _heartbeat_answer(R, reply.error, reply.message, reply, interval)
 
 
 @handles(ApiKey.ShareGroupDescribe)
