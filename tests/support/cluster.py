@@ -180,19 +180,25 @@ _MOVING = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
 
 def log_end(consumer: Consumer, partition: TopicPartition, deadline: float) -> int:
     """The partition's log end offset, asked again while ownership moves (a retriable error,
-    such as NOT_LEADER_FOR_PARTITION from a broker that has just handed the partition on)."""
+    such as NOT_LEADER_FOR_PARTITION from a broker that has just handed the partition on).
+
+    Before asking again it refreshes the topic's metadata: librdkafka takes a cached partition
+    without a leader (as answered, by kgate or Kafka, while a leader moves) for a lasting
+    _UNKNOWN_PARTITION and does not ask the cluster again on its own."""
     while True:
         try:
             return consumer.get_watermark_offsets(partition, timeout=10)[1]
         except KafkaException as exc:
+            leaders = _leaders(consumer, partition.topic)
             if exc.args[0].code() not in _MOVING or time.monotonic() > deadline:
-                exc.add_note(f"{partition.topic} leaders now: {_leaders(consumer, partition.topic)}")
+                exc.add_note(f"{partition.topic} leaders now: {leaders}")
                 raise
         time.sleep(0.2)
 
 
 def _leaders(consumer: Consumer, topic: str) -> str:
-    """What the cluster answers of a topic's leaders now, for a failure's message."""
+    """What the cluster answers of a topic's leaders now (which also refreshes the client's
+    metadata cache), for a failure's message."""
     try:
         found = consumer.list_topics(topic, timeout=5).topics[topic]
     except KafkaException as exc:
