@@ -9,8 +9,6 @@ import subprocess
 import sys
 import time
 
-from confluent_kafka.admin import AdminClient, NewPartitions
-
 from tests.support.broker_process import BrokerProcess, terminate
 from tests.support.seaweedfs import SeaweedFS
 from tests.support.zookeeper import Ensemble
@@ -113,15 +111,6 @@ class FaultCluster:
             control.connect(self.proxy_control)
             control.sendall(json.dumps(settings).encode() + b"\n")
             control.recv(16)
-
-    def grow(self, topic: str, by: int = 1) -> int:
-        """Add partitions to ``topic`` (CreatePartitions, from the clients' namespace); its new count."""
-        def grow() -> int:
-            admin = AdminClient({"bootstrap.servers": self.bootstrap})
-            count = len(admin.list_topics(topic, timeout=10).topics[topic].partitions) + by
-            admin.create_partitions([NewPartitions(topic, count)])[topic].result(30)
-            return count
-        return self.client.call(grow, timeout=90)
 
     def jump_clock(self, seconds: int) -> None:
         with open(self.clock_file, "w") as fh:
