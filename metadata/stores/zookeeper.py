@@ -93,10 +93,11 @@ class ZooKeeperMetadataStore(MetadataStore):
             client.chroot = self._chroot
 
     def _session_changed(self, client: KazooClient, state) -> None:
+        ended = state is KazooState.LOST and client.client_state == KeeperState.CLOSED
         if client is not self._client:
             return  # a client already replaced, or closed by close()
         self._report(_SESSIONS[state])
-        if state is KazooState.LOST and client.client_state == KeeperState.CLOSED:
+        if ended:
             self._loop.call_soon_threadsafe(self._replace_soon, client)
 
     def _report(self, session: Session) -> None:
