@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 DYNAMIC = frozenset({
     # Defaults of topic configs.
     "compression.type", "message.max.bytes", "log.message.timestamp.type", "log.retention.ms",
+    "log.message.timestamp.after.max.ms", "log.message.timestamp.before.max.ms",
     "log.retention.bytes", "log.roll.ms", "log.segment.bytes", "log.cleaner.delete.retention.ms",
     "log.cleaner.min.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms", "log.cleaner.min.cleanable.ratio",
     # The log cleaner's own.

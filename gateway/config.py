@@ -86,6 +86,8 @@ _POSITIVE = ("must be > 0", lambda v: v > 0)
 _NON_NEGATIVE = ("must be >= 0", lambda v: v >= 0)
 _RETENTION = ("must be -1 (unlimited) or >= 0", lambda v: v >= -1)
 _ANY = ("", lambda v: True)
+_NO_TIMESTAMP_BOUND = (f"must be {2**63 - 1}: kgate does not check record timestamps against its clock",
+                       lambda v: v == 2**63 - 1)
 
 BROKER_SETTINGS: dict[str, tuple[object, tuple]] = {
     # -1: 0 on a single node; in a cluster, derived on first start and kept in the data dir.
@@ -173,6 +175,10 @@ BROKER_SETTINGS: dict[str, tuple[object, tuple]] = {
     # Whose clock dates stored records: the producer's (CreateTime) or the broker's on append.
     "log.message.timestamp.type": ("CreateTime", ("must be CreateTime or LogAppendTime",
                                                   lambda v: v in TIMESTAMP_TYPES)),
+    # How far from the broker's clock a record's timestamp may be (Kafka 4's default after: one
+    # hour). kgate does not check timestamps, so it takes only the value saying so: no bound.
+    "log.message.timestamp.after.max.ms": (2**63 - 1, _NO_TIMESTAMP_BOUND),
+    "log.message.timestamp.before.max.ms": (2**63 - 1, _NO_TIMESTAMP_BOUND),
     # What Metadata tells clients to connect to, HOST:PORT; empty: the listener itself.
     "advertised.listeners": ("", ("must be HOST:PORT or empty", lambda v: v == "" or _is_host_port(v))),
     # Consumer groups, with Kafka's names and defaults.

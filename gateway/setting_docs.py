@@ -116,6 +116,12 @@ SETTING_DOCS: dict[str, SettingDoc] = {
     "log.message.timestamp.type": _kafka("Whose clock dates stored records, for topics that do not set "
                                          "message.timestamp.type: `CreateTime` (the producer's) or `LogAppendTime` "
                                          "(this broker's, on append)."),
+    "log.message.timestamp.after.max.ms": _kafka("How far ahead of the broker's clock a record's timestamp may be "
+                                                 "(the default of message.timestamp.after.max.ms). kgate does not "
+                                                 "check timestamps, so it takes only the value of no bound."),
+    "log.message.timestamp.before.max.ms": _kafka("How far behind the broker's clock a record's timestamp may be "
+                                                  "(the default of message.timestamp.before.max.ms); as "
+                                                  "log.message.timestamp.after.max.ms."),
     "advertised.listeners": _kafka("What Metadata tells clients to connect to, HOST:PORT; empty: the listener "
                                    "itself. Also `--advertise`."),
     "offsets.topic.num.partitions": _kafka("Partitions of `__consumer_offsets`; a group's coordinator owns "

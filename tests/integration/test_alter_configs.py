@@ -362,7 +362,8 @@ def test_synonyms_are_the_ones_kafka_lists(broker_factory):
             "retention.ms", "segment.ms", "cleanup.policy", "flush.messages", "flush.ms", "segment.jitter.ms",
             "message.timestamp.after.max.ms", "leader.replication.throttled.replicas", "compression.gzip.level"])
         settings = _synonyms(wire, BROKER, "0", ["log.retention.ms", "log.retention.minutes", "log.retention.hours",
-                                                 "log.roll.ms", "log.roll.hours", "delete.topic.enable"])
+                                                 "log.roll.ms", "log.roll.hours", "delete.topic.enable",
+                                                 "log.message.timestamp.after.max.ms"])
     static, default, own = 4, 5, 1
     assert topic == {
         "retention.ms": ("86400000", own, False, [("retention.ms", "86400000", own)]),
@@ -385,6 +386,8 @@ def test_synonyms_are_the_ones_kafka_lists(broker_factory):
         "log.roll.ms": (None, default, False, []),
         "log.roll.hours": ("24", static, True, [("log.roll.hours", "24", static), ("log.roll.hours", "168", default)]),
         "delete.topic.enable": ("true", default, True, [("delete.topic.enable", "true", default)]),
+        "log.message.timestamp.after.max.ms": (long_max, default, False, [
+            ("log.message.timestamp.after.max.ms", long_max, default)]),
     }
 
 

@@ -98,3 +98,12 @@ async def test_time_forms_are_listed_as_kafka_lists_them(tmp_path):
     assert mine.layers("log.retention.hours") == [("log.retention.hours", "168", ConfigSource.DEFAULT_CONFIG)]
     with pytest.raises(ConfigError, match=r"Cannot update these configs dynamically: \[log.retention.hours\]"):
         BrokerConfigs.check("log.retention.hours", "1")
+
+
+def test_a_timestamp_bound_kgate_cannot_keep_is_refused_not_stored_and_ignored():
+    """kgate does not check record timestamps: Kafka's dynamic settings of the bounds take only
+    the value of no bound, where a custom config would be stored and silently do nothing."""
+    for name in ("log.message.timestamp.after.max.ms", "log.message.timestamp.before.max.ms"):
+        with pytest.raises(ConfigError, match="kgate does not check record timestamps"):
+            BrokerConfigs.check(name, "3600000")
+        assert BrokerConfigs.check(name, str(2**63 - 1)) == str(2**63 - 1)
