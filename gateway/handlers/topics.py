@@ -119,7 +119,6 @@ async def delete_topics(ctx: Context, request):
     return D(throttle_time_ms=0, responses=results)
 
 
-
 def _deletion_disabled(version: int, wanted):
     """Kafka's answer, before any authorization, when delete.topic.enable is false: every
     topic refused, with INVALID_REQUEST to clients older than the error (DeleteTopics v3)."""
