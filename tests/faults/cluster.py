@@ -67,7 +67,7 @@ class FaultCluster:
             settings["kgate.wal"] = f"file:{self.wal_dir}"
         if i == len(self.broker_hosts) - 1:
             wrapper += [f"LD_PRELOAD={FAKETIME}", f"FAKETIME_TIMESTAMP_FILE={self.clock_file}",
-                        "FAKETIME_CACHE_DURATION=1", "DONT_FAKE_MONOTONIC=1"]
+                        "FAKETIME_CACHE_DURATION=1", "DONT_FAKE_MONOTONIC=1", f"PYTHONPATH={_UNDER_FAKETIME}"]
         storage = (f"s3://{BUCKET}/kgate?endpoint=http://{self.s3_host.address}:{PROXY_PORT}"
                    "&region=us-east-1")
         settings |= {"kgate.metadata": f"zookeeper://{self.ensemble.address}/kgate", "kgate.storage": storage,
@@ -142,3 +142,5 @@ class FaultCluster:
 
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# time.sleep that works under libfaketime (its sitecustomize.py says why).
+_UNDER_FAKETIME = os.path.join(os.path.dirname(os.path.abspath(__file__)), "under_faketime")
