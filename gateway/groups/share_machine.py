@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from kgate.protocol.error_codes import ErrorCode
+from kgate.protocol.errors import KafkaError
 
 from . import share_assignor
 from .effects import ArmTimer, CancelTimer, Effect, Log, ShareMemberGone, Step, StoreConsumer, Timer, TimerKey
@@ -179,6 +180,18 @@ class ShareGroupMachine:
         out.append(Log(logging.INFO, "share group %s: member %s session expired", (key.group_id, key.member_id)))
         self._remove(share, key.member_id, "session expired", topics, out)
         return out
+
+    def check_offsets_alterable(self, group_id: str) -> None:
+        """Kafka's check before AlterShareGroupOffsets or DeleteShareGroupOffsets touch a group's
+        share-partitions: it must be a share group (GROUP_ID_NOT_FOUND for a missing one or one of
+        another type) and empty (NON_EMPTY_GROUP), as its members would be reading them."""
+        group = self.groups.get(group_id)
+        if group is None:
+            raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+        if group.share is None:
+            raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
+        if group.share.members:
+            raise KafkaError(ErrorCode.NON_EMPTY_GROUP, "The group is not empty.")
 
     def restore(self, now: int, group: Group) -> list[Effect]:
         """After replay: every member must heartbeat within a session from now."""
