@@ -129,7 +129,7 @@ def _described(index: int, summary: ShareSummary, lag: int, error: ErrorCode = E
     if error and message is None:
         message = KAFKA_MESSAGES.get(error)
     return DP(partition_index=index, start_offset=summary.start_offset, leader_epoch=summary.leader_epoch, lag=lag,
-              error_code=error, error_message=message)
+              error_code=error, error_message=message, kgate_in_flight=summary.in_flight)
 
 
 # -- AlterShareGroupOffsets ------------------------------------------------------------------

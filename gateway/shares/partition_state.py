@@ -281,6 +281,11 @@ class SharePartitionState:
         deliveryCompleteCount, which a share-partition's lag leaves out."""
         return sum(1 for record in self.records.values() if record.state in FINISHED)
 
+    def in_flight(self) -> int:
+        """Records handed out and not finished: acquired now, or released (or their lock run out)
+        and waiting to be offered again."""
+        return sum(1 for record in self.records.values() if record.state not in FINISHED)
+
     # -- what is stored --------------------------------------------------------------------------
 
     def state_batches(self) -> list[StateBatch]:

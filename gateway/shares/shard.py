@@ -29,10 +29,12 @@ LOCKS = "locks"
 @dataclass(frozen=True, slots=True)
 class ShareSummary:
     """What DescribeShareGroupOffsets tells of a share-partition (Kafka's ReadShareGroupStateSummary):
-    start offset -1 for one never started, and how many records past it are already finished."""
+    start offset -1 for one never started, how many records past it are already finished, and
+    (kgate's own) how many are in flight."""
     start_offset: int
     leader_epoch: int = 0
     delivery_complete: int = -1
+    in_flight: int = -1
 
 
 UNINITIALIZED = ShareSummary(-1)
@@ -132,7 +134,7 @@ class ShareStateShard(Shard[ShareRecord]):
         state = self.partitions.get(share_key)
         if state is None or not state.initialized:
             return UNINITIALIZED
-        return ShareSummary(state.start_offset, 0, state.delivery_complete())
+        return ShareSummary(state.start_offset, 0, state.delivery_complete(), state.in_flight())
 
     def group_partitions(self, group_id: str) -> list[SharePartitionKey]:
         """The group's share-partitions here that have a start offset (what describing all reports)."""

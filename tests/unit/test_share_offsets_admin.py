@@ -30,8 +30,11 @@ async def test_a_summary_gives_the_start_offset_and_the_finished_records_past_it
     await fetch(shares, P0, "a", [Span(0, 5)])
     await ack(shares, P0, "a", 0, 5, AckType.ACCEPT, AckType.RELEASE, AckType.ACCEPT, AckType.REJECT,
               AckType.RELEASE, AckType.ACCEPT)
-    # 0 is finished and the start moves past it; 2, 3 and 5 are finished behind the released 1 and 4.
-    assert shares.shard(0).summary(P0) == ShareSummary(1, 0, 3)
+    # 0 is finished and the start moves past it; 2, 3 and 5 are finished behind the released 1 and 4,
+    # which are in flight (to be offered again).
+    assert shares.shard(0).summary(P0) == ShareSummary(1, 0, 3, 2)
+    await fetch(shares, P0, "b", [Span(1, 6)])
+    assert shares.shard(0).summary(P0) == ShareSummary(1, 0, 3, 3), "1 and 4 again, and 6 for the first time"
     await shares.close()
 
 
@@ -56,10 +59,10 @@ async def test_an_altered_share_partition_starts_afresh_and_its_next_owner_agree
     state = shares.shard(0).partitions[P0]
     assert (state.start_offset, state.end_offset, state.records, state.state_epoch) == (4, 4, {}, epoch + 1)
     assert clock.armed == 0, "nothing is in flight, so no lock timer is left"
-    assert shares.shard(0).summary(P1) == ShareSummary(7, 0, 0), "a share-partition never read starts there too"
+    assert shares.shard(0).summary(P1) == ShareSummary(7, 0, 0, 0), "a share-partition never read starts there too"
     moved = await reloaded(shares)
     assert stored(moved) == stored(shares.shard(0))
-    assert moved.summary(P0) == ShareSummary(4, 0, 0)
+    assert moved.summary(P0) == ShareSummary(4, 0, 0, 0)
     assert await fetch(shares, P0, "b", [Span(4, 6)]) == (4, [Acquired(4, 6, 1)]), "delivery counts start again"
     await clock.advance(LOCK_MS)
     await shares.close()
