@@ -181,6 +181,16 @@ class ShareGroupMachine:
         self._remove(share, key.member_id, "session expired", topics, out)
         return out
 
+    def prepare_offsets_alter(self, group_id: str) -> Step[None]:
+        """AlterShareGroupOffsets: Kafka makes an empty share group of an id no group has (its
+        offsets are then set), and otherwise wants an empty share group."""
+        if group_id in self.groups:
+            self.check_offsets_alterable(group_id)
+            return Step(None, [])
+        share = self._share_group(None, group_id)
+        return Step(None, [StoreConsumer(group_id, [share.epoch_record()]),
+                           Log(logging.INFO, "share group %s: made to alter its offsets", (group_id,))])
+
     def check_offsets_alterable(self, group_id: str) -> None:
         """Kafka's check before AlterShareGroupOffsets or DeleteShareGroupOffsets touch a group's
         share-partitions: it must be a share group (GROUP_ID_NOT_FOUND for a missing one or one of

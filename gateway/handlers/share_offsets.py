@@ -6,9 +6,10 @@ share coordinator (gateway/shares). Describing needs Describe on the group and o
 topic (a topic the principal may not describe is left out of an all-topics answer, and
 answered TOPIC_AUTHORIZATION_FAILED when named); altering needs Read on the group and on
 each topic; deleting needs Delete on the group and Read on each topic. Altering and
-deleting touch only an empty share group (GROUP_ID_NOT_FOUND for a missing group or one
-of another type, NON_EMPTY_GROUP while it has members), as its members would be reading
-the share-partitions. An altered share-partition starts afresh at the offset; a deleted
+deleting touch only an empty share group (GROUP_ID_NOT_FOUND for a group of another type,
+NON_EMPTY_GROUP while it has members), as its members would be reading the
+share-partitions; altering makes an empty share group of an id no group has (Kafka 4.4
+does), deleting answers GROUP_ID_NOT_FOUND for it. An altered share-partition starts afresh at the offset; a deleted
 one starts again where ``share.auto.offset.reset`` says when the group next reads it.
 """
 import uuid
@@ -137,20 +138,22 @@ def _described(index: int, summary: ShareSummary, lag: int, error: ErrorCode = E
 @handles(ApiKey.AlterShareGroupOffsets)
 async def alter_share_group_offsets(ctx: Context, request):
     group_id = request.group_id
-    results: dict[str, tuple[uuid.UUID, list]] = {}
+    answers: list[tuple[str, uuid.UUID, list]] = []  # per topic: (index, error, or the key to set)
     offsets: dict[SharePartitionKey, int] = {}
     try:
         ctx.require(Operation.READ, ResourceType.GROUP, group_id)
         for asked in request.topics:
             topic, error = _topic_for_offsets(ctx, asked.topic_name)
-            topic_id = topic.topic_id if topic is not None else NO_TOPIC_ID
-            answered = results.setdefault(asked.topic_name, (topic_id, []))[1]
+            parts: list[tuple[int, ErrorCode | SharePartitionKey]] = []
             for part in asked.partitions:
                 if topic is None or not 0 <= part.partition_index < topic.partitions:
-                    answered.append(_altered(part.partition_index, error or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                    parts.append((part.partition_index, error or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
                 else:
-                    offsets[SharePartitionKey(group_id, topic.topic_id, part.partition_index)] = part.start_offset
-        ctx.broker.groups.check_share_offsets_alterable(group_id)
+                    key = SharePartitionKey(group_id, topic.topic_id, part.partition_index)
+                    offsets[key] = part.start_offset
+                    parts.append((part.partition_index, key))
+            answers.append((asked.topic_name, topic.topic_id if topic is not None else NO_TOPIC_ID, parts))
+        await ctx.broker.groups.prepare_share_offsets_alter(group_id)
     except KafkaError as exc:
         return A(throttle_time_ms=0, error_code=exc.code, error_message=_message(exc), responses=[])
     outcome, message = ErrorCode.NONE, None
@@ -160,12 +163,11 @@ async def alter_share_group_offsets(ctx: Context, request):
             await ctx.broker.shares.reset_offsets(offsets)
     except KafkaError as exc:
         outcome, message = exc.code, _message(exc)
-    names = {topic.topic_id: name for name, topic in ctx.broker.topics.items()}
-    for key in offsets:
-        results[names[key.topic_id]][1].append(_altered(key.partition, outcome, message))
     return A(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, responses=[
-        AT(topic_name=name, topic_id=topic_id, partitions=partitions)
-        for name, (topic_id, partitions) in results.items()])
+        AT(topic_name=name, topic_id=topic_id, partitions=[
+            _altered(index, outcome, message) if isinstance(result, SharePartitionKey) else _altered(index, result)
+            for index, result in parts])
+        for name, topic_id, parts in answers])
 
 
 def _topic_for_offsets(ctx: Context, name: str) -> tuple[Topic | None, ErrorCode | None]:

@@ -12,12 +12,14 @@ import uuid
 import pytest
 
 from kgate.gateway.groups.group import Group
+from kgate.gateway.groups.share_machine import ShareHeartbeat
 from kgate.gateway.shares.partition_state import AckType, Acquired, Span
 from kgate.gateway.shares.records import SharePartitionKey
 from kgate.gateway.shares.shard import UNINITIALIZED, ShareSummary
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
 from tests.unit.fake_clock import FakeClock
+from tests.unit.test_group_shard import assert_replays_to_the_same_state, coordinator
 from tests.unit.test_share_group_machine import Driver
 from tests.unit.test_share_state_shard import LOCK_MS, P0, P1, ack, fetch, reloaded, runtime, stored
 
@@ -100,3 +102,21 @@ def test_only_an_empty_share_group_may_have_its_offsets_altered_or_deleted():
     assert busy.value.code == ErrorCode.NON_EMPTY_GROUP
     assert driver.beat("m1", epoch=-1).error == ErrorCode.NONE
     check("g")  # empty now: allowed
+
+
+async def test_altering_the_offsets_of_a_group_id_no_group_has_makes_an_empty_share_group_that_replays():
+    groups = await coordinator()
+    await groups.prepare_share_offsets_alter("fresh")
+    made = groups.describe("fresh")
+    assert (made.share.state, made.share.members, made.protocol_type) == ("Empty", {}, "share")
+    await assert_replays_to_the_same_state(groups)
+    await groups.prepare_share_offsets_alter("fresh")  # empty already: allowed, nothing new
+    await groups.share_heartbeat(ShareHeartbeat("fresh", "m1", 0, "c", "/h", None, ["t"]))
+    with pytest.raises(KafkaError) as busy:
+        await groups.prepare_share_offsets_alter("fresh")
+    assert busy.value.code == ErrorCode.NON_EMPTY_GROUP
+    with pytest.raises(KafkaError) as missing:
+        groups.check_share_offsets_alterable("never")
+    assert missing.value.code == ErrorCode.GROUP_ID_NOT_FOUND, "deleting offsets makes no group"
+    assert groups.describe("never") is None
+    await groups.close()
