@@ -9,8 +9,9 @@ each topic; deleting needs Delete on the group and Read on each topic. Altering 
 deleting touch only an empty share group (GROUP_ID_NOT_FOUND for a group of another type,
 NON_EMPTY_GROUP while it has members), as its members would be reading the
 share-partitions; altering makes an empty share group of an id no group has (Kafka 4.4
-does), deleting answers GROUP_ID_NOT_FOUND for it. An altered share-partition starts afresh at the offset; a deleted
-one starts again where ``share.auto.offset.reset`` says when the group next reads it.
+does), deleting answers GROUP_ID_NOT_FOUND for it. An altered share-partition starts
+afresh at the offset; a deleted one starts again where ``share.auto.offset.reset`` says
+when the group next reads it.
 """
 import uuid
 
@@ -100,12 +101,12 @@ async def _describe_partition(ctx: Context, group_id: str, topic: Topic, index: 
     try:
         summary = ctx.broker.shares.summary(SharePartitionKey(group_id, topic.topic_id, index))
     except KafkaError as exc:
-        return _described(index, UNINITIALIZED, -1, exc.code, _message(exc))
+        return _described(index, UNINITIALIZED, -1, exc.code, exc.message)
     if summary.start_offset < 0 or summary.delivery_complete < 0:
         return _described(index, summary, -1)
     end = await _log_end(ctx, topic, index)
     if isinstance(end, ErrorCode):
-        return _described(index, UNINITIALIZED, -1, end, KAFKA_MESSAGES.get(end))
+        return _described(index, UNINITIALIZED, -1, end)
     # Kafka's lag: what lies between the start offset and the log's end, less what is already finished.
     return _described(index, summary, end - summary.start_offset - summary.delivery_complete)
 
@@ -138,7 +139,7 @@ def _described(index: int, summary: ShareSummary, lag: int, error: ErrorCode = E
 @handles(ApiKey.AlterShareGroupOffsets)
 async def alter_share_group_offsets(ctx: Context, request):
     group_id = request.group_id
-    answers: list[tuple[str, uuid.UUID, list]] = []  # per topic: (index, error, or the key to set)
+    answers: list[tuple[str, uuid.UUID, list]] = []  # per topic: name, id, (partition, error or key to set)
     offsets: dict[SharePartitionKey, int] = {}
     try:
         ctx.require(Operation.READ, ResourceType.GROUP, group_id)
