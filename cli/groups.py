@@ -1,6 +1,6 @@
 """``kgate groups list|describe|delete|reset-offsets``: consumer groups, as kafka-consumer-groups.sh;
-``list`` names each group's type (classic, consumer, share) and ``describe`` shows a share group
-(cli/share_groups.py) too.
+``list`` names each group's type (classic, consumer, share) and ``describe`` shows KIP-848
+consumer groups and share groups too (cli/modern_groups.py).
 
 Lag is the partition's log end offset (ListOffsets LATEST, the high watermark a
 consumer reads up to) minus the group's committed offset (OffsetFetch): exactly the
@@ -16,7 +16,7 @@ from kafka.protocol.consumer import OffsetSpec, OffsetTimestamp
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
 from . import client_options as options
-from . import output, share_groups
+from . import modern_groups, output
 from .client_options import Failed, UsageError
 from .group_offsets import assigned as _assigned
 from .group_offsets import committed as _committed
@@ -76,14 +76,18 @@ def _type(listed: dict) -> str:
 
 
 def _describe(args) -> None:
+    kind = "classic"
     with options.admin(args) as admin:
         group = admin.describe_groups([args.group])[args.group]
-        if (group.get("error") or "").startswith(f"[Error {share_groups.GROUP_ID_NOT_FOUND}]"):
+        if (group.get("error") or "").startswith(f"[Error {modern_groups.GROUP_ID_NOT_FOUND}]"):
             # Not a classic group: DescribeGroups describes no other kind.
-            share = share_groups.describe(admin, args.group)
+            share = modern_groups.share(admin, args.group)
             if share is not None:
                 _describe_share(args, admin, *share)
                 return
+            consumer = modern_groups.consumer(admin, args.group)
+            if consumer is not None:
+                group, kind = consumer, "consumer"
         if group.get("error"):
             raise Failed(options.result_text(group["error"], f"group {args.group!r}"))
         committed = _committed(admin, args.group)
@@ -105,11 +109,11 @@ def _describe(args) -> None:
                 "partitions": [f"{tp.topic}-{tp.partition}" for tp in sorted(_assigned(m))]} for m in group["members"]]
     total = sum(r["lag"] for r in rows if r["lag"] is not None)
     if args.output == "json":
-        output.document({"group": args.group, "type": "classic", "state": group["group_state"],
+        output.document({"group": args.group, "type": kind, "state": group["group_state"],
                          "protocol_type": group["protocol_type"], "protocol": group.get("protocol_data"),
                          "members": members, "partitions": rows, "total_lag": total})
         return
-    print(f"group {args.group}  type classic  state {group['group_state']}  "
+    print(f"group {args.group}  type {kind}  state {group['group_state']}  "
           f"protocol {group.get('protocol_data') or '-'}  members {len(members)}  total lag {total}")
     if members:
         print()
@@ -129,7 +133,7 @@ def _describe_share(args, admin, group: dict, partitions: list) -> None:
              "log_end_offset": ends[p.partition], "lag": p.lag, "in_flight": p.in_flight} for p in partitions]
     members = [{"member_id": m["member_id"], "client_id": m["client_id"], "host": m["client_host"],
                 "member_epoch": m["member_epoch"],
-                "partitions": [f"{tp.topic}-{tp.partition}" for tp in share_groups.assigned(m)]}
+                "partitions": [f"{tp.topic}-{tp.partition}" for tp in modern_groups.assigned(m)]}
                for m in group["members"]]
     total = sum(r["lag"] for r in rows if r["lag"] is not None)
     if args.output == "json":

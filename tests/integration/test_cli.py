@@ -18,6 +18,7 @@ from kafka.structs import OffsetAndMetadata, TopicPartition
 from conformance import scenarios as S
 from conformance.session import Session
 from conformance.share_member import ACCEPT, RELEASE, ShareMember
+from kgate.protocol.messages import ConsumerGroupHeartbeatRequest
 from tests.support.member_process import wait_for
 from tests.support.scrape import scrape
 
@@ -242,6 +243,37 @@ def test_groups_list_and_describe_show_a_share_groups_type_start_offsets_and_rec
         assert "type share  state Stable  members 1  total lag 6" in text and "IN-FLIGHT" in text
         member.leave()
         assert json.loads(client(broker, "groups", "describe", "SG", "--output", "json").stdout)["state"] == "Empty"
+    finally:
+        session.close()
+
+
+def test_groups_describe_shows_a_consumer_groups_type_and_its_members_assignment(broker_factory):
+    """A KIP-848 consumer group, which DescribeGroups does not describe (ConsumerGroupDescribe does)."""
+    broker = broker_factory(**FAST_GROUPS)
+    client(broker, "topics", "create", "kip848", "--partitions", "2")
+    session = Session(broker.bootstrap)
+    member, epoch, assigned = "cgmember0000000000000", 0, []
+    try:
+        S.await_coordinator(session, "CG")
+
+        def beat():
+            nonlocal epoch, assigned
+            answer = session.call("setup", ConsumerGroupHeartbeatRequest(
+                group_id="CG", member_id=member, member_epoch=epoch, rebalance_timeout_ms=30_000,
+                subscribed_topic_names=["kip848"], server_assignor="uniform", topic_partitions=[]), 0, record=False)
+            assert answer.error_code == 0, answer
+            epoch = answer.member_epoch
+            if answer.assignment is not None:
+                assigned = [p for t in answer.assignment.topic_partitions for p in t.partitions]
+            return len(assigned) == 2
+        wait_for(beat, timeout=30, what="both partitions assigned")
+        listed = json.loads(client(broker, "groups", "list", "--output", "json").stdout)
+        assert [g["type"] for g in listed if g["group"] == "CG"] == ["consumer"]
+        shown = json.loads(client(broker, "groups", "describe", "CG", "--output", "json").stdout)
+        assert (shown["type"], shown["protocol"]) == ("consumer", "uniform")
+        assert [(m["member_id"], m["partitions"]) for m in shown["members"]] == [
+            (member, ["kip848-0", "kip848-1"])]
+        assert "type consumer" in client(broker, "groups", "describe", "CG").stdout
     finally:
         session.close()
 
