@@ -1,4 +1,6 @@
-"""``kgate groups list|describe|delete|reset-offsets``: consumer groups, as kafka-consumer-groups.sh.
+"""``kgate groups list|describe|delete|reset-offsets``: consumer groups, as kafka-consumer-groups.sh;
+``list`` names each group's type (classic, consumer, share) and ``describe`` shows KIP-848
+consumer groups and share groups too (cli/modern_groups.py).
 
 Lag is the partition's log end offset (ListOffsets LATEST, the high watermark a
 consumer reads up to) minus the group's committed offset (OffsetFetch): exactly the
@@ -14,7 +16,7 @@ from kafka.protocol.consumer import OffsetSpec, OffsetTimestamp
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
 from . import client_options as options
-from . import output
+from . import modern_groups, output
 from .client_options import Failed, UsageError
 from .group_offsets import assigned as _assigned
 from .group_offsets import committed as _committed
@@ -62,15 +64,32 @@ def run(args) -> int:
 def _list(args) -> None:
     with options.admin(args) as admin:
         groups = sorted(admin.list_groups(), key=lambda g: g["group_id"])
-    output.listing(args, ("GROUP", "STATE", "PROTOCOL-TYPE"),
-                   [(g["group_id"], g.get("group_state"), g.get("protocol_type") or None) for g in groups],
-                   [{"group": g["group_id"], "state": g.get("group_state"), "protocol_type": g.get("protocol_type")}
-                    for g in groups])
+    output.listing(args, ("GROUP", "TYPE", "STATE", "PROTOCOL-TYPE"),
+                   [(g["group_id"], _type(g), g.get("group_state"), g.get("protocol_type") or None) for g in groups],
+                   [{"group": g["group_id"], "type": _type(g), "state": g.get("group_state"),
+                     "protocol_type": g.get("protocol_type")} for g in groups])
+
+
+def _type(listed: dict) -> str:
+    """ListGroups v5's group type (classic, consumer, share); an older broker has classic groups only."""
+    return listed.get("group_type") or "classic"
 
 
 def _describe(args) -> None:
+    kind = "classic"
     with options.admin(args) as admin:
-        group = _group(admin, args.group)
+        group = admin.describe_groups([args.group])[args.group]
+        if (group.get("error") or "").startswith(f"[Error {modern_groups.GROUP_ID_NOT_FOUND}]"):
+            # Not a classic group: DescribeGroups describes no other kind.
+            share = modern_groups.share(admin, args.group)
+            if share is not None:
+                _describe_share(args, admin, *share)
+                return
+            consumer = modern_groups.consumer(admin, args.group)
+            if consumer is not None:
+                group, kind = consumer, "consumer"
+        if group.get("error"):
+            raise Failed(options.result_text(group["error"], f"group {args.group!r}"))
         committed = _committed(admin, args.group)
         if group["group_state"] == "Dead" and not committed:
             raise Failed(f"group {args.group!r} does not exist (GROUP_ID_NOT_FOUND)")
@@ -90,12 +109,12 @@ def _describe(args) -> None:
                 "partitions": [f"{tp.topic}-{tp.partition}" for tp in sorted(_assigned(m))]} for m in group["members"]]
     total = sum(r["lag"] for r in rows if r["lag"] is not None)
     if args.output == "json":
-        output.document({"group": args.group, "state": group["group_state"],
+        output.document({"group": args.group, "type": kind, "state": group["group_state"],
                          "protocol_type": group["protocol_type"], "protocol": group.get("protocol_data"),
                          "members": members, "partitions": rows, "total_lag": total})
         return
-    print(f"group {args.group}  state {group['group_state']}  protocol {group.get('protocol_data') or '-'}  "
-          f"members {len(members)}  total lag {total}")
+    print(f"group {args.group}  type {kind}  state {group['group_state']}  "
+          f"protocol {group.get('protocol_data') or '-'}  members {len(members)}  total lag {total}")
     if members:
         print()
         output.table(("MEMBER-ID", "CLIENT-ID", "HOST", "PARTITIONS"),
@@ -103,6 +122,34 @@ def _describe(args) -> None:
     print()
     output.table(("TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID"),
                  [(r["topic"], r["partition"], r["committed_offset"], r["log_end_offset"], r["lag"], r["member_id"])
+                  for r in rows])
+
+
+def _describe_share(args, admin, group: dict, partitions: list) -> None:
+    """A share group: its members, and per share-partition the start offset, the log end, the
+    lag (records not yet acknowledged or archived) and the records in flight."""
+    ends = _offsets(admin, [p.partition for p in partitions], OffsetSpec.LATEST)
+    rows = [{"topic": p.partition.topic, "partition": p.partition.partition, "start_offset": p.start_offset,
+             "log_end_offset": ends[p.partition], "lag": p.lag, "in_flight": p.in_flight} for p in partitions]
+    members = [{"member_id": m["member_id"], "client_id": m["client_id"], "host": m["client_host"],
+                "member_epoch": m["member_epoch"],
+                "partitions": [f"{tp.topic}-{tp.partition}" for tp in modern_groups.assigned(m)]}
+               for m in group["members"]]
+    total = sum(r["lag"] for r in rows if r["lag"] is not None)
+    if args.output == "json":
+        output.document({"group": args.group, "type": "share", "state": group["group_state"],
+                         "group_epoch": group["group_epoch"], "assignment_epoch": group["assignment_epoch"],
+                         "members": members, "partitions": rows, "total_lag": total})
+        return
+    print(f"group {args.group}  type share  state {group['group_state']}  members {len(members)}  total lag {total}")
+    if members:
+        print()
+        output.table(("MEMBER-ID", "CLIENT-ID", "HOST", "EPOCH", "PARTITIONS"),
+                     [(m["member_id"], m["client_id"], m["host"], m["member_epoch"], len(m["partitions"]))
+                      for m in members])
+    print()
+    output.table(("TOPIC", "PARTITION", "START-OFFSET", "LOG-END-OFFSET", "LAG", "IN-FLIGHT"),
+                 [(r["topic"], r["partition"], r["start_offset"], r["log_end_offset"], r["lag"], r["in_flight"])
                   for r in rows])
 
 

@@ -7,8 +7,9 @@ PLAINTEXT listener's ANONYMOUS principal a super user, as an operator's admin ho
 be), and the same sequence of tool commands runs against each: create, describe, alter and
 delete topics; topic, broker and user (SCRAM) configs; a verifiable producer and consumer
 with their own delivery checks; consumer groups (describe, reset offsets, delete); offsets,
-record deletion, log dirs, features, ACLs and transactions (a transaction left open by a raw
-producer, then described, listed and aborted). Each command's exit status and output, after
+record deletion, log dirs, features, ACLs, transactions (a transaction left open by a raw
+producer, then described, listed and aborted) and share groups (a group that read and left,
+then listed, described, reset, its offsets deleted, and deleted). Each command's exit status and output, after
 normalization (addresses, ids, times, paths; stack frames), are compared; a difference is
 explained in ``KNOWN`` or fails. Writes ``results/kafka-tools.json`` and ``TOOLS.md``.
 """
@@ -19,6 +20,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -30,6 +32,7 @@ sys.path[:0] = [p for p in (ROOT,) if p not in sys.path]
 from conformance import scenarios as S  # noqa: E402
 from conformance.kafka_broker import KafkaBroker, tool_command  # noqa: E402
 from conformance.session import Session  # noqa: E402
+from conformance.share_member import ACCEPT, RELEASE, ShareMember  # noqa: E402
 from tests.support.broker_process import BrokerProcess  # noqa: E402
 
 TIMEOUT = 120  # seconds one tool may run; a bound, not a speed expectation
@@ -102,6 +105,7 @@ def consumer_check(output: str) -> str:
 # -- the commands, in order ----------------------------------------------------------------------
 
 T, P, G, X = "{topic}", "{produced}", "{group}", "{txn}"
+ST, SG, BG = "{share_topic}", "{share_group}", "{busy_group}"
 CASES = [
     Case("topics create", "kafka-topics", ("--create", "--topic", T, "--partitions", "3",
                                            "--replication-factor", "1"), ci=True),
@@ -161,6 +165,37 @@ CASES = [
     Case("transactions abort", "kafka-transactions", ("abort", "--topic", P, "--partition", "0", "--start-offset",
                                                       str(MESSAGES))),
     Case("transactions describe unknown", "kafka-transactions", ("describe", "--transactional-id", "no-such-txn")),
+    # Share groups (KIP-932): a group that read the share topic and left (share_group_read_and_left),
+    # then one with a member still in it (share_group_with_a_member).
+    Case("share groups list", "kafka-share-groups", ("--list",), ci=True),
+    Case("share groups list state", "kafka-share-groups", ("--list", "--state")),
+    Case("share groups describe", "kafka-share-groups", ("--describe", "--group", SG), ci=True),
+    Case("share groups describe verbose", "kafka-share-groups", ("--describe", "--group", SG, "--verbose")),
+    Case("share groups describe members", "kafka-share-groups", ("--describe", "--group", SG, "--members"),
+         ci=True),
+    Case("share groups describe state", "kafka-share-groups", ("--describe", "--group", SG, "--state"), ci=True),
+    Case("share groups reset dry run", "kafka-share-groups", ("--reset-offsets", "--group", SG, "--topic", ST,
+                                                              "--to-offset", "2", "--dry-run")),
+    Case("share groups reset to earliest", "kafka-share-groups", ("--reset-offsets", "--group", SG, "--topic", ST,
+                                                                  "--to-earliest", "--execute"), ci=True),
+    Case("share groups describe after reset", "kafka-share-groups", ("--describe", "--group", SG), ci=True),
+    Case("share groups reset to latest", "kafka-share-groups", ("--reset-offsets", "--group", SG, "--all-topics",
+                                                                "--to-latest", "--execute")),
+    Case("share groups reset to offset", "kafka-share-groups", ("--reset-offsets", "--group", SG, "--topic",
+                                                                ST + ":0", "--to-offset", "7", "--execute")),
+    Case("share groups describe after resets", "kafka-share-groups", ("--describe", "--group", SG)),
+    Case("share groups delete offsets, unknown topic", "kafka-share-groups", ("--delete-offsets", "--group", SG,
+                                                                              "--topic", "no-such-topic")),
+    Case("share groups delete offsets", "kafka-share-groups", ("--delete-offsets", "--group", SG, "--topic", ST),
+         ci=True),
+    Case("share groups describe after delete offsets", "kafka-share-groups", ("--describe", "--group", SG),
+         ci=True),
+    Case("share groups delete offsets, member active", "kafka-share-groups", ("--delete-offsets", "--group", BG,
+                                                                              "--topic", ST), ci=True),
+    Case("share groups reset, member active", "kafka-share-groups", ("--reset-offsets", "--group", BG, "--topic",
+                                                                     ST, "--to-earliest", "--execute")),
+    Case("share groups delete", "kafka-share-groups", ("--delete", "--group", SG), ci=True),
+    Case("share groups describe deleted", "kafka-share-groups", ("--describe", "--group", SG)),
     Case("consumer groups delete", "kafka-consumer-groups", ("--delete", "--group", G)),
     Case("topics delete", "kafka-topics", ("--delete", "--topic", T)),
 ]
@@ -203,16 +238,67 @@ def open_transaction(bootstrap: str, token: str, names: dict) -> None:
         session.close()
 
 
+# -- share groups for kafka-share-groups ---------------------------------------------------------
+
+SHARE_RECORDS, SHARE_ACCEPTED = 10, 4
+
+
+def share_group_read_and_left(bootstrap: str, token: str, names: dict) -> None:
+    """A share group that read both partitions of the share topic (SHARE_RECORDS records each): it
+    accepted the first SHARE_ACCEPTED records of partition 0 and released the rest, accepted all of
+    partition 1, and left. So the group is empty, its start offsets 4 and 10, its lags 6 and 0."""
+    session = Session(bootstrap, token)
+    try:
+        topic = S.topic(session, "share-tools", partitions=2)
+        assert topic == names["share_topic"]
+        now = int(time.time() * 1000)  # Kafka's retention would delete records stamped long ago
+        for partition in (0, 1):
+            S.produce(session, "setup", topic, [b"%d" % i for i in range(SHARE_RECORDS)], partition=partition,
+                      timestamps=[now] * SHARE_RECORDS)
+        S.incremental_alter(session, "setup", S.GROUP, names["share_group"],
+                            [("share.auto.offset.reset", S.SET, "earliest")], record=False)
+        member = _share_member(session, names["share_group"], topic)
+        member.acquire({0: SHARE_RECORDS, 1: SHARE_RECORDS})
+        member.acknowledge_and_close({0: [ACCEPT] * SHARE_ACCEPTED + [RELEASE] * (SHARE_RECORDS - SHARE_ACCEPTED),
+                                      1: [ACCEPT] * SHARE_RECORDS})
+        member.leave()
+    finally:
+        session.close()
+
+
+def share_group_with_a_member(bootstrap: str, token: str, names: dict) -> None:
+    """A share group with a member that stays (until its session times out, after the cases that need it)."""
+    session = Session(bootstrap, token)
+    try:
+        _share_member(session, names["busy_group"], names["share_topic"])
+    finally:
+        session.close()
+
+
+def _share_member(session: Session, group: str, topic: str) -> ShareMember:
+    S.await_coordinator(session, group)
+    [described] = S.metadata(session, "setup", [topic]).topics
+    member = ShareMember(session, group, topic, described.topic_id)
+    member.join(partitions=2)
+    return member
+
+
+SETUP = {"transactions list": open_transaction, "share groups list": share_group_read_and_left,
+         "share groups delete offsets, member active": share_group_with_a_member}
+
+
 def run_all(bootstrap: str, token: str, workdir: str, cases: list[Case]) -> list[Outcome]:
     names = {"topic": f"conf-tools-{token}", "produced": f"conf-produced-{token}", "group": f"conf-group-{token}",
-             "txn": f"conf-txn-{token}", "delete_json": "delete.json"}  # tools run in ``workdir``
+             "txn": f"conf-txn-{token}", "share_topic": f"conf-share-tools-{token}",
+             "share_group": f"conf-share-group-{token}", "busy_group": f"conf-busy-group-{token}",
+             "delete_json": "delete.json"}  # tools run in ``workdir``
     with open(os.path.join(workdir, names["delete_json"]), "w") as fh:
         json.dump({"version": 1, "partitions": [{"topic": names["produced"], "partition": 0,
                                                  "offset": DELETE_BEFORE}]}, fh)
     outcomes = []
     for case in cases:
-        if case.name == "transactions list":
-            open_transaction(bootstrap, token, names)
+        if case.name in SETUP:
+            SETUP[case.name](bootstrap, token, names)
         args = [arg.format(**names) for arg in case.args]
         command = tool_command(case.tool, "--bootstrap-server", bootstrap, *args)
         try:
@@ -233,6 +319,10 @@ _NO_SCRAM_API = ("kgate keeps SCRAM users with `kgate users` and does not serve 
                  "DescribeUserScramCredentials or DescribeClientQuotas, which kafka-configs uses for users")
 _KRAFT_MIN_ISR = ("Kafka 4's storage format sets a cluster-wide dynamic min.insync.replicas=1 (KIP-966); "
                   "kgate has no replicas")
+_SHARE_START = ("a share-partition's start offset: Kafka's share coordinator has it as the partition leader last "
+                "wrote it, before the leader moved it past the records just acknowledged (those count as finished "
+                "in its delivery-complete count instead); kgate's share state is the coordinator's own, so it "
+                "gives the start offset as it is now. The lags agree")
 KNOWN: dict[str, tuple[str, str]] = {
     "features describe": (DELIBERATE, "kgate has group.version 1, share.version 1 and transaction.version 0 "
                                       "(KIP-890's second part is not built); KRaft's features and streams groups "
@@ -244,6 +334,8 @@ KNOWN: dict[str, tuple[str, str]] = {
                                     "Kafka the ones kgate has no counterpart for (log.cleanup.policy) "
                                     "(conformance/REPORT.md)"),
     "configs broker default describe": (INTERNAL, _KRAFT_MIN_ISR),
+    "share groups describe": (DELIBERATE, _SHARE_START),
+    "share groups describe verbose": (DELIBERATE, _SHARE_START),
     "configs SCRAM user alter": (BUG, _NO_SCRAM_API),
     "configs users describe": (BUG, _NO_SCRAM_API),
 }

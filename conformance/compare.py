@@ -28,8 +28,8 @@ _DAY_MS = 24 * 3600 * 1000
 # Lists of things Kafka keeps in no defined order that have no name of their own.
 UNORDERED = {"mechanisms", "acls"}
 # Keys naming the elements of a list whose order Kafka does not define.
-IDENTITIES = ("name", "topic", "partition_index", "partition", "index", "group_id", "api_key", "resource_name",
-              "transactional_id", "key", "node_id", "broker_id", "member_id")
+IDENTITIES = ("name", "topic", "topic_name", "partition_index", "partition", "index", "group_id", "api_key",
+              "resource_name", "transactional_id", "key", "node_id", "broker_id", "member_id")
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ TOOLS = {
     "kafka-topics": "org.apache.kafka.tools.TopicCommand",
     "kafka-configs": "org.apache.kafka.tools.ConfigCommand",
     "kafka-consumer-groups": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
+    "kafka-share-groups": "org.apache.kafka.tools.consumer.group.ShareGroupCommand",
     "kafka-acls": "org.apache.kafka.tools.AclCommand",
     "kafka-transactions": "org.apache.kafka.tools.TransactionsCommand",
     "kafka-get-offsets": "org.apache.kafka.tools.GetOffsetShell",

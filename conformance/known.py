@@ -55,6 +55,9 @@ KNOWN: list[Known] = [
     Known("api_versions", "*", "*_features.name=transaction.version*", DELIBERATE,
           "kgate implements transaction.version 0: KIP-890's second part (EndTxn v5, an epoch bump per "
           "transaction) is not built, so clients keep the older transaction protocol"),
+    Known("share_group_offsets", "*", "*.kgate_in_flight", DELIBERATE,
+          "kgate's own tagged field: a share-partition's records in flight, which `kgate groups describe` shows "
+          "(Kafka's clients skip it; Kafka sends none)"),
     # Metadata
     Known("metadata_auto_create", "*", "topics.*", INTERNAL,
           "Kafka's broker asks its controller to create the topic and answers before it exists (a client "

@@ -16,6 +16,7 @@ from kgate.protocol.messages import REQUESTS
 from tests.unit.record_batches import build_batch
 
 from .session import Session
+from .share_member import ShareMember
 
 R = {key: REQUESTS[key] for key in ApiKey if key in REQUESTS}
 EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
@@ -654,6 +655,63 @@ def group_configs(s: Session):
     incremental_alter(s, "delete heartbeat", GROUP, group, [("consumer.heartbeat.interval.ms", DELETE, None)])
     await_config(s, group, "consumer.heartbeat.interval.ms", "5000", GROUP)
     describe_configs(s, "after delete", GROUP, group, keys)
+
+
+@scenario("share groups")
+def share_group_offsets(s: Session):
+    """DescribeShareGroupOffsets, AlterShareGroupOffsets and DeleteShareGroupOffsets (KIP-932): an
+    unknown group (altering makes it), a group with a member, then the group empty: alter,
+    describe (v0, and v1's lag), delete, on known and unknown topics and partitions, and a
+    classic group's id."""
+    name, unread, group = topic(s, "sgo", partitions=2), topic(s, "sgo-unread"), s.name("share-offsets")
+    now = int(time.time() * 1000)  # Kafka's retention would delete records stamped long ago
+    for partition in (0, 1):
+        produce(s, f"produce to {partition}", name, [b"%d" % i for i in range(10)], partition=partition,
+                timestamps=[now] * 10)
+    D, A, X = R[ApiKey.DescribeShareGroupOffsets], R[ApiKey.AlterShareGroupOffsets], R[ApiKey.DeleteShareGroupOffsets]
+    DG, AT = D.DescribeShareGroupOffsetsRequestGroup, A.AlterShareGroupOffsetsRequestTopic
+
+    def describe(label: str, topics, version: int = 1):
+        asked = None if topics is None else [DG.DescribeShareGroupOffsetsRequestTopic(topic_name=t, partitions=p)
+                                             for t, p in topics]
+        s.call(label, D(groups=[DG(group_id=group, topics=asked)]), version)
+
+    def alter(label: str, target: str, offsets):
+        s.call(label, A(group_id=target, topics=[AT(topic_name=t, partitions=[
+            AT.AlterShareGroupOffsetsRequestPartition(partition_index=p, start_offset=o) for p, o in parts])
+            for t, parts in offsets]), 0)
+
+    def delete(label: str, target: str, topics):
+        s.call(label, X(group_id=target, topics=[X.DeleteShareGroupOffsetsRequestTopic(topic_name=t) for t in topics]),
+               0)
+
+    await_coordinator(s, group)
+    delete("delete, unknown group", group, [name])
+    describe("describe, unknown group", [(name, [0, 1])])
+    describe("describe all, unknown group", None)
+    alter("alter, unknown group: made", group, [(name, [(0, 2)])])
+    [described] = metadata(s, "topic id", [name]).topics
+    member = ShareMember(s, group, name, described.topic_id)
+    member.join(partitions=2)
+    alter("alter, a member in the group", group, [(name, [(0, 3)])])
+    delete("delete, a member in the group", group, [name])
+    member.leave()
+    # (Kafka 4.4 closes the connection when DescribeShareGroupOffsets names a partition the topic lacks.)
+    alter("alter", group, [(name, [(0, 3), (1, 5), (7, 1)]), (s.name("missing"), [(0, 1)])])
+    describe("describe", [(name, [0, 1]), (s.name("missing"), [0])])
+    describe("describe v0", [(name, [0, 1])], version=0)
+    describe("describe all", None)
+    alter("alter past the log end", group, [(name, [(1, 20)])])
+    describe("describe past the log end", [(name, [1])])
+    delete("delete", group, [name, unread, s.name("missing")])
+    describe("describe after delete", [(name, [0, 1])])
+    describe("describe all after delete", None)
+    delete("delete again", group, [name])
+    classic = s.name("classic")
+    await_coordinator(s, classic)
+    commit(s, "commit: a classic group", classic, name, 1)
+    alter("alter, a classic group", classic, [(name, [(0, 3)])])
+    delete("delete, a classic group", classic, [name])
 
 
 # -- transactions -------------------------------------------------------------------------------

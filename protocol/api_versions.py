@@ -49,6 +49,10 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ShareGroupDescribe: (1, 1),
     ApiKey.ShareFetch: (1, 1),
     ApiKey.ShareAcknowledge: (1, 1),
+    # Share-group offsets administration; DescribeShareGroupOffsets v1 adds each share-partition's lag (KIP-1226).
+    ApiKey.DescribeShareGroupOffsets: (0, 1),
+    ApiKey.AlterShareGroupOffsets: (0, 0),
+    ApiKey.DeleteShareGroupOffsets: (0, 0),
     # Transactions (KIP-98) up to the versions before KIP-890's: AddPartitionsToTxn v4+ is
     # broker-to-broker, and the later versions of the others carry its new epoch rules.
     ApiKey.AddPartitionsToTxn: (0, 3),

@@ -69,6 +69,30 @@ class ShareAcknowledgeResponse(ApiMessage, load_json=schemas):  # type: ignore[c
     pass
 
 
+class DescribeShareGroupOffsetsRequest(ApiMessage, load_json=schemas):  # type: ignore[call-arg]
+    pass
+
+
+class DescribeShareGroupOffsetsResponse(ApiMessage, load_json=schemas):  # type: ignore[call-arg]
+    pass
+
+
+class AlterShareGroupOffsetsRequest(ApiMessage, load_json=schemas):  # type: ignore[call-arg]
+    pass
+
+
+class AlterShareGroupOffsetsResponse(ApiMessage, load_json=schemas):  # type: ignore[call-arg]
+    pass
+
+
+class DeleteShareGroupOffsetsRequest(ApiMessage, load_json=schemas):  # type: ignore[call-arg]
+    pass
+
+
+class DeleteShareGroupOffsetsResponse(ApiMessage, load_json=schemas):  # type: ignore[call-arg]
+    pass
+
+
 # kgate's own broker-to-broker APIs, in a private key range no Kafka API uses
 # (gateway/peer_links.py): never advertised by ApiVersions, accepted from any peer.
 class KgateReadEndRequest(ApiMessage, load_json=schemas):  # type: ignore[call-arg]
@@ -99,7 +123,9 @@ _MODULES = (admin, consumer, metadata, producer, sasl)
 _OWN = (ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, ConsumerGroupDescribeRequest,
         ConsumerGroupDescribeResponse, ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse,
         ShareGroupDescribeRequest, ShareGroupDescribeResponse, ShareFetchRequest, ShareFetchResponse,
-        ShareAcknowledgeRequest, ShareAcknowledgeResponse, KgateReadEndRequest, KgateReadEndResponse,
+        ShareAcknowledgeRequest, ShareAcknowledgeResponse, DescribeShareGroupOffsetsRequest,
+        DescribeShareGroupOffsetsResponse, AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse,
+        DeleteShareGroupOffsetsRequest, DeleteShareGroupOffsetsResponse, KgateReadEndRequest, KgateReadEndResponse,
         KgateProduceReferenceRequest, KgateProduceReferenceResponse, KgateForwardRequest, KgateForwardResponse)
 
 

@@ -146,6 +146,17 @@ class GroupCoordinator:
         return await self._settle(index, lambda shard, now: shard.settle(
             shard.shares.heartbeat(now, request, shard.topics())))
 
+    def check_share_offsets_alterable(self, group_id: str) -> None:
+        """KafkaError unless ``group_id`` is an empty share group coordinated here."""
+        index = self.check_group_id(group_id, allow_empty=False)
+        self.runtime.shard(index).shares.check_offsets_alterable(group_id)
+
+    async def prepare_share_offsets_alter(self, group_id: str) -> None:
+        """KafkaError unless ``group_id`` is an empty share group coordinated here, or no group
+        at all: then an empty share group is made (and stored) for its offsets to be set."""
+        index = self.check_group_id(group_id, allow_empty=False)
+        await self._settle(index, lambda shard, now: shard.settle(shard.shares.prepare_offsets_alter(group_id)))
+
     def heartbeat(self, group_id: str, generation: int, member_id: str, group_instance_id: str | None) -> ErrorCode:
         index = self.check_group_id(group_id, allow_empty=False)
         settling, _ = self.runtime.run(index, lambda shard, now: shard.settle(

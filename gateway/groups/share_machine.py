@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from kgate.protocol.error_codes import ErrorCode
+from kgate.protocol.errors import KafkaError
 
 from . import share_assignor
 from .effects import ArmTimer, CancelTimer, Effect, Log, ShareMemberGone, Step, StoreConsumer, Timer, TimerKey
@@ -179,6 +180,28 @@ class ShareGroupMachine:
         out.append(Log(logging.INFO, "share group %s: member %s session expired", (key.group_id, key.member_id)))
         self._remove(share, key.member_id, "session expired", topics, out)
         return out
+
+    def prepare_offsets_alter(self, group_id: str) -> Step[None]:
+        """AlterShareGroupOffsets: Kafka makes an empty share group of an id no group has (its
+        offsets are then set), and otherwise wants an empty share group."""
+        if group_id in self.groups:
+            self.check_offsets_alterable(group_id)
+            return Step(None, [])
+        share = self._share_group(None, group_id)
+        return Step(None, [StoreConsumer(group_id, [share.epoch_record()]),
+                           Log(logging.INFO, "share group %s: made to alter its offsets", (group_id,))])
+
+    def check_offsets_alterable(self, group_id: str) -> None:
+        """Kafka's check before AlterShareGroupOffsets or DeleteShareGroupOffsets touch a group's
+        share-partitions: it must be a share group (GROUP_ID_NOT_FOUND for a missing one or one of
+        another type) and empty (NON_EMPTY_GROUP), as its members would be reading them."""
+        group = self.groups.get(group_id)
+        if group is None:
+            raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+        if group.share is None:
+            raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a share group.")
+        if group.share.members:
+            raise KafkaError(ErrorCode.NON_EMPTY_GROUP, "The group is not empty.")
 
     def restore(self, now: int, group: Group) -> list[Effect]:
         """After replay: every member must heartbeat within a session from now."""

@@ -312,13 +312,16 @@ async def consumer_group_describe(ctx: Context, request):
 
 def _describe_kind(ctx: Context, request, D, kind, not_found: str, described) -> list:
     """ConsumerGroupDescribe and ShareGroupDescribe alike: each group ``described`` from its
-    state of the asked ``kind``, or GROUP_ID_NOT_FOUND when it has none (missing, or another type)."""
+    state of the asked ``kind``, or GROUP_ID_NOT_FOUND when it has none, with Kafka's message
+    for a missing group or ``not_found`` for one of another type."""
     groups = []
     for group_id in request.group_ids:
         try:
             ctx.require(Operation.DESCRIBE, ResourceType.GROUP, group_id)
             group = ctx.broker.groups.describe(group_id)
-            state = None if group is None else kind(group)
+            if group is None:
+                raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} not found.")
+            state = kind(group)
             if state is None:
                 raise KafkaError(ErrorCode.GROUP_ID_NOT_FOUND, not_found.format(group_id))
         except KafkaError as exc:

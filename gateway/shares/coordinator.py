@@ -13,6 +13,7 @@ per partition otherwise: forwarding is not built). The topic is made on first us
 """
 import logging
 from collections.abc import Callable, Iterable
+from functools import partial
 from typing import TYPE_CHECKING
 
 from kgate.protocol.error_codes import ErrorCode
@@ -20,10 +21,11 @@ from kgate.protocol.errors import KafkaError
 
 from ..coordinator import Clock, CoordinatorRuntime, PartitionWriter
 from ..coordinator.internal_topics import InternalTopics
+from ..coordinator.shard import Result
 from ..groups.placement import partition_for
 from .partition_state import AckBatch, Acquired, ShareConfig, Span
 from .records import SharePartitionKey
-from .shard import ShareStateShard
+from .shard import UNINITIALIZED, ShareRecord, ShareStateShard, ShareSummary
 
 if TYPE_CHECKING:
     from ..config import Settings
@@ -95,5 +97,51 @@ class ShareCoordinator:
         for index in list(self.runtime.shards):
             await self.runtime.write(index, lambda shard, now: shard.delete_group(group_id))
 
+    # -- administration: the share-group offsets APIs ------------------------------------------
+
+    def summary(self, key: SharePartitionKey) -> ShareSummary:
+        """A share-partition's start offset and finished records; KafkaError when its state is elsewhere."""
+        if self.cluster.partition_count(SHARE_STATE_TOPIC) is None:  # no share group has read yet
+            return UNINITIALIZED
+        return self.runtime.shard(self._owned(key)).summary(key)
+
+    def group_partitions(self, group_id: str) -> list[SharePartitionKey]:
+        """The group's started share-partitions whose state this broker holds."""
+        return sorted(key for shard in self.runtime.shards.values() for key in shard.group_partitions(group_id))
+
+    async def reset_offsets(self, offsets: dict[SharePartitionKey, int]) -> None:
+        """Start each share-partition afresh at its offset (KafkaError, nothing changed, when the
+        state of one is elsewhere)."""
+        for index, keys in self._by_partition(offsets).items():
+            await self.runtime.write(index, partial(_reset, {key: offsets[key] for key in keys}))
+
+    async def delete_offsets(self, keys: list[SharePartitionKey]) -> list[SharePartitionKey]:
+        """Drop the share-partitions' state; those that had some (KafkaError, nothing changed,
+        when the state of one is elsewhere)."""
+        deleted: list[SharePartitionKey] = []
+        if self.cluster.partition_count(SHARE_STATE_TOPIC) is None:
+            return deleted
+        for index, placed in self._by_partition(keys).items():
+            gone: list[SharePartitionKey] = await self.runtime.write(index, partial(_delete, placed))
+            deleted += gone
+        return deleted
+
+    def _by_partition(self, keys: Iterable[SharePartitionKey]) -> dict[int, list[SharePartitionKey]]:
+        """The keys by their state partition, every one checked to be here before anything is written."""
+        placed: dict[int, list[SharePartitionKey]] = {}
+        for key in keys:
+            placed.setdefault(self._owned(key), []).append(key)
+        return placed
+
     def lock_ms(self, group_id: str) -> int:
         return self.config_of(group_id).lock_ms
+
+
+# The rules as the runtime runs them, bound to their arguments (a loop's lambdas would share one).
+def _reset(offsets: dict[SharePartitionKey, int], shard: ShareStateShard, now: int) -> Result[None, ShareRecord]:
+    return shard.reset_offsets(offsets)
+
+
+def _delete(keys: list[SharePartitionKey], shard: ShareStateShard,
+            now: int) -> Result[list[SharePartitionKey], ShareRecord]:
+    return shard.delete_offsets(keys)

@@ -266,6 +266,26 @@ class SharePartitionState:
         self.end_offset = max(self.end_offset, offset)
         self._advance_start()
 
+    # -- administration (AlterShareGroupOffsets, DescribeShareGroupOffsets) -----------------------
+
+    def reset_start(self, offset: int) -> None:
+        """Start afresh at ``offset``, as Kafka's InitializeShareGroupState does for an altered
+        offset: the in-flight window is forgotten (the group is empty, so nothing is held) and
+        the state epoch moves on."""
+        self.records.clear()
+        self.start_offset = self.end_offset = offset
+        self.state_epoch += 1
+
+    def delivery_complete(self) -> int:
+        """Records past the start offset already finished (acknowledged or archived): Kafka's
+        deliveryCompleteCount, which a share-partition's lag leaves out."""
+        return sum(1 for record in self.records.values() if record.state in FINISHED)
+
+    def in_flight(self) -> int:
+        """Records handed out and not finished: acquired now, or released (or their lock run out)
+        and waiting to be offered again."""
+        return sum(1 for record in self.records.values() if record.state not in FINISHED)
+
     # -- what is stored --------------------------------------------------------------------------
 
     def state_batches(self) -> list[StateBatch]:

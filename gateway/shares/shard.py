@@ -27,6 +27,20 @@ LOCKS = "locks"
 
 
 @dataclass(frozen=True, slots=True)
+class ShareSummary:
+    """What DescribeShareGroupOffsets tells of a share-partition (Kafka's ReadShareGroupStateSummary):
+    start offset -1 for one never started, how many records past it are already finished, and
+    (kgate's own) how many are in flight."""
+    start_offset: int
+    leader_epoch: int = 0
+    delivery_complete: int = -1
+    in_flight: int = -1
+
+
+UNINITIALIZED = ShareSummary(-1)
+
+
+@dataclass(frozen=True, slots=True)
 class ShareRecord:
     key: SharePartitionKey
     state: SharePartitionState | None  # None: a tombstone
@@ -110,12 +124,38 @@ class ShareStateShard(Shard[ShareRecord]):
                     if key.group_id == group_id and state.release_member(config, member)]
         return self._stored_all(None, released)
 
-    def delete_group(self, group_id: str) -> Result[None, ShareRecord]:
+    def delete_group(self, group_id: str) -> Result[list[SharePartitionKey], ShareRecord]:
         """The group was deleted: its share-partitions' tombstones, their timers cancelled."""
-        doomed = [key for key in self.partitions if key.group_id == group_id]
+        return self._deleted([key for key in self.partitions if key.group_id == group_id])
+
+    # -- administration (the share-group offsets APIs) -------------------------------------------
+
+    def summary(self, share_key: SharePartitionKey) -> ShareSummary:
+        state = self.partitions.get(share_key)
+        if state is None or not state.initialized:
+            return UNINITIALIZED
+        return ShareSummary(state.start_offset, 0, state.delivery_complete(), state.in_flight())
+
+    def group_partitions(self, group_id: str) -> list[SharePartitionKey]:
+        """The group's share-partitions here that have a start offset (what describing all reports)."""
+        return sorted(key for key, state in self.partitions.items() if key.group_id == group_id and state.initialized)
+
+    def reset_offsets(self, offsets: dict[SharePartitionKey, int]) -> Result[None, ShareRecord]:
+        """AlterShareGroupOffsets, once the group was found empty: each share-partition starts
+        afresh at its offset, whether or not it had state before."""
+        for key, offset in offsets.items():
+            self.partitions.setdefault(key, SharePartitionState()).reset_start(offset)
+        return self._stored_all(None, list(offsets))
+
+    def delete_offsets(self, keys: list[SharePartitionKey]) -> Result[list[SharePartitionKey], ShareRecord]:
+        """DeleteShareGroupOffsets, once the group was found empty: the share-partitions' state
+        goes (tombstones); the ones that had state are answered."""
+        return self._deleted([key for key in keys if key in self.partitions])
+
+    def _deleted(self, doomed: list[SharePartitionKey]) -> Result[list[SharePartitionKey], ShareRecord]:
         for key in doomed:
             del self.partitions[key]
-        return Result(None, [ShareRecord(key, None, live=True) for key in doomed],
+        return Result(doomed, [ShareRecord(key, None, live=True) for key in doomed],
                       [Cancel((LOCKS, key)) for key in doomed])
 
     def _stored(self, response, share_key: SharePartitionKey) -> Result:

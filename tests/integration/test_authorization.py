@@ -37,7 +37,13 @@ from kgate.metadata.acls import Operation, Permission
 from kgate.metadata.acls import PatternType as Pattern
 from kgate.metadata.acls import ResourceType as Kind
 from kgate.protocol.error_codes import ErrorCode
-from kgate.protocol.messages import ConsumerGroupHeartbeatRequest
+from kgate.protocol.messages import (
+    AlterShareGroupOffsetsRequest,
+    ConsumerGroupHeartbeatRequest,
+    DeleteShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsRequest,
+    ShareGroupHeartbeatRequest,
+)
 from tests.support.compat_matrix import clients
 from tests.support.member_process import wait_for
 from tests.support.wire import Wire, connect, encode_request, read_response
@@ -348,3 +354,52 @@ def test_a_topic_id_does_not_reveal_the_name_of_a_topic_the_user_may_not_describ
             "may describe, may not delete: the name is hers to know"
         [(error, name, topic_id)] = by_id(wire, secret_id)
         assert (error, name, topic_id) == (ErrorCode.NONE, "secret", secret_id)
+
+
+def test_the_share_group_offsets_apis_check_kafkas_acls(secured):
+    """DescribeShareGroupOffsets wants Describe on the group and each topic, AlterShareGroupOffsets
+    Read on both, DeleteShareGroupOffsets Delete on the group and Read on each topic (Kafka's
+    KafkaApis); a refused topic is answered per topic or partition, the others go on."""
+    admin = admin_client(secured)
+    create_topic(admin, "queue")
+    D, A, X = DescribeShareGroupOffsetsRequest, AlterShareGroupOffsetsRequest, DeleteShareGroupOffsetsRequest
+
+    def describe(wire):
+        [group] = wire.call(D(groups=[D.DescribeShareGroupOffsetsRequestGroup(group_id="work", topics=[
+            D.DescribeShareGroupOffsetsRequestGroup.DescribeShareGroupOffsetsRequestTopic(
+                topic_name="queue", partitions=[0])])]), 1).groups
+        parts = [(p.error_code, p.start_offset) for t in group.topics for p in t.partitions]
+        return group.error_code, parts
+
+    def alter(wire, offset):
+        answer = wire.call(A(group_id="work", topics=[A.AlterShareGroupOffsetsRequestTopic(
+            topic_name="queue", partitions=[A.AlterShareGroupOffsetsRequestTopic.AlterShareGroupOffsetsRequestPartition(
+                partition_index=0, start_offset=offset)])]), 0)
+        return answer.error_code, [p.error_code for t in answer.responses for p in t.partitions]
+
+    def delete(wire):
+        answer = wire.call(X(group_id="work", topics=[X.DeleteShareGroupOffsetsRequestTopic(topic_name="queue")]), 0)
+        return answer.error_code, [t.error_code for t in answer.responses]
+
+    with logged_in(secured, "alice") as wire:
+        refused = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        assert (describe(wire), alter(wire, 3), delete(wire)) == ((refused, []), (refused, []), (refused, []))
+        grant(admin, allow("User:alice", ResourceType.GROUP, "work", AclOperation.DESCRIBE))
+        assert describe(wire) == (ErrorCode.NONE, [(ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1)])
+        assert alter(wire, 3) == (refused, [])
+        # A member with Read on the group and Describe on the topic joins and leaves: the group is empty.
+        grant(admin, allow("User:alice", ResourceType.GROUP, "work", AclOperation.READ),
+              allow("User:alice", ResourceType.TOPIC, "queue", AclOperation.DESCRIBE))
+        for epoch in (0, -1):
+            beat = wire.call(ShareGroupHeartbeatRequest(group_id="work", member_id="m" * 22, member_epoch=epoch,
+                                                        rack_id=None, subscribed_topic_names=["queue"]), 1)
+            assert beat.error_code == ErrorCode.NONE, beat
+        assert describe(wire) == (ErrorCode.NONE, [(ErrorCode.NONE, -1)])
+        assert alter(wire, 3) == (ErrorCode.NONE, [ErrorCode.TOPIC_AUTHORIZATION_FAILED])
+        grant(admin, allow("User:alice", ResourceType.TOPIC, "queue", AclOperation.READ))
+        assert alter(wire, 3) == (ErrorCode.NONE, [ErrorCode.NONE])
+        assert describe(wire) == (ErrorCode.NONE, [(ErrorCode.NONE, 3)])
+        assert delete(wire) == (refused, [])
+        grant(admin, allow("User:alice", ResourceType.GROUP, "work", AclOperation.DELETE))
+        assert delete(wire) == (ErrorCode.NONE, [ErrorCode.NONE])
+        assert describe(wire) == (ErrorCode.NONE, [(ErrorCode.NONE, -1)])

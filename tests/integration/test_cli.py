@@ -15,6 +15,10 @@ from kafka.admin import ConfigResource
 from kafka.protocol.consumer import OffsetSpec
 from kafka.structs import OffsetAndMetadata, TopicPartition
 
+from conformance import scenarios as S
+from conformance.session import Session
+from conformance.share_member import ACCEPT, RELEASE, ShareMember
+from kgate.protocol.messages import ConsumerGroupHeartbeatRequest
 from tests.support.member_process import wait_for
 from tests.support.scrape import scrape
 
@@ -194,12 +198,12 @@ def test_groups_describe_shows_the_lag_a_consumer_has_left(broker_factory):
     finally:
         admin.close()
     described = json.loads(client(broker, "groups", "describe", "G", "--output", "json").stdout)
-    assert described["state"] == "Empty" and described["total_lag"] == 60
+    assert (described["type"], described["state"], described["total_lag"]) == ("classic", "Empty", 60)
     assert [(p["partition"], p["committed_offset"], p["log_end_offset"], p["lag"]) for p in described["partitions"]] \
         == [(p, offsets[("work", p)], ends[p], ends[p] - offsets[("work", p)]) for p in range(2)]
     assert "total lag 60" in client(broker, "groups", "describe", "G").stdout
     listed = json.loads(client(broker, "groups", "list", "--output", "json").stdout)
-    assert {"group": "G", "state": "Empty", "protocol_type": "consumer"} in listed
+    assert {"group": "G", "type": "classic", "state": "Empty", "protocol_type": "consumer"} in listed
 
     # The lag is what a consumer resuming in the group actually reads.
     rest = client(broker, "consume", "work", "--group", "G", "--timeout-ms", "3000", "--output", "json")
@@ -208,6 +212,70 @@ def test_groups_describe_shows_the_lag_a_consumer_has_left(broker_factory):
 
     client(broker, "groups", "delete", "G")
     assert_fails(kgate("groups", "describe", "G", "--bootstrap-server", broker.bootstrap), 1, "'G'")
+
+
+def test_groups_list_and_describe_show_a_share_groups_type_start_offsets_and_records_in_flight(broker_factory):
+    """A share member read 10 records of each partition, accepted 4 of partition 0 and released
+    the rest, accepted all of partition 1, and stays in the group."""
+    broker = broker_factory(**FAST_GROUPS)
+    client(broker, "topics", "create", "shared", "--partitions", "2")
+    for partition in (0, 1):
+        produce(broker, "shared", 10, partition=partition)
+    session = Session(broker.bootstrap)
+    try:
+        S.incremental_alter(session, "setup", S.GROUP, "SG", [("share.auto.offset.reset", S.SET, "earliest")],
+                            record=False)
+        [described] = S.metadata(session, "setup", ["shared"]).topics
+        member = ShareMember(session, "SG", "shared", described.topic_id)
+        member.join(partitions=2)
+        member.acquire({0: 10, 1: 10})
+        member.acknowledge_and_close({0: [ACCEPT] * 4 + [RELEASE] * 6, 1: [ACCEPT] * 10})
+
+        listed = json.loads(client(broker, "groups", "list", "--output", "json").stdout)
+        assert {"group": "SG", "type": "share", "state": "Stable", "protocol_type": "share"} in listed
+        shown = json.loads(client(broker, "groups", "describe", "SG", "--output", "json").stdout)
+        assert (shown["type"], shown["state"], shown["total_lag"]) == ("share", "Stable", 6)
+        assert [(m["member_id"], m["partitions"]) for m in shown["members"]] == [
+            (member.member_id, ["shared-0", "shared-1"])]
+        assert [(p["partition"], p["start_offset"], p["log_end_offset"], p["lag"], p["in_flight"])
+                for p in shown["partitions"]] == [(0, 4, 10, 6, 6), (1, 10, 10, 0, 0)]
+        text = client(broker, "groups", "describe", "SG").stdout
+        assert "type share  state Stable  members 1  total lag 6" in text and "IN-FLIGHT" in text
+        member.leave()
+        assert json.loads(client(broker, "groups", "describe", "SG", "--output", "json").stdout)["state"] == "Empty"
+    finally:
+        session.close()
+
+
+def test_groups_describe_shows_a_consumer_groups_type_and_its_members_assignment(broker_factory):
+    """A KIP-848 consumer group, which DescribeGroups does not describe (ConsumerGroupDescribe does)."""
+    broker = broker_factory(**FAST_GROUPS)
+    client(broker, "topics", "create", "kip848", "--partitions", "2")
+    session = Session(broker.bootstrap)
+    member, epoch, assigned = "cgmember0000000000000", 0, []
+    try:
+        S.await_coordinator(session, "CG")
+
+        def beat():
+            nonlocal epoch, assigned
+            answer = session.call("setup", ConsumerGroupHeartbeatRequest(
+                group_id="CG", member_id=member, member_epoch=epoch, rebalance_timeout_ms=30_000,
+                subscribed_topic_names=["kip848"], server_assignor="uniform", topic_partitions=[]), 0, record=False)
+            assert answer.error_code == 0, answer
+            epoch = answer.member_epoch
+            if answer.assignment is not None:
+                assigned = [p for t in answer.assignment.topic_partitions for p in t.partitions]
+            return len(assigned) == 2
+        wait_for(beat, timeout=30, what="both partitions assigned")
+        listed = json.loads(client(broker, "groups", "list", "--output", "json").stdout)
+        assert [g["type"] for g in listed if g["group"] == "CG"] == ["consumer"]
+        shown = json.loads(client(broker, "groups", "describe", "CG", "--output", "json").stdout)
+        assert (shown["type"], shown["protocol"]) == ("consumer", "uniform")
+        assert [(m["member_id"], m["partitions"]) for m in shown["members"]] == [
+            (member, ["kip848-0", "kip848-1"])]
+        assert "type consumer" in client(broker, "groups", "describe", "CG").stdout
+    finally:
+        session.close()
 
 
 def test_reset_offsets_plans_then_executes_and_refuses_a_live_group(broker_factory):

@@ -34,3 +34,15 @@ def test_the_verifiable_clients_deliver_every_message_once_through_kgate(results
 
 def test_kafka_features_describe_shows_kgates_group_version(results):
     assert "Feature: group.version" in results["features describe"].kgate.output
+
+
+def test_kafka_share_groups_resets_and_deletes_a_share_groups_offsets_on_kgate(results):
+    """The share group read 10 records of each partition and left; reset to earliest, both
+    share-partitions start at 0 again with all 10 records to read; deleted, nothing is left."""
+    reset = results["share groups describe after reset"].kgate
+    assert reset.returncode == 0
+    rows = [line.split()[2:] for line in reset.output.splitlines() if line.startswith("conf-share-group-")]
+    assert rows == [["0", "0", "10"], ["1", "0", "10"]], reset.output
+    assert results["share groups delete offsets"].kgate.output.splitlines()[-1].endswith("Successful")
+    assert "has no offset information" in results["share groups describe after delete offsets"].kgate.output
+    assert "The group is not empty." in results["share groups delete offsets, member active"].kgate.output
