@@ -6,7 +6,7 @@ them when it sends again what it got no acknowledgement for; the application dro
 it has seen (a persistent store), regroups by page (a repartition topic), counts per hour in a
 persistent window store (its changelog compacted), re-keys and joins the counts with a table of
 sections (a second repartition topic), exactly_once_v2, two instances with one standby replica,
-group.protocol=classic. One instance is killed with kill -9 while it processes and started again
+group.protocol=classic. One instance is killed with kill -9 as new views arrive and started again
 on its state directory; later the other one is stopped, so the restarted one serves every task
 from what it restored. The output, read with read_committed, must hold exactly the expected
 counts, each page's rising one commit at a time: nothing counted twice across the kill, nothing
@@ -141,7 +141,9 @@ def run(request, tmp_path_factory):
         for instance in instances:
             instance.start()
         state.wait_counts(counts(300), "the first counts")
-        # Killed while it processes: its transaction is open when it dies.
+        # Killed as 150 more views arrive, while the instances take them in: its transaction is
+        # then open, and the restart, with the process id its state directory keeps (and so the
+        # same transactional id), fences it and aborts it.
         produce_views(broker.bootstrap, views, 300, 150)
         instances[0].kill()
         produce_views(broker.bootstrap, views, 450, 150)
