@@ -78,6 +78,10 @@ def counts(views: int) -> dict[str, str]:
     return {f"p{page}": f"s{page % 2}:{WINDOW}:{len(range(page, views, PAGES))}" for page in range(PAGES)}
 
 
+def count_of(value: str) -> int:
+    return int(value.rsplit(":", 1)[1])
+
+
 @dataclass
 class Output:
     """The output topic as a read_committed consumer sees it: every value per page, in order."""
@@ -100,6 +104,7 @@ class Run:
     output: Output
     expected: dict[str, str]
     restarted_at: int = 0  # the length of instance 0's log when it was started again
+    handed_over: dict[str, int] = field(default_factory=dict)  # each page's output values when the survivor left
 
     def wait_counts(self, expected: dict[str, str], what: str, timeout: float = 120) -> None:
         try:
@@ -151,6 +156,7 @@ def run(request, tmp_path_factory):
         instances[0].start()
         state.wait_counts(counts(600), "the counts after the kill and restart")
         # The survivor leaves: the restarted instance now counts every page from the state it restored.
+        state.handed_over = {page: len(values) for page, values in state.output.history.items()}
         instances[1].stop()
         produce_views(broker.bootstrap, views, 600, 50)
         state.wait_counts(state.expected, "the counts from the restored state")
@@ -164,7 +170,7 @@ def run(request, tmp_path_factory):
 def test_the_output_holds_exactly_the_expected_counts_each_rising_once_per_commit(run):
     assert run.output.latest() == run.expected
     for page, values in run.output.history.items():
-        rising = [int(value.rsplit(":", 1)[1]) for value in values]
+        rising = [count_of(value) for value in values]
         assert rising == sorted(set(rising)), f"{page}: a count went back or came twice: {rising}"
     for n, instance in enumerate(run.instances):
         log = instance.log()
@@ -173,17 +179,23 @@ def test_the_output_holds_exactly_the_expected_counts_each_rising_once_per_commi
         assert "is out of range for partition" not in log, f"instance {n} lost its position"
 
 
-def test_the_restarted_instance_restored_its_stores_from_their_changelogs(run):
-    """After the kill, EOS wipes the stores it finds without a checkpoint and restores them from
-    their changelogs; the counts of the last round, all made on that state, show it complete."""
-    restored = {}
+def test_the_restarted_instance_counts_on_from_complete_stores_restored_from_changelogs(run):
+    """Exactly-once leaves no checkpoint for the stores of a killed instance: on its restart
+    Streams wipes them and rebuilds them from their changelogs (restoring for active tasks,
+    replaying for standbys). Once the survivor has left, the restarted instance alone counts
+    the last views on that state: each page's count goes on from the one before, none starts
+    again lower."""
+    restored = set()
     for line in run.instances[0].log()[run.restarted_at:].splitlines():
         if "Finished restoring changelog" in line:
-            changelog = line.split("Finished restoring changelog ")[1].split()[0]
-            restored[changelog] = restored.get(changelog, 0) + int(line.rsplit(" ", 2)[-2])
-    for store in STORES:
-        records = sum(n for changelog, n in restored.items() if changelog.startswith(f"{run.application}-{store}-"))
-        assert records > 0, f"no record of {store} restored: {restored}"
+            restored.add(line.split("Finished restoring changelog ")[1].split()[0].rsplit("-", 1)[0])
+    assert {f"{run.application}-{store}-changelog" for store in STORES} <= restored, restored
+    before, after = counts(600), counts(650)
+    for page, values in run.output.history.items():
+        went_on = [count_of(value) for value in values[run.handed_over[page]:]]
+        handed = count_of(before[page])
+        assert went_on and went_on[-1] == count_of(after[page]), f"{page}: {went_on}"
+        assert min(went_on) > handed, f"{page} counted on from below {handed}: {went_on}"
 
 
 def test_the_stores_changelogs_are_compacted(run):
