@@ -53,9 +53,18 @@ def _job_arguments(parser) -> None:
                         help="any other data source option: failOnDataLoss, minPartitions, kafka.* (repeatable)")
     parser.add_argument("--interval-ms", type=int, metavar="MS",
                         help="keep running, a micro-batch every MS (default: process what is there, then stop)")
+    parser.add_argument("--source", choices=jobs_sources(), default="kgate",
+                        help="what reads the topics: the kgate data source (default) or Spark's own Kafka "
+                             "connector (kafka; scripts/setup-spark installs it)")
     parser.add_argument("--master", default="local[*]", help="the Spark master (default local[*])")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                         help="a Spark setting (repeatable)")
+
+
+def jobs_sources() -> tuple[str, ...]:
+    from kgate.pipeline.jobs import SOURCES  # no Spark needed: pyspark is imported by the jobs themselves
+
+    return SOURCES
 
 
 def source_options(args) -> dict:
@@ -65,12 +74,18 @@ def source_options(args) -> dict:
               "kafka.security.protocol": client["security_protocol"],
               "kafka.default.api.timeout.ms": str(args.connect_timeout_ms),
               "startingOffsets": args.starting_offsets, "includeHeaders": "true"}
+    # In the Java client's terms, which Spark's Kafka connector needs and the kgate data source translates.
     if "sasl_mechanism" in client:
+        module = "plain.PlainLoginModule" if client["sasl_mechanism"] == "PLAIN" else "scram.ScramLoginModule"
         source.update({"kafka.sasl.mechanism": client["sasl_mechanism"],
-                       "kafka.sasl.username": client["sasl_plain_username"],
-                       "kafka.sasl.password": client["sasl_plain_password"]})
+                       "kafka.sasl.jaas.config": f"org.apache.kafka.common.security.{module} required "
+                                                 f"username={_quoted(client['sasl_plain_username'])} "
+                                                 f"password={_quoted(client['sasl_plain_password'])};"})
     if "ssl_cafile" in client:
-        source["kafka.ssl.ca.location"] = client["ssl_cafile"]
+        source.update({"kafka.ssl.truststore.type": "PEM", "kafka.ssl.truststore.location": client["ssl_cafile"]})
+    if args.source == "kafka":
+        # The Java client refuses a default.api.timeout.ms below its request.timeout.ms (30 s by default).
+        source["kafka.request.timeout.ms"] = str(args.connect_timeout_ms)
     if args.subscribe:
         source["subscribe"] = args.subscribe
     else:
@@ -79,6 +94,10 @@ def source_options(args) -> dict:
         source["maxOffsetsPerTrigger"] = args.max_offsets_per_trigger
     source.update(options.key_values(args.option, "--option"))
     return source
+
+
+def _quoted(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def run(args) -> int:
@@ -103,14 +122,20 @@ def _run(args) -> None:
     from kgate.pipeline.jobs.land import land
     from kgate.pipeline.jobs.minute_counts import minute_counts
 
-    spark = jobs.session(f"kgate-{args.job}", args.master, options.key_values(args.conf, "--conf"))
+    conf = options.key_values(args.conf, "--conf")
+    if args.source == "kafka":
+        try:
+            conf.update(jobs.connector_conf(conf))
+        except jobs.MissingConnector as exc:
+            raise UsageError(str(exc)) from None
+    spark = jobs.session(f"kgate-{args.job}", args.master, conf)
     try:
         available_now = args.interval_ms is None
         if args.job == "land":
-            query = land(spark, source, args.output, args.checkpoint, available_now, args.interval_ms)
+            query = land(spark, source, args.output, args.checkpoint, available_now, args.interval_ms, args.source)
         else:
             query = minute_counts(spark, source, args.output_topic, args.checkpoint, available_now,
-                                  args.interval_ms, args.watermark)
+                                  args.interval_ms, args.watermark, args.source)
         try:
             query.awaitTermination()
         except KeyboardInterrupt:

@@ -1,8 +1,9 @@
 """Apache Kafka 4.4 as a child process: the reference broker kgate is compared with.
 
 One node in KRaft combined mode (broker and controller) on 127.0.0.1, its ports checked
-free, its storage in a directory the caller owns (formatted on first start, with the SCRAM
-users it is given), stopped by PID. The jars come from ``scripts/setup-kafka``; this module
+free (or one node of a quorum of several, each in a network namespace of its own:
+``Quorum``), its storage in a directory the caller owns (formatted on first start, with the
+SCRAM users it is given), stopped by PID. The jars come from ``scripts/setup-kafka``; this module
 also runs Kafka's command-line tools with the same classpath (``scripts/kafka-tool``).
 
 ``python -m conformance.kafka_broker`` (``scripts/kafka``) starts one, prints its bootstrap
@@ -17,6 +18,7 @@ import sys
 import tempfile
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -101,15 +103,37 @@ def cluster_id() -> str:
             return text
 
 
+@dataclass(frozen=True)
+class Quorum:
+    """A node's place in a KRaft quorum of several combined nodes, each on an address of its own
+    (inside a network namespace) with the same fixed ports: its id, every voter's address, the
+    cluster id they were all formatted with, and the command the node runs under (one that execs
+    it, such as ``ip netns exec NS``). A node alone needs none of it."""
+    node_id: int
+    voters: dict[int, str]
+    cluster_id: str
+    wrapper: tuple[str, ...] = ()
+    port: int = 9092
+    controller_port: int = 9093
+
+    @property
+    def host(self) -> str:
+        return self.voters[self.node_id]
+
+
 class KafkaBroker:
     """One KRaft node. ``scram_users`` (name -> password) log in over a SASL_PLAINTEXT listener
     when ``sasl`` is set; ``authorizer`` turns on StandardAuthorizer with ``super_users`` (the
     PLAINTEXT listener's ANONYMOUS principal is one too, since the node's broker half reaches
-    its controller half through it)."""
+    its controller half through it). With a ``quorum``, one node of several (see ``Quorum``);
+    started with ``launch`` and ``wait_ready`` apart, since none is ready before a majority runs."""
 
     def __init__(self, data_dir: str, settings: dict | None = None, sasl: bool = False,
                  scram_users: dict[str, str] | None = None, authorizer: bool = False,
-                 super_users: tuple[str, ...] = (), jvm_options: list[str] | None = None):
+                 super_users: tuple[str, ...] = (), jvm_options: list[str] | None = None,
+                 quorum: Quorum | None = None):
+        self.quorum = quorum
+        self.host = quorum.host if quorum else "127.0.0.1"
         self.data_dir = Path(data_dir)
         self.settings = dict(settings or {})
         self.sasl = sasl or bool(scram_users)
@@ -117,31 +141,33 @@ class KafkaBroker:
         self.authorizer = authorizer
         self.super_users = super_users
         self.jvm_options = list(BROKER_JVM if jvm_options is None else jvm_options)
-        self.port = 0
+        self.port = quorum.port if quorum else 0
         self.sasl_port = 0
-        self.controller_port = 0
+        self.controller_port = quorum.controller_port if quorum else 0
         self.process: subprocess.Popen | None = None
         self.log_path = self.data_dir / "kafka.log"
         self.format_seconds = 0.0  # the storage format's share of the last start (0 when already formatted)
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     @property
     def sasl_bootstrap(self) -> str:
-        return f"127.0.0.1:{self.sasl_port}"
+        return f"{self.host}:{self.sasl_port}"
 
     def properties(self) -> dict[str, str]:
         listeners = {"PLAINTEXT": self.port, "CONTROLLER": self.controller_port}
         if self.sasl:
             listeners["SASL_PLAINTEXT"] = self.sasl_port
+        voters = self.quorum.voters if self.quorum else {0: self.host}
         props = {
             "process.roles": "broker,controller",
-            "node.id": "0",
-            "controller.quorum.voters": f"0@127.0.0.1:{self.controller_port}",
-            "listeners": ",".join(f"{name}://127.0.0.1:{port}" for name, port in listeners.items()),
-            "advertised.listeners": ",".join(f"{name}://127.0.0.1:{port}" for name, port in listeners.items()
+            "node.id": str(self.quorum.node_id if self.quorum else 0),
+            "controller.quorum.voters": ",".join(f"{node}@{host}:{self.controller_port}"
+                                                 for node, host in voters.items()),
+            "listeners": ",".join(f"{name}://{self.host}:{port}" for name, port in listeners.items()),
+            "advertised.listeners": ",".join(f"{name}://{self.host}:{port}" for name, port in listeners.items()
                                              if name != "CONTROLLER"),
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
@@ -186,11 +212,18 @@ class KafkaBroker:
         for name, password in self.scram_users.items():
             for mechanism in SCRAM_MECHANISMS:
                 scram += ["--add-scram", f"{mechanism}=[name={name},password={password}]"]
-        subprocess.run(tool_command("kafka-storage", "format", "-t", cluster_id(), "-c", str(config), *scram),
+        formatted = self.quorum.cluster_id if self.quorum else cluster_id()
+        subprocess.run(tool_command("kafka-storage", "format", "-t", formatted, "-c", str(config), *scram),
                        check=True, capture_output=True, timeout=120)
         self.format_seconds = time.monotonic() - started
 
     def start(self, timeout: float = 90.0) -> "KafkaBroker":
+        self.launch()
+        self.wait_ready(timeout)
+        return self
+
+    def launch(self) -> None:
+        """The JVM started (its storage formatted first if new), not yet waited for."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         if not self.port:
             self.port, self.controller_port = free_port(), free_port()
@@ -199,21 +232,21 @@ class KafkaBroker:
         self._format(config)
         log = open(self.log_path, "ab")
         self.log_offset = log.tell()
-        command = ["java", *self.jvm_options, f"-Dlog4j2.configurationFile={self.data_dir / 'log4j2.yaml'}",
+        command = [*(self.quorum.wrapper if self.quorum else ()), "java", *self.jvm_options,
+                   f"-Dlog4j2.configurationFile={self.data_dir / 'log4j2.yaml'}",
                    "-cp", classpath(), "kafka.Kafka", str(config)]
         self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         log.close()
-        self._wait_ready(timeout)
-        return self
 
-    def _wait_ready(self, timeout: float) -> None:
-        """Wait for Kafka's own 'started' line, then for its listener to accept a connection."""
+    def wait_ready(self, timeout: float) -> None:
+        """Wait for Kafka's own 'started' line, then for its listener to accept a connection (a
+        node in a namespace of its own is not reachable from here: its line is enough)."""
         deadline = time.monotonic() + timeout
         while True:
             with open(self.log_path, "rb") as log:
                 log.seek(self.log_offset)
                 started = READY_LINE.encode() in log.read()
-            if started and self._accepts():
+            if started and (self.quorum is not None or self._accepts()):
                 return
             if self.process.poll() is not None or time.monotonic() > deadline:
                 self.stop()

@@ -65,11 +65,10 @@ KNOWN: list[Known] = [
           "Kafka 4's storage format sets a cluster-wide dynamic min.insync.replicas (KIP-966); kgate has no "
           "replicas, so its value is the default"),
     Known("*", "*", "*configs.name=min.insync.replicas.synonyms", INTERNAL, "as its config_source"),
-    Known("*", "*", "*configs.name=message.timestamp.after.max.ms.value", DELIBERATE,
+    # The config's value and its broker default's, listed as its synonym under Kafka's name.
+    Known("*", "*", "*configs.name=message.timestamp.after.max.ms*.value", DELIBERATE,
           "Kafka 4.0's default is one hour (KIP-937); kgate does not check record timestamps against its clock, "
           "so it describes the bound it keeps: none (gateway/topic_configs.py)"),
-    Known("*", "*", "*configs.name=message.timestamp.after.max.ms.synonyms*", BUG,
-          "kgate has no log.message.timestamp.after.max.ms setting (see synonyms)"),
     Known("*", "*", "*configs.name=remote.copy.lag.*", INTERNAL, "tiered storage, which kgate does not have"),
     Known("*", "*", "*configs.name=remote.*", INTERNAL, "tiered storage, which kgate does not have"),
     Known("*", "*", "*configs.name=local.retention.*", INTERNAL, "tiered storage, which kgate does not have"),
@@ -82,21 +81,12 @@ KNOWN: list[Known] = [
     Known("*", "*", "*configs.name=message.timestamp.difference.max.ms", DELIBERATE,
           "removed in Kafka 4.0 (replaced by message.timestamp.before/after.max.ms); kgate keeps the "
           "Kafka 3.x setting so 3.x-era scripts that set it keep working"),
-    Known("*", "*", "*configs.name=*.synonyms*", BUG,
-          "synonyms: kgate lists a config's layers under the settings it has (the topic's own value, then "
-          "its log.* broker setting: per broker, cluster default, server config, default); Kafka also lists "
-          "the broker settings kgate has no counterpart for (log.cleanup.policy, log.flush.*, log.index.*, "
-          "log.preallocate, ...) and the hour and minute forms (log.retention.hours, log.roll.hours)"),
     Known("*", "*", "*configs.name=*.documentation", DELIBERATE,
           "with include_documentation kgate answers its own text: what its settings reference says of a "
           "setting, and what kgate does with a topic config (acts, ignored, only the default)"),
     Known("create_topics_invalid", "replication factor 3", "topics.name=*", DELIBERATE,
           "kgate's partitions live in shared storage, so it accepts any replication factor (and reports 1); "
           "Kafka refuses more replicas than brokers"),
-    Known("describe_broker_configs", "*", "*configs.name=log.retention.hours", BUG,
-          "broker settings Kafka lists and kgate does not"),
-    Known("describe_broker_configs", "*", "*configs.name=delete.topic.enable", BUG,
-          "broker settings Kafka lists and kgate does not"),
     # Fetch and ListOffsets
     Known("old_generations", "*", "*", DELIBERATE,
           "Kafka 4 dropped Produce v0-2 and Fetch v0-3 (KIP-896) and closes the connection; kgate keeps them "

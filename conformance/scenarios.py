@@ -263,6 +263,20 @@ def delete_topics(s: Session):
     metadata(s, "deleted topic", [name])
 
 
+# Settings only a restart changes: the retention and roll times in Kafka's other units, and
+# topic deletion turned off. The scenarios that need them share a pair of brokers.
+_STATIC_SETTINGS = {"log.retention.minutes": "60", "log.roll.hours": "24", "delete.topic.enable": "false"}
+
+
+@scenario("topics", ci=False, settings=_STATIC_SETTINGS)
+def delete_topics_disabled(s: Session):
+    name = topic(s, "kept")
+    D = R[ApiKey.DeleteTopics]
+    s.call("v2, before TOPIC_DELETION_DISABLED", D(topic_names=[name], timeout_ms=30_000), 2)
+    s.call("v4", D(topic_names=[name, s.name("never")], timeout_ms=30_000), 4)
+    metadata(s, "the topic stays", [name])
+
+
 @scenario("topics")
 def create_partitions(s: Session):
     name = topic(s, "grow", partitions=2)
@@ -293,6 +307,16 @@ def describe_topic_configs(s: Session):
 @scenario("configs", ci=False)
 def describe_all_topic_configs(s: Session):
     describe_configs(s, "every key", TOPIC, topic(s, "allcfg"))
+
+
+@scenario("configs", ci=False, settings=_STATIC_SETTINGS)
+def time_unit_settings(s: Session):
+    """log.retention.minutes and log.roll.hours in the server's configuration: the values they
+    give retention.ms and segment.ms, and the synonyms of each form."""
+    name = topic(s, "units", configs={"segment.ms": "600000"})
+    describe_configs(s, "topic", TOPIC, name, ["retention.ms", "segment.ms"])
+    describe_configs(s, "broker", BROKER, "0", ["log.retention.ms", "log.retention.minutes", "log.retention.hours",
+                                                "log.roll.ms", "log.roll.hours", "delete.topic.enable"])
 
 
 @scenario("configs")

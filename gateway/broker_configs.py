@@ -18,16 +18,27 @@ dynamic settings that have no counterpart in kgate (``num.io.threads``,
 """
 import logging
 from collections.abc import Callable
+from itertools import dropwhile
 
 from kgate.metadata.dynamic_configs import DEFAULT_ENTITY, DynamicConfigStore
 
-from .config import BROKER_SETTINGS, ConfigError, ConfigSource, Settings, check_setting, setting_text
+from .config import (
+    BROKER_SETTINGS,
+    NO_DEFAULT,
+    TIME_FORMS,
+    ConfigError,
+    ConfigSource,
+    Settings,
+    check_setting,
+    setting_text,
+)
 
 log = logging.getLogger(__name__)
 
 DYNAMIC = frozenset({
     # Defaults of topic configs.
     "compression.type", "message.max.bytes", "log.message.timestamp.type", "log.retention.ms",
+    "log.message.timestamp.after.max.ms", "log.message.timestamp.before.max.ms",
     "log.retention.bytes", "log.roll.ms", "log.segment.bytes", "log.cleaner.delete.retention.ms",
     "log.cleaner.min.compaction.lag.ms", "log.cleaner.max.compaction.lag.ms", "log.cleaner.min.cleanable.ratio",
     # The log cleaner's own.
@@ -74,17 +85,20 @@ class BrokerConfigs:
         return self._static[name]
 
     def layers(self, name: str) -> list[Layer]:
-        """Every layer holding a value for ``name``, the one in force first."""
+        """Kafka's synonyms of ``name`` (ConfigHelper): each layer's value of each of its forms
+        (TIME_FORMS: ``log.retention.ms``, ``.minutes``, ``.hours``), layer by layer, from the
+        first of ``name`` itself on. So ``log.retention.ms`` set nowhere has none, although
+        ``log.retention.hours``'s default gives its value."""
+        forms = _forms(name)
         found: list[Layer] = []
         for layer, source in ((self.own, ConfigSource.DYNAMIC_BROKER_CONFIG),
                               (self.default, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)):
-            if name in layer:
-                found.append((name, layer[name], source))
-        if name in self._settings.given:
-            found.append((name, setting_text(self._static[name]), ConfigSource.STATIC_BROKER_CONFIG))
-        if name in BROKER_SETTINGS:
-            found.append((name, setting_text(BROKER_SETTINGS[name][0]), ConfigSource.DEFAULT_CONFIG))
-        return found
+            found += [(form, layer[form], source) for form in forms if form in layer]
+        found += [(form, setting_text(self._static[form]), ConfigSource.STATIC_BROKER_CONFIG)
+                  for form in forms if form in self._settings.given]
+        found += [(form, setting_text(BROKER_SETTINGS[form][0]), ConfigSource.DEFAULT_CONFIG)
+                  for form in forms if form in BROKER_SETTINGS and form not in NO_DEFAULT]
+        return list(dropwhile(lambda layer: layer[0] != name, found))
 
     def names(self, cluster_default: bool) -> list[str]:
         """What DescribeConfigs lists: for the cluster default, only what is set there (as Kafka);
@@ -93,10 +107,12 @@ class BrokerConfigs:
             return sorted(self.default)
         return sorted(set(BROKER_SETTINGS) | {n for n in (*self.own, *self.default) if n not in BROKER_SETTINGS})
 
-    def value(self, name: str, cluster_default: bool) -> str:
+    def value(self, name: str, cluster_default: bool) -> str | None:
+        """None: a setting Kafka defines without a default, not set anywhere."""
         if cluster_default:
             return self.default[name]
-        return self.layers(name)[0][1]
+        layers = self.layers(name)
+        return layers[0][1] if layers else None
 
     @staticmethod
     def check_name(name: str) -> None:
@@ -121,3 +137,12 @@ class BrokerConfigs:
         log.info("dynamic configs of %s altered", "the cluster default" if entity == DEFAULT_ENTITY
                  else f"broker {entity}")
         await self.reload()
+
+
+def _forms(name: str) -> list[str]:
+    """The setting's forms in Kafka's order (DynamicBrokerConfig.brokerConfigSynonyms)."""
+    for first, others in TIME_FORMS.items():
+        forms = [first, *(form for form, _factor in others)]
+        if name in forms:
+            return forms
+    return [name]

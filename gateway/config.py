@@ -86,6 +86,8 @@ _POSITIVE = ("must be > 0", lambda v: v > 0)
 _NON_NEGATIVE = ("must be >= 0", lambda v: v >= 0)
 _RETENTION = ("must be -1 (unlimited) or >= 0", lambda v: v >= -1)
 _ANY = ("", lambda v: True)
+_NO_TIMESTAMP_BOUND = (f"must be {2**63 - 1}: kgate does not check record timestamps against its clock",
+                       lambda v: v == 2**63 - 1)
 
 BROKER_SETTINGS: dict[str, tuple[object, tuple]] = {
     # -1: 0 on a single node; in a cluster, derived on first start and kept in the data dir.
@@ -135,6 +137,8 @@ BROKER_SETTINGS: dict[str, tuple[object, tuple]] = {
     # Incremental fetch sessions (KIP-227) the broker keeps; 0: none, every fetch is a full one.
     "max.incremental.fetch.session.cache.slots": (1000, _NON_NEGATIVE),
     "auto.create.topics.enable": (True, _ANY),
+    # false: DeleteTopics answers TOPIC_DELETION_DISABLED (Kafka's name and default).
+    "delete.topic.enable": (True, _ANY),
     "num.partitions": (1, _POSITIVE),
     "default.replication.factor": (1, _POSITIVE),
     "message.max.bytes": (1024 * 1024 + 12, _POSITIVE),
@@ -144,10 +148,15 @@ BROKER_SETTINGS: dict[str, tuple[object, tuple]] = {
     # record data compresses to; a compression bomb stops there.
     "kgate.max.inflated.batch.bytes": (inflate.DEFAULT_LIMIT, _POSITIVE),
     "kgate.max.inflated.request.bytes": (2 * inflate.DEFAULT_LIMIT, _POSITIVE),
+    # Retention and roll times in Kafka's units (TIME_FORMS). Kafka leaves the ms and minutes
+    # forms unset; their defaults here are what the hours' defaults come to.
     "log.retention.ms": (7 * 24 * 3600 * 1000, _RETENTION),
+    "log.retention.minutes": (7 * 24 * 60, _ANY),
+    "log.retention.hours": (7 * 24, _ANY),
     "log.retention.bytes": (-1, _RETENTION),
     "log.segment.bytes": (1024 * 1024 * 1024, _POSITIVE),
     "log.roll.ms": (7 * 24 * 3600 * 1000, _POSITIVE),
+    "log.roll.hours": (7 * 24, _POSITIVE),
     "log.retention.check.interval.ms": (300_000, _POSITIVE),
     # The log cleaner of compacted topics (gateway/log_cleaner.py), Kafka's names and defaults.
     "log.cleaner.enable": (True, _ANY),
@@ -166,6 +175,10 @@ BROKER_SETTINGS: dict[str, tuple[object, tuple]] = {
     # Whose clock dates stored records: the producer's (CreateTime) or the broker's on append.
     "log.message.timestamp.type": ("CreateTime", ("must be CreateTime or LogAppendTime",
                                                   lambda v: v in TIMESTAMP_TYPES)),
+    # How far from the broker's clock a record's timestamp may be (Kafka 4's default after: one
+    # hour). kgate does not check timestamps, so it takes only the value saying so: no bound.
+    "log.message.timestamp.after.max.ms": (2**63 - 1, _NO_TIMESTAMP_BOUND),
+    "log.message.timestamp.before.max.ms": (2**63 - 1, _NO_TIMESTAMP_BOUND),
     # What Metadata tells clients to connect to, HOST:PORT; empty: the listener itself.
     "advertised.listeners": ("", ("must be HOST:PORT or empty", lambda v: v == "" or _is_host_port(v))),
     # Consumer groups, with Kafka's names and defaults.
@@ -258,6 +271,16 @@ BROKER_SETTINGS: dict[str, tuple[object, tuple]] = {
                            lambda v: v in ("DEBUG", "INFO", "WARNING", "ERROR"))),
 }
 
+# Settings Kafka takes in more than one unit, as Kafka resolves them: the first form when given,
+# else the first given of the others (times its factor to milliseconds), else the last one's
+# default. Kafka defines no default for the forms before the last, so DescribeConfigs shows
+# none for them (NO_DEFAULT), and lists the forms as one another's synonyms.
+TIME_FORMS: dict[str, tuple[tuple[str, int], ...]] = {
+    "log.retention.ms": (("log.retention.minutes", 60_000), ("log.retention.hours", 3_600_000)),
+    "log.roll.ms": (("log.roll.hours", 3_600_000),),
+}
+NO_DEFAULT = frozenset({"log.retention.ms", "log.retention.minutes", "log.roll.ms"})
+
 LIST_CONFIGS = ("sasl.enabled.mechanisms", "group.consumer.assignors")
 # Number settings Kafka types INT (the others it types LONG, as kgate types its own).
 INT_SETTINGS = frozenset({
@@ -273,7 +296,8 @@ INT_SETTINGS = frozenset({
     "group.share.min.heartbeat.interval.ms", "group.share.max.heartbeat.interval.ms",
     "group.share.min.record.lock.duration.ms", "group.share.max.record.lock.duration.ms",
     "group.share.min.delivery.count.limit", "group.share.max.delivery.count.limit",
-    "group.min.session.timeout.ms", "log.segment.bytes", "max.connections", "max.connections.per.ip",
+    "group.min.session.timeout.ms", "log.retention.hours", "log.retention.minutes", "log.roll.hours",
+    "log.segment.bytes", "max.connections", "max.connections.per.ip",
     "max.incremental.fetch.session.cache.slots", "message.max.bytes", "num.partitions", "offset.metadata.max.bytes",
     "offsets.retention.minutes", "offsets.topic.num.partitions", "sasl.server.max.receive.size",
     "socket.request.max.bytes", "transaction.abort.timed.out.transaction.cleanup.interval.ms",
@@ -407,12 +431,21 @@ class Settings:
         for name, value in raw.items():
             settings.values[name] = check_setting(name, value)
         settings.given = set(raw)
+        settings._resolve_time_forms()
         if listen:
             settings.listeners = [Listener.parse(item) for item in _listener_items(listen)]
         if data_dir:
             settings.data_dir = data_dir
         settings._check_pairs()
         return settings
+
+    def _resolve_time_forms(self) -> None:
+        """A millisecond setting not given takes the first of its other units given, as Kafka's
+        KafkaConfig does (a negative retention means for ever: -1; roll times are positive)."""
+        for name, forms in TIME_FORMS.items():
+            given = [self[form] * factor for form, factor in forms if form in self.given]
+            if name not in self.given and given:
+                self.values[name] = max(given[0], -1)
 
     def _check_pairs(self) -> None:
         """Settings that need another one beside them."""

@@ -74,6 +74,7 @@ SETTING_DOCS: dict[str, SettingDoc] = {
                                                         "0: none, every fetch is a full one."),
     "auto.create.topics.enable": _kafka("Create a topic when a client asks for metadata of one that does not "
                                         "exist."),
+    "delete.topic.enable": _kafka("false: DeleteTopics is refused (TOPIC_DELETION_DISABLED) and every topic stays."),
     "num.partitions": _kafka("Partitions of an automatically created topic, and of CreateTopics asking for the "
                              "default."),
     "default.replication.factor": _kafka("The replication factor reported for new topics. Storage is shared, so "
@@ -85,11 +86,16 @@ SETTING_DOCS: dict[str, SettingDoc] = {
                                              "stops there."),
     "kgate.max.inflated.request.bytes": _kgate("The same ceiling per request (produce validation, legacy "
                                                "wrappers, down-conversion for old fetchers)."),
-    "log.retention.ms": _kafka("How long records are kept (the default of retention.ms). -1: forever."),
+    "log.retention.ms": _kafka("How long records are kept (the default of retention.ms). -1: forever. Not set: "
+                               "log.retention.minutes, else log.retention.hours."),
+    "log.retention.minutes": _kafka("log.retention.ms in minutes, when that is not set."),
+    "log.retention.hours": _kafka("log.retention.ms in hours, when neither it nor log.retention.minutes is set."),
     "log.retention.bytes": _kafka("How many bytes a partition keeps (the default of retention.bytes). -1: no "
                                   "limit."),
     "log.segment.bytes": _kafka("A partition's open ledger rolls at this size (the default of segment.bytes)."),
-    "log.roll.ms": _kafka("A partition's open ledger rolls at this age (the default of segment.ms)."),
+    "log.roll.ms": _kafka("A partition's open ledger rolls at this age (the default of segment.ms). Not set: "
+                          "log.roll.hours."),
+    "log.roll.hours": _kafka("log.roll.ms in hours, when that is not set."),
     "log.retention.check.interval.ms": _kafka("How often retention is applied."),
     "log.cleaner.enable": _kafka("Run the log cleaner over the compacted partitions this broker owns."),
     "log.cleaner.backoff.ms": _kafka("How long the log cleaner sleeps when no partition is due."),
@@ -110,6 +116,12 @@ SETTING_DOCS: dict[str, SettingDoc] = {
     "log.message.timestamp.type": _kafka("Whose clock dates stored records, for topics that do not set "
                                          "message.timestamp.type: `CreateTime` (the producer's) or `LogAppendTime` "
                                          "(this broker's, on append)."),
+    "log.message.timestamp.after.max.ms": _kafka("How far ahead of the broker's clock a record's timestamp may be "
+                                                 "(the default of message.timestamp.after.max.ms). kgate does not "
+                                                 "check timestamps, so it takes only the value of no bound."),
+    "log.message.timestamp.before.max.ms": _kafka("How far behind the broker's clock a record's timestamp may be "
+                                                  "(the default of message.timestamp.before.max.ms); as "
+                                                  "log.message.timestamp.after.max.ms."),
     "advertised.listeners": _kafka("What Metadata tells clients to connect to, HOST:PORT; empty: the listener "
                                    "itself. Also `--advertise`."),
     "offsets.topic.num.partitions": _kafka("Partitions of `__consumer_offsets`; a group's coordinator owns "

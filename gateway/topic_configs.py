@@ -16,7 +16,10 @@ What kgate does with each config is one of three things (README, "Topic configs"
   INVALID_CONFIG saying so.
 
 A config whose default is a broker setting (``setting``) takes its default from it, as
-Kafka's topic configs default to their ``log.*`` synonyms.
+Kafka's topic configs default to their ``log.*`` synonyms. Where kgate has no such setting,
+``synonym`` names Kafka's, for DescribeConfigs to list as Kafka does. ``flush.ms`` and
+``segment.jitter.ms`` have none: their Kafka settings (``log.flush.interval.ms``,
+``log.roll.jitter.ms``) have no default, so Kafka lists no synonym for them either.
 """
 import math
 import re
@@ -44,6 +47,9 @@ class TopicConfig:
     why: str = ""  # for IGNORED and DEFAULT_ONLY: why that is what kgate does
     valid: tuple[str, Callable] | None = None  # (Kafka's reason when invalid, check of the parsed value)
     setting: str | None = None  # the broker setting the default comes from
+    # Without ``setting``: Kafka's broker setting the config defaults to, which kgate does not
+    # have; DescribeConfigs lists it as the config's synonym (Kafka's ServerTopicConfigSynonyms).
+    synonym: str | None = None
 
 
 INT_MAX = 2**31 - 1
@@ -101,7 +107,7 @@ TOPIC_CONFIGS: dict[str, TopicConfig] = {
     # Acted on.
     "cleanup.policy": TopicConfig(ConfigType.LIST, "delete", Use.ACTS, valid=(
         "String must be one or both of: compact, delete",
-        lambda items: bool(items) and set(items) <= {"compact", "delete"})),
+        lambda items: bool(items) and set(items) <= {"compact", "delete"}), synonym="log.cleanup.policy"),
     "compression.type": TopicConfig(ConfigType.STRING, "producer", Use.ACTS, valid=one_of(*COMPRESSION_TYPES),
                                     setting="compression.type"),
     "max.message.bytes": TopicConfig(ConfigType.INT, "", Use.ACTS, valid=at_least(0), setting="message.max.bytes"),
@@ -126,42 +132,53 @@ TOPIC_CONFIGS: dict[str, TopicConfig] = {
     "compression.gzip.level": TopicConfig(
         ConfigType.INT, "-1", Use.IGNORED, "recompression (compression.type on mixed_kafka and pulsar topics) "
         "uses each codec's default level; only the compression ratio differs",
-        valid=("Value must be between 1 and 9 or -1", lambda v: v == -1 or 1 <= v <= 9)),
+        valid=("Value must be between 1 and 9 or -1", lambda v: v == -1 or 1 <= v <= 9),
+        synonym="compression.gzip.level"),
     "compression.lz4.level": TopicConfig(ConfigType.INT, "9", Use.IGNORED, "as compression.gzip.level",
-                                         valid=between(1, 17)),
+                                         valid=between(1, 17), synonym="compression.lz4.level"),
     "compression.zstd.level": TopicConfig(ConfigType.INT, "3", Use.IGNORED, "as compression.gzip.level",
-                                          valid=between(-131072, 22)),
+                                          valid=between(-131072, 22), synonym="compression.zstd.level"),
     "file.delete.delay.ms": TopicConfig(ConfigType.LONG, "60000", Use.IGNORED,
                                         "a trimmed or deleted ledger goes at once; no reader keeps using it",
-                                        valid=at_least(0)),
-    "flush.messages": TopicConfig(ConfigType.LONG, str(LONG_MAX), Use.IGNORED, _NO_FLUSH, valid=at_least(1)),
+                                        valid=at_least(0), synonym="log.segment.delete.delay.ms"),
+    "flush.messages": TopicConfig(ConfigType.LONG, str(LONG_MAX), Use.IGNORED, _NO_FLUSH, valid=at_least(1),
+                                  synonym="log.flush.interval.messages"),
     "flush.ms": TopicConfig(ConfigType.LONG, str(LONG_MAX), Use.IGNORED, _NO_FLUSH, valid=at_least(0)),
-    "index.interval.bytes": TopicConfig(ConfigType.INT, "4096", Use.IGNORED, _NO_INDEX, valid=at_least(0)),
-    "segment.index.bytes": TopicConfig(ConfigType.INT, "10485760", Use.IGNORED, _NO_INDEX, valid=at_least(4)),
+    "index.interval.bytes": TopicConfig(ConfigType.INT, "4096", Use.IGNORED, _NO_INDEX, valid=at_least(0),
+                                        synonym="log.index.interval.bytes"),
+    "segment.index.bytes": TopicConfig(ConfigType.INT, "10485760", Use.IGNORED, _NO_INDEX, valid=at_least(4),
+                                       synonym="log.index.size.max.bytes"),
     "segment.jitter.ms": TopicConfig(ConfigType.LONG, "0", Use.IGNORED,
                                      "ledgers roll at segment.ms exactly; jitter only spreads roll times",
                                      valid=at_least(0)),
     "preallocate": TopicConfig(ConfigType.BOOLEAN, "false", Use.IGNORED,
-                               "ledger files grow as entries are appended"),
-    "min.insync.replicas": TopicConfig(ConfigType.INT, "1", Use.IGNORED, _NO_REPLICAS, valid=at_least(1)),
-    "unclean.leader.election.enable": TopicConfig(ConfigType.BOOLEAN, "false", Use.IGNORED, _NO_REPLICAS),
+                               "ledger files grow as entries are appended", synonym="log.preallocate"),
+    "min.insync.replicas": TopicConfig(ConfigType.INT, "1", Use.IGNORED, _NO_REPLICAS, valid=at_least(1),
+                                       synonym="min.insync.replicas"),
+    "unclean.leader.election.enable": TopicConfig(ConfigType.BOOLEAN, "false", Use.IGNORED, _NO_REPLICAS,
+                                                  synonym="unclean.leader.election.enable"),
     "leader.replication.throttled.replicas": TopicConfig(ConfigType.LIST, "", Use.IGNORED, _NO_REPLICAS,
                                                          valid=_THROTTLED),
     "follower.replication.throttled.replicas": TopicConfig(ConfigType.LIST, "", Use.IGNORED, _NO_REPLICAS,
                                                            valid=_THROTTLED),
     "message.downconversion.enable": TopicConfig(
         ConfigType.BOOLEAN, "true", Use.IGNORED, "Kafka 3.x only; kgate always down-converts for fetchers "
-        "that cannot read the stored format, so old consumers are served where Kafka would refuse them"),
+        "that cannot read the stored format, so old consumers are served where Kafka would refuse them",
+        synonym="log.message.downconversion.enable"),
     "message.format.version": TopicConfig(
         ConfigType.STRING, "3.0-IV1", Use.IGNORED, "Kafka 3.x only, and ignored by Kafka 3.x itself "
         "(inter.broker.protocol.version 3.0 and later); kgate stores what producers send and converts "
         "per fetch to what each consumer reads",
         valid=("Version must be a Kafka release from 0.8.0 to 3.x, such as 2.8 or 0.10.2-IV0",
-               _is_message_format_version)),
-    "local.retention.bytes": TopicConfig(ConfigType.LONG, "-2", Use.IGNORED, _TIERED, valid=at_least(-2)),
-    "local.retention.ms": TopicConfig(ConfigType.LONG, "-2", Use.IGNORED, _TIERED, valid=at_least(-2)),
-    "remote.copy.lag.bytes": TopicConfig(ConfigType.LONG, "0", Use.IGNORED, _TIERED, valid=at_least(-1)),
-    "remote.copy.lag.ms": TopicConfig(ConfigType.LONG, "0", Use.IGNORED, _TIERED, valid=at_least(-1)),
+               _is_message_format_version), synonym="log.message.format.version"),
+    "local.retention.bytes": TopicConfig(ConfigType.LONG, "-2", Use.IGNORED, _TIERED, valid=at_least(-2),
+                                         synonym="log.local.retention.bytes"),
+    "local.retention.ms": TopicConfig(ConfigType.LONG, "-2", Use.IGNORED, _TIERED, valid=at_least(-2),
+                                      synonym="log.local.retention.ms"),
+    "remote.copy.lag.bytes": TopicConfig(ConfigType.LONG, "0", Use.IGNORED, _TIERED, valid=at_least(-1),
+                                         synonym="log.remote.copy.lag.bytes"),
+    "remote.copy.lag.ms": TopicConfig(ConfigType.LONG, "0", Use.IGNORED, _TIERED, valid=at_least(-1),
+                                      synonym="log.remote.copy.lag.ms"),
     "remote.log.copy.disable": TopicConfig(ConfigType.BOOLEAN, "false", Use.IGNORED, _TIERED),
     "remote.log.delete.on.disable": TopicConfig(ConfigType.BOOLEAN, "false", Use.IGNORED, _TIERED),
     # Kafka 4.4 (KIP-1191): a topic share groups may write dead letters to.
@@ -172,17 +189,18 @@ TOPIC_CONFIGS: dict[str, TopicConfig] = {
     "message.timestamp.type": TopicConfig(ConfigType.STRING, "", Use.ACTS, valid=one_of(*TIMESTAMP_TYPES),
                                           setting="log.message.timestamp.type"),
     # Only the default: any other value would change what clients read or may write.
-    "message.timestamp.after.max.ms": TopicConfig(ConfigType.LONG, str(LONG_MAX), Use.DEFAULT_ONLY,
-                                                  _TIMESTAMP_CHECK, valid=at_least(0)),
-    "message.timestamp.before.max.ms": TopicConfig(ConfigType.LONG, str(LONG_MAX), Use.DEFAULT_ONLY,
-                                                   _TIMESTAMP_CHECK, valid=at_least(0)),
+    "message.timestamp.after.max.ms": TopicConfig(ConfigType.LONG, "", Use.DEFAULT_ONLY, _TIMESTAMP_CHECK,
+                                                  valid=at_least(0), setting="log.message.timestamp.after.max.ms"),
+    "message.timestamp.before.max.ms": TopicConfig(ConfigType.LONG, "", Use.DEFAULT_ONLY, _TIMESTAMP_CHECK,
+                                                   valid=at_least(0), setting="log.message.timestamp.before.max.ms"),
     "message.timestamp.difference.max.ms": TopicConfig(ConfigType.LONG, str(LONG_MAX), Use.DEFAULT_ONLY,
-                                                       _TIMESTAMP_CHECK + " (Kafka 3.x only)", valid=at_least(0)),
+                                                       _TIMESTAMP_CHECK + " (Kafka 3.x only)", valid=at_least(0),
+                                                       synonym="log.message.timestamp.difference.max.ms"),
     # Kafka 4.4: a cap on one record's decompressed size, Kafka's default being no cap.
     "max.decompressed.message.bytes": TopicConfig(
         ConfigType.INT, str(INT_MAX - 8), Use.DEFAULT_ONLY, "kgate bounds the inflated bytes of a whole batch "
         "(kgate.max.inflated.batch.bytes), not of each record, so it cannot refuse a record past a smaller cap",
-        valid=between(1, INT_MAX - 8)),
+        valid=between(1, INT_MAX - 8), synonym="max.decompressed.message.bytes"),
     # Kafka's own answer when tiered storage is off in the broker, which it always is in kgate.
     "remote.storage.enable": TopicConfig(
         ConfigType.BOOLEAN, "false", Use.DEFAULT_ONLY,

@@ -45,7 +45,7 @@ _REFUSED_WRITE = {
     "value.serializer": "values are always written as bytes; cast the value column to binary or string",
 }
 # Java client settings with no librdkafka counterpart, read by the source itself.
-_JAVA_ONLY = {"sasl.jaas.config", "default.api.timeout.ms"}
+_JAVA_ONLY = {"sasl.jaas.config", "default.api.timeout.ms", "ssl.truststore.type", "ssl.truststore.location"}
 _JAAS_FIELD = re.compile(r'\b(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')
 
 
@@ -159,7 +159,8 @@ def client_options(options: Mapping[str, str], refused: Mapping[str, str] = _REF
     """``kafka.bootstrap.servers`` and the other ``kafka.*`` options as librdkafka settings.
 
     Java-only settings are translated: ``sasl.jaas.config`` (PlainLoginModule or
-    ScramLoginModule) becomes ``sasl.username``/``sasl.password``, and
+    ScramLoginModule) becomes ``sasl.username``/``sasl.password``, a PEM truststore
+    (``ssl.truststore.type=PEM``) becomes ``ssl.ca.location``, and
     ``default.api.timeout.ms`` becomes the deadline of metadata and offset lookups.
     """
     options = _lower(options)
@@ -187,6 +188,13 @@ def client_options(options: Mapping[str, str], refused: Mapping[str, str] = _REF
                               'expected a login module with username="..." and password="..."')
         config.setdefault("sasl.username", fields["username"].replace('\\"', '"'))
         config.setdefault("sasl.password", fields["password"].replace('\\"', '"'))
+    truststore = options.get("kafka.ssl.truststore.location")
+    if truststore is not None:
+        kind = options.get("kafka.ssl.truststore.type", "JKS")
+        if kind.upper() != "PEM":
+            raise OptionError("kafka.ssl.truststore.type", f"{kind} truststores cannot be read here: give a PEM "
+                                                           "file (kafka.ssl.truststore.type=PEM)")
+        config.setdefault("ssl.ca.location", truststore)
     api_timeout = _positive_int(options, "kafka.default.api.timeout.ms", DEFAULT_API_TIMEOUT_MS)
     return ClientOptions(bootstrap, tuple(sorted(config.items())), api_timeout)
 

@@ -111,14 +111,18 @@ def _describe(ctx: Context, resource, documented: bool = False):
 
 def _entry(broker: BrokerView, own: dict[str, str], config: TopicConfig, name: str, value: str,
            own_source: ConfigSource):
-    """A topic's or group's config: its value, source, synonyms (the resource's own value,
-    then its broker setting's layers, or its own default) and type."""
+    """A topic's or group's config: its value, source, synonyms and type. The synonyms are
+    Kafka's: the resource's own value, then the layers of the broker setting it defaults to
+    (none for a setting Kafka defines without a default, such as ``log.retention.ms``). A
+    topic config whose broker setting kgate lacks lists that setting's default under Kafka's
+    name (``log.cleanup.policy``), and one Kafka gives no broker setting lists nothing more; a
+    group config's own default stands last, as Kafka lists it."""
     layers = [(name, own[name], own_source)] if name in own else []
     if config.setting:
         layers += broker.broker_configs.layers(config.setting)
-    else:  # no broker setting: its own default, as Kafka lists it
-        layers.append((name, config.default, ConfigSource.DEFAULT_CONFIG))
-    return name, value, False, layers[0][2], layers, config.type
+    elif config.synonym or own_source is ConfigSource.GROUP_CONFIG:
+        layers.append((config.synonym or name, config.default, ConfigSource.DEFAULT_CONFIG))
+    return name, value, False, layers[0][2] if layers else ConfigSource.DEFAULT_CONFIG, layers, config.type
 
 
 def _broker_entries(configs: BrokerConfigs, cluster_default: bool):
@@ -129,7 +133,8 @@ def _broker_entries(configs: BrokerConfigs, cluster_default: bool):
         layers = configs.layers(name)
         if cluster_default:
             layers = [layer for layer in layers if layer[2] == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG]
-        entries.append((name, layers[0][1], name not in DYNAMIC, layers[0][2], layers, config_type(name)))
+        value, source = layers[0][1:] if layers else (None, ConfigSource.DEFAULT_CONFIG)
+        entries.append((name, value, name not in DYNAMIC, source, layers, config_type(name)))
     return entries
 
 
@@ -240,7 +245,7 @@ def _rules(broker: BrokerView, resource) -> _Rules:
     if resource.resource_type == BROKER:
         configs = broker.broker_configs
         return _Rules(configs.check_name, configs.check, config_type,
-                      lambda name: configs.value(name, False) if name in BROKER_SETTINGS else "",
+                      lambda name: (configs.value(name, False) or "") if name in BROKER_SETTINGS else "",
                       lambda _configs: None)
     if resource.resource_type == GROUP:
         groups = broker.group_configs

@@ -90,6 +90,8 @@ async def delete_topics(ctx: Context, request):
         wanted = [(t.name, t.topic_id) for t in request.topics]
     else:
         wanted = [(name, None) for name in request.topic_names]
+    if not broker.settings["delete.topic.enable"]:
+        return D(throttle_time_ms=0, responses=_deletion_disabled(ctx.version, wanted))
     results = []
     for name, topic_id in wanted:
         by_id = name is None and topic_id is not None
@@ -115,3 +117,14 @@ async def delete_topics(ctx: Context, request):
             results.append(D.DeletableTopicResult(name=name, topic_id=topic_id, error_code=error,
                                                   error_message=f"no topic {name or topic_id}"))
     return D(throttle_time_ms=0, responses=results)
+
+
+def _deletion_disabled(version: int, wanted):
+    """Kafka's answer, before any authorization, when delete.topic.enable is false: every
+    topic refused, with INVALID_REQUEST to clients older than the error (DeleteTopics v3)."""
+    if version < 3:
+        error, message = ErrorCode.INVALID_REQUEST, "Topic deletion is disabled."
+    else:
+        error, message = ErrorCode.TOPIC_DELETION_DISABLED, None
+    return [D.DeletableTopicResult(name=name, topic_id=topic_id, error_code=error, error_message=message)
+            for name, topic_id in wanted]

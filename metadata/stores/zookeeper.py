@@ -6,10 +6,16 @@ and session callbacks arrive on kazoo's thread and are re-scheduled onto the loo
 
 The ensemble address is ``HOST:PORT[,HOST:PORT...][/CHROOT]``; the chroot node is
 created on first use, so one ensemble can hold several kgate clusters.
+
+kazoo makes a new session by itself after one expires, but when its connection loop ends
+(an exception escaped it) the client is closed for good. The store then makes a new
+client, arms its watches again and reports the session expired and then connected, as
+after any expiry: the broker gives up what it held and registers again.
 """
 import asyncio
 import logging
 from collections.abc import Callable
+from functools import partial
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (
@@ -22,6 +28,7 @@ from kazoo.exceptions import (
     SessionExpiredError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.states import KeeperState
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from ..store import BadVersion, MetadataStore, Node, NodeExists, NoNode, Session, StoreUnavailable
@@ -49,7 +56,10 @@ class ZooKeeperMetadataStore(MetadataStore):
         self._client: KazooClient | None = None
         self._loop: asyncio.AbstractEventLoop  # connect()'s, before kazoo can call back
         self._session_callbacks: list[Callable[[Session], None]] = []
+        self._watches: list[tuple[str, Callable[[], None], bool]] = []  # armed again on a new client
         self._watchers: list = []
+        self._closed = False
+        self._replacing: asyncio.Task | None = None
 
     async def connect(self, retry: bool = True) -> None:
         """Connect, retrying with backoff for as long as the ensemble cannot be reached.
@@ -73,7 +83,7 @@ class ZooKeeperMetadataStore(MetadataStore):
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, MAX_RETRY_SECONDS)
         self._client = client
-        client.add_listener(self._session_changed)
+        client.add_listener(partial(self._session_changed, client))
         log.info("connected to ZooKeeper at %s (session timeout %.1f s)", self.address, self.session_timeout)
 
     def _start(self, client: KazooClient) -> None:
@@ -82,10 +92,37 @@ class ZooKeeperMetadataStore(MetadataStore):
             client.ensure_path(self._chroot)
             client.chroot = self._chroot
 
-    def _session_changed(self, state) -> None:
-        session = _SESSIONS[state]
+    def _session_changed(self, client: KazooClient, state) -> None:
+        ended = state is KazooState.LOST and client.client_state == KeeperState.CLOSED
+        if client is not self._client:
+            return  # a client already replaced, or closed by close()
+        self._report(_SESSIONS[state])
+        if ended:
+            self._loop.call_soon_threadsafe(self._replace_soon, client)
+
+    def _report(self, session: Session) -> None:
         for callback in self._session_callbacks:
             self._loop.call_soon_threadsafe(callback, session)
+
+    def _replace_soon(self, stopped: KazooClient) -> None:
+        if stopped is self._client and not self._closed and self._replacing is None:
+            self._replacing = asyncio.create_task(self._replace(stopped))
+
+    async def _replace(self, stopped: KazooClient) -> None:
+        """A new client for one whose connection loop ended (closed, not expired)."""
+        log.error("ZooKeeper client at %s stopped on its own (its connection loop ended): making a new one",
+                  self.address)
+        self._client = None
+        await self._loop.run_in_executor(None, _stop, stopped)
+        await self.connect()
+        self._replacing = None
+        if self._closed:
+            await self.close()
+            return
+        self._watchers = []
+        for path, callback, children in self._watches:
+            self._arm(path, callback, children)  # each fires once now: whatever changed meanwhile is read
+        self._report(Session.CONNECTED)
 
     def on_session(self, callback: Callable[[Session], None]) -> None:
         self._session_callbacks.append(callback)
@@ -111,6 +148,8 @@ class ZooKeeperMetadataStore(MetadataStore):
     def _kazoo(self) -> KazooClient:
         """The client, there from connect() to close(): a call outside them is our bug, not the ensemble's."""
         client = self._client
+        if client is None and self._replacing is not None:
+            raise StoreUnavailable(f"ZooKeeper at {self.address}: making a new client")
         if client is None:
             raise RuntimeError(f"ZooKeeper store {self.address} used before connect() or after close()")
         return client
@@ -159,6 +198,10 @@ class ZooKeeperMetadataStore(MetadataStore):
             return []
 
     def watch(self, path: str, callback: Callable[[], None], children: bool = False) -> None:
+        self._watches.append((path, callback, children))
+        self._arm(path, callback, children)
+
+    def _arm(self, path: str, callback: Callable[[], None], children: bool) -> None:
         def fired(*_args):
             self._loop.call_soon_threadsafe(callback)
             return True  # keep watching
@@ -172,6 +215,7 @@ class ZooKeeperMetadataStore(MetadataStore):
             self._watchers.append(DataWatch(client, path, fired))
 
     async def close(self) -> None:
+        self._closed = True
         client, self._client = self._client, None
         if client is not None:
             await self._loop.run_in_executor(None, _stop, client)

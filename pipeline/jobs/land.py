@@ -21,15 +21,15 @@ def event_date(timestamp: Column) -> Column:
     return F.date_from_unix_date(F.floor(F.unix_micros(timestamp) / 86_400_000_000).cast("int"))
 
 
-def landing_frame(spark: SparkSession, options: dict) -> DataFrame:
+def landing_frame(spark: SparkSession, options: dict, source: str = "kgate") -> DataFrame:
     """The records to land, with every column of the source and their event date."""
-    return read_stream(spark, options).withColumn("date", event_date(F.col("timestamp")))
+    return read_stream(spark, options, source).withColumn("date", event_date(F.col("timestamp")))
 
 
 def land(spark: SparkSession, options: dict, output: str, checkpoint: str, available_now: bool = True,
-         interval_ms: int | None = None):
+         interval_ms: int | None = None, source: str = "kgate"):
     """Start landing the topics ``options`` subscribe to into ``output``; returns the StreamingQuery."""
-    writer = (landing_frame(spark, options).writeStream.format("parquet")
+    writer = (landing_frame(spark, options, source).writeStream.format("parquet")
               .option("path", output).option("checkpointLocation", checkpoint)
               .partitionBy(*PARTITION_COLUMNS).outputMode("append"))
     return start(writer, available_now, interval_ms)

@@ -17,8 +17,9 @@ from .. import FORMAT
 from . import read_stream, start
 
 
-def minute_counts_frame(spark: SparkSession, options: dict, watermark: str = "10 minutes") -> DataFrame:
-    counts = (read_stream(spark, options).withWatermark("timestamp", watermark)
+def minute_counts_frame(spark: SparkSession, options: dict, watermark: str = "10 minutes",
+                        source: str = "kgate") -> DataFrame:
+    counts = (read_stream(spark, options, source).withWatermark("timestamp", watermark)
               .groupBy(F.window("timestamp", "1 minute"), "topic", "key").count())
     value = F.to_json(F.struct(F.unix_millis(F.col("window.start")).alias("minute"), "topic",
                                F.col("key").cast("string").alias("key"), "count"))
@@ -26,14 +27,15 @@ def minute_counts_frame(spark: SparkSession, options: dict, watermark: str = "10
 
 
 def minute_counts(spark: SparkSession, options: dict, output_topic: str, checkpoint: str,
-                  available_now: bool = True, interval_ms: int | None = None, watermark: str = "10 minutes"):
+                  available_now: bool = True, interval_ms: int | None = None, watermark: str = "10 minutes",
+                  source: str = "kgate"):
     """Start counting; returns the StreamingQuery. The output goes to ``output_topic`` on
-    the cluster the options read from."""
+    the cluster the options read from, through the kgate data source whichever ``source`` reads."""
     sink_options = {key: value for key, value in options.items() if key.lower().startswith("kafka.")}
 
     def write_updates(updates: DataFrame, _batch_id: int) -> None:
         updates.write.format(FORMAT).options(**sink_options).option("topic", output_topic).mode("append").save()
 
-    writer = (minute_counts_frame(spark, options, watermark).writeStream.foreachBatch(write_updates)
+    writer = (minute_counts_frame(spark, options, watermark, source).writeStream.foreachBatch(write_updates)
               .option("checkpointLocation", checkpoint).outputMode("update"))
     return start(writer, available_now, interval_ms)

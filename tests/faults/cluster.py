@@ -9,8 +9,6 @@ import subprocess
 import sys
 import time
 
-from confluent_kafka.admin import AdminClient, NewPartitions
-
 from tests.support.broker_process import BrokerProcess, terminate
 from tests.support.seaweedfs import SeaweedFS
 from tests.support.zookeeper import Ensemble
@@ -69,7 +67,7 @@ class FaultCluster:
             settings["kgate.wal"] = f"file:{self.wal_dir}"
         if i == len(self.broker_hosts) - 1:
             wrapper += [f"LD_PRELOAD={FAKETIME}", f"FAKETIME_TIMESTAMP_FILE={self.clock_file}",
-                        "FAKETIME_CACHE_DURATION=1", "DONT_FAKE_MONOTONIC=1"]
+                        "FAKETIME_CACHE_DURATION=1", "DONT_FAKE_MONOTONIC=1", f"PYTHONPATH={_UNDER_FAKETIME}"]
         storage = (f"s3://{BUCKET}/kgate?endpoint=http://{self.s3_host.address}:{PROXY_PORT}"
                    "&region=us-east-1")
         settings |= {"kgate.metadata": f"zookeeper://{self.ensemble.address}/kgate", "kgate.storage": storage,
@@ -114,15 +112,6 @@ class FaultCluster:
             control.sendall(json.dumps(settings).encode() + b"\n")
             control.recv(16)
 
-    def grow(self, topic: str, by: int = 1) -> int:
-        """Add partitions to ``topic`` (CreatePartitions, from the clients' namespace); its new count."""
-        def grow() -> int:
-            admin = AdminClient({"bootstrap.servers": self.bootstrap})
-            count = len(admin.list_topics(topic, timeout=10).topics[topic].partitions) + by
-            admin.create_partitions([NewPartitions(topic, count)])[topic].result(30)
-            return count
-        return self.client.call(grow, timeout=90)
-
     def jump_clock(self, seconds: int) -> None:
         with open(self.clock_file, "w") as fh:
             fh.write(f"{seconds:+d}\n")
@@ -153,3 +142,5 @@ class FaultCluster:
 
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# time.sleep that works under libfaketime (its sitecustomize.py says why).
+_UNDER_FAKETIME = os.path.join(os.path.dirname(os.path.abspath(__file__)), "under_faketime")

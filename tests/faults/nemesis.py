@@ -8,8 +8,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, NewPartitions
 
 from .cluster import FaultCluster
+from .kafka_cluster import KafkaFaultCluster
 
 
 @dataclass
@@ -29,7 +31,7 @@ class Nemesis:
              "pause-storage", "storage-delay", "storage-loss", "clock-jump",
              "wal-disk-full", "grow-partitions")
 
-    def __init__(self, cluster: FaultCluster, seed: int, kinds: tuple[str, ...] = KINDS, log=print):
+    def __init__(self, cluster: FaultCluster | KafkaFaultCluster, seed: int, kinds: tuple[str, ...] = KINDS, log=print):
         self.cluster = cluster
         self.rng = random.Random(seed)
         self.kinds = kinds
@@ -159,7 +161,14 @@ class Nemesis:
         """CreatePartitions through the admin API: the cap per broker changes, so partitions that
         clients are writing and reading change owners."""
         topic = self.rng.choice(["idem", "txn-in", "txn-out"])
+        bootstrap = self.cluster.bootstrap
+
+        def grow() -> int:
+            admin = AdminClient({"bootstrap.servers": bootstrap})
+            count = len(admin.list_topics(topic, timeout=10).topics[topic].partitions) + 1
+            admin.create_partitions([NewPartitions(topic, count)])[topic].result(30)
+            return count
         try:
-            return Fault(f"{topic} grown to {self.cluster.grow(topic)} partitions", lambda: None)
+            return Fault(f"{topic} grown to {self.cluster.client.call(grow, timeout=90)} partitions", lambda: None)
         except KafkaException as exc:
             return Fault(f"{topic} not grown: {exc}", lambda: None)

@@ -1,7 +1,10 @@
 """One fault run: the cluster up in its namespaces, the workload recording a history while
 the nemesis injects faults, everything healed, the drain, and the checker's verdict.
 
-    python -m tests.faults.run --minutes N --seed S [--dir DIR] [--faults kill-broker,...]
+    python -m tests.faults.run --minutes N --seed S [--dir DIR] [--faults kill-broker,...] [--target kafka]
+
+``--target kafka`` meets Apache Kafka 4.4 (kafka_cluster.py) with the same workloads,
+faults (those it has a counterpart of) and checker: the control.
 
 Exits 0 when the checker finds no anomaly, 1 when it finds one (its report says which,
 with the smallest counterexample of each), 2 when the run itself could not be made.
@@ -16,10 +19,11 @@ from dataclasses import dataclass
 
 from confluent_kafka.admin import AdminClient
 
-from . import history
+from . import history, kafka_cluster
 from .checker import Report, check
 from .cluster import _ROOT, FaultCluster, wait_until
 from .fault_clients import BLOCKED, WIND_DOWN_SECONDS
+from .kafka_cluster import KafkaFaultCluster
 from .nemesis import Nemesis
 from .network import Network
 
@@ -35,7 +39,11 @@ class Outcome:
     blocked: str = ""  # the clients whose calls never returned, as the workload said
 
 
-def _workload(cluster: FaultCluster, mode: str, out_dir: str, *args: str) -> subprocess.Popen:
+# What a run meets: kgate's cluster, or Apache Kafka's as the control, and the faults each can take.
+TARGETS = {"kgate": (FaultCluster, Nemesis.KINDS), "kafka": (KafkaFaultCluster, kafka_cluster.KINDS)}
+
+
+def _workload(cluster: FaultCluster | KafkaFaultCluster, mode: str, out_dir: str, *args: str) -> subprocess.Popen:
     with open(os.path.join(out_dir, f"workload-{mode}.log"), "ab") as log:
         return subprocess.Popen(cluster.client.wrap(sys.executable, "-m", "tests.faults.fault_clients", mode,
                                                     cluster.bootstrap, out_dir, *args), cwd=_ROOT,
@@ -62,10 +70,15 @@ def _wait(process: subprocess.Popen, timeout: float, mode: str, directory: str) 
     return code
 
 
-def run(seconds: float, seed: int, directory: str, kinds: tuple[str, ...] = Nemesis.KINDS, log=print) -> Outcome:
+def run(seconds: float, seed: int, directory: str, kinds: tuple[str, ...] | None = None, log=print,
+        target: str = "kgate") -> Outcome:
+    make, possible = TARGETS[target]
+    kinds = kinds or possible
+    if not set(kinds) <= set(possible):
+        raise ValueError(f"{target} has no counterpart of {sorted(set(kinds) - set(possible))}")
     blocked = ""
     with Network() as network:
-        cluster = FaultCluster(directory, network)
+        cluster = make(directory, network)
         try:
             cluster.start()
             expected = set(range(1, len(cluster.brokers) + 1))
@@ -97,14 +110,17 @@ def main() -> int:
     parser.add_argument("--minutes", type=float, default=3)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--dir", help="where logs and the history go (default: a new temporary directory)")
-    parser.add_argument("--faults", help=f"comma-separated, of: {', '.join(Nemesis.KINDS)}")
+    parser.add_argument("--faults", help=f"comma-separated, of: {', '.join(Nemesis.KINDS)} "
+                                         f"(against Kafka: {', '.join(kafka_cluster.KINDS)})")
+    parser.add_argument("--target", choices=sorted(TARGETS), default="kgate",
+                        help="the cluster the run meets (kafka: Apache Kafka 4.4, the control)")
     args = parser.parse_args()
     directory = args.dir or tempfile.mkdtemp(prefix=f"faults-{args.seed}-")
     os.makedirs(directory, exist_ok=True)
-    kinds = tuple(args.faults.split(",")) if args.faults else Nemesis.KINDS
+    kinds = tuple(args.faults.split(",")) if args.faults else None
     try:
-        outcome = run(args.minutes * 60, args.seed, directory, kinds)
-    except (TimeoutError, RuntimeError) as exc:
+        outcome = run(args.minutes * 60, args.seed, directory, kinds, target=args.target)
+    except (TimeoutError, RuntimeError, ValueError) as exc:
         print(f"run failed: {exc}; logs in {directory}")
         return 2
     print(f"seed {args.seed}: {len(outcome.faults)} faults: {'; '.join(outcome.faults)}")

@@ -11,7 +11,8 @@ from tests.faults.checker import PROTOCOL_ALLOWS
 from tests.faults.history import FAIL, OK, read
 from tests.faults.run import run
 
-pytestmark = pytest.mark.slow
+# One worker runs the module, so each schedule's cluster runs once for the three tests that judge it.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("faults")]
 
 SCHEDULES = {
     # Processes and disks: kill -9, SIGSTOP and SIGTERM of brokers and ZooKeeper nodes, a full

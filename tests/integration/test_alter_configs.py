@@ -17,7 +17,12 @@ from confluent_kafka.admin import (
     ConfigSource,
     ResourceType,
 )
-from kafka.protocol.admin import AlterConfigsRequest, DescribeConfigsRequest, IncrementalAlterConfigsRequest
+from kafka.protocol.admin import (
+    AlterConfigsRequest,
+    DeleteTopicsRequest,
+    DescribeConfigsRequest,
+    IncrementalAlterConfigsRequest,
+)
 
 from kgate.gateway.config import BROKER_SETTINGS
 from kgate.gateway.setting_docs import SETTING_DOCS
@@ -330,3 +335,69 @@ def test_describe_configs_answers_documentation_when_asked(broker):
     assert docs["retention.ms"] == "kgate: acts"
     assert docs["flush.ms"].startswith("kgate: accepted and ignored (") and "fsync" in docs["flush.ms"]
     assert all(c.documentation is None for result in unasked.results for c in result.configs)
+
+
+def _synonyms(wire: Wire, resource_type: int, name: str, keys: list[str]) -> dict:
+    """Each config's (value, source, read-only, [(synonym, value, source)]) as DescribeConfigs v4 answers."""
+    result = wire.call(DescribeConfigsRequest(resources=[DescribeConfigsRequest.DescribeConfigsResource(
+        resource_type=resource_type, resource_name=name, configuration_keys=keys)], include_synonyms=True,
+        include_documentation=False), 4).results[0]
+    assert result.error_code == ErrorCode.NONE
+    return {c.name: (c.value, c.config_source, c.read_only, [(s.name, s.value, s.source) for s in c.synonyms])
+            for c in result.configs}
+
+
+def test_synonyms_are_the_ones_kafka_lists(broker_factory):
+    """Kafka 4.4's answer with the same server configuration (log.retention.minutes=60,
+    log.roll.hours=24), as the conformance suite recorded it: a topic config's own value,
+    then the layers of its broker setting from the setting itself on (so retention.ms and
+    segment.ms, whose ms settings are set nowhere, list none although the minutes and hours
+    give their values), Kafka's broker names for the settings kgate lacks, and nothing for a
+    config Kafka gives no broker setting (or one without a default)."""
+    broker = broker_factory(**{"log.retention.minutes": 60, "log.roll.hours": 24})
+    create_topic(broker.bootstrap, "synonyms", 1, {"retention.ms": "86400000", "cleanup.policy": "compact"})
+    long_max = str(2**63 - 1)
+    with Wire(broker.bootstrap) as wire:
+        topic = _synonyms(wire, TOPIC_RESOURCE, "synonyms", [
+            "retention.ms", "segment.ms", "cleanup.policy", "flush.messages", "flush.ms", "segment.jitter.ms",
+            "message.timestamp.after.max.ms", "leader.replication.throttled.replicas", "compression.gzip.level"])
+        settings = _synonyms(wire, BROKER, "0", ["log.retention.ms", "log.retention.minutes", "log.retention.hours",
+                                                 "log.roll.ms", "log.roll.hours", "delete.topic.enable",
+                                                 "log.message.timestamp.after.max.ms"])
+    static, default, own = 4, 5, 1
+    assert topic == {
+        "retention.ms": ("86400000", own, False, [("retention.ms", "86400000", own)]),
+        "segment.ms": ("86400000", default, False, []),
+        "cleanup.policy": ("compact", own, False, [("cleanup.policy", "compact", own),
+                                                   ("log.cleanup.policy", "delete", default)]),
+        "flush.messages": (long_max, default, False, [("log.flush.interval.messages", long_max, default)]),
+        "flush.ms": (long_max, default, False, []),
+        "segment.jitter.ms": ("0", default, False, []),
+        "message.timestamp.after.max.ms": (long_max, default, False,
+                                           [("log.message.timestamp.after.max.ms", long_max, default)]),
+        "leader.replication.throttled.replicas": ("", default, False, []),
+        "compression.gzip.level": ("-1", default, False, [("compression.gzip.level", "-1", default)]),
+    }
+    assert settings == {
+        "log.retention.ms": (None, default, False, []),
+        "log.retention.minutes": ("60", static, True, [("log.retention.minutes", "60", static),
+                                                       ("log.retention.hours", "168", default)]),
+        "log.retention.hours": ("168", default, True, [("log.retention.hours", "168", default)]),
+        "log.roll.ms": (None, default, False, []),
+        "log.roll.hours": ("24", static, True, [("log.roll.hours", "24", static), ("log.roll.hours", "168", default)]),
+        "delete.topic.enable": ("true", default, True, [("delete.topic.enable", "true", default)]),
+        "log.message.timestamp.after.max.ms": (long_max, default, False, [
+            ("log.message.timestamp.after.max.ms", long_max, default)]),
+    }
+
+
+@pytest.mark.parametrize("version, error", [(2, ErrorCode.INVALID_REQUEST), (4, ErrorCode.TOPIC_DELETION_DISABLED)])
+def test_delete_topic_enable_false_refuses_every_deletion(broker_factory, version, error):
+    """Kafka's answer with delete.topic.enable=false: each topic refused, INVALID_REQUEST to
+    clients older than TOPIC_DELETION_DISABLED (DeleteTopics v3); the topic stays."""
+    broker = broker_factory(**{"delete.topic.enable": "false"})
+    create_topic(broker.bootstrap, "kept", 1)
+    with Wire(broker.bootstrap) as wire:
+        answer = wire.call(DeleteTopicsRequest(topic_names=["kept", "never-created"], timeout_ms=30_000), version)
+    assert [(r.name, r.error_code) for r in answer.responses] == [("kept", error), ("never-created", error)]
+    assert "kept" in admin(broker).list_topics(timeout=30).topics

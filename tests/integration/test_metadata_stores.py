@@ -126,6 +126,29 @@ async def test_a_zookeeper_session_that_expires_takes_its_ephemeral_nodes_and_sa
         await store.close()
 
 
+async def test_a_zookeeper_client_that_stops_on_its_own_is_replaced_with_its_watches(zookeeper):
+    store = ZooKeeperMetadataStore(f"{zookeeper.address}/stopped-{uuid.uuid4().hex[:8]}", 4000)
+    await store.connect()
+    sessions, events = [], []
+    store.on_session(sessions.append)
+    try:
+        await store.create("/r", b"")
+        store.watch("/r", lambda: events.append(1), children=True)
+        await store.create("/claims/p0", b"mine", ephemeral=True)
+        # Its connection loop ends without close(), as when an exception escapes kazoo's thread.
+        stopped = store._client
+        await asyncio.get_running_loop().run_in_executor(None, stopped.stop)
+        await until(lambda: Session.EXPIRED in sessions, timeout=20)
+        await until(lambda: Session.CONNECTED in sessions[sessions.index(Session.EXPIRED):], timeout=20)
+        assert store._client is not stopped
+        assert await store.get("/claims/p0") is None
+        before = len(events)
+        await store.create("/r/child", b"")
+        await until(lambda: len(events) > before)
+    finally:
+        await store.close()
+
+
 async def test_zookeeper_chroot_keeps_clusters_apart(zookeeper):
     first = ZooKeeperMetadataStore(f"{zookeeper.address}/one-{uuid.uuid4().hex[:8]}", 4000)
     second = ZooKeeperMetadataStore(f"{zookeeper.address}/two-{uuid.uuid4().hex[:8]}", 4000)

@@ -39,9 +39,11 @@ def land_command(broker, topic, tmp_path, *extra):
             "--master", "local[2]", "--conf", "spark.ui.enabled=false", *extra]
 
 
-def test_kgate_pipeline_land(spark, kgate, topic, tmp_path):
+@pytest.mark.parametrize("source", ["kgate", "kafka"])
+def test_kgate_pipeline_land(spark, kgate, topic, tmp_path, source):
+    """On either source: the kgate data source, or Spark's own Kafka connector (``--source kafka``)."""
     ConfluentClient.produce(kgate.bootstrap, topic, 1000)
-    done = kgate_cli(*land_command(kgate, topic, tmp_path))
+    done = kgate_cli(*land_command(kgate, topic, tmp_path, "--source", source))
     assert done.returncode == 0, done.stderr[-2000:]
     R.check_read_back(collect(spark.read.parquet(str(tmp_path / "lake"))), 1000)
 

@@ -3,6 +3,9 @@ import pickle
 
 import pytest
 
+from kgate.cli import pipeline_jobs
+from kgate.command import parser
+from kgate.pipeline import jobs
 from kgate.pipeline import offsets as O
 from kgate.pipeline.datasource import KgateDataSource
 from kgate.pipeline.errors import OptionError
@@ -75,6 +78,44 @@ def test_java_client_settings_become_librdkafka_settings():
     assert config["security.protocol"] == "SASL_PLAINTEXT" and config["sasl.mechanism"] == "SCRAM-SHA-256"
     assert "sasl.jaas.config" not in config and "default.api.timeout.ms" not in config
     assert parsed.client.api_timeout_ms == 5000
+
+
+def test_a_pem_truststore_becomes_the_ca_location_and_other_truststores_are_refused():
+    parsed = parse_read({**BASE, "kafka.ssl.truststore.type": "PEM", "kafka.ssl.truststore.location": "/ca.pem"},
+                        False)
+    config = parsed.client.librdkafka({}, {})
+    assert config["ssl.ca.location"] == "/ca.pem" and "ssl.truststore.location" not in config
+    with pytest.raises(OptionError, match="kafka.ssl.truststore.type.*JKS truststores"):
+        parse_read({**BASE, "kafka.ssl.truststore.location": "/ca.jks"}, False)
+
+
+def test_the_command_line_speaks_the_java_clients_terms_that_both_sources_read(tmp_path):
+    """``kgate pipeline --source kafka`` hands Spark's connector the same options: SASL and TLS
+    as the Java client names them, which the kgate data source translates back."""
+    ca = tmp_path / "ca.pem"
+    ca.write_text("")
+    args = parser().parse_args(["pipeline", "land", "--bootstrap-server", "h:1", "--subscribe", "t",
+                                "--checkpoint", "c", "--output", "o", "--source", "kafka",
+                                "--security-protocol", "SASL_SSL", "--sasl-mechanism", "SCRAM-SHA-512",
+                                "--sasl-username", "app", "--sasl-password", 'p"w', "--ssl-cafile", str(ca)])
+    options = pipeline_jobs.source_options(args)
+    assert options["kafka.sasl.jaas.config"] == \
+        'org.apache.kafka.common.security.scram.ScramLoginModule required username="app" password="p\\"w";'
+    assert (options["kafka.ssl.truststore.type"], options["kafka.ssl.truststore.location"]) == ("PEM", str(ca))
+    # The Java client refuses a default.api.timeout.ms below its request.timeout.ms.
+    assert options["kafka.request.timeout.ms"] == options["kafka.default.api.timeout.ms"]
+    config = parse_read(options, streaming=True).client.librdkafka({}, {})
+    assert (config["sasl.username"], config["sasl.password"], config["ssl.ca.location"]) == ("app", 'p"w', str(ca))
+
+
+def test_spark_kafka_connector_jars_come_from_the_checkout_unless_given(tmp_path):
+    with pytest.raises(jobs.MissingConnector, match="scripts/setup-spark"):
+        jobs.connector_conf({}, tmp_path)
+    (tmp_path / "spark-sql-kafka-0-10_2.13-4.2.0.jar").touch()
+    (tmp_path / "kafka-clients-3.9.1.jar").touch()
+    assert jobs.connector_conf({}, tmp_path)["spark.jars"].split(",") == \
+        [str(tmp_path / "kafka-clients-3.9.1.jar"), str(tmp_path / "spark-sql-kafka-0-10_2.13-4.2.0.jar")]
+    assert jobs.connector_conf({"spark.jars.packages": "g:a:v"}, tmp_path) == {}
 
 
 def test_user_settings_win_over_defaults_but_not_over_what_the_source_controls():

@@ -156,3 +156,17 @@ def test_s3_storage_without_the_s3_extra_says_which_extra_in_one_line(tmp_path, 
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr, result.stderr
     assert "kgate-broker[s3]" in result.stderr and "obstore" in result.stderr
     assert "listening" not in result.stdout
+
+
+@pytest.mark.parametrize("given, retention_ms, roll_ms", [
+    ([], 604_800_000, 604_800_000),
+    (["log.retention.hours=24", "log.roll.hours=1"], 86_400_000, 3_600_000),
+    (["log.retention.hours=24", "log.retention.minutes=30"], 1_800_000, 604_800_000),
+    (["log.retention.hours=24", "log.retention.minutes=30", "log.retention.ms=5000", "log.roll.ms=7",
+      "log.roll.hours=2"], 5000, 7),
+    (["log.retention.hours=-5"], -1, 604_800_000),
+])
+def test_retention_and_roll_times_resolve_from_their_units_as_kafka_does(given, retention_ms, roll_ms):
+    """The milliseconds when given, else the minutes, else the hours (a negative retention: -1)."""
+    settings = Settings.load(overrides=given)
+    assert (settings["log.retention.ms"], settings["log.roll.ms"]) == (retention_ms, roll_ms)
