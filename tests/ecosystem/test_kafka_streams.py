@@ -222,3 +222,20 @@ def test_streams_purged_its_repartition_topics_with_delete_records(run):
     finally:
         probe.close()
 
+
+
+def test_group_protocol_streams_gets_a_clear_refusal_from_kgate(kgate, tmp_path):
+    """kgate has no Streams rebalance protocol (KIP-1071's StreamsGroupHeartbeat): an instance
+    asking for it stops at once in ERROR saying so, rather than waiting for a group forever."""
+    application = f"page-counts-{uuid.uuid4().hex[:8]}"
+    for name in ("views", "sections", "counts"):
+        create_topic(kgate.bootstrap, f"{application}-{name}", 1)
+    instance = StreamsInstance(tmp_path, kgate.bootstrap, application,
+                               {**SETTINGS, "group.protocol": "streams"}).start()
+    try:
+        wait_for(lambda: not instance.alive(), 120, "the instance to stop")
+        assert instance.process.returncode == 1, instance.errors()
+        assert "UnsupportedVersionException: The cluster does not support the STREAMS group protocol" \
+            in instance.log(), instance.errors()
+    finally:
+        instance.stop()
