@@ -56,11 +56,6 @@ class ConnectWorker(JavaApplication):
             raise RuntimeError("Kafka Connect is not installed: run scripts/setup-ecosystem")
         return super().start()
 
-    def kill(self) -> None:
-        """kill -9: the worker leaves its group only when its session times out."""
-        self.process.kill()
-        self.process.wait(30)
-
     def rest(self, method: str, path: str, body: dict | None = None) -> tuple[int, object]:
         """One REST request: (status, decoded JSON body or None); a refused connection is status 0."""
         data = None if body is None else json.dumps(body).encode()

@@ -38,6 +38,12 @@ class JavaApplication:
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
+    def kill(self) -> None:
+        """kill -9, a crash: the application leaves its group only when its session times out,
+        and its open transactions stay open until a successor fences them or they time out."""
+        self.process.kill()
+        self.process.wait(30)
+
     def stop(self) -> None:
         if self.process is not None:
             terminate(self.process, 30)

@@ -1,0 +1,241 @@
+"""A Kafka Streams 4.4 application (ecosystem/streams/PageCounts.java) on kgate, and on Apache
+Kafka 4.4 as the control: the same run on both, so a difference is kgate's.
+
+Page views (view id -> page) come with duplicates, as a producer without idempotence leaves
+them when it sends again what it got no acknowledgement for; the application drops a view id
+it has seen (a persistent store), regroups by page (a repartition topic), counts per hour in a
+persistent window store (its changelog compacted), re-keys and joins the counts with a table of
+sections (a second repartition topic), exactly_once_v2, two instances with one standby replica,
+group.protocol=classic. One instance is killed with kill -9 as new views arrive and started again
+on its state directory; later the other one is stopped, so the restarted one serves every task
+from what it restored. The output, read with read_committed, must hold exactly the expected
+counts, each page's rising one commit at a time: nothing counted twice across the kill, nothing
+lost. The repartition topics must have been purged by Streams' DeleteRecords.
+
+One run per broker is shared by the module's tests (it takes a minute): the tests then look at
+what it left.
+"""
+import time
+import uuid
+from dataclasses import dataclass, field
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource
+
+from tests.support.broker_process import BrokerProcess
+from tests.support.clients import create_topic
+from tests.support.kafka_reference import kafka_broker  # noqa: F401 - a fixture
+from tests.support.member_process import wait_for
+from tests.support.streams_application import CLASSES, StreamsInstance
+
+# One worker runs the module, so its brokers start once (scripts/test: --dist loadgroup).
+pytestmark = pytest.mark.xdist_group("streams")
+PARTITIONS = 3
+PAGES = 5
+HOUR_MS = 3_600_000
+# Every view falls in the last whole hour. Not a fixed date long past: a broker's retention
+# (the topics' 7 days, the window store changelog's window + 1 day) deletes such records at its
+# next check (Kafka's first comes 30 s after its start), under a Streams application still to
+# read or restore them.
+WINDOW = (time.time_ns() // 1_000_000 // HOUR_MS - 1) * HOUR_MS
+STORES = ("page-counts", "seen-views")  # the application's persistent stores
+# Views sent again, as if their acknowledgements had been lost: one in RESENT.
+RESENT = 7
+SETTINGS = {
+    "group.protocol": "classic",
+    "processing.guarantee": "exactly_once_v2",
+    "num.standby.replicas": "1",
+    "commit.interval.ms": "200",
+    # Repartition topics purged (DeleteRecords up to the committed offsets) every second, not 30 s.
+    "repartition.purge.interval.ms": "1000",
+    # A member killed with kill -9 leaves the group after this, not Kafka's default 45 s.
+    "consumer.session.timeout.ms": "6000",
+    "consumer.heartbeat.interval.ms": "1000",
+}
+
+
+@pytest.fixture(scope="module")
+def kgate(tmp_path_factory):
+    broker = BrokerProcess(str(tmp_path_factory.mktemp("kgate"))).start()
+    yield broker
+    broker.stop()
+
+
+def produce_views(bootstrap: str, topic: str, first: int, count: int) -> None:
+    """View v<j> of page p<j mod PAGES>, stamped inside the window; then every RESENT-th view of
+    the range again, by a producer that retries without idempotence (its duplicates are real)."""
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": False, "acks": "all",
+                         "linger.ms": 5})
+    views = range(first, first + count)
+    for j in [*views, *(j for j in views if j % RESENT == 0)]:
+        producer.produce(topic, key=f"v{j}", value=f"p{j % PAGES}", timestamp=WINDOW + j)
+    assert producer.flush(30) == 0
+
+
+def counts(views: int) -> dict[str, str]:
+    """The output once ``views`` distinct views are counted: "section:window:count" per page."""
+    return {f"p{page}": f"s{page % 2}:{WINDOW}:{len(range(page, views, PAGES))}" for page in range(PAGES)}
+
+
+def count_of(value: str) -> int:
+    return int(value.rsplit(":", 1)[1])
+
+
+@dataclass
+class Output:
+    """The output topic as a read_committed consumer sees it: every value per page, in order."""
+
+    consumer: Consumer
+    history: dict[str, list[str]] = field(default_factory=dict)
+
+    def latest(self) -> dict[str, str]:
+        for message in self.consumer.consume(500, timeout=0.5):
+            assert message.error() is None, message.error()
+            self.history.setdefault(message.key().decode(), []).append(message.value().decode())
+        return {page: values[-1] for page, values in self.history.items()}
+
+
+@dataclass
+class Run:
+    bootstrap: str
+    application: str
+    instances: list[StreamsInstance]
+    output: Output
+    expected: dict[str, str]
+    restarted_at: int = 0  # the length of instance 0's log when it was started again
+    handed_over: dict[str, int] = field(default_factory=dict)  # each page's output values when the survivor left
+
+    def wait_counts(self, expected: dict[str, str], what: str, timeout: float = 120) -> None:
+        try:
+            wait_for(lambda: self.output.latest() == expected, timeout, what, interval=0)
+        except AssertionError as timed_out:
+            raise AssertionError(f"{timed_out}: {self.output.latest()}\n{self.errors()}") from None
+
+    def errors(self) -> str:
+        return "\n".join(f"instance {n}: {instance.errors()}" for n, instance in enumerate(self.instances))
+
+
+@pytest.fixture(scope="module", params=["kgate", "kafka"])
+def run(request, tmp_path_factory):
+    """The whole run on the broker under test (kgate, or Kafka 4.4 as the control), for the
+    tests to look at afterwards."""
+    if not CLASSES.is_dir():
+        pytest.fail("the Kafka Streams application is not built: run scripts/setup-ecosystem")
+    broker = request.getfixturevalue("kgate" if request.param == "kgate" else "kafka_broker")
+    directory = tmp_path_factory.mktemp(f"streams-{request.param}")
+    application = f"page-counts-{uuid.uuid4().hex[:8]}"
+    views, sections, output = (f"{application}-{name}" for name in ("views", "sections", "counts"))
+    create_topic(broker.bootstrap, views, PARTITIONS)
+    create_topic(broker.bootstrap, sections, PARTITIONS, {"cleanup.policy": "compact"})
+    create_topic(broker.bootstrap, output, PARTITIONS)
+    # Java's partitioner (murmur2), so the table is partitioned as Streams partitions the join's
+    # other side; stamped before the views, so the table is loaded before they are joined.
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "partitioner": "murmur2_random"})
+    for page in range(PAGES):
+        producer.produce(sections, key=f"p{page}", value=f"s{page % 2}", timestamp=WINDOW - 60_000)
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"{application}-check",
+                         "isolation.level": "read_committed", "auto.offset.reset": "earliest"})
+    consumer.subscribe([output])
+    instances = [StreamsInstance(directory / f"instance-{n}", broker.bootstrap, application, SETTINGS)
+                 for n in range(2)]
+    state = Run(broker.bootstrap, application, instances, Output(consumer), counts(650))
+    try:
+        produce_views(broker.bootstrap, views, 0, 300)
+        for instance in instances:
+            instance.start()
+        state.wait_counts(counts(300), "the first counts")
+        # Killed as 150 more views arrive, while the instances take them in: its transaction is
+        # then open, and the restart, with the process id its state directory keeps (and so the
+        # same transactional id), fences it and aborts it.
+        produce_views(broker.bootstrap, views, 300, 150)
+        instances[0].kill()
+        produce_views(broker.bootstrap, views, 450, 150)
+        state.restarted_at = len(instances[0].log())
+        instances[0].start()
+        state.wait_counts(counts(600), "the counts after the kill and restart")
+        # The survivor leaves: the restarted instance now counts every page from the state it restored.
+        state.handed_over = {page: len(values) for page, values in state.output.history.items()}
+        instances[1].stop()
+        produce_views(broker.bootstrap, views, 600, 50)
+        state.wait_counts(state.expected, "the counts from the restored state")
+        yield state
+    finally:
+        consumer.close()
+        for instance in instances:
+            instance.stop()
+
+
+def test_the_output_holds_exactly_the_expected_counts_each_rising_once_per_commit(run):
+    assert run.output.latest() == run.expected
+    for page, values in run.output.history.items():
+        rising = [count_of(value) for value in values]
+        assert rising == sorted(set(rising)), f"{page}: a count went back or came twice: {rising}"
+    for n, instance in enumerate(run.instances):
+        log = instance.log()
+        assert "State transition from RUNNING to ERROR" not in log, f"instance {n}: {instance.errors()}"
+        # A consumer that finds its committed offset gone resets it and skips records: a loss.
+        assert "is out of range for partition" not in log, f"instance {n} lost its position"
+
+
+def test_the_restarted_instance_counts_on_from_complete_stores_restored_from_changelogs(run):
+    """Exactly-once leaves no checkpoint for the stores of a killed instance: on its restart
+    Streams wipes them and rebuilds them from their changelogs (restoring for active tasks,
+    replaying for standbys). Once the survivor has left, the restarted instance alone counts
+    the last views on that state: each page's count goes on from the one before, none starts
+    again lower."""
+    restored = set()
+    for line in run.instances[0].log()[run.restarted_at:].splitlines():
+        if "Finished restoring changelog" in line:
+            restored.add(line.split("Finished restoring changelog ")[1].split()[0].rsplit("-", 1)[0])
+    assert {f"{run.application}-{store}-changelog" for store in STORES} <= restored, restored
+    before, after = counts(600), counts(650)
+    for page, values in run.output.history.items():
+        went_on = [count_of(value) for value in values[run.handed_over[page]:]]
+        handed = count_of(before[page])
+        assert went_on and went_on[-1] == count_of(after[page]), f"{page}: {went_on}"
+        assert min(went_on) > handed, f"{page} counted on from below {handed}: {went_on}"
+
+
+def test_the_stores_changelogs_are_compacted(run):
+    admin = AdminClient({"bootstrap.servers": run.bootstrap})
+    resources = [ConfigResource("TOPIC", f"{run.application}-{store}-changelog") for store in STORES]
+    for resource, future in admin.describe_configs(resources).items():
+        assert "compact" in future.result(timeout=30)["cleanup.policy"].value.split(","), resource.name
+
+
+def test_streams_purged_its_repartition_topics_with_delete_records(run):
+    admin = AdminClient({"bootstrap.servers": run.bootstrap})
+    repartition = sorted(name for name in admin.list_topics(timeout=30).topics
+                         if name.startswith(run.application) and name.endswith("-repartition"))
+    assert len(repartition) == 2, repartition
+    probe = Consumer({"bootstrap.servers": run.bootstrap, "group.id": f"{run.application}-probe"})
+
+    def purged():
+        marks = {(topic, p): probe.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+                 for topic in repartition for p in range(PARTITIONS)}
+        return all(low > 0 for low, high in marks.values() if high > 0) and marks
+    try:
+        marks = wait_for(purged, 30, "every repartition partition with records purged (log start > 0)")
+        assert any(high > 0 for _, high in marks.values()), marks
+    finally:
+        probe.close()
+
+
+
+def test_group_protocol_streams_gets_a_clear_refusal_from_kgate(kgate, tmp_path):
+    """kgate has no Streams rebalance protocol (KIP-1071's StreamsGroupHeartbeat): an instance
+    asking for it stops at once in ERROR saying so, rather than waiting for a group forever."""
+    application = f"page-counts-{uuid.uuid4().hex[:8]}"
+    for name in ("views", "sections", "counts"):
+        create_topic(kgate.bootstrap, f"{application}-{name}", 1)
+    instance = StreamsInstance(tmp_path, kgate.bootstrap, application,
+                               {**SETTINGS, "group.protocol": "streams"}).start()
+    try:
+        wait_for(lambda: not instance.alive(), 120, "the instance to stop")
+        assert instance.process.returncode == 1, instance.errors()
+        assert "UnsupportedVersionException: The cluster does not support the STREAMS group protocol" \
+            in instance.log(), instance.errors()
+    finally:
+        instance.stop()
