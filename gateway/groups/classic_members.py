@@ -42,8 +42,19 @@ from . import consumer_protocol
 from .consumer_group import ClassicMetadata, ConsumerGroup, ConsumerMember, MemberState
 from .consumer_machine import ConsumerGroupMachine, Heartbeat
 from .consumer_protocol import MalformedProtocol
-from .effects import AnswerJoin, AnswerSync, ArmTimer, CancelTimer, Effect, JoinResult, Log, Step, StoreConsumer, \
-    Timer, TimerKey
+from .effects import (
+    AnswerJoin,
+    AnswerSync,
+    ArmTimer,
+    CancelTimer,
+    Effect,
+    JoinResult,
+    Log,
+    Step,
+    StoreConsumer,
+    Timer,
+    TimerKey,
+)
 from .group import Group, GroupState
 from .records import group_key
 

@@ -22,8 +22,8 @@ from kgate.protocol.errors import KafkaError
 
 from ..coordinator.shard import Arm, Cancel, Result, Shard, TimerChange
 from . import records
-from .consumer_group import ConsumerGroup
 from .classic_members import ClassicMemberMachine
+from .consumer_group import ConsumerGroup
 from .consumer_machine import MEMBER_TIMER_KINDS
 from .effects import (
     AfterStore,
