@@ -1,0 +1,170 @@
+"""A classic group upgraded online to a consumer group (KIP-848's migration) with librdkafka.
+
+Two classic consumers (session 10 s; eager or cooperative) share a 6-partition topic; a third joins with
+``group.protocol=consumer``, which converts the group. All three end with disjoint
+partitions covering the topic, the group reads every record produced before and after,
+and no partition is ever held by two members at once (each member's on_assign and
+on_revoke are tracked). A classic member then leaves and the others take its
+partitions. Kafka 4.4 runs the same scenario as the control.
+"""
+import threading
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer
+
+from conformance.kafka_broker import LIB as LIB_KAFKA
+from conformance.kafka_broker import KafkaBroker
+from tests.support import records as R
+from tests.support.broker_process import BrokerProcess, terminate
+from tests.support.clients import ConfluentClient, create_topic
+from tests.support.member_process import wait_for
+
+pytestmark = pytest.mark.xdist_group("migration")
+
+PARTITIONS = 6
+BATCH = 200
+# Quicker consumer-group heartbeats and a shorter session keep the test short; both brokers allow them.
+SHORT = {"group.consumer.heartbeat.interval.ms": 500, "group.consumer.min.heartbeat.interval.ms": 500,
+         "group.consumer.session.timeout.ms": 6000, "group.consumer.min.session.timeout.ms": 6000,
+         "group.initial.rebalance.delay.ms": 0}
+SETTINGS = {"offsets.topic.num.partitions": 2, **SHORT}
+STEP_S = 60  # the bound on each wait (a rebalance of three members takes seconds)
+
+
+@pytest.fixture(scope="module", params=["kgate", "kafka"])
+def broker(request, tmp_path_factory):
+    """kgate, and Kafka 4.4 as the control: the same scenario must pass on both."""
+    if request.param == "kafka":
+        if not LIB_KAFKA.is_dir():
+            pytest.fail("Apache Kafka is not installed: run scripts/setup-kafka")
+        kafka = KafkaBroker(str(tmp_path_factory.mktemp("kafka-migration")),
+                            {k: str(v) for k, v in SHORT.items()}).start()
+        yield kafka
+        kafka.stop()
+        return
+    started = BrokerProcess(str(tmp_path_factory.mktemp("kgate-migration")), SETTINGS).start()
+    yield started
+    terminate(started.process, 10)
+
+
+class Ownership:
+    """Who holds each partition, from the members' callbacks; an assignment of a partition
+    another member still holds is recorded as a conflict."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.owner: dict[int, str] = {}
+        self.conflicts: list[str] = []
+
+    def assigned(self, name: str, partitions) -> None:
+        with self.lock:
+            for p in partitions:
+                holder = self.owner.get(p.partition)
+                if holder not in (None, name):
+                    self.conflicts.append(f"{p.partition} given to {name} while {holder} holds it")
+                self.owner[p.partition] = name
+
+    def revoked(self, name: str, partitions) -> None:
+        with self.lock:
+            for p in partitions:
+                if self.owner.get(p.partition) == name:
+                    del self.owner[p.partition]
+
+    def released(self, name: str) -> None:
+        """A closed member holds nothing."""
+        with self.lock:
+            self.owner = {p: holder for p, holder in self.owner.items() if holder != name}
+
+    def held(self) -> dict[str, set[int]]:
+        with self.lock:
+            out: dict[str, set[int]] = {}
+            for p, name in self.owner.items():
+                out.setdefault(name, set()).add(p)
+            return out
+
+
+class Member(threading.Thread):
+    """One consumer polled on its own thread: records it read go to ``keys``."""
+
+    def __init__(self, name: str, bootstrap: str, topic: str, group: str, ownership: Ownership, config: dict):
+        super().__init__(daemon=True)
+        self.name, self.topic, self.ownership = name, topic, ownership
+        self.keys: set[bytes] = set()
+        self.errors: list[str] = []
+        self.stopping = threading.Event()
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                                  "enable.auto.commit": True, "auto.commit.interval.ms": 500, **config})
+        self.incremental = config.get("group.protocol") == "consumer" or "cooperative" in config.get(
+            "partition.assignment.strategy", "")
+
+    def _assign(self, consumer, partitions):
+        self.ownership.assigned(self.name, partitions)
+        consumer.incremental_assign(partitions) if self.incremental else consumer.assign(partitions)
+
+    def _revoke(self, consumer, partitions):
+        self.ownership.revoked(self.name, partitions)
+        consumer.incremental_unassign(partitions) if self.incremental else consumer.unassign()
+
+    def run(self):
+        self.consumer.subscribe([self.topic], on_assign=self._assign, on_revoke=self._revoke, on_lost=self._revoke)
+        deadline = time.monotonic() + 600
+        try:
+            while not self.stopping.is_set() and time.monotonic() < deadline:
+                for message in self.consumer.consume(500, timeout=0.2):
+                    if message.error():
+                        self.errors.append(str(message.error()))
+                    else:
+                        self.keys.add(message.key())
+        finally:
+            self.consumer.close()  # a classic member sends LeaveGroup, a consumer one leaves with epoch -1
+            self.ownership.released(self.name)
+
+    def stop(self):
+        self.stopping.set()
+        self.join(30)
+
+
+def _covered_by(ownership: Ownership, names: set[str]):
+    """The members' partitions once exactly ``names`` hold them all, else None."""
+    held = ownership.held()
+    if set(held) != names or sorted(p for parts in held.values() for p in parts) != list(range(PARTITIONS)):
+        return None
+    return held
+
+
+@pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
+def test_a_consumer_member_joins_a_classic_group_online_and_a_classic_one_leaves(broker, strategy):
+    """Classic members of both kinds: eager ones give up everything when told to rejoin,
+    cooperative ones name the partitions they still own."""
+    topic, group = f"migration-{uuid.uuid4().hex[:8]}", f"migrating-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.bootstrap, topic, PARTITIONS)
+    ConfluentClient.produce(broker.bootstrap, topic, BATCH)
+    ownership = Ownership()
+    classic = {"session.timeout.ms": 10_000, "heartbeat.interval.ms": 1000, "partition.assignment.strategy": strategy}
+    members = [Member(name, broker.bootstrap, topic, group, ownership, classic) for name in ("a", "b")]
+    try:
+        for member in members:
+            member.start()
+        wait_for(lambda: _covered_by(ownership, {"a", "b"}), STEP_S, "the two classic members to share the topic")
+        members.append(Member("c", broker.bootstrap, topic, group, ownership, {"group.protocol": "consumer"}))
+        members[-1].start()
+        held = wait_for(lambda: _covered_by(ownership, {"a", "b", "c"}), STEP_S,
+                        "the consumer-protocol member to join the classic group")
+        assert all(held.values())
+        ConfluentClient.produce(broker.bootstrap, topic, BATCH, first=BATCH)
+        everything = {R.key(i) for i in range(2 * BATCH)}
+        wait_for(lambda: everything <= set().union(*(m.keys for m in members)), STEP_S, "every record read")
+        members[0].stop()
+        wait_for(lambda: _covered_by(ownership, {"b", "c"}), STEP_S, "b and c to take a's partitions")
+        ConfluentClient.produce(broker.bootstrap, topic, BATCH, first=2 * BATCH)
+        everything = {R.key(i) for i in range(3 * BATCH)}
+        wait_for(lambda: everything <= members[1].keys | members[2].keys | members[0].keys, STEP_S,
+                 "the last records read by b and c")
+    finally:
+        for member in members:
+            if member.is_alive():
+                member.stop()
+    assert ownership.conflicts == []
+    assert [m.errors for m in members] == [[], [], []]
