@@ -27,9 +27,18 @@ give up partitions, or when partitions it waits for were released; LeaveGroup re
 it. A member told to rejoin must do so within its rebalance timeout, and a joined one
 must send SyncGroup within it, or it is removed (Kafka's join and sync timeouts).
 
-Not built: the downgrade (Kafka's ``bidirectional`` policy turns the group back into
-a classic one when its last consumer-protocol member leaves). Here the group stays a
-consumer group serving its classic members, as Kafka does with the ``upgrade`` policy.
+The way back (Kafka's ``bidirectional`` policy, its default): when the last member
+speaking the consumer protocol leaves (epoch -1) or is fenced (its session, revocation,
+join or sync deadline) and classic members remain, no more than ``group.max.size``,
+the group becomes a classic group again: its consumer records are tombstoned, a
+classic record holds the remaining members with their target assignments as
+ConsumerProtocol bytes, at generation = group epoch, and the group prepares a
+rebalance, so the classic members rejoin through the classic protocol. A classic
+member's own LeaveGroup does not turn the group back, as in Kafka.
+
+Not built: Kafka's downgrade when a static classic member replaces the last
+consumer-protocol one in JoinGroup; that group stays a consumer group until its next
+member is fenced.
 """
 import logging
 import uuid
@@ -40,7 +49,7 @@ from kgate.protocol.error_codes import ErrorCode
 
 from . import consumer_protocol
 from .consumer_group import ClassicMetadata, ConsumerGroup, ConsumerMember, MemberState
-from .consumer_machine import ConsumerGroupMachine, Heartbeat
+from .consumer_machine import ConsumerGroupMachine, Heartbeat, member_timers
 from .consumer_protocol import MalformedProtocol
 from .effects import (
     AnswerJoin,
@@ -52,10 +61,11 @@ from .effects import (
     Log,
     Step,
     StoreConsumer,
+    StoreGroup,
     Timer,
     TimerKey,
 )
-from .group import Group, GroupState
+from .group import Group, GroupState, Member
 from .records import group_key
 
 if TYPE_CHECKING:
@@ -63,16 +73,22 @@ if TYPE_CHECKING:
 
 Topics = Mapping[str, tuple[uuid.UUID, int]]
 PROTOCOL_TYPE = "consumer"
+# group.consumer.migration.policy: whether it allows the upgrade, and the downgrade.
+MIGRATION_POLICIES = {"bidirectional": (True, True), "upgrade": (True, False), "downgrade": (False, True),
+                      "disabled": (False, False)}
 
 
 class ClassicMemberMachine(ConsumerGroupMachine):
     """The consumer-group rules, with the classic protocol's requests of a consumer group's members."""
 
-    def __init__(self, groups: dict[str, Group], *, topics: Callable[[], Topics], upgrade: bool = True, **settings):
-        """``topics``: the cluster's topics now; ``upgrade``: whether a classic group may be upgraded."""
+    def __init__(self, groups: dict[str, Group], *, topics: Callable[[], Topics], classic_max_size: int,
+                 policy: str = "bidirectional", **settings):
+        """``topics``: the cluster's topics now; ``classic_max_size``: group.max.size; ``policy``: one of
+        MIGRATION_POLICIES (Kafka's group.consumer.migration.policy)."""
         super().__init__(groups, **settings)
         self.topics = topics
-        self.upgrade = upgrade
+        self.classic_max_size = classic_max_size
+        self.upgrade, self.downgrade = MIGRATION_POLICIES[policy]
 
     def serves(self, group_id: str) -> bool:
         """Whether the group's classic requests are this machine's: a consumer group with members."""
@@ -129,6 +145,52 @@ class ClassicMemberMachine(ConsumerGroupMachine):
         if group.protocol is None:
             return "it has not chosen a protocol yet"
         return None
+
+    # -- the downgrade ---------------------------------------------------------------------------
+
+    def _remove(self, now: int, consumer: ConsumerGroup, member_id: str, reason: str, topics: Topics,
+                out: list[Effect]) -> None:
+        """A member leaving (epoch -1) or fenced: the group turns classic again if only classic members remain."""
+        if self._downgradable(consumer, member_id):
+            self._downgrade(now, consumer, member_id, reason, topics, out)
+        else:
+            super()._remove(now, consumer, member_id, reason, topics, out)
+
+    def _downgradable(self, consumer: ConsumerGroup, leaving: str) -> bool:
+        """Kafka's conditions, and a protocol the remaining members have in common."""
+        rest = [member for member in consumer.members.values() if member.member_id != leaving]
+        if not self.downgrade or not rest or len(rest) > self.classic_max_size:
+            return False
+        if any(member.classic is None for member in rest):
+            return False
+        common = set.intersection(*({name for name, _ in member.classic.protocols} for member in rest
+                                    if member.classic is not None))
+        return bool(common)
+
+    def _downgrade(self, now: int, consumer: ConsumerGroup, leaving: str, reason: str, topics: Topics,
+                   out: list[Effect]) -> None:
+        group = self.groups[consumer.group_id]
+        out += [CancelTimer(key) for member_id in consumer.members for key in member_timers(group.group_id, member_id)]
+        out.append(StoreConsumer(group.group_id, consumer.tombstones()))
+        group.consumer, group.generation, group.protocol_type = None, consumer.epoch, PROTOCOL_TYPE
+        for member in consumer.members.values():
+            if member.member_id != leaving and member.classic is not None:
+                group.add(Member(member.member_id, member.instance_id, member.client_id, member.client_host,
+                                 member.rebalance_timeout_ms, member.classic.session_timeout_ms, PROTOCOL_TYPE,
+                                 list(member.classic.protocols)))
+        group.protocol = group.select_protocol()
+        for classic in group.members.values():
+            classic.assignment = consumer_protocol.encode_assignment(
+                consumer.target.get(classic.member_id, {}), topics, classic.metadata(group.protocol))
+            out.append(ArmTimer(TimerKey(group.group_id, Timer.SESSION, classic.member_id),
+                                now + classic.session_timeout_ms))
+        group.state = GroupState.STABLE
+        out.append(StoreGroup(group.group_id, group.metadata_value()))
+        group.transition(GroupState.PREPARING_REBALANCE, now)
+        out.append(ArmTimer(TimerKey(group.group_id, Timer.REBALANCE), now + group.rebalance_timeout_ms))
+        out.append(Log(logging.INFO, "consumer group %s: member %s %s; its %d classic members make it a classic "
+                                     "group again, rebalancing at generation %d",
+                       (group.group_id, leaving, reason, len(group.members), group.generation)))
 
     # -- the classic requests ----------------------------------------------------------------------
 
@@ -239,7 +301,7 @@ class ClassicMemberMachine(ConsumerGroupMachine):
                 continue
             errors.append(ErrorCode.NONE)
             out.append(Log(logging.INFO, "consumer group %s: classic member %s left", (group_id, found.member_id)))
-            self._remove(now, consumer, found.member_id, "left (LeaveGroup)", topics, out)
+            super()._remove(now, consumer, found.member_id, "left (LeaveGroup)", topics, out)
         return Step(errors, out)
 
     def _served(self, group_id: str) -> ConsumerGroup:

@@ -122,7 +122,8 @@ class GroupShard(Shard[GroupRecord]):
             new_member_id=lambda prefix: f"{prefix}-{uuid.uuid4()}")
         self.groups = self.machine.groups
         self.consumers = self.machine.consumers = ClassicMemberMachine(
-            self.groups, topics=topics, session_ms=config.consumer_session_ms, session_of=config.consumer_session_of,
+            self.groups, topics=topics, classic_max_size=config.max_size, session_ms=config.consumer_session_ms,
+            session_of=config.consumer_session_of,
             heartbeat_ms=config.consumer_heartbeat_ms,
             assignors=config.consumer_assignors, max_size=config.consumer_max_size,
             new_member_id=lambda: str(uuid.uuid4()), internal=internal)

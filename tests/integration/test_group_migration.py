@@ -5,14 +5,17 @@ Two classic consumers (session 10 s; eager or cooperative) share a 6-partition t
 partitions covering the topic, the group reads every record produced before and after,
 and no partition is ever held by two members at once (each member's on_assign and
 on_revoke are tracked). A classic member then leaves and the others take its
-partitions. Kafka 4.4 runs the same scenario as the control.
+partitions; then the consumer-protocol member leaves, the group turns classic again
+(Kafka's default migration policy, bidirectional) and the last classic member takes
+every partition. Kafka 4.4 runs the same scenario as the control.
 """
 import threading
 import time
 import uuid
 
 import pytest
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, ConsumerGroupType
+from confluent_kafka.admin import AdminClient
 
 from conformance.kafka_broker import LIB as LIB_KAFKA
 from conformance.kafka_broker import KafkaBroker
@@ -126,6 +129,11 @@ class Member(threading.Thread):
         self.join(30)
 
 
+def _group_type(bootstrap: str, group: str) -> ConsumerGroupType:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    return admin.describe_consumer_groups([group])[group].result(timeout=30).type
+
+
 def _covered_by(ownership: Ownership, names: set[str]):
     """The members' partitions once exactly ``names`` hold them all, else None."""
     held = ownership.held()
@@ -153,6 +161,7 @@ def test_a_consumer_member_joins_a_classic_group_online_and_a_classic_one_leaves
         held = wait_for(lambda: _covered_by(ownership, {"a", "b", "c"}), STEP_S,
                         "the consumer-protocol member to join the classic group")
         assert all(held.values())
+        assert _group_type(broker.bootstrap, group) == ConsumerGroupType.CONSUMER
         ConfluentClient.produce(broker.bootstrap, topic, BATCH, first=BATCH)
         everything = {R.key(i) for i in range(2 * BATCH)}
         wait_for(lambda: everything <= set().union(*(m.keys for m in members)), STEP_S, "every record read")
@@ -161,7 +170,13 @@ def test_a_consumer_member_joins_a_classic_group_online_and_a_classic_one_leaves
         ConfluentClient.produce(broker.bootstrap, topic, BATCH, first=2 * BATCH)
         everything = {R.key(i) for i in range(3 * BATCH)}
         wait_for(lambda: everything <= members[1].keys | members[2].keys | members[0].keys, STEP_S,
-                 "the last records read by b and c")
+                 "the records read by b and c")
+        members[2].stop()  # the last consumer-protocol member: the group turns classic again
+        wait_for(lambda: _covered_by(ownership, {"b"}), STEP_S, "b to take every partition in a classic group")
+        assert _group_type(broker.bootstrap, group) == ConsumerGroupType.CLASSIC
+        ConfluentClient.produce(broker.bootstrap, topic, BATCH, first=3 * BATCH)
+        wait_for(lambda: {R.key(i) for i in range(3 * BATCH, 4 * BATCH)} <= members[1].keys, STEP_S,
+                 "the last records read by b")
     finally:
         for member in members:
             if member.is_alive():

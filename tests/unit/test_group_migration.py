@@ -58,19 +58,23 @@ class Driver(consumer_machine_test.Driver):
     """The consumer-group test driver, with classic members: answers of parked requests, and
     the classic machine's timers and assignments."""
 
-    def __init__(self, upgrade=True, max_size=100):
+    def __init__(self, policy="bidirectional", max_size=100):
         super().__init__()
         ids = itertools.count(1)
-        self.machine = ClassicMemberMachine(self.classic.groups, topics=lambda: TOPICS, upgrade=upgrade,
+        self.machine = ClassicMemberMachine(self.classic.groups, topics=lambda: TOPICS, policy=policy,
+                                            classic_max_size=100,
                                             session_ms=45_000, heartbeat_ms=5000, assignors=["uniform"],
                                             max_size=max_size, new_member_id=lambda: f"m{next(ids)}")
         self.classic.consumers = self.machine
         self.joins: dict[str, object] = {}
         self.syncs: dict[str, tuple] = {}
+        self.group_records: list = []
 
     def carry_out(self, effects):
         super().carry_out(effects)
         for effect in effects:
+            if isinstance(effect, StoreGroup):
+                self.group_records.append(effect.value)
             if isinstance(effect, StoreGroup) and effect.then is AfterStore.REPORT:
                 self.carry_out(self.classic.assignment_stored(self.now, effect.group_id,
                                                                effect.value.generation, True))
@@ -106,6 +110,12 @@ class Driver(consumer_machine_test.Driver):
         self.carry_out(step.effects)
         return step.reply
 
+    def leave_consumer(self, member_id):
+        step = self.machine.heartbeat(self.now, Heartbeat("g", member_id, -1, "client", "/10.0.0.2", None, None, -1,
+                                                          None, None, None, None), TOPICS)
+        self.carry_out(step.effects)
+        return step.reply
+
     def beat(self, member_id="", epoch=0, owned=None):
         step = self.machine.heartbeat(self.now, Heartbeat(
             "g", member_id, epoch, "client", "/10.0.0.2", None, None, 60_000 if epoch == 0 else -1,
@@ -129,6 +139,24 @@ class Driver(consumer_machine_test.Driver):
         self.joins.clear()
         self.syncs.clear()
         return a.member_id, b_id
+
+    def reconcile_classic(self, *member_ids):
+        """Classic members at generation 2 told of a new epoch (3) rejoin, give up what they must and rejoin."""
+        for member_id in member_ids:
+            assert self.heartbeat(member_id, 2) == ErrorCode.REBALANCE_IN_PROGRESS, "the group epoch moved"
+            held = self.group().members[member_id].assigned[T]
+            joined = self.join(join_request(member_id, owned=held))
+            assert (joined.error, joined.generation, joined.protocol, joined.leader_id, joined.members) == (
+                ErrorCode.NONE, 2, "cooperative-sticky", "", []), "answered at once, at its epoch, no leader duties"
+            error, data = self.sync(member_id, 2, protocol="cooperative-sticky")
+            kept = partitions_of(data)
+            assert error == ErrorCode.NONE and kept < held, "the partitions it must give up are withheld"
+            self.owners()
+            assert self.heartbeat(member_id, 2) == ErrorCode.REBALANCE_IN_PROGRESS, "it must revoke, then rejoin"
+            rejoined = self.join(join_request(member_id, owned=kept))
+            assert rejoined.generation == 3 and self.group().members[member_id].state is MemberState.STABLE
+            assert partitions_of(self.sync(member_id, 3)[1]) == kept
+            assert self.heartbeat(member_id, 3) == ErrorCode.NONE
 
     def owners(self) -> dict[int, str]:
         """Who holds each partition; asserts no partition has two holders."""
@@ -176,7 +204,7 @@ def test_requests_parked_in_a_rebalance_are_answered_rebalance_in_progress():
 
 
 def test_the_upgrade_follows_kafkas_conditions():
-    refused = Driver(upgrade=False)
+    refused = Driver(policy="downgrade")
     refused.classic_group()
     assert refused.beat().error == ErrorCode.GROUP_ID_NOT_FOUND
     assert refused.classic.groups["g"].consumer is None and len(refused.classic.groups["g"].members) == 2
@@ -192,21 +220,7 @@ def test_classic_members_give_up_partitions_before_the_new_member_gets_them():
     driver = Driver()
     a, b = driver.classic_group()
     new = driver.beat().member_id
-    for member_id in (a, b):
-        assert driver.heartbeat(member_id, 2) == ErrorCode.REBALANCE_IN_PROGRESS, "the group epoch moved"
-        held = driver.group().members[member_id].assigned[T]
-        joined = driver.join(join_request(member_id, owned=held))
-        assert (joined.error, joined.generation, joined.protocol, joined.leader_id, joined.members) == (
-            ErrorCode.NONE, 2, "cooperative-sticky", "", []), "answered at once, at its epoch, no leader duties"
-        error, data = driver.sync(member_id, 2, protocol="cooperative-sticky")
-        kept = partitions_of(data)
-        assert error == ErrorCode.NONE and kept < held, "the partitions it must give up are withheld"
-        driver.owners()
-        assert driver.heartbeat(member_id, 2) == ErrorCode.REBALANCE_IN_PROGRESS, "it must revoke, then rejoin"
-        rejoined = driver.join(join_request(member_id, owned=kept))
-        assert rejoined.generation == 3 and driver.group().members[member_id].state is MemberState.STABLE
-        assert partitions_of(driver.sync(member_id, 3)[1]) == kept
-        assert driver.heartbeat(member_id, 3) == ErrorCode.NONE
+    driver.reconcile_classic(a, b)
     reply = driver.beat(new, 3, {})
     assert reply.member_epoch == 3 and len(reply.assignment[T]) == 2
     owners = driver.owners()
@@ -308,4 +322,74 @@ async def test_the_converted_group_replays_with_its_classic_members():
     assert member.classic == ClassicMetadata(CLASSIC_SESSION_MS, (("range", subscription()),))
     assert member.assigned == {uuid.UUID(int=1): {0, 1, 2, 3}} and member.epoch == 1
     assert fresh.heartbeat("g", 1, first.member_id, None) == ErrorCode.REBALANCE_IN_PROGRESS
+    await asyncio.gather(groups.close(), fresh.close())
+
+
+def test_the_last_consumer_member_leaving_turns_the_group_classic_again():
+    driver = Driver()
+    a, b = driver.classic_group()
+    new = driver.beat().member_id
+    epoch = driver.group().epoch
+    targets = {member_id: driver.group().target[member_id][T] for member_id in (a, b)}
+    driver.stored.clear()
+    assert driver.leave_consumer(new).error == ErrorCode.NONE
+    group = driver.classic.groups["g"]
+    assert group.consumer is None and set(group.members) == {a, b}
+    assert (group.generation, group.protocol_type, group.protocol) == (epoch, "consumer", "cooperative-sticky")
+    assert group.is_(GroupState.PREPARING_REBALANCE)
+    assert (records.consumer_key("group_epoch", "g"), None) in driver.stored, "the consumer records go"
+    [stored] = driver.group_records[-1:]
+    assert stored.generation == epoch
+    assert {m.member_id: partitions_of(m.assignment) for m in stored.members} == targets
+    assert driver.timers[TimerKey("g", Timer.SESSION, a)] == driver.now + CLASSIC_SESSION_MS
+    assert TimerKey("g", Timer.MEMBER_SESSION, a) not in driver.timers
+    assert driver.heartbeat(a, epoch) == ErrorCode.REBALANCE_IN_PROGRESS, "a classic rebalance now"
+    assert driver.join(join_request(a)) is None and driver.join(join_request(b)) is None
+    assert driver.joins[a].generation == epoch + 1 and group.is_(GroupState.COMPLETING_REBALANCE)
+
+
+def test_a_fenced_consumer_member_turns_the_group_classic_but_not_under_the_upgrade_policy():
+    fenced = Driver()
+    a, b = fenced.classic_group()
+    fenced.beat()
+    fenced.reconcile_classic(a, b)
+    for _ in range(10):  # the classic members keep heartbeating; the consumer member's session runs out
+        fenced.advance(CLASSIC_SESSION_MS // 2)
+        if fenced.classic.groups["g"].consumer is None:
+            break
+        assert [fenced.heartbeat(member_id, 3) for member_id in (a, b)] == [ErrorCode.NONE] * 2
+    assert fenced.classic.groups["g"].consumer is None and set(fenced.classic.groups["g"].members) == {a, b}
+    kept = Driver(policy="upgrade")
+    kept.classic_group()
+    new = kept.beat().member_id
+    kept.leave_consumer(new)
+    assert len(kept.group().members) == 2 and new not in kept.group().members, "a consumer group serving its classics"
+
+
+def test_a_classic_member_leaving_does_not_turn_the_group_classic():
+    driver = Driver()
+    a, b = driver.classic_group()
+    new = driver.beat().member_id
+    driver.leave((a, None))
+    assert set(driver.group().members) == {b, new}
+
+
+async def test_the_group_turned_classic_again_replays_as_a_classic_group():
+    groups = await coordinator()
+    first = await groups.join(JoinRequest("g", "", None, "a", "/h", CLASSIC_SESSION_MS, REBALANCE_MS, "consumer",
+                                          [("range", subscription())], False, False))
+    await groups.sync("g", 1, first.member_id, None, None, None, {first.member_id: assignment(range(4))})
+    joined = await groups.consumer_heartbeat(Heartbeat("g", "", 0, "client", "/h", None, None, 60_000, ["t"],
+                                                       None, None, None))
+    await groups.consumer_heartbeat(Heartbeat("g", joined.member_id, -1, "client", "/h", None, None, -1, None,
+                                              None, None, None))
+    group = groups.describe("g")
+    assert group.consumer is None and list(group.members) == [first.member_id] and group.generation == 2
+    target = partitions_of(group.members[first.member_id].assignment)
+    assert target < {0, 1, 2, 3}, "its target: the leaving member's share waits for the rebalance"
+    await assert_replays_to_the_same_state(groups)
+    fresh = await coordinator(writer=groups.writer)
+    replayed = fresh.describe("g")
+    assert replayed.consumer is None and replayed.generation == 2
+    assert partitions_of(replayed.members[first.member_id].assignment) == target
     await asyncio.gather(groups.close(), fresh.close())
