@@ -32,6 +32,25 @@ class MemberState(enum.IntEnum):
     UNRELEASED_PARTITIONS = 2  # waits for partitions others still hold
 
 
+@dataclass(frozen=True, slots=True)
+class ClassicMetadata:
+    """What a member speaking the classic protocol keeps: its session timeout and the
+    (name, metadata) protocols of its last JoinGroup, in its order."""
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
+
+    @property
+    def protocol(self) -> str:
+        """The protocol name a classic member is answered with: its first (Kafka's rule)."""
+        return self.protocols[0][0]
+
+    def record(self):
+        value = records.ConsumerGroupMemberMetadataValue.ClassicMemberMetadata
+        return value(session_timeout_ms=self.session_timeout_ms,
+                     supported_protocols=[value.ClassicProtocol(name=name, metadata=metadata)
+                                          for name, metadata in self.protocols])
+
+
 @dataclass(eq=False)
 class ConsumerMember:
     member_id: str
@@ -48,13 +67,17 @@ class ConsumerMember:
     state: MemberState = MemberState.STABLE
     assigned: Partitions = field(default_factory=dict)
     pending_revocation: Partitions = field(default_factory=dict)
+    classic: ClassicMetadata | None = None  # set while the member speaks the classic protocol
+    # Not stored: a classic member was told to rejoin and its deadline to do so runs.
+    rejoin_due: bool = False
 
     def metadata_record(self, group_id: str) -> tuple[bytes, bytes]:
         return records.consumer_key("member", group_id, self.member_id), records.consumer_value(
             "member", instance_id=self.instance_id, rack_id=self.rack_id, client_id=self.client_id,
             client_host=self.client_host, subscribed_topic_names=list(self.subscribed),
             subscribed_topic_regex=self.regex, rebalance_timeout_ms=self.rebalance_timeout_ms,
-            server_assignor=self.server_assignor)
+            server_assignor=self.server_assignor,
+            classic_member_metadata=None if self.classic is None else self.classic.record())
 
     def assignment_record(self, group_id: str) -> tuple[bytes, bytes]:
         value = records.ConsumerGroupCurrentMemberAssignmentValue
@@ -69,6 +92,9 @@ class ConsumerMember:
         self.subscribed = list(value.subscribed_topic_names)
         self.regex = value.subscribed_topic_regex or None
         self.rebalance_timeout_ms, self.server_assignor = value.rebalance_timeout_ms, value.server_assignor
+        classic = value.classic_member_metadata
+        self.classic = None if classic is None else ClassicMetadata(
+            classic.session_timeout_ms, tuple((p.name, p.metadata) for p in classic.supported_protocols))
 
     def subscription(self, topics: Collection[str], matchable: frozenset[str]) -> set[str]:
         """The topics among ``topics`` the member subscribes to: by name, or among ``matchable``
@@ -125,6 +151,13 @@ class ConsumerGroup(ModernGroup):
 
     def has_regex(self) -> bool:
         return any(member.regex for member in self.members.values())
+
+    def waits_for_others(self, member: ConsumerMember) -> bool:
+        """Whether a partition of the member's target it does not have yet is still held by another."""
+        held = self.owners()
+        return any(held.get((topic_id, p), member.member_id) != member.member_id
+                   for topic_id, parts in self.target.get(member.member_id, {}).items()
+                   for p in parts - member.assigned.get(topic_id, set()))
 
     def static_member(self, instance_id: str) -> ConsumerMember | None:
         return next((m for m in self.members.values() if m.instance_id == instance_id), None)

@@ -26,10 +26,10 @@ epoch and, when it changed, the partitions it may use now. The rules, Kafka's:
   against the cluster's topics at every heartbeat, so a new matching topic moves the
   group epoch and is assigned like any subscribed topic.
 
-A group id is either a classic group or a consumer group. A heartbeat for a classic
-group with members is GROUP_ID_NOT_FOUND; an empty classic group becomes a consumer
-group (its committed offsets stay). The classic machine turns an empty consumer group
-back into a classic one on JoinGroup.
+A group id is either a classic group or a consumer group. An empty classic group
+becomes a consumer group when a member joins (its committed offsets stay); one with
+members is upgraded online by ``classic_members`` (here it is GROUP_ID_NOT_FOUND). The
+classic machine turns an empty consumer group back into a classic one on JoinGroup.
 
 Changes are returned as ``StoreConsumer`` effects holding Kafka's records, so the
 group replays after a coordinator move with its epochs and target assignment.
@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from kgate.protocol.error_codes import ErrorCode
 
 from .assignors import ASSIGNORS
-from .consumer_group import ConsumerGroup, ConsumerMember, MemberState, Partitions
+from .consumer_group import ClassicMetadata, ConsumerGroup, ConsumerMember, MemberState, Partitions
 from .effects import ArmTimer, CancelTimer, Effect, Log, Step, StoreConsumer, Timer, TimerKey
 from .group import Group
 from .records import group_key
@@ -96,6 +96,10 @@ class ConsumerGroupMachine:
     def _session(self, group_id: str) -> int:
         return self.session_of(group_id) or self.session_ms
 
+    def _member_session(self, consumer: ConsumerGroup, member: ConsumerMember) -> int:
+        """A classic member's own session timeout, else the group's."""
+        return member.classic.session_timeout_ms if member.classic is not None else self._session(consumer.group_id)
+
     def heartbeat(self, now: int, request: Heartbeat, topics: Mapping[str, tuple[uuid.UUID, int]]) \
             -> Step[HeartbeatReply]:
         """``topics``: the cluster's topics as name -> (topic id, partition count)."""
@@ -114,20 +118,21 @@ class ConsumerGroupMachine:
         if request.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             return self._leave(now, request, topics, out)
         group = self.groups.get(request.group_id)
-        found = self._joining(request, group, out) if request.member_epoch == 0 else _known(request, group)
+        found = (self._joining(now, request, group, topics, out) if request.member_epoch == 0
+                 else _known(request, group))
         if isinstance(found, HeartbeatReply):
             return found
         consumer, member, joined, replaced = found
         return self._beat(now, consumer, member, request, topics, joined, out, replaced)
 
-    def _joining(self, request: Heartbeat, group, out: list[Effect]) \
-            -> "HeartbeatReply | tuple[ConsumerGroup, ConsumerMember, bool, bool]":
+    def _joining(self, now: int, request: Heartbeat, group, topics: Mapping[str, tuple[uuid.UUID, int]],
+                 out: list[Effect]) -> "HeartbeatReply | tuple[ConsumerGroup, ConsumerMember, bool, bool]":
         """A member joining with epoch 0: (group, member, joined, replaced), or the refusal. A new
         member takes a slot, a known one starts again from epoch 0, and a static member whose
         instance left (epoch -2) is taken over by the one rejoining under its instance id."""
         if request.subscribed is None and not request.regex:
             return HeartbeatReply(ErrorCode.INVALID_REQUEST, "a joining member must give its subscription")
-        consumer = self._consumer_group(group, request.group_id, out)
+        consumer = self._consumer_group(now, group, request.group_id, topics, out)
         if consumer is None:
             return HeartbeatReply(ErrorCode.GROUP_ID_NOT_FOUND, f"group {request.group_id} is not a consumer group")
         member = consumer.members.get(request.member_id) if request.member_id else None
@@ -163,14 +168,14 @@ class ConsumerGroupMachine:
         if target is not None:
             consumer.target[member_id] = target
             stored.append(consumer.target_record(member_id))
-        out.append(CancelTimer(_session_key(consumer.group_id, old.member_id)))
-        out.append(CancelTimer(_revocation_key(consumer.group_id, old.member_id)))
+        out += [CancelTimer(key) for key in member_timers(consumer.group_id, old.member_id)]
         out.append(StoreConsumer(consumer.group_id, stored))
         out.append(Log(logging.INFO, "consumer group %s: static member %s rejoined as %s, replacing %s",
                        (consumer.group_id, old.instance_id, member_id, old.member_id)))
         return member
 
-    def _consumer_group(self, group: Group | None, group_id: str, out: list[Effect]) -> ConsumerGroup | None:
+    def _consumer_group(self, now: int, group: Group | None, group_id: str,
+                        topics: Mapping[str, tuple[uuid.UUID, int]], out: list[Effect]) -> ConsumerGroup | None:
         """The consumer group a member joins: a new one, or an empty classic group converted."""
         if group is None:
             group = self.groups[group_id] = Group(group_id)
@@ -189,7 +194,8 @@ class ConsumerGroupMachine:
 
     def _beat(self, now: int, consumer: ConsumerGroup, member: ConsumerMember, request: Heartbeat,
               topics: Mapping[str, tuple[uuid.UUID, int]], joined: bool, out: list[Effect],
-              replaced: bool = False) -> HeartbeatReply:
+              replaced: bool = False, classic: ClassicMetadata | None = None) -> HeartbeatReply:
+        """``classic``: a classic member's JoinGroup restates its session timeout and protocols."""
         stored: list[tuple[bytes, bytes | None]] = []
         before = (list(member.subscribed), member.regex, member.server_assignor)
         member.client_id, member.client_host = request.client_id, request.client_host
@@ -206,7 +212,10 @@ class ConsumerGroupMachine:
         if request.server_assignor is not None:
             member.server_assignor = request.server_assignor
         metadata_changed = joined or before != (member.subscribed, member.regex, member.server_assignor)
-        if metadata_changed or replaced:
+        classic_changed = classic is not None and classic != member.classic
+        if classic_changed:
+            member.classic = classic
+        if metadata_changed or replaced or classic_changed:
             stored.append(member.metadata_record(consumer.group_id))
         subscribed = self._subscribed(consumer, topics)
         if metadata_changed or subscribed != consumer.topic_partitions:
@@ -218,7 +227,7 @@ class ConsumerGroupMachine:
         if stored:
             out.append(StoreConsumer(consumer.group_id, stored))
         out.append(ArmTimer(_session_key(consumer.group_id, member.member_id),
-                            now + self._session(consumer.group_id)))
+                            now + self._member_session(consumer, member)))
         changed = (member.epoch, member.assigned) != previous
         send = joined or replaced or changed or (request.owned is not None and request.owned != member.assigned)
         return HeartbeatReply(ErrorCode.NONE, None, member.member_id, member.epoch,
@@ -347,8 +356,7 @@ class ConsumerGroupMachine:
                 topics: Mapping[str, tuple[uuid.UUID, int]], out: list[Effect]) -> None:
         del consumer.members[member_id]
         consumer.target.pop(member_id, None)
-        out.append(CancelTimer(_session_key(consumer.group_id, member_id)))
-        out.append(CancelTimer(_revocation_key(consumer.group_id, member_id)))
+        out += [CancelTimer(key) for key in member_timers(consumer.group_id, member_id)]
         stored: list[tuple[bytes, bytes | None]] = list(consumer.member_tombstones(member_id))
         consumer.topic_partitions = self._subscribed(consumer, topics)
         self._bump(consumer, f"member {member_id} {reason}", stored, out)
@@ -361,7 +369,7 @@ class ConsumerGroupMachine:
         consumer = group.consumer if group is not None else None
         if consumer is None or key.member_id not in consumer.members:
             return out
-        reason = "session expired" if key.kind is Timer.MEMBER_SESSION else "did not revoke in time (fenced)"
+        reason = _EXPIRED[key.kind]
         out.append(Log(logging.INFO, "consumer group %s: member %s %s", (key.group_id, key.member_id, reason)))
         self._remove(now, consumer, key.member_id, reason, topics, out)
         return out
@@ -371,22 +379,23 @@ class ConsumerGroupMachine:
         consumer = group.consumer
         if consumer is None:
             return []
-        return [ArmTimer(_session_key(group.group_id, member_id), now + self._session(group.group_id))
-                for member_id in consumer.members]
+        return [ArmTimer(_session_key(group.group_id, member.member_id), now + self._member_session(consumer, member))
+                for member in consumer.members.values()]
 
     # -- offsets ------------------------------------------------------------------------------
 
     @staticmethod
     def check_commit(consumer: ConsumerGroup, member_epoch: int, member_id: str) -> ErrorCode:
         """OffsetCommit against a consumer group: the member's current epoch, or a commit with
-        no member to an empty group (what admin tools send)."""
+        no member to an empty group (what admin tools send). A classic member's generation is
+        its epoch, and a wrong one is ILLEGAL_GENERATION, as its protocol knows it."""
         if member_epoch < 0 and not member_id and not consumer.members:
             return ErrorCode.NONE
         member = consumer.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
         if member_epoch != member.epoch:
-            return ErrorCode.STALE_MEMBER_EPOCH
+            return ErrorCode.STALE_MEMBER_EPOCH if member.classic is None else ErrorCode.ILLEGAL_GENERATION
         return ErrorCode.NONE
 
 
@@ -440,3 +449,14 @@ def _session_key(group_id: str, member_id: str) -> TimerKey:
 
 def _revocation_key(group_id: str, member_id: str) -> TimerKey:
     return TimerKey(group_id, Timer.REVOCATION, member_id)
+
+
+# What a member's timer firing means; each removes it from the group.
+_EXPIRED = {Timer.MEMBER_SESSION: "session expired", Timer.REVOCATION: "did not revoke in time (fenced)",
+            Timer.CLASSIC_JOIN: "did not rejoin in time", Timer.CLASSIC_SYNC: "did not sync in time"}
+MEMBER_TIMER_KINDS = frozenset(_EXPIRED)  # the timers this machine's timer_fired takes
+
+
+def member_timers(group_id: str, member_id: str) -> list[TimerKey]:
+    """Every timer a consumer group's member may have armed."""
+    return [TimerKey(group_id, kind, member_id) for kind in _EXPIRED]

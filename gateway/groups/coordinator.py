@@ -163,12 +163,11 @@ class GroupCoordinator:
             shard.machine.heartbeat(now, group_id, generation, member_id, group_instance_id)))
         return settling.reply
 
-    def leave(self, group_id: str, leaving: list[tuple[str, str | None]]) -> list[ErrorCode]:
-        """Remove members given as ``(member id, group instance id)``; one error per member."""
+    async def leave(self, group_id: str, leaving: list[tuple[str, str | None]]) -> list[ErrorCode]:
+        """Remove members given as ``(member id, group instance id)``; one error per member. Answered
+        once the records it wrote are durable (classic members of a consumer group leaving)."""
         index = self.check_group_id(group_id, allow_empty=False)
-        settling, _ = self.runtime.run(index, lambda shard, now: shard.settle(shard.machine.leave(now, group_id,
-                                                                                                   leaving)))
-        return settling.reply
+        return await self._settle(index, lambda shard, now: shard.settle(shard.machine.leave(now, group_id, leaving)))
 
     def check_commit(self, group_id: str, generation: int, member_id: str,
                      group_instance_id: str | None) -> ErrorCode:

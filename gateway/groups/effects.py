@@ -46,6 +46,10 @@ class Timer(enum.Enum):
     # the partitions it must revoke.
     MEMBER_SESSION = "member-session"
     REVOCATION = "revocation"
+    # A classic member of a consumer group (after an online upgrade): its deadline to rejoin
+    # once told to, and to send SyncGroup once joined (both its rebalance timeout).
+    CLASSIC_JOIN = "classic-join"
+    CLASSIC_SYNC = "classic-sync"
     # Share groups (KIP-932): a member's heartbeat deadline.
     SHARE_SESSION = "share-session"
 

@@ -19,6 +19,10 @@ and the member, answered into the void, is evicted when its session runs out. A
 SyncGroup stops keeping its member alive. After each generation forms, members must
 send SyncGroup within the rebalance timeout (a leader that heartbeats but never
 syncs included); those that did not are removed and the rest rebalance.
+
+A consumer group's members may speak this protocol too (after an online upgrade):
+their JoinGroup, SyncGroup, Heartbeat and LeaveGroup go to the consumer-group machine
+given as ``consumers`` (``classic_members``); without one they are refused.
 """
 import logging
 from collections.abc import Callable
@@ -26,6 +30,7 @@ from dataclasses import dataclass
 
 from kgate.protocol.error_codes import ErrorCode
 
+from .classic_members import ClassicMemberMachine
 from .consumer_machine import ConsumerGroupMachine
 from .effects import (
     AfterStore,
@@ -74,10 +79,19 @@ class GroupMachine:
         # prefix (instance id or client id) -> a fresh member id; the driver's makes it unique.
         self.new_member_id = new_member_id
         self.groups: dict[str, Group] = {}
+        # Answers the classic requests of consumer groups with members; set by the driver.
+        self.consumers: ClassicMemberMachine | None = None
+
+    def _classic_in_consumer(self, group_id: str) -> ClassicMemberMachine | None:
+        """The machine answering this group's classic requests, when it is a consumer group with members."""
+        return self.consumers if self.consumers is not None and self.consumers.serves(group_id) else None
 
     # -- JoinGroup --------------------------------------------------------------------------
 
     def join(self, now: int, request: JoinRequest) -> Step[JoinResult]:
+        consumers = self._classic_in_consumer(request.group_id)
+        if consumers is not None and self.min_session_ms <= request.session_timeout_ms <= self.max_session_ms:
+            return consumers.classic_join(now, request)
         out: list[Effect] = []
         return Step(self._join(now, request, out), out)
 
@@ -220,6 +234,10 @@ class GroupMachine:
              assignments: dict[str, bytes]) -> Step[tuple[ErrorCode, bytes]]:
         """In CompletingRebalance every member parks; the leader's assignment is stored first
         (AfterStore.REPORT), and ``assignment_stored`` makes the group Stable and answers them."""
+        consumers = self._classic_in_consumer(group_id)
+        if consumers is not None:
+            return consumers.classic_sync(now, group_id, generation, member_id, group_instance_id, protocol_type,
+                                          protocol)
         out: list[Effect] = []
         group = self.groups.get(group_id)
         if group is None or member_id not in group.members:
@@ -270,6 +288,9 @@ class GroupMachine:
 
     def heartbeat(self, now: int, group_id: str, generation: int, member_id: str,
                   group_instance_id: str | None) -> Step[ErrorCode]:
+        consumers = self._classic_in_consumer(group_id)
+        if consumers is not None:
+            return consumers.classic_heartbeat(now, group_id, generation, member_id, group_instance_id)
         out: list[Effect] = []
         group = self.groups.get(group_id)
         if group is None or group.is_(GroupState.EMPTY, GroupState.DEAD):
@@ -288,6 +309,9 @@ class GroupMachine:
 
     def leave(self, now: int, group_id: str, leaving: list[tuple[str, str | None]]) -> Step[list[ErrorCode]]:
         """Remove members given as ``(member id, group instance id)``; one error per member."""
+        consumers = self._classic_in_consumer(group_id)
+        if consumers is not None:
+            return consumers.classic_leave(now, group_id, leaving)
         out: list[Effect] = []
         group = self.groups.get(group_id)
         if group is None:

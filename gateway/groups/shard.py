@@ -1,7 +1,8 @@
 """The groups of one ``__consumer_offsets`` partition, as a shard of the coordinator runtime.
 
 The rules are ``machine.GroupMachine`` (classic) and
-``consumer_machine.ConsumerGroupMachine`` (KIP-848), which do no I/O; this shard
+``classic_members.ClassicMemberMachine`` (KIP-848's consumer groups, with the classic
+members an online upgrade leaves them), which do no I/O; this shard
 turns the effects of their steps into what the runtime carries out: records to
 append, timers to arm or cancel, and the futures of JoinGroup and SyncGroup requests
 parked until a rebalance answers them. Committed offsets are records the shard
@@ -21,8 +22,9 @@ from kgate.protocol.errors import KafkaError
 
 from ..coordinator.shard import Arm, Cancel, Result, Shard, TimerChange
 from . import records
+from .classic_members import ClassicMemberMachine
 from .consumer_group import ConsumerGroup
-from .consumer_machine import ConsumerGroupMachine
+from .consumer_machine import MEMBER_TIMER_KINDS
 from .effects import (
     AfterStore,
     AnswerJoin,
@@ -119,8 +121,9 @@ class GroupShard(Shard[GroupRecord]):
             initial_delay_ms=config.initial_delay_ms, max_size=config.max_size,
             new_member_id=lambda prefix: f"{prefix}-{uuid.uuid4()}")
         self.groups = self.machine.groups
-        self.consumers = ConsumerGroupMachine(
-            self.groups, session_ms=config.consumer_session_ms, session_of=config.consumer_session_of,
+        self.consumers = self.machine.consumers = ClassicMemberMachine(
+            self.groups, topics=topics, classic_max_size=config.max_size, session_ms=config.consumer_session_ms,
+            session_of=config.consumer_session_of,
             heartbeat_ms=config.consumer_heartbeat_ms,
             assignors=config.consumer_assignors, max_size=config.consumer_max_size,
             new_member_id=lambda: str(uuid.uuid4()), internal=internal)
@@ -266,7 +269,7 @@ class GroupShard(Shard[GroupRecord]):
         group = self._armed.pop(key, None)
         if group is None or self.groups.get(key.group_id) is not group:
             return Result(None)
-        if key.kind in (Timer.MEMBER_SESSION, Timer.REVOCATION):
+        if key.kind in MEMBER_TIMER_KINDS:
             effects = self.consumers.timer_fired(now, key, self.topics())
         elif key.kind is Timer.SHARE_SESSION:
             effects = self.shares.timer_fired(now, key, self.topics())

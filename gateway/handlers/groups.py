@@ -146,7 +146,7 @@ async def leave_group(ctx: Context, request):
         [(m.member_id, m.group_instance_id) for m in request.members] if batch else [(request.member_id, None)])
     try:
         ctx.require(Operation.READ, ResourceType.GROUP, request.group_id)
-        errors = ctx.broker.groups.leave(request.group_id, leaving)
+        errors = await ctx.broker.groups.leave(request.group_id, leaving)
     except KafkaError as exc:
         return LeaveGroupResponse(throttle_time_ms=0, error_code=exc.code, members=[])
     if not batch:

@@ -51,7 +51,10 @@ class Driver:
         for key, deadline in sorted(self.timers.items(), key=lambda item: item[1]):
             if deadline <= self.now and key in self.timers:
                 del self.timers[key]
-                self.carry_out(self.machine.timer_fired(self.now, key, TOPICS))
+                self.fire(key)
+
+    def fire(self, key: TimerKey):
+        self.carry_out(self.machine.timer_fired(self.now, key, TOPICS))
 
     def group(self, group="g") -> ConsumerGroup:
         consumer = self.classic.groups[group].consumer

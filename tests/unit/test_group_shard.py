@@ -196,7 +196,7 @@ async def test_offsets_commit_delete_and_the_group_go_through_the_log_step_by_st
     assert set(groups.fetch_offsets("g", None)) == {("t", 0), ("t", 1)}
     await assert_replays_to_the_same_state(groups)
     assert await groups.delete_group("g") == ErrorCode.NON_EMPTY_GROUP
-    assert groups.leave("g", [(a, None), (b, None)]) == [ErrorCode.NONE, ErrorCode.NONE]
+    assert await groups.leave("g", [(a, None), (b, None)]) == [ErrorCode.NONE, ErrorCode.NONE]
     await settle()
     await assert_replays_to_the_same_state(groups)
     assert await groups.delete_offsets("g", [("t", 1)]) == {("t", 1): ErrorCode.NONE}
@@ -217,7 +217,7 @@ async def test_an_empty_group_outlives_its_last_offset_until_deleted_or_cleaned_
     for group in ("deleted", "cleaned", "expired"):
         a, b, generation = await stable(groups, group)
         await groups.commit(group, {("t", 0): offset(5, now=clock.now)})
-        assert groups.leave(group, [(a, None), (b, None)]) == [ErrorCode.NONE, ErrorCode.NONE]
+        assert await groups.leave(group, [(a, None), (b, None)]) == [ErrorCode.NONE, ErrorCode.NONE]
         await settle()
     for group in ("deleted", "cleaned"):
         assert await groups.delete_offsets(group, [("t", 0)]) == {("t", 0): ErrorCode.NONE}
