@@ -202,6 +202,9 @@ BROKER_SETTINGS: dict[str, tuple[object, tuple]] = {
         "must be a comma-separated list of uniform, range (or Kafka's assignor class names)",
         lambda v: bool(v.strip()) and all(assignor_name(n) for n in v.split(",")))),
     "group.consumer.max.size": (2**31 - 1, _POSITIVE),
+    "group.consumer.migration.policy": ("bidirectional", ("must be bidirectional, upgrade, downgrade or disabled",
+                                                          lambda v: v in ("bidirectional", "upgrade", "downgrade",
+                                                                          "disabled"))),
     # Share groups (KIP-932), with Kafka's names and defaults.
     "group.share.session.timeout.ms": (45_000, _POSITIVE),
     "group.share.heartbeat.interval.ms": (5000, _POSITIVE),

@@ -146,6 +146,10 @@ SETTING_DOCS: dict[str, SettingDoc] = {
     "group.consumer.assignors": _kafka("Server-side assignors of KIP-848 groups, the first the default: "
                                        "`uniform`, `range` (or Kafka's assignor class names)."),
     "group.consumer.max.size": _kafka("Members a KIP-848 consumer group may have."),
+    "group.consumer.migration.policy": _kafka("Whether a group changes kind online: a classic group with members "
+                                              "becomes a consumer group when a KIP-848 member joins (`upgrade`), "
+                                              "and turns classic again when only classic members remain "
+                                              "(`downgrade`); `bidirectional` both, `disabled` neither."),
     "group.share.session.timeout.ms": _kafka("How long a share group member may go without a heartbeat."),
     "group.share.heartbeat.interval.ms": _kafka("The heartbeat interval share group members are told."),
     "group.share.max.size": _kafka("Members a share group may have."),

@@ -57,6 +57,7 @@ class GroupCoordinator:
             consumer_session_of=lambda group_id: configured(group_id, "consumer.session.timeout.ms"),
             consumer_assignors=consumer_assignors(settings["group.consumer.assignors"]),
             consumer_max_size=settings["group.consumer.max.size"],
+            migration_policy=settings["group.consumer.migration.policy"],
             share_session_ms=settings["group.share.session.timeout.ms"],
             share_max_size=settings["group.share.max.size"],
             share_session_of=lambda group_id: configured(group_id, "share.session.timeout.ms"),

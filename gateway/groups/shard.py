@@ -67,6 +67,8 @@ class GroupConfig:
     consumer_max_size: int
     retention_ms: int
     retention_check_ms: int
+    # Kafka's group.consumer.migration.policy: whether groups change kind online (classic_members).
+    migration_policy: str = "bidirectional"
     # A consumer group's own session timeout (its group config), None where the broker's applies.
     consumer_session_of: Callable[[str], int | None] = lambda _group_id: None
     # Share groups (KIP-932): the broker's session timeout and size limit, and a group's own timeout.
@@ -126,7 +128,7 @@ class GroupShard(Shard[GroupRecord]):
             session_of=config.consumer_session_of,
             heartbeat_ms=config.consumer_heartbeat_ms,
             assignors=config.consumer_assignors, max_size=config.consumer_max_size,
-            new_member_id=lambda: str(uuid.uuid4()), internal=internal)
+            new_member_id=lambda: str(uuid.uuid4()), internal=internal, policy=config.migration_policy)
         self.shares = ShareGroupMachine(self.groups, session_ms=config.share_session_ms,
                                         session_of=config.share_session_of, max_size=config.share_max_size)
         # Offsets committed in transactions not yet ended, by producer id (TxnOffsetCommit).

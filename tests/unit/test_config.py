@@ -82,6 +82,7 @@ def test_listen_and_data_dir_arguments_override_the_file(config_file):
     ("log.level=TRACE", "log.level"),
     ("advertised.listeners=no-port", "advertised.listeners"),
     ("num.partitions", "num.partitions"),  # no '='
+    ("group.consumer.migration.policy=sideways", "group.consumer.migration.policy"),
 ])
 def test_bad_override_names_the_setting(override, setting):
     with pytest.raises(ConfigError, match=setting.replace(".", r"\.")):

@@ -295,3 +295,10 @@ async def test_compaction_keeps_every_groups_state():
     await assert_replays_to_the_same_state(groups)
     assert groups.fetch_offsets("g", None) == {("t", p): offset(56 + p) for p in range(4)}
     await groups.close()
+
+
+async def test_the_migration_policy_setting_reaches_every_shard():
+    groups = await coordinator(**{"group.consumer.migration.policy": "upgrade"})
+    assert {(shard.consumers.upgrade, shard.consumers.downgrade) for shard in groups.runtime.shards.values()} == \
+        {(True, False)}
+    await groups.close()
