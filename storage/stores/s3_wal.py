@@ -1,9 +1,14 @@
 """The S3 WAL (``--wal s3``): every entry added, for every ledger this broker writes, goes
-into the next WAL object, one PUT per commit interval (or sooner once MAX_OBJECT_BYTES are
-waiting). A sync resolves only after the PUT holding its entry succeeded and the writer
-lease (storage.stores.ledger_records) still held, so an acknowledged entry is in an object
-and no entry past a recovery's seal is confirmed. The PUT rate is bounded by the interval,
-not by the number of partitions.
+into the next WAL object. An object is cut as soon as the upload before it returns while
+entries wait (so under load an entry waits about one PUT for its object, then one for its
+own), else a commit interval after the last cut, or once MAX_OBJECT_BYTES are waiting; up
+to MAX_INFLIGHT_PUTS upload at once. A sync resolves only after the PUT holding its entry
+succeeded and the writer lease (storage.stores.ledger_records) still held, so an
+acknowledged entry is in an object and no entry past a recovery's seal is confirmed. Objects
+are confirmed in the order they were cut, whichever PUT finished first, so an entry is
+acknowledged only when it and every entry before it are durable. The PUT rate follows the
+load (about one per PUT time while entries keep coming, one per interval when they
+trickle), never the number of partitions.
 """
 import asyncio
 import logging
@@ -72,7 +77,7 @@ class ObjectWal(Wal):
         self._batch.size += wal_object.FRAME.size + length
         ledger.waiting(entry_id, self._batch.done)
         if self._batch.size >= MAX_OBJECT_BYTES:
-            self._cuts.full.set()
+            self._cuts.early.set()
         return length
 
     async def _run(self) -> None:
@@ -103,6 +108,8 @@ class ObjectWal(Wal):
                     failure = ObjectStoreUnavailable(f"WAL object {key}: {exc}")
         finally:
             self._cuts.slots.release()
+            if self._batch is not None:
+                self._cuts.early.set()  # entries waited while this PUT was out: theirs starts now
         if previous is not None:
             await asyncio.wait([previous])  # confirm in order, whatever became of the previous one
         if failure is None and runs and not await self._leased(batch.generation):

@@ -54,12 +54,15 @@ class WalObjects:
 
 class ObjectCuts:
     """When a WAL cuts its next object: once ``kick``ed, no sooner than a commit interval
-    after the last cut (or at once when ``full``), and with one of ``slots`` PUT slots free
-    (its upload releases it)."""
+    after the last cut, or at once when ``early`` (a full object's worth waits, or an upload
+    returned while entries waited: the next object starts as soon as the previous one is
+    stored, not at the next tick, so under a steady load an entry waits about one PUT for
+    its object instead of up to an interval); and with one of ``slots`` PUT slots free (its
+    upload releases it)."""
 
     def __init__(self, interval: float, slots: int):
         self.kick = asyncio.Event()
-        self.full = asyncio.Event()
+        self.early = asyncio.Event()
         self.slots = asyncio.Semaphore(slots)
         self._interval = interval
         self._last = 0.0
@@ -69,13 +72,13 @@ class ObjectCuts:
         await self.kick.wait()
         self.kick.clear()
         delay = self._last + self._interval - time.monotonic()
-        if delay > 0 and not self.full.is_set():
+        if delay > 0 and not self.early.is_set():
             try:
-                await asyncio.wait_for(self.full.wait(), delay)
+                await asyncio.wait_for(self.early.wait(), delay)
             except TimeoutError:
                 pass
-        self.full.clear()
         await self.slots.acquire()
+        self.early.clear()  # what set it is in the object about to be cut
 
     def cut(self) -> None:
         self._last = time.monotonic()
