@@ -1,8 +1,9 @@
 """The S3 WAL (``--wal s3``): every entry added, for every ledger this broker writes, goes
 into the next WAL object. An object is cut as soon as the upload before it returns while
 entries wait (so under load an entry waits about one PUT for its object, then one for its
-own), else a commit interval after the last cut, or once MAX_OBJECT_BYTES are waiting; up
-to MAX_INFLIGHT_PUTS upload at once. A sync resolves only after the PUT holding its entry
+own), else a commit interval after the last cut (half of one while a PUT is out: the
+entries behind a stalled PUT are stored beside it), or once MAX_OBJECT_BYTES are waiting;
+up to MAX_INFLIGHT_PUTS upload at once. A sync resolves only after the PUT holding its entry
 succeeded and the writer lease (storage.stores.ledger_records) still held, so an
 acknowledged entry is in an object and no entry past a recovery's seal is confirmed. Objects
 are confirmed in the order they were cut, whichever PUT finished first, so an entry is
@@ -28,6 +29,9 @@ log = logging.getLogger(__name__)
 # A WAL object is cut before the interval ends once this much is waiting: a few MiB per
 # PUT is where one stream's throughput levels off here (bench/s3_clients.py).
 MAX_OBJECT_BYTES = 8 * 1024 * 1024
+# A PUT out longer than this part of the commit interval is taken as stalled: the entries
+# waiting behind it get an object of their own instead of waiting for it to return.
+STALL_FRACTION = 0.5
 # PUTs in flight at once: loopback PUT throughput is ~55 MB/s per stream, ~4x with 4.
 MAX_INFLIGHT_PUTS = 4
 
@@ -52,7 +56,7 @@ class ObjectWal(Wal):
         self._objects = objects
         self._lease = lease
         self._batch: _Batch | None = None
-        self._cuts = ObjectCuts(interval, MAX_INFLIGHT_PUTS)
+        self._cuts = ObjectCuts(interval, MAX_INFLIGHT_PUTS, stall=interval * STALL_FRACTION)
         self._previous: asyncio.Future | None = None
         self._task: asyncio.Task | None = None
         self._uploads: set[asyncio.Task] = set()
@@ -85,7 +89,7 @@ class ObjectWal(Wal):
             await self._cuts.next()
             batch, self._batch = self._batch, None
             if batch is None:
-                self._cuts.slots.release()
+                self._cuts.done()
                 continue
             self._cuts.cut()
             previous, self._previous = self._previous, batch.done
@@ -107,9 +111,7 @@ class ObjectWal(Wal):
                 except Exception as exc:
                     failure = ObjectStoreUnavailable(f"WAL object {key}: {exc}")
         finally:
-            self._cuts.slots.release()
-            if self._batch is not None:
-                self._cuts.early.set()  # entries waited while this PUT was out: theirs starts now
+            self._cuts.done(early=self._batch is not None)  # entries that waited for this PUT go now
         if previous is not None:
             await asyncio.wait([previous])  # confirm in order, whatever became of the previous one
         if failure is None and runs and not await self._leased(batch.generation):

@@ -54,34 +54,48 @@ class WalObjects:
 
 class ObjectCuts:
     """When a WAL cuts its next object: once ``kick``ed, no sooner than a commit interval
-    after the last cut, or at once when ``early`` (a full object's worth waits, or an upload
-    returned while entries waited: the next object starts as soon as the previous one is
-    stored, not at the next tick, so under a steady load an entry waits about one PUT for
-    its object instead of up to an interval); and with one of ``slots`` PUT slots free (its
-    upload releases it)."""
+    after the last cut, or at once when ``early``; and with one of ``slots`` PUT slots free
+    (``done`` gives it back).
 
-    def __init__(self, interval: float, slots: int):
+    The S3 WAL, whose acknowledgements wait for its PUTs, sets ``early`` when a full object's
+    worth waits or when an upload returns while entries wait: the next object starts as soon
+    as the previous one is stored, not at the next tick, so under a steady load an entry
+    waits about one PUT for its object instead of up to an interval. It also gives a
+    ``stall``: while an upload is out, entries wait at most that long after the last cut, so
+    those behind a slow PUT are stored beside it rather than after it."""
+
+    def __init__(self, interval: float, slots: int, stall: float | None = None):
         self.kick = asyncio.Event()
         self.early = asyncio.Event()
-        self.slots = asyncio.Semaphore(slots)
+        self._slots = asyncio.Semaphore(slots)
         self._interval = interval
+        self._stall = interval if stall is None else stall
+        self._out = 0
         self._last = 0.0
 
     async def next(self) -> None:
         """Return when the next object may be cut, holding a PUT slot."""
         await self.kick.wait()
         self.kick.clear()
-        delay = self._last + self._interval - time.monotonic()
+        delay = self._last + (self._stall if self._out else self._interval) - time.monotonic()
         if delay > 0 and not self.early.is_set():
             try:
                 await asyncio.wait_for(self.early.wait(), delay)
             except TimeoutError:
                 pass
-        await self.slots.acquire()
+        await self._slots.acquire()
+        self._out += 1
         self.early.clear()  # what set it is in the object about to be cut
 
     def cut(self) -> None:
         self._last = time.monotonic()
+
+    def done(self, early: bool = False) -> None:
+        """A slot ``next`` gave is free again (``early``: entries wait, cut them now)."""
+        self._out -= 1
+        self._slots.release()
+        if early:
+            self.early.set()
 
 
 class Wal(ABC):
