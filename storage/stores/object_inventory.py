@@ -113,7 +113,7 @@ class ObjectInventory:
                 if holding is not None and compacted.get(ledger_id, COMPACTED_GRACE_SECONDS) >= COMPACTED_GRACE_SECONDS:
                     holdings[ledger_id] = holding
             survey.missing = sorted(set(survey.missing))
-            survey.orphaned = orphans(ages, self._ledgers_in, live, holdings, orphan_age)
+            survey.orphaned = orphans(ages, self._ledgers_in, needing, holdings, orphan_age)
         return survey
 
     async def _holding(self, ledger_id: int, keys: list[str], compacted: bool, ages: dict[str, float],

@@ -46,8 +46,9 @@ def wal_writer(key: str) -> str:
 
 def orphans(ages: dict[str, float], ledgers_in: dict[str, frozenset[int]], live: set[int],
             holdings: dict[int, Holding], min_age: float) -> list[str]:
-    """The keys older than ``min_age`` that hold live ledgers (``holdings`` says what each
-    needs; one missing from it needs everything) and are needed by none of them."""
+    """The keys older than ``min_age`` that hold ``live`` ledgers (those that may still need
+    WAL objects; an object holding none is garbage, not an orphan) and are needed by none
+    of them (``holdings`` says what each needs; one missing from it needs everything)."""
     found = []
     for key, age in sorted(ages.items()):
         if age < min_age:
