@@ -30,7 +30,8 @@ def add_parser(commands) -> None:
                                   description="Inspect the object storage (s3://) a kgate cluster keeps its logs in.")
     actions = storage.add_subparsers(dest="action", required=True, metavar="ACTION")
     check = actions.add_parser(
-        "check", help="list objects no metadata references and objects referenced but missing (exit 1 if any)",
+        "check", help="list unreferenced, orphaned and missing objects (exit 1 if any); --collect deletes the "
+                      "first two kinds",
         description="Compare the bucket with the ledgers the metadata store lists. Exit 0: nothing found (or "
                     "everything found collected); 1: unreferenced, orphaned, missing or damaged objects (listed); "
                     "2: bad arguments or no cluster.")
