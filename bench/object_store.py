@@ -8,9 +8,9 @@ consumes everything from offset 0: the cold catch-up read, all from range GETs. 
 the file WAL, PUTs are counted once its background uploads are done. Flat-out produce latency is mostly time
 queued in the producer, so each run also produces at a paced ``--paced-mb-s`` first:
 its acknowledgement p50/p99 is what the S3 WAL's object cutting costs, beside the PUTs
-(and WAL objects) per GB it took. Printed: produce MB/s, acknowledgement
-p50/p99, PUTs and GETs per GB written or read (from the broker's own metrics), cold read
-MB/s; medians of ``--runs`` runs, with S3/file ratios taken run by run.
+(and WAL objects) per GB it took and how long its PUTs took (mean, share over 100 ms).
+Printed: produce MB/s, acknowledgement p50/p99, PUTs and GETs per GB written or read (from
+the broker's own metrics), cold read MB/s; medians of ``--runs`` runs, with S3/file ratios taken run by run.
 
     .venv/bin/python -m bench.object_store [--runs 3] [--records 60000] [--configurations s3]
 """
@@ -48,7 +48,10 @@ def _requests(broker: BrokerProcess) -> dict[str, float]:
     samples = scrape(broker.metrics_url)
     return {**{kind: value(samples, "kgate_object_requests_total", kind=kind) for kind in ("put", "get")},
             "objects": value(samples, "kgate_wal_objects_total"),
-            "bytes": value(samples, "kgate_wal_object_bytes_total")}
+            "bytes": value(samples, "kgate_wal_object_bytes_total"),
+            "put_seconds": value(samples, "kgate_object_put_seconds_sum"),
+            "timed_puts": value(samples, "kgate_object_put_seconds_count"),
+            "puts_within_100ms": value(samples, "kgate_object_put_seconds_bucket", le="0.1")}
 
 
 def _settled(broker: BrokerProcess) -> dict[str, float]:
@@ -87,6 +90,10 @@ def one_run(work_dir: str, storage: str | None, wal: str, args) -> dict:
     paced_gb = paced["bytes"] / GB
     figures["paced_puts_per_gb"] = (after_paced["put"] - before_paced["put"]) / paced_gb
     figures["paced_wal_objects_per_gb"] = (after_paced["objects"] - before_paced["objects"]) / paced_gb
+    timed = max(1.0, after_paced["timed_puts"] - before_paced["timed_puts"])
+    figures["paced_put_mean_ms"] = (after_paced["put_seconds"] - before_paced["put_seconds"]) / timed * 1000
+    figures["paced_puts_over_100ms_pct"] = \
+        100 * (1 - (after_paced["puts_within_100ms"] - before_paced["puts_within_100ms"]) / timed)
     figures["upload_lag_at_end_s"] = lag
     written = produced["bytes"] / GB
     figures["puts_per_gb"] = (after["put"] - before["put"]) / written

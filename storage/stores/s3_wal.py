@@ -48,7 +48,7 @@ class _Batch:
 
 
 class ObjectWal(Wal):
-    """Collects the entries of every ledger this broker writes and PUTs one object per interval."""
+    """Collects the entries of every ledger this broker writes into WAL objects, PUT in turn."""
 
     def __init__(self, home: LedgerHome, client, objects: WalObjects, lease: WriterLease, interval: float):
         self._home = home
