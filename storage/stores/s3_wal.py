@@ -1,15 +1,14 @@
 """The S3 WAL (``--wal s3``): every entry added, for every ledger this broker writes, goes
-into the next WAL object. An object is cut as soon as the upload before it returns while
-entries wait (so under load an entry waits about one PUT for its object, then one for its
-own), else a commit interval after the last cut (half of one while a PUT is out: the
-entries behind a stalled PUT are stored beside it), or once MAX_OBJECT_BYTES are waiting;
-up to MAX_INFLIGHT_PUTS upload at once. A sync resolves only after the PUT holding its entry
-succeeded and the writer lease (storage.stores.ledger_records) still held, so an
-acknowledged entry is in an object and no entry past a recovery's seal is confirmed. Objects
-are confirmed in the order they were cut, whichever PUT finished first, so an entry is
-acknowledged only when it and every entry before it are durable. The PUT rate follows the
-load (about one per PUT time while entries keep coming, one per interval when they
-trickle), never the number of partitions.
+into the next WAL object, cut by group commit: at once when no PUT is out, else as soon as
+the PUT out returns (or, if it is still out a commit interval after the last cut, beside
+it: up to MAX_INFLIGHT_PUTS at once), or once MAX_OBJECT_BYTES are waiting. A sync resolves
+only after the PUT holding its entry succeeded and the writer lease
+(storage.stores.ledger_records) still held, so an acknowledged entry is in an object and
+no entry past a recovery's seal is confirmed. Objects are confirmed in the order they were
+cut, whichever PUT finished first, so an entry is acknowledged only when it and every
+entry before it are durable. Under load an entry waits about one PUT for its object and
+one for its own; the PUT rate follows the PUT time (and the produce rate when it is
+lower), never the number of partitions.
 """
 import asyncio
 import logging
@@ -29,9 +28,6 @@ log = logging.getLogger(__name__)
 # A WAL object is cut before the interval ends once this much is waiting: a few MiB per
 # PUT is where one stream's throughput levels off here (bench/s3_clients.py).
 MAX_OBJECT_BYTES = 8 * 1024 * 1024
-# A PUT out longer than this part of the commit interval is taken as stalled: the entries
-# waiting behind it get an object of their own instead of waiting for it to return.
-STALL_FRACTION = 0.5
 # PUTs in flight at once: loopback PUT throughput is ~55 MB/s per stream, ~4x with 4.
 MAX_INFLIGHT_PUTS = 4
 
@@ -56,7 +52,7 @@ class ObjectWal(Wal):
         self._objects = objects
         self._lease = lease
         self._batch: _Batch | None = None
-        self._cuts = ObjectCuts(interval, MAX_INFLIGHT_PUTS, stall=interval * STALL_FRACTION)
+        self._cuts = ObjectCuts(interval, MAX_INFLIGHT_PUTS, eager=True)
         self._previous: asyncio.Future | None = None
         self._task: asyncio.Task | None = None
         self._uploads: set[asyncio.Task] = set()

@@ -54,22 +54,22 @@ class WalObjects:
 
 class ObjectCuts:
     """When a WAL cuts its next object: once ``kick``ed, no sooner than a commit interval
-    after the last cut, or at once when ``early``; and with one of ``slots`` PUT slots free
-    (``done`` gives it back).
+    after the last cut, or at once when ``early`` (a full object's worth waits); and with
+    one of ``slots`` PUT slots free (``done`` gives it back).
 
-    The S3 WAL, whose acknowledgements wait for its PUTs, sets ``early`` when a full object's
-    worth waits or when an upload returns while entries wait: the next object starts as soon
-    as the previous one is stored, not at the next tick, so under a steady load an entry
-    waits about one PUT for its object instead of up to an interval. It also gives a
-    ``stall``: while an upload is out, entries wait at most that long after the last cut, so
-    those behind a slow PUT are stored beside it rather than after it."""
+    ``eager`` (the S3 WAL, whose acknowledgements wait for its PUTs) is group commit: with
+    no upload out, entries are cut at once; while one is out, they wait for it to return
+    (``done(early=True)``) and are then cut at once, unless it is still out a commit
+    interval after the last cut: then they are stored beside it rather than after it. Under
+    a steady load an entry so waits about one PUT for its object, not up to an interval,
+    and the PUT rate follows the PUT time, not the interval."""
 
-    def __init__(self, interval: float, slots: int, stall: float | None = None):
+    def __init__(self, interval: float, slots: int, eager: bool = False):
         self.kick = asyncio.Event()
         self.early = asyncio.Event()
         self._slots = asyncio.Semaphore(slots)
         self._interval = interval
-        self._stall = interval if stall is None else stall
+        self._eager = eager
         self._out = 0
         self._last = 0.0
 
@@ -77,7 +77,7 @@ class ObjectCuts:
         """Return when the next object may be cut, holding a PUT slot."""
         await self.kick.wait()
         self.kick.clear()
-        delay = self._last + (self._stall if self._out else self._interval) - time.monotonic()
+        delay = self._last + self._interval - time.monotonic() if self._out or not self._eager else 0.0
         if delay > 0 and not self.early.is_set():
             try:
                 await asyncio.wait_for(self.early.wait(), delay)

@@ -1,7 +1,7 @@
 """The S3 WAL against an in-memory bucket with injected faults: an entry is confirmed only
 after the PUT holding it succeeded and the writer lease still held, in the order the
-objects were cut (whichever PUT finished first), the next object cut as soon as the PUT
-before it returns while entries wait, and a failed PUT gives up its entries and confirms
+objects were cut (whichever PUT finished first), an object cut at once when no PUT is out
+and as soon as the PUT out returns while entries wait, and a failed PUT gives up its entries and confirms
 nothing after them."""
 import asyncio
 
@@ -93,6 +93,16 @@ async def test_entries_waiting_while_a_put_is_out_go_as_soon_as_it_returns_not_a
     gate.set()
     await asyncio.wait_for(waiting, 5)
     assert ledger.last_add_confirmed == 1 and len(bucket.puts) == 3
+    writer.close()
+
+
+async def test_with_no_put_out_an_entry_goes_at_once_not_at_the_next_interval():
+    bucket = MemoryBucket()
+    writer = store(bucket, interval_ms=600_000)
+    ledger = writer.create_ledger(7)
+    await asyncio.wait_for(ledger.sync(ledger.add_entry([payload(7, 0)])), 5)
+    await asyncio.wait_for(ledger.sync(ledger.add_entry([payload(7, 1)])), 5)  # one object cut a moment ago
+    assert ledger.last_add_confirmed == 1 and sum(key.startswith("wal/") for key in bucket.puts) == 2
     writer.close()
 
 
