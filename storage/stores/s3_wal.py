@@ -1,14 +1,15 @@
 """The S3 WAL (``--wal s3``): every entry added, for every ledger this broker writes, goes
-into the next WAL object, cut by group commit: at once when no PUT is out, else as soon as
-the PUT out returns (or, if it is still out a commit interval after the last cut, beside
-it: up to MAX_INFLIGHT_PUTS at once), or once MAX_OBJECT_BYTES are waiting. A sync resolves
-only after the PUT holding its entry succeeded and the writer lease
-(storage.stores.ledger_records) still held, so an acknowledged entry is in an object and
-no entry past a recovery's seal is confirmed. Objects are confirmed in the order they were
-cut, whichever PUT finished first, so an entry is acknowledged only when it and every
-entry before it are durable. Under load an entry waits about one PUT for its object and
-one for its own; the PUT rate follows the PUT time (and the produce rate when it is
-lower), never the number of partitions.
+into the next WAL object. While no PUT is out an object is cut as soon as a gap (a quarter
+of the commit interval) has passed since the last cut; while one is out, the entries wait
+for it to return, unless it is still out a commit interval after the last cut (then they
+are stored beside it: up to MAX_INFLIGHT_PUTS at once); MAX_OBJECT_BYTES waiting are cut
+at once. A sync resolves only after the PUT holding its entry succeeded and the writer
+lease (storage.stores.ledger_records) still held, so an acknowledged entry is in an object
+and no entry past a recovery's seal is confirmed. Objects are confirmed in the order they
+were cut, whichever PUT finished first, so an entry is acknowledged only when it and every
+entry before it are durable. Under load an entry waits for its object about one PUT or
+the gap, whichever is longer, then its own PUT; the PUT rate is at most one per gap,
+whatever the number of partitions.
 """
 import asyncio
 import logging
@@ -28,6 +29,10 @@ log = logging.getLogger(__name__)
 # A WAL object is cut before the interval ends once this much is waiting: a few MiB per
 # PUT is where one stream's throughput levels off here (bench/s3_clients.py).
 MAX_OBJECT_BYTES = 8 * 1024 * 1024
+# Objects are cut at least this part of the commit interval apart: the PUT rate is at
+# most 1 / (interval * GAP_FRACTION), 40/s at 100 ms (group commit alone, one object as
+# soon as the last PUT returns, took 27,000-43,000 PUTs per GB at 4 MB/s here).
+GAP_FRACTION = 0.25
 # PUTs in flight at once: loopback PUT throughput is ~55 MB/s per stream, ~4x with 4.
 MAX_INFLIGHT_PUTS = 4
 
@@ -52,7 +57,7 @@ class ObjectWal(Wal):
         self._objects = objects
         self._lease = lease
         self._batch: _Batch | None = None
-        self._cuts = ObjectCuts(interval, MAX_INFLIGHT_PUTS, eager=True)
+        self._cuts = ObjectCuts(interval, MAX_INFLIGHT_PUTS, gap=interval * GAP_FRACTION)
         self._previous: asyncio.Future | None = None
         self._task: asyncio.Task | None = None
         self._uploads: set[asyncio.Task] = set()
@@ -77,7 +82,7 @@ class ObjectWal(Wal):
         self._batch.size += wal_object.FRAME.size + length
         ledger.waiting(entry_id, self._batch.done)
         if self._batch.size >= MAX_OBJECT_BYTES:
-            self._cuts.early.set()
+            self._cuts.fill()
         return length
 
     async def _run(self) -> None:
@@ -107,7 +112,7 @@ class ObjectWal(Wal):
                 except Exception as exc:
                     failure = ObjectStoreUnavailable(f"WAL object {key}: {exc}")
         finally:
-            self._cuts.done(early=self._batch is not None)  # entries that waited for this PUT go now
+            self._cuts.done()
         if previous is not None:
             await asyncio.wait([previous])  # confirm in order, whatever became of the previous one
         if failure is None and runs and not await self._leased(batch.generation):

@@ -54,22 +54,23 @@ class WalObjects:
 
 class ObjectCuts:
     """When a WAL cuts its next object: once ``kick``ed, no sooner than a commit interval
-    after the last cut, or at once when ``early`` (a full object's worth waits); and with
+    after the last cut, or at once once ``fill``ed (a full object's worth waits); and with
     one of ``slots`` PUT slots free (``done`` gives it back).
 
-    ``eager`` (the S3 WAL, whose acknowledgements wait for its PUTs) is group commit: with
-    no upload out, entries are cut at once; while one is out, they wait for it to return
-    (``done(early=True)``) and are then cut at once, unless it is still out a commit
-    interval after the last cut: then they are stored beside it rather than after it. Under
-    a steady load an entry so waits about one PUT for its object, not up to an interval,
-    and the PUT rate follows the PUT time, not the interval."""
+    With a ``gap`` (the S3 WAL, whose acknowledgements wait for its PUTs) the interval
+    applies only while a PUT is out: entries wait for it to return, then go as soon as a
+    gap has passed since the last cut; a PUT still out an interval after the last cut has
+    the entries behind it stored beside it. Under a steady load an entry so waits for its
+    object about one PUT (or the gap, whichever is longer) instead of up to an interval,
+    and the PUT rate stays at most one per gap."""
 
-    def __init__(self, interval: float, slots: int, eager: bool = False):
+    def __init__(self, interval: float, slots: int, gap: float | None = None):
         self.kick = asyncio.Event()
-        self.early = asyncio.Event()
+        self._wake = asyncio.Event()
+        self._full = False
         self._slots = asyncio.Semaphore(slots)
         self._interval = interval
-        self._eager = eager
+        self._gap = gap
         self._out = 0
         self._last = 0.0
 
@@ -77,25 +78,32 @@ class ObjectCuts:
         """Return when the next object may be cut, holding a PUT slot."""
         await self.kick.wait()
         self.kick.clear()
-        delay = self._last + self._interval - time.monotonic() if self._out or not self._eager else 0.0
-        if delay > 0 and not self.early.is_set():
+        while not self._full:
+            wait = self._interval if self._out or self._gap is None else self._gap
+            delay = self._last + wait - time.monotonic()
+            if delay <= 0:
+                break
+            self._wake.clear()
             try:
-                await asyncio.wait_for(self.early.wait(), delay)
+                await asyncio.wait_for(self._wake.wait(), delay)  # filled, or a PUT returned
             except TimeoutError:
-                pass
+                break
         await self._slots.acquire()
         self._out += 1
-        self.early.clear()  # what set it is in the object about to be cut
+        self._full = False  # what filled it is in the object about to be cut
+
+    def fill(self) -> None:
+        self._full = True
+        self._wake.set()
 
     def cut(self) -> None:
         self._last = time.monotonic()
 
-    def done(self, early: bool = False) -> None:
-        """A slot ``next`` gave is free again (``early``: entries wait, cut them now)."""
+    def done(self) -> None:
+        """A slot ``next`` gave is free again."""
         self._out -= 1
         self._slots.release()
-        if early:
-            self.early.set()
+        self._wake.set()
 
 
 class Wal(ABC):

@@ -1,13 +1,14 @@
 """The S3 WAL against an in-memory bucket with injected faults: an entry is confirmed only
 after the PUT holding it succeeded and the writer lease still held, in the order the
-objects were cut (whichever PUT finished first), an object cut at once when no PUT is out
-and as soon as the PUT out returns while entries wait, and a failed PUT gives up its entries and confirms
+objects were cut (whichever PUT finished first), objects cut a gap apart and, while a PUT
+is out, as soon as it returns, and a failed PUT gives up its entries and confirms
 nothing after them."""
 import asyncio
 
 import pytest
 
 from kgate.storage.ledger import LedgerFenced
+from kgate.storage.stores import s3_wal
 from kgate.storage.stores.object_layout import ObjectStoreUnavailable
 from kgate.storage.stores.s3_store import S3LedgerStore
 from tests.unit.memory_bucket import MemoryBucket, payload, settle
@@ -79,30 +80,33 @@ async def test_a_later_object_stored_first_confirms_nothing_of_any_ledger_before
     writer.close()
 
 
-async def test_entries_waiting_while_a_put_is_out_go_as_soon_as_it_returns_not_at_the_next_interval():
+async def test_entries_waiting_while_a_put_is_out_go_as_soon_as_it_returns_not_at_the_next_interval(monkeypatch):
+    monkeypatch.setattr(s3_wal, "GAP_FRACTION", 0)
     bucket = MemoryBucket()
     writer = store(bucket, interval_ms=600_000)
     ledger = writer.create_ledger(7)
     await settle()
     gate = bucket.hold_put(1)
-    ledger.add_entry([payload(7, 0)])  # the first object is cut at once: none was cut before
+    ledger.add_entry([payload(7, 0)])  # no PUT out: the first object is cut at once
     await settle()
     waiting = asyncio.ensure_future(ledger.sync(ledger.add_entry([payload(7, 1)])))
     await settle()
-    assert len(bucket.puts) == 2 and not waiting.done()  # its object waits for the interval or the PUT
+    assert len(bucket.puts) == 2 and not waiting.done()  # its object waits for the PUT out
     gate.set()
     await asyncio.wait_for(waiting, 5)
     assert ledger.last_add_confirmed == 1 and len(bucket.puts) == 3
     writer.close()
 
 
-async def test_with_no_put_out_an_entry_goes_at_once_not_at_the_next_interval():
+async def test_objects_are_cut_a_gap_apart_however_soon_the_last_put_returned(monkeypatch):
+    monkeypatch.setattr(s3_wal, "GAP_FRACTION", 1)
     bucket = MemoryBucket()
     writer = store(bucket, interval_ms=600_000)
     ledger = writer.create_ledger(7)
     await asyncio.wait_for(ledger.sync(ledger.add_entry([payload(7, 0)])), 5)
-    await asyncio.wait_for(ledger.sync(ledger.add_entry([payload(7, 1)])), 5)  # one object cut a moment ago
-    assert ledger.last_add_confirmed == 1 and sum(key.startswith("wal/") for key in bucket.puts) == 2
+    waiting = asyncio.ensure_future(ledger.sync(ledger.add_entry([payload(7, 1)])))
+    await settle()
+    assert sum(key.startswith("wal/") for key in bucket.puts) == 1 and not waiting.done()
     writer.close()
 
 
