@@ -15,14 +15,18 @@ from ..ledger import TailUnreachable
 from .object_layout import wal_key
 from .object_ledger import S3Ledger
 
-# Index pieces are written every this many WAL objects, so a recovery reads at most this
-# many WAL object indexes beyond the pieces (about 5 s of writing at 100 ms).
+# Index pieces are written every this many WAL objects, and no sooner than CHECKPOINT_SECONDS
+# after the last ones: a recovery reads the indexes of at most this many WAL objects beyond
+# the pieces, or of that long's writing (200 at the S3 WAL's 40 objects/s), and an open
+# ledger costs a piece PUT at most every CHECKPOINT_SECONDS however fast objects go.
 CHECKPOINT_OBJECTS = 50
+CHECKPOINT_SECONDS = 5.0
 
 
 class WalObjects:
     """This writer's WAL objects: the key of the next one, and how many (and bytes) were
-    written; every CHECKPOINT_OBJECTS confirmed, ``checkpoint`` writes index pieces."""
+    written; every CHECKPOINT_OBJECTS confirmed (CHECKPOINT_SECONDS apart at least),
+    ``checkpoint`` writes index pieces."""
 
     def __init__(self, writer: str, checkpoint: Callable[[], None]):
         self.writer = writer
@@ -30,6 +34,7 @@ class WalObjects:
         self.bytes = 0
         self._seq = 0
         self._since_checkpoint = 0
+        self._last_checkpoint = -CHECKPOINT_SECONDS
         self._checkpoint = checkpoint
 
     @property
@@ -47,8 +52,10 @@ class WalObjects:
     def confirmed(self) -> None:
         """Count an object whose runs were taken."""
         self._since_checkpoint += 1
-        if self._since_checkpoint >= CHECKPOINT_OBJECTS:
+        now = time.monotonic()
+        if self._since_checkpoint >= CHECKPOINT_OBJECTS and now - self._last_checkpoint >= CHECKPOINT_SECONDS:
             self._since_checkpoint = 0
+            self._last_checkpoint = now
             self._checkpoint()
 
 
