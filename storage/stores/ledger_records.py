@@ -4,9 +4,10 @@ still add to it. Recovery and fencing read and write these records.
 Each WAL object ends with an index of the runs it holds (storage.stores.wal_object); each
 ledger has a *writer record* (written with If-None-Match: * before its first entry can be
 confirmed: which writer, from which WAL object on) and *index pieces* (its runs through one
-WAL object), written in the background every CHECKPOINT_OBJECTS WAL objects and, sealed,
-when it is closed. Another broker with an empty data directory opens a ledger from these
-alone: the pieces, then the indexes of the writer's WAL objects after the last piece.
+WAL object), written in the background every CHECKPOINT_OBJECTS WAL objects (at most every
+CHECKPOINT_SECONDS) and, sealed, when it is closed. Another broker with an empty data
+directory opens a ledger from these alone: the pieces, then the indexes of the writer's
+WAL objects after the last piece.
 
 Fencing. A ledger's recovery keeps the entries from 0 up to the first one it cannot find
 and seals that in a sealed piece. The old writer must not acknowledge anything past it:

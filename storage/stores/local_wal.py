@@ -211,7 +211,7 @@ class LocalWal(Wal):
             await self._cuts.next()
             picked = self._pick()
             if not picked:
-                self._cuts.slots.release()
+                self._cuts.done()
                 continue
             self._cuts.cut()
             if self._behind:
@@ -261,7 +261,7 @@ class LocalWal(Wal):
         except Exception as exc:
             log.warning("upload of %s failed (its entries stay in the local WAL, tried again): %s", key, exc)
         finally:
-            self._cuts.slots.release()
+            self._cuts.done()
         if previous is not None:
             await previous  # runs are taken in the order they were picked
         taken = False

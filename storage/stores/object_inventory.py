@@ -25,9 +25,12 @@ so a reader in the middle of a read rarely has to.
 Referenced but missing: every object a live ledger's current pieces name (its compacted
 piece once there is one, else its index pieces) must be in the bucket. (Runs a writer
 confirmed since its last piece are known only from the WAL objects themselves and that
-writer's memory; a missing one of those shows when the ledger is recovered.)
+writer's memory; a missing one of those shows when the ledger is recovered.) The same
+reading of the pieces finds orphans (storage.stores.orphan_objects): objects live ledgers
+are in but none of them needs.
 """
 import asyncio
+import json
 import logging
 import re
 from collections.abc import Awaitable, Callable
@@ -36,6 +39,8 @@ from dataclasses import dataclass, field
 from ..ledger import CorruptLedger
 from . import wal_object
 from .object_client import ObjectClient
+from .object_layout import piece_seq, writer_key
+from .orphan_objects import ORPHAN_MIN_AGE, Holding, orphans
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +63,7 @@ class Survey:
     unreferenced: list[str] = field(default_factory=list)  # keys no live ledger needs
     missing: list[tuple[str, int]] = field(default_factory=list)  # (key, a live ledger naming it)
     damaged: list[tuple[str, str]] = field(default_factory=list)  # (WAL object key, why its index fails)
+    orphaned: list[str] = field(default_factory=list)  # keys live ledgers are in but none needs
 
 
 def _ledger_records(ages: dict[str, float], live: set[int], survey: Survey) -> dict[int, list[str]]:
@@ -81,7 +87,10 @@ class ObjectInventory:
         # Ledgers in each WAL object's index: objects never change, so each is read once.
         self._ledgers_in: dict[str, frozenset[int]] = {}
 
-    async def survey(self, live_ledgers: LiveLedgers, check_references: bool = False) -> Survey:
+    async def survey(self, live_ledgers: LiveLedgers, check_references: bool = False,
+                     orphan_age: float = ORPHAN_MIN_AGE) -> Survey:
+        """What the bucket holds against ``live_ledgers``; with ``check_references``, also
+        what live ledgers' pieces name but is missing, and orphans older than ``orphan_age``."""
         ages = await self._client.ages("")
         live = await live_ledgers()
         survey = Survey()
@@ -98,12 +107,34 @@ class ObjectInventory:
                 survey.unreferenced.append(key)
         records = _ledger_records(ages, live, survey)
         if check_references:
+            holdings = {}
             for ledger_id in sorted(live & set(records)):
-                current = "/compacted" if ledger_id in compacted else "/index-"
-                for piece in (key for key in records[ledger_id] if current in key):
-                    await self._check_piece(piece, ledger_id, ages, survey)
+                holding = await self._holding(ledger_id, records[ledger_id], ledger_id in compacted, ages, survey)
+                if holding is not None and compacted.get(ledger_id, COMPACTED_GRACE_SECONDS) >= COMPACTED_GRACE_SECONDS:
+                    holdings[ledger_id] = holding
             survey.missing = sorted(set(survey.missing))
+            survey.orphaned = orphans(ages, self._ledgers_in, needing, holdings, orphan_age)
         return survey
+
+    async def _holding(self, ledger_id: int, keys: list[str], compacted: bool, ages: dict[str, float],
+                       survey: Survey) -> Holding | None:
+        """What the ledger's current pieces name and where its writer may have gone on;
+        None when a piece could not be read (then it counts as needing everything)."""
+        holding = Holding(sealed=compacted)
+        pieces = [key for key in keys if ("/compacted" if compacted else "/index-") in key]
+        for piece in pieces:
+            named = await self._check_piece(piece, ledger_id, ages, survey)
+            if named is None:
+                return None
+            holding.named |= named
+            holding.sealed |= piece.endswith(".sealed")
+        if not holding.sealed:
+            record = await self._client.get(writer_key(ledger_id))
+            if record is not None:
+                writer = json.loads(record)
+                holding.writer = writer["writer"]
+                holding.covered = max((piece_seq(key) for key in pieces), default=writer["first_seq"] - 1)
+        return holding
 
     async def _read_indexes(self, keys: list[str], survey: Survey) -> None:
         slots = asyncio.Semaphore(INDEX_READS_IN_FLIGHT)
@@ -121,18 +152,21 @@ class ObjectInventory:
 
         await asyncio.gather(*(read(key) for key in keys))
 
-    async def _check_piece(self, piece: str, ledger_id: int, ages: dict[str, float], survey: Survey) -> None:
+    async def _check_piece(self, piece: str, ledger_id: int, ages: dict[str, float],
+                           survey: Survey) -> set[str] | None:
+        """The objects the piece names (those not in the bucket are missing); None if it is
+        damaged or gone since the listing (the ledger was compacted or deleted meanwhile)."""
         data = await self._client.get(piece)
         if data is None:
-            return  # the ledger was deleted since the listing
+            return None
         try:
             runs = wal_object.read_index_piece(data, piece)
         except CorruptLedger as exc:
             survey.damaged.append((piece, str(exc)))
-            return
-        for key in sorted({key for key, _run in runs}):
-            if key not in ages:
-                survey.missing.append((key, ledger_id))
+            return None
+        named = {key for key, _run in runs}
+        survey.missing.extend((key, ledger_id) for key in sorted(named) if key not in ages)
+        return named
 
     def forget(self, keys: list[str]) -> None:
         for key in keys:

@@ -15,14 +15,18 @@ from ..ledger import TailUnreachable
 from .object_layout import wal_key
 from .object_ledger import S3Ledger
 
-# Index pieces are written every this many WAL objects, so a recovery reads at most this
-# many WAL object indexes beyond the pieces (about 5 s of writing at 100 ms).
+# Index pieces are written every this many WAL objects, and no sooner than CHECKPOINT_SECONDS
+# after the last ones: a recovery reads the indexes of at most this many WAL objects beyond
+# the pieces, or of that long's writing (200 at the S3 WAL's 40 objects/s), and an open
+# ledger costs a piece PUT at most every CHECKPOINT_SECONDS however fast objects go.
 CHECKPOINT_OBJECTS = 50
+CHECKPOINT_SECONDS = 5.0
 
 
 class WalObjects:
     """This writer's WAL objects: the key of the next one, and how many (and bytes) were
-    written; every CHECKPOINT_OBJECTS confirmed, ``checkpoint`` writes index pieces."""
+    written; every CHECKPOINT_OBJECTS confirmed (CHECKPOINT_SECONDS apart at least),
+    ``checkpoint`` writes index pieces."""
 
     def __init__(self, writer: str, checkpoint: Callable[[], None]):
         self.writer = writer
@@ -30,6 +34,7 @@ class WalObjects:
         self.bytes = 0
         self._seq = 0
         self._since_checkpoint = 0
+        self._last_checkpoint = -CHECKPOINT_SECONDS
         self._checkpoint = checkpoint
 
     @property
@@ -47,38 +52,65 @@ class WalObjects:
     def confirmed(self) -> None:
         """Count an object whose runs were taken."""
         self._since_checkpoint += 1
-        if self._since_checkpoint >= CHECKPOINT_OBJECTS:
+        now = time.monotonic()
+        if self._since_checkpoint >= CHECKPOINT_OBJECTS and now - self._last_checkpoint >= CHECKPOINT_SECONDS:
             self._since_checkpoint = 0
+            self._last_checkpoint = now
             self._checkpoint()
 
 
 class ObjectCuts:
     """When a WAL cuts its next object: once ``kick``ed, no sooner than a commit interval
-    after the last cut (or at once when ``full``), and with one of ``slots`` PUT slots free
-    (its upload releases it)."""
+    after the last cut, or at once once ``fill``ed (a full object's worth waits); and with
+    one of ``slots`` PUT slots free (``done`` gives it back).
 
-    def __init__(self, interval: float, slots: int):
+    With a ``gap`` (the S3 WAL, whose acknowledgements wait for its PUTs) the interval
+    applies only while a PUT is out: entries wait for it to return, then go as soon as a
+    gap has passed since the last cut; a PUT still out an interval after the last cut has
+    the entries behind it stored beside it. Under a steady load an entry so waits for its
+    object about one PUT (or the gap, whichever is longer) instead of up to an interval,
+    and the PUT rate stays at most one per gap."""
+
+    def __init__(self, interval: float, slots: int, gap: float | None = None):
         self.kick = asyncio.Event()
-        self.full = asyncio.Event()
-        self.slots = asyncio.Semaphore(slots)
+        self._wake = asyncio.Event()
+        self._full = False
+        self._slots = asyncio.Semaphore(slots)
         self._interval = interval
+        self._gap = gap
+        self._out = 0
         self._last = 0.0
 
     async def next(self) -> None:
         """Return when the next object may be cut, holding a PUT slot."""
         await self.kick.wait()
         self.kick.clear()
-        delay = self._last + self._interval - time.monotonic()
-        if delay > 0 and not self.full.is_set():
+        while not self._full:
+            wait = self._interval if self._out or self._gap is None else self._gap
+            delay = self._last + wait - time.monotonic()
+            if delay <= 0:
+                break
+            self._wake.clear()
             try:
-                await asyncio.wait_for(self.full.wait(), delay)
+                await asyncio.wait_for(self._wake.wait(), delay)  # filled, or a PUT returned
             except TimeoutError:
-                pass
-        self.full.clear()
-        await self.slots.acquire()
+                break
+        await self._slots.acquire()
+        self._out += 1
+        self._full = False  # what filled it is in the object about to be cut
+
+    def fill(self) -> None:
+        self._full = True
+        self._wake.set()
 
     def cut(self) -> None:
         self._last = time.monotonic()
+
+    def done(self) -> None:
+        """A slot ``next`` gave is free again."""
+        self._out -= 1
+        self._slots.release()
+        self._wake.set()
 
 
 class Wal(ABC):

@@ -1,6 +1,7 @@
 """Nothing leaks from object storage: WAL objects whose ledgers are all gone (retention, topic
-deletion) are deleted by the broker, and ``kgate storage check`` agrees with the bucket.
-A real broker on a real SeaweedFS, driven by confluent-kafka."""
+deletion) are deleted by the broker, and ``kgate storage check`` agrees with the bucket and
+collects the orphans a crash leaves. A real broker on a real SeaweedFS, driven by
+confluent-kafka."""
 import asyncio
 import subprocess
 import sys
@@ -11,6 +12,7 @@ from confluent_kafka.admin import AdminClient
 
 from kgate.storage.stores.bucket_location import BucketLocation
 from kgate.storage.stores.object_client import ObjectClient
+from tests.support import records as R
 from tests.support.clients import ConfluentClient, create_topic
 from tests.support.member_process import wait_for
 
@@ -21,9 +23,9 @@ def wal_objects(bucket_url: str) -> list[str]:
     return asyncio.run(ObjectClient(BucketLocation.parse(bucket_url)).keys("wal/"))
 
 
-def storage_check(bucket_url: str, data_dir: str) -> subprocess.CompletedProcess:
+def storage_check(bucket_url: str, data_dir: str, *options: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "kgate", "storage", "check", "--storage", bucket_url,
-                           "--data-dir", data_dir], capture_output=True, text=True, timeout=60)
+                           "--data-dir", data_dir, *options], capture_output=True, text=True, timeout=60)
 
 
 def produce_rounds(bootstrap: str, topic: str, rounds: int) -> None:
@@ -66,3 +68,45 @@ def test_retention_and_topic_deletion_delete_wal_objects_and_storage_check_finds
     damaged = storage_check(bucket_url, broker.data_dir)
     assert damaged.returncode == 1, damaged.stdout + damaged.stderr
     assert [line.split()[:2] for line in damaged.stdout.splitlines()] == [["missing", first]]
+
+
+def test_storage_check_collects_the_orphans_of_a_crashed_compaction_and_a_fenced_writer_and_nothing_live(
+        broker_factory, bucket_url):
+    broker = broker_factory(**{"kgate.storage": bucket_url, "kgate.s3.wal.commit.interval.ms": 20,
+                               "kgate.s3.compaction.interval.ms": 3_600_000})
+    create_topic(broker.bootstrap, "rolled", 1, {"segment.bytes": "14"})
+    create_topic(broker.bootstrap, "open", 2)
+    produce_rounds(broker.bootstrap, "rolled", 3)  # sealed ledgers, each named by its sealed piece
+    ConfluentClient.produce(broker.bootstrap, "open", 200)  # open ledgers: their WAL objects named by no piece yet
+    bucket = ObjectClient(BucketLocation.parse(bucket_url))
+    live = set(asyncio.run(bucket.keys("")))
+    clean = storage_check(bucket_url, broker.data_dir, "--min-age", "0")
+    assert clean.returncode == 0, clean.stdout + clean.stderr  # nothing live counts as an orphan
+
+    # What a compaction that crashed before its piece leaves under a sealed ledger, and what a
+    # writer fenced after its PUT leaves: a WAL object of its own holding live ledgers' runs.
+    sealed = sorted(key for key in live if key.endswith(".sealed"))[0]
+    some_wal_object = sorted(key for key in live if key.startswith("wal/"))[0]
+    copy = asyncio.run(bucket.get(some_wal_object))
+    crashed = sealed.rsplit("/", 1)[0] + "/data-00000000000000000000-00000000000000000000-0-9"
+    fenced = "wal/0-999999/00000000000000000000"
+    for key in (crashed, fenced):
+        asyncio.run(bucket.put(key, copy))
+
+    young = storage_check(bucket_url, broker.data_dir)  # not yet past the safety age: kept
+    assert young.returncode == 0, young.stdout + young.stderr
+    found = storage_check(bucket_url, broker.data_dir, "--min-age", "0")
+    assert found.returncode == 1, found.stdout + found.stderr
+    assert sorted(line.split() for line in found.stdout.splitlines()) == [["orphaned", crashed],
+                                                                          ["orphaned", fenced]]
+    collected = storage_check(bucket_url, broker.data_dir, "--min-age", "0", "--collect")
+    assert collected.returncode == 0 and "2 collected" in collected.stderr, collected.stdout + collected.stderr
+    after = set(asyncio.run(bucket.keys("")))
+    assert live <= after and not {crashed, fenced} & after
+
+    broker.stop()
+    broker.restart()  # caches empty: every record read back from the bucket
+    assert [r.value for r in ConfluentClient.consume(broker.bootstrap, "rolled", 1, 3)] == \
+        [f"round {i}".encode() for i in range(3)]
+    assert sorted(r.value for r in ConfluentClient.consume(broker.bootstrap, "open", 2, 200)) == \
+        sorted(R.value(i, 100) for i in range(200))

@@ -123,7 +123,7 @@ async def test_a_sealed_ledger_whose_objects_are_gone_is_corrupt(location):
         await store(location).open_ledger(99, 3)
 
 
-async def test_puts_are_bounded_by_the_commit_interval_not_the_number_of_ledgers(location):
+async def test_wal_puts_follow_the_load_not_the_number_of_ledgers(location):
     writer = store(location, interval_ms=200)
     ledgers = [writer.create_ledger(100 + i) for i in range(40)]
     await asyncio.gather(*(write(ledger, 0, 5) for ledger in ledgers))

@@ -80,6 +80,17 @@ async def test_checkpoints_write_index_pieces_every_checkpoint_objects(monkeypat
     assert recovered.last_add_confirmed == 3
 
 
+async def test_checkpoints_are_checkpoint_seconds_apart_however_fast_objects_go(monkeypatch):
+    monkeypatch.setattr(wal_seam, "CHECKPOINT_OBJECTS", 2)
+    monkeypatch.setattr(wal_seam, "CHECKPOINT_SECONDS", 600.0)
+    bucket = MemoryBucket()
+    await written(bucket, 8)
+    await asyncio.sleep(0)
+    assert len([key for key in bucket.objects if "/index-" in key]) == 1  # the first, none 600 s after
+    recovered = await store(bucket, "w2").open_ledger(LEDGER, None)
+    assert recovered.last_add_confirmed == 7
+
+
 async def test_metadata_naming_more_entries_than_the_bucket_holds_is_damage():
     bucket = MemoryBucket()
     await written(bucket, 2, close=True)

@@ -1,18 +1,21 @@
 """The S3 WAL against an in-memory bucket with injected faults: an entry is confirmed only
 after the PUT holding it succeeded and the writer lease still held, in the order the
-objects were cut, and a failed PUT gives up its entries and confirms nothing after them."""
+objects were cut (whichever PUT finished first), objects cut a gap apart and, while a PUT
+is out, as soon as it returns, and a failed PUT gives up its entries and confirms
+nothing after them."""
 import asyncio
 
 import pytest
 
 from kgate.storage.ledger import LedgerFenced
+from kgate.storage.stores import s3_wal
 from kgate.storage.stores.object_layout import ObjectStoreUnavailable
 from kgate.storage.stores.s3_store import S3LedgerStore
 from tests.unit.memory_bucket import MemoryBucket, payload, settle
 
 
-def store(bucket: MemoryBucket, writer: str = "w1", lease=None) -> S3LedgerStore:
-    return S3LedgerStore(bucket, writer, lease, commit_interval_ms=0)  # type: ignore[arg-type]
+def store(bucket: MemoryBucket, writer: str = "w1", lease=None, interval_ms: int = 0) -> S3LedgerStore:
+    return S3LedgerStore(bucket, writer, lease, commit_interval_ms=interval_ms)  # type: ignore[arg-type]
 
 
 async def test_an_entry_is_confirmed_once_its_put_succeeded_and_a_fresh_store_reads_it_back():
@@ -52,6 +55,58 @@ async def test_a_slow_put_holds_back_the_confirmation_of_later_objects():
     gate.set()
     await asyncio.wait_for(later, 5)
     assert ledger.last_add_confirmed == second and first == 0
+    writer.close()
+
+
+async def test_a_later_object_stored_first_confirms_nothing_of_any_ledger_before_the_earlier_one():
+    bucket = MemoryBucket()
+    writer = store(bucket)
+    first, second = writer.create_ledger(7), writer.create_ledger(8)
+    await settle()  # the writer records are PUTs 0 and 1
+    gate = bucket.hold_put(2)
+    held = first.add_entry([payload(7, 0)])
+    await settle()  # the first object's PUT started and waits
+    entry = second.add_entry([payload(8, 0)])
+    later = asyncio.ensure_future(second.sync(entry))
+    for _ in range(50):  # until the second object is stored (its PUT is not held)
+        if bucket.puts[3:] and bucket.puts[3] in bucket.objects:
+            break
+        await asyncio.sleep(0)
+    assert bucket.puts[3] in bucket.objects and bucket.puts[2] not in bucket.objects
+    assert second.last_add_confirmed == -1 and not later.done()
+    gate.set()
+    await asyncio.wait_for(later, 5)
+    assert (first.last_add_confirmed, second.last_add_confirmed) == (held, entry)
+    writer.close()
+
+
+async def test_entries_waiting_while_a_put_is_out_go_as_soon_as_it_returns_not_at_the_next_interval(monkeypatch):
+    monkeypatch.setattr(s3_wal, "GAP_FRACTION", 0)
+    bucket = MemoryBucket()
+    writer = store(bucket, interval_ms=600_000)
+    ledger = writer.create_ledger(7)
+    await settle()
+    gate = bucket.hold_put(1)
+    ledger.add_entry([payload(7, 0)])  # no PUT out: the first object is cut at once
+    await settle()
+    waiting = asyncio.ensure_future(ledger.sync(ledger.add_entry([payload(7, 1)])))
+    await settle()
+    assert len(bucket.puts) == 2 and not waiting.done()  # its object waits for the PUT out
+    gate.set()
+    await asyncio.wait_for(waiting, 5)
+    assert ledger.last_add_confirmed == 1 and len(bucket.puts) == 3
+    writer.close()
+
+
+async def test_objects_are_cut_a_gap_apart_however_soon_the_last_put_returned(monkeypatch):
+    monkeypatch.setattr(s3_wal, "GAP_FRACTION", 1)
+    bucket = MemoryBucket()
+    writer = store(bucket, interval_ms=600_000)
+    ledger = writer.create_ledger(7)
+    await asyncio.wait_for(ledger.sync(ledger.add_entry([payload(7, 0)])), 5)
+    waiting = asyncio.ensure_future(ledger.sync(ledger.add_entry([payload(7, 1)])))
+    await settle()
+    assert sum(key.startswith("wal/") for key in bucket.puts) == 1 and not waiting.done()
     writer.close()
 
 

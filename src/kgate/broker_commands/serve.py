@@ -34,8 +34,8 @@ def add_parser(commands) -> None:
                           "default file:<data-dir>/ledgers); S3 credentials come from the AWS environment")
     run.add_argument("--wal", metavar="s3|file:DIR",
                      help="with s3:// storage, where entries are durable before they are acknowledged (kgate.wal; "
-                          "default s3: one object per kgate.s3.wal.commit.interval.ms, no local disk; file:DIR: "
-                          "fsync'd in DIR, uploaded in the background)")
+                          "default s3: in WAL objects, at most a PUT per quarter commit interval, no local disk; "
+                          "file:DIR: fsync'd in DIR, uploaded in the background)")
     run.add_argument("--broker-id", metavar="N", help="this broker's id (broker.id; default derived once, then kept)")
     run.add_argument("--advertise", metavar="HOST:PORT",
                      help="the address clients are told to use (advertised.listeners)")
