@@ -100,13 +100,13 @@ BROKER_SETTINGS: dict[str, tuple[object, tuple]] = {
     # s3://BUCKET/PREFIX?endpoint=URL&region=REGION, object storage (storage/stores/s3_store.py).
     "kgate.storage": ("", ("must be file:DIR, s3://BUCKET/PREFIX?endpoint=URL&region=REGION or empty",
                            lambda v: v == "" or (v.startswith("file:") and len(v) > 5) or _is_bucket(v))),
-    # Where the object store's acknowledged entries are first made durable: "s3", one WAL
-    # object per commit interval (no local disk), or file:DIR, a local fsync'd log uploaded
+    # Where the object store's acknowledged entries are first made durable: "s3", WAL objects
+    # in the bucket (no local disk; storage/stores/s3_wal.py), or file:DIR, a local fsync'd log uploaded
     # in the background (storage/stores/local_wal.py). Only used with s3:// storage.
     "kgate.wal": ("s3", ("must be s3 or file:DIR",
                          lambda v: v == "s3" or (v.startswith("file:") and len(v) > 5))),
-    # How long the S3 WAL gathers entries for one object: its PUT rate per broker is at most
-    # 1000 / this, whatever the partition count; acks wait up to this plus one PUT.
+    # The S3 WAL's pace (storage/stores/wal_seam.py, ObjectCuts): objects at least a quarter of
+    # this apart, so at most 4 PUTs per interval per broker whatever the partition count.
     "kgate.s3.wal.commit.interval.ms": (100, _POSITIVE),
     # Memory for ledger bytes read from or just written to objects (half for each).
     "kgate.s3.cache.bytes": (256 * 1024 * 1024, _POSITIVE),

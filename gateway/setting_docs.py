@@ -38,12 +38,14 @@ SETTING_DOCS: dict[str, SettingDoc] = {
                             "every broker of the cluster reaches) or "
                             "`s3://BUCKET/PREFIX?endpoint=URL&region=REGION` (object storage). Also `--storage`.",
                             "log.dirs"),
-    "kgate.wal": _kgate("With `s3://` storage, where acknowledged entries are first made durable: `s3` (one WAL "
-                        "object per commit interval, no local disk) or `file:DIR` (a local fsync'd log uploaded in "
+    "kgate.wal": _kgate("With `s3://` storage, where acknowledged entries are first made durable: `s3` (WAL "
+                        "objects in the bucket, no local disk) or `file:DIR` (a local fsync'd log uploaded in "
                         "the background). Also `--wal`."),
-    "kgate.s3.wal.commit.interval.ms": _kgate("How long the S3 WAL gathers entries for one object: its PUT rate per "
-                                              "broker is at most 1000 / this, whatever the partition count; acks "
-                                              "wait up to this plus one PUT."),
+    "kgate.s3.wal.commit.interval.ms": _kgate("The S3 WAL's pace: objects are cut at least a quarter of this apart "
+                                              "(at most 4 PUTs per interval per broker, whatever the partition "
+                                              "count); entries wait for a PUT still out unless it is out this long "
+                                              "after the last cut. Acks wait about a quarter of this, or one PUT, "
+                                              "plus a PUT."),
     "kgate.s3.cache.bytes": _kgate("Memory for ledger bytes read from or just written to objects (half for each "
                                    "pool), so a cold reader cannot push the tail out."),
     "kgate.s3.gc.interval.ms": _kgate("How often the object store deletes WAL objects none of whose ledgers is live "
