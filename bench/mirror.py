@@ -1,6 +1,7 @@
-"""kgate mirror: replication throughput beside a plain producer, and end-to-end lag at a fixed rate.
+"""kgate mirror beside MirrorMaker 2: replication throughput beside a plain producer, and
+end-to-end lag at a fixed rate.
 
-    .venv/bin/python -m bench.mirror [--runs 3] [--records 50000] [--lag-seconds 10] [--rate-mb-s 20]
+    .venv/bin/python -m bench.mirror [--runs 3] [--records 50000] [--lag-seconds 10] [--rate-mb-s 20] [--no-mm2]
 
 Each run starts one ZooKeeper (the mirror's state) and two kgate brokers (dc1, dc2; temporary
 data directories, stopped by PID), then:
@@ -12,7 +13,11 @@ data directories, stopped by PID), then:
   to the last one's (``setup_s``: from the route's creation to that first arrival: target
   topic creation, assignment, the worker's clients connecting);
 - lag: a producer paced at ``--rate-mb-s`` into dc1 for ``--lag-seconds`` with values
-  stamped with their send time, a consumer on dc2's copy: p50/p99 from send to arrival.
+  stamped with their send time, a consumer on dc2's copy: p50/p99 from send to arrival;
+- the same copy and lag through MirrorMaker 2 (connect-mirror, dedicated mode, the JVM
+  options ``bin/connect-mirror-maker.sh`` gives it; installed by scripts/setup-ecosystem)
+  on its own topics of the same two brokers, after kgate mirror's worker has stopped:
+  ``mm2_*`` figures, and ``kgate_vs_mm2``, kgate mirror's copy rate over MM2's, run by run.
 
 Prints medians over the runs with min and max, and the mirror/baseline ratio taken run by run;
 ``worker_cpu_us_per_record`` is the worker process's CPU (user + system) over the copy, per
@@ -27,6 +32,7 @@ import tempfile
 import threading
 import time
 import uuid
+from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -34,10 +40,17 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from bench.run_figures import print_runs
 from tests.support.broker_process import BrokerProcess
 from tests.support.mirror import MirrorWorker, mirror_command, write_config
+from tests.support.mirror_maker import SOURCE, TARGET, MirrorMaker
 from tests.support.zookeeper import ZooKeeperServer, free_ports
 
 VALUE = 1024
 PARTITIONS = 8
+# MirrorMaker 2's JVM as bin/connect-mirror-maker.sh starts it (its heap, kafka-run-class.sh's GC options).
+MM2_JVM = ["-Xms256m", "-Xmx2g", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+           "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent", "-Djava.awt.headless=true"]
+# New topics found within a second, as kgate mirror finds a route's topics at once.
+MM2_SETTINGS = {"refresh.topics.interval.seconds": "1", "sync.topic.configs.enabled": "false",
+                "sync.topic.acls.enabled": "false", "emit.checkpoints.enabled": "false"}
 
 
 def create(bootstrap: str, topic: str) -> None:
@@ -122,6 +135,45 @@ def lag_percentiles(bootstrap: str, topic: str, count: int, timeout: float) -> t
     return lags[len(lags) // 2], lags[min(len(lags) - 1, int(len(lags) * 0.99))]
 
 
+def lag_run(dc1: str, dc2: str, source: str, copy: str, args, copying) -> tuple[float, float]:
+    """The lag of a copy at ``--rate-mb-s``: one stamped record first, waited for on the copy (the
+    copier has the topic), then the paced ones; the first's lag is one of about 200,000."""
+    count = int(args.rate_mb_s * 1e6 / VALUE * args.lag_seconds)
+    produce(dc1, source, 1)
+    copying()
+    wait_total(dc2, copy, 1, 120)
+    reader = {}
+    thread = threading.Thread(target=lambda: reader.update(
+        p=lag_percentiles(dc2, copy, count + 1, args.lag_seconds + 60)))
+    thread.start()
+    produce(dc1, source, count, rate_bytes_s=args.rate_mb_s * 1e6)
+    thread.join()
+    return reader["p"]
+
+
+def mm2_run(base: str, dc1: str, dc2: str, run_id: str, args) -> dict:
+    """MirrorMaker 2 copying ``--records`` already on dc1, then the paced lag run, on topics of its own."""
+    source_topic, lag_topic = f"mm2-copied-{run_id}", f"mm2-lagged-{run_id}"
+    create(dc1, source_topic)
+    create(dc1, lag_topic)
+    produce(dc1, source_topic, args.records)
+    mirror_maker = MirrorMaker(Path(base) / "mm2", dc1, dc2, {
+        **MM2_SETTINGS, f"{SOURCE}->{TARGET}.topics": f"{source_topic},{lag_topic}"}, jvm=MM2_JVM)
+    started_at = time.perf_counter()
+    mirror_maker.start()
+    try:
+        copy = f"{SOURCE}.{source_topic}"  # DefaultReplicationPolicy: <source alias>.<topic>
+        started = wait_total(dc2, copy, 1, 180)
+        cpu_started = cpu_seconds(mirror_maker.process.pid)
+        finished = wait_total(dc2, copy, args.records, 600)
+        cpu_used = cpu_seconds(mirror_maker.process.pid) - cpu_started
+        p50, p99 = lag_run(dc1, dc2, lag_topic, f"{SOURCE}.{lag_topic}", args, lambda: None)
+    finally:
+        mirror_maker.stop()
+    return {"mm2_mb_s": args.records * VALUE / (finished - started) / 1e6, "mm2_setup_s": started - started_at,
+            "mm2_cpu_us_per_record": cpu_used / args.records * 1e6, "mm2_lag_p50_s": p50, "mm2_lag_p99_s": p99}
+
+
 def one_run(base: str, args) -> dict:
     zookeeper = ZooKeeperServer(os.path.join(base, "zk"), free_ports(1)[0]).start().wait_serving()
     brokers = {alias: BrokerProcess(os.path.join(base, alias)).start() for alias in ("dc1", "dc2")}
@@ -146,17 +198,18 @@ def one_run(base: str, args) -> dict:
         cpu_used = cpu_seconds(worker.process.pid) - cpu_started
         mirrored = args.records * VALUE / (finished - started) / 1e6
         create(dc1, lag_topic)
-        count = int(args.rate_mb_s * 1e6 / VALUE * args.lag_seconds)
-        wait_assigned(config, lag_topic, 60)
-        reader = {}
-        thread = threading.Thread(target=lambda: reader.update(
-            p=lag_percentiles(dc2, f"dc1.{lag_topic}", count, args.lag_seconds + 60)))
-        thread.start()
-        produce(dc1, lag_topic, count, rate_bytes_s=args.rate_mb_s * 1e6)
-        thread.join()
-        return {"baseline_mb_s": baseline, "mirror_mb_s": mirrored, "ratio": mirrored / baseline,
-                "setup_s": started - routed, "worker_cpu_us_per_record": cpu_used / args.records * 1e6,
-                "lag_p50_s": reader["p"][0], "lag_p99_s": reader["p"][1]}
+        p50, p99 = lag_run(dc1, dc2, lag_topic, f"dc1.{lag_topic}", args,
+                           lambda: wait_assigned(config, lag_topic, 60))
+        figures = {"baseline_mb_s": baseline, "mirror_mb_s": mirrored, "ratio": mirrored / baseline,
+                   "setup_s": started - routed, "worker_cpu_us_per_record": cpu_used / args.records * 1e6,
+                   "lag_p50_s": p50, "lag_p99_s": p99}
+        worker.stop()
+        worker = None
+        if args.mm2:
+            figures |= mm2_run(base, dc1, dc2, run_id, args)
+            figures |= {"mm2_ratio": figures["mm2_mb_s"] / baseline,
+                        "kgate_vs_mm2": figures["mirror_mb_s"] / figures["mm2_mb_s"]}
+        return figures
     finally:
         if worker is not None:
             worker.stop()
@@ -171,6 +224,8 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=50_000)
     parser.add_argument("--lag-seconds", type=float, default=10.0)
     parser.add_argument("--rate-mb-s", type=float, default=20.0)
+    parser.add_argument("--no-mm2", dest="mm2", action="store_false",
+                        help="leave MirrorMaker 2 out (it needs scripts/setup-ecosystem)")
     args = parser.parse_args()
     runs = []
     for number in range(args.runs):

@@ -19,10 +19,13 @@ JVM = ["-Xms128m", "-Xmx512m", "-XX:+UseSerialGC", "-Djava.awt.headless=true",
 class JavaApplication:
     """``main`` on ``classpath``, given ``directory/<name>.properties`` written from ``settings``."""
 
-    def __init__(self, directory: Path, name: str, classpath: str, main: str, settings: dict):
+    def __init__(self, directory: Path, name: str, classpath: str, main: str, settings: dict,
+                 jvm: list[str] | None = None):
+        """``jvm``: the JVM's options, JVM's small test ones by default."""
         self.directory = directory
         self.name, self.classpath, self.main = name, classpath, main
         self.settings = settings
+        self.jvm = JVM if jvm is None else jvm
         self.log_path = directory / f"{name}.log"
         self.process: subprocess.Popen | None = None
 
@@ -30,7 +33,7 @@ class JavaApplication:
         self.directory.mkdir(parents=True, exist_ok=True)
         config = self.directory / f"{self.name}.properties"
         config.write_text("".join(f"{key}={value}\n" for key, value in self.settings.items()))
-        command = ["java", *JVM, "-cp", self.classpath, self.main, str(config)]
+        command = ["java", *self.jvm, "-cp", self.classpath, self.main, str(config)]
         with open(self.log_path, "ab") as log:
             self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         return self

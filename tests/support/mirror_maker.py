@@ -15,7 +15,7 @@ SOURCE, TARGET = "source", "target"
 class MirrorMaker(JavaApplication):
     """MM2 replicating ``source`` to ``target``; ``settings`` add to or override the mm2.properties."""
 
-    def __init__(self, directory: Path, source: str, target: str, settings: dict):
+    def __init__(self, directory: Path, source: str, target: str, settings: dict, jvm: list[str] | None = None):
         super().__init__(directory, "mm2", str(LIB / "*"), "org.apache.kafka.connect.mirror.MirrorMaker", {
             "clusters": f"{SOURCE}, {TARGET}",
             f"{SOURCE}.bootstrap.servers": source,
@@ -29,7 +29,7 @@ class MirrorMaker(JavaApplication):
                 "status.storage", "config.storage")},
             "replication.factor": "1",
             **settings,
-        })
+        }, jvm)
 
     def start(self) -> "MirrorMaker":
         if not LIB.is_dir():
