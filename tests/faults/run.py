@@ -11,6 +11,7 @@ with the smallest counterexample of each), 2 when the run itself could not be ma
 """
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -70,6 +71,18 @@ def _wait(process: subprocess.Popen, timeout: float, mode: str, directory: str) 
     return code
 
 
+def _dump_stacks(cluster) -> None:
+    """Every live kgate broker's threads, as they stand at the end, into its directory
+    (``stacks.txt``): where a broker that stopped making progress is stuck (py-spy, from
+    scripts/setup-bench; without it, nothing)."""
+    spy = shutil.which("py-spy", path=os.path.dirname(sys.executable))
+    for broker in cluster.brokers if spy and isinstance(cluster, FaultCluster) else ():
+        if broker.alive():
+            with open(os.path.join(broker.data_dir, "stacks.txt"), "wb") as out:
+                subprocess.run([spy, "dump", "--pid", str(broker.process.pid)], stdout=out,
+                               stderr=subprocess.STDOUT, timeout=60, check=False)
+
+
 def run(seconds: float, seed: int, directory: str, kinds: tuple[str, ...] | None = None, log=print,
         target: str = "kgate") -> Outcome:
     make, possible = TARGETS[target]
@@ -99,6 +112,7 @@ def run(seconds: float, seed: int, directory: str, kinds: tuple[str, ...] | None
                     blocked = next((line.strip() for line in lines if line.startswith("still blocked")), "blocked")
             _wait(_workload(cluster, "drain", directory), 600, "drain", directory)
         finally:
+            _dump_stacks(cluster)
             cluster.stop()
     with open(os.path.join(directory, "history.jsonl")) as lines:
         report = check(list(history.read(lines)))
