@@ -22,10 +22,10 @@ from confluent_kafka import Consumer, ConsumerGroupType
 from confluent_kafka.admin import AdminClient
 
 from conformance.kafka_broker import LIB as LIB_KAFKA
-from conformance.kafka_broker import KafkaBroker
 from tests.support import records as R
-from tests.support.broker_process import BrokerProcess, terminate
+from tests.support.broker_process import terminate
 from tests.support.clients import ConfluentClient, create_topic
+from tests.support.kafka_reference import broker_under_test
 from tests.support.member_process import wait_for
 
 pytestmark = pytest.mark.xdist_group("migration")
@@ -44,17 +44,7 @@ STEP_S = 60  # the bound on each wait (a rebalance of three members takes second
 @pytest.fixture(scope="module", params=["kgate", "kafka"])
 def broker(request, tmp_path_factory):
     """kgate, and Kafka 4.4 as the control: the same scenario must pass on both."""
-    if request.param == "kafka":
-        if not LIB_KAFKA.is_dir():
-            pytest.fail("Apache Kafka is not installed: run scripts/setup-kafka")
-        kafka = KafkaBroker(str(tmp_path_factory.mktemp("kafka-migration")),
-                            {k: str(v) for k, v in SHORT.items()}).start()
-        yield kafka
-        kafka.stop()
-        return
-    started = BrokerProcess(str(tmp_path_factory.mktemp("kgate-migration")), SETTINGS).start()
-    yield started
-    terminate(started.process, 10)
+    yield from broker_under_test(request.param, tmp_path_factory, "migration", SETTINGS, SHORT)
 
 
 class Ownership:

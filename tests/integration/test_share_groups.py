@@ -17,11 +17,10 @@ import uuid
 import pytest
 from kafka.protocol.admin import DeleteGroupsRequest
 
-from conformance.kafka_broker import LIB as LIB_KAFKA
-from conformance.kafka_broker import KafkaBroker
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.messages import ShareGroupDescribeRequest
-from tests.support.broker_process import BrokerProcess, terminate
+from tests.support.broker_process import terminate
+from tests.support.kafka_reference import broker_under_test
 from tests.support.wire import Wire
 
 pytestmark = pytest.mark.xdist_group("share")
@@ -54,16 +53,7 @@ def driver(tmp_path_factory) -> list[str]:
 @pytest.fixture(scope="module", params=["kgate", "kafka"])
 def broker(request, tmp_path_factory):
     """kgate, and Kafka 4.4 as the control: the same scenario must pass on both."""
-    if request.param == "kafka":
-        if not LIB_KAFKA.is_dir():
-            pytest.fail("Apache Kafka is not installed: run scripts/setup-kafka")
-        kafka = KafkaBroker(str(tmp_path_factory.mktemp("kafka-share")), {k: str(v) for k, v in SHORT.items()}).start()
-        yield kafka
-        kafka.stop()
-        return
-    started = BrokerProcess(str(tmp_path_factory.mktemp("kgate-share")), SETTINGS).start()
-    yield started
-    terminate(started.process, 10)
+    yield from broker_under_test(request.param, tmp_path_factory, "share", SETTINGS, SHORT)
 
 
 class Member:

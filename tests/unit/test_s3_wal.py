@@ -36,6 +36,15 @@ async def test_an_entry_is_confirmed_once_its_put_succeeded_and_a_fresh_store_re
     assert [bytes(e) for e in await reopened.read_range(0, 0)] == [payload(7, 0)]
 
 
+async def turns_until(condition, turns: int = 50) -> None:
+    """Let the event loop run until ``condition`` holds, for at most ``turns`` turns (the test's
+    asserts say whether it came)."""
+    for _ in range(turns):
+        if condition():
+            return
+        await asyncio.sleep(0)
+
+
 async def test_a_slow_put_holds_back_the_confirmation_of_later_objects():
     bucket = MemoryBucket()
     writer = store(bucket)
@@ -46,10 +55,7 @@ async def test_a_slow_put_holds_back_the_confirmation_of_later_objects():
     await settle()  # the first object's PUT started and waits
     second = ledger.add_entry([payload(7, 1)])
     later = asyncio.ensure_future(ledger.sync(second))
-    for _ in range(50):  # until the second object is stored (its PUT is not held)
-        if len(bucket.objects) == 2:
-            break
-        await asyncio.sleep(0)
+    await turns_until(lambda: len(bucket.objects) == 2)  # the second object stored (its PUT is not held)
     assert len(bucket.objects) == 2 and bucket.puts[2].startswith("wal/w1/")
     assert ledger.last_add_confirmed == -1 and not later.done()
     gate.set()
@@ -68,10 +74,7 @@ async def test_a_later_object_stored_first_confirms_nothing_of_any_ledger_before
     await settle()  # the first object's PUT started and waits
     entry = second.add_entry([payload(8, 0)])
     later = asyncio.ensure_future(second.sync(entry))
-    for _ in range(50):  # until the second object is stored (its PUT is not held)
-        if bucket.puts[3:] and bucket.puts[3] in bucket.objects:
-            break
-        await asyncio.sleep(0)
+    await turns_until(lambda: bucket.puts[3:] and bucket.puts[3] in bucket.objects)  # the second object stored
     assert bucket.puts[3] in bucket.objects and bucket.puts[2] not in bucket.objects
     assert second.last_add_confirmed == -1 and not later.done()
     gate.set()
@@ -80,11 +83,17 @@ async def test_a_later_object_stored_first_confirms_nothing_of_any_ledger_before
     writer.close()
 
 
-async def test_entries_waiting_while_a_put_is_out_go_as_soon_as_it_returns_not_at_the_next_interval(monkeypatch):
-    monkeypatch.setattr(s3_wal, "GAP_FRACTION", 0)
+def paced(monkeypatch, gap_fraction: float):
+    """(bucket, writer, ledger 7) under an interval no test waits out: what moves objects is the
+    PUTs returning and the gap (``gap_fraction`` of the interval) between cuts."""
+    monkeypatch.setattr(s3_wal, "GAP_FRACTION", gap_fraction)
     bucket = MemoryBucket()
     writer = store(bucket, interval_ms=600_000)
-    ledger = writer.create_ledger(7)
+    return bucket, writer, writer.create_ledger(7)
+
+
+async def test_entries_waiting_while_a_put_is_out_go_as_soon_as_it_returns_not_at_the_next_interval(monkeypatch):
+    bucket, writer, ledger = paced(monkeypatch, 0)
     await settle()
     gate = bucket.hold_put(1)
     ledger.add_entry([payload(7, 0)])  # no PUT out: the first object is cut at once
@@ -99,10 +108,7 @@ async def test_entries_waiting_while_a_put_is_out_go_as_soon_as_it_returns_not_a
 
 
 async def test_objects_are_cut_a_gap_apart_however_soon_the_last_put_returned(monkeypatch):
-    monkeypatch.setattr(s3_wal, "GAP_FRACTION", 1)
-    bucket = MemoryBucket()
-    writer = store(bucket, interval_ms=600_000)
-    ledger = writer.create_ledger(7)
+    bucket, writer, ledger = paced(monkeypatch, 1)
     await asyncio.wait_for(ledger.sync(ledger.add_entry([payload(7, 0)])), 5)
     waiting = asyncio.ensure_future(ledger.sync(ledger.add_entry([payload(7, 1)])))
     await settle()
