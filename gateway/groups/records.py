@@ -11,12 +11,13 @@ A null value is a tombstone: the key is gone.
 Records are written as magic-2 batches like any produce, so the partition is an
 ordinary managed ledger that replays with the ordinary read path.
 """
-import struct
 import time
 from dataclasses import dataclass
 
 from kafka.protocol.api_data import ApiData
 
+from ..coordinator.record_codec import CorruptRecord as CorruptRecord  # what decode raises
+from ..coordinator.record_codec import decoding, key_version, unknown_key_version
 from . import schemas
 
 
@@ -160,15 +161,11 @@ SHARE_RECORDS: dict[int, tuple[str, type[ApiData], type[ApiData]]] = {
 }
 _SHARE_VERSIONS = {kind: version for version, (kind, _, _) in SHARE_RECORDS.items()}
 _FAMILIES = {"consumer": (CONSUMER_RECORDS, _CONSUMER_VERSIONS), "share": (SHARE_RECORDS, _SHARE_VERSIONS)}
-_VERSION = struct.Struct(">h")
 OFFSET_KEY_VERSION = 1
 GROUP_KEY_VERSION = 2
 OFFSET_VALUE_VERSION = 3
 GROUP_VALUE_VERSION = 3
 
-
-class CorruptRecord(ValueError):
-    """A record in ``__consumer_offsets`` that no version of the schemas explains."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,8 +226,8 @@ def consumer_value(kind: str, **fields) -> bytes:
 def decode(key: bytes, value: bytes | None):
     """``(("offset", group, topic, partition) | ("group", group) | ("consumer" or "share", kind, group,
     member or None), decoded value or None)``."""
-    try:
-        version = _VERSION.unpack_from(key)[0]
+    with decoding():
+        version = key_version(key)
         if version in (0, 1):
             k = OffsetCommitKey.decode(key[2:], version=version, header=False)
             parsed = None
@@ -248,9 +245,7 @@ def decode(key: bytes, value: bytes | None):
                 k = key_class.decode(key[2:], version=version, header=False)
                 return ((family, kind, k.group_id, getattr(k, "member_id", None)),
                         None if value is None else value_class.decode(value))
-    except (struct.error, ValueError, EOFError, TypeError) as exc:
-        raise CorruptRecord(f"undecodable record: {exc}") from None
-    raise CorruptRecord(f"unknown key version {version}")
+    raise unknown_key_version(version)
 
 
 def now_ms() -> int:

@@ -8,12 +8,13 @@ records (ShareUpdateKey, version 1): the window is bounded by
 keeps one record per share-partition. A null value is a tombstone (the group was deleted).
 """
 import base64
-import struct
 import uuid
 from dataclasses import dataclass
 
 from kafka.protocol.api_data import ApiData
 
+from ..coordinator.record_codec import CorruptRecord as CorruptRecord  # what decode raises
+from ..coordinator.record_codec import decoding, key_version, unknown_key_version
 from . import schemas
 from .partition_state import DeliveryState, SharePartitionState, StateBatch
 
@@ -26,13 +27,8 @@ class ShareSnapshotValue(ApiData, load_json=schemas):  # type: ignore[call-arg] 
     pass
 
 
-_VERSION = struct.Struct(">h")
 SNAPSHOT_KEY_VERSION = 0
 SNAPSHOT_VALUE_VERSION = 0
-
-
-class CorruptRecord(ValueError):
-    """A record in ``__share_group_state`` that no version of the schemas explains."""
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -63,10 +59,10 @@ def value(state: SharePartitionState, leader_epoch: int = 0) -> bytes:
 
 def decode(key_bytes: bytes, value_bytes: bytes | None) -> tuple[SharePartitionKey, SharePartitionState | None]:
     """The share-partition and its state (None: a tombstone)."""
-    try:
-        version = _VERSION.unpack_from(key_bytes)[0]
+    with decoding():
+        version = key_version(key_bytes)
         if version != SNAPSHOT_KEY_VERSION:
-            raise CorruptRecord(f"unknown key version {version}")
+            raise unknown_key_version(version)
         k = ShareSnapshotKey.decode(key_bytes[2:], version=version, header=False)
         share_key = SharePartitionKey(k.group_id, k.topic_id, k.partition)
         if value_bytes is None:
@@ -75,7 +71,3 @@ def decode(key_bytes: bytes, value_bytes: bytes | None) -> tuple[SharePartitionK
         batches = [StateBatch(b.first_offset, b.last_offset, DeliveryState(b.delivery_state), b.delivery_count)
                    for b in v.state_batches or ()]
         return share_key, SharePartitionState.restore(v.start_offset, v.state_epoch, batches)
-    except CorruptRecord:
-        raise
-    except (struct.error, ValueError, EOFError, TypeError) as exc:
-        raise CorruptRecord(f"undecodable record: {exc}") from None

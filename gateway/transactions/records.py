@@ -5,11 +5,12 @@ producer id and epoch, timeout, status, partitions and timestamps. Records are
 magic-2 batches appended like the group coordinator's, so the partition replays with
 the ordinary read path.
 """
-import struct
 from collections import defaultdict
 
 from kafka.protocol.api_data import ApiData
 
+from ..coordinator.record_codec import CorruptRecord as CorruptRecord  # what decode raises
+from ..coordinator.record_codec import decoding, key_version, unknown_key_version
 from . import schemas
 from .machine import TxnMetadata, TxnState
 
@@ -22,13 +23,8 @@ class TransactionLogValue(ApiData, load_json=schemas):  # type: ignore[call-arg]
     pass
 
 
-_VERSION = struct.Struct(">h")
 KEY_VERSION = 0
 VALUE_VERSION = 0
-
-
-class CorruptRecord(ValueError):
-    """A record in ``__transaction_state`` that no version of the schemas explains."""
 
 
 def key(transactional_id: str) -> bytes:
@@ -50,10 +46,10 @@ def value(txn: TxnMetadata) -> bytes:
 
 def decode(key_bytes: bytes, value_bytes: bytes | None) -> tuple[str, TxnMetadata | None]:
     """The transactional id and its metadata (None: a tombstone, the id expired)."""
-    try:
-        version = _VERSION.unpack_from(key_bytes)[0]
+    with decoding():
+        version = key_version(key_bytes)
         if version != KEY_VERSION:
-            raise CorruptRecord(f"unknown key version {version}")
+            raise unknown_key_version(version)
         transactional_id = TransactionLogKey.decode(key_bytes[2:], version=version, header=False).transactional_id
         if value_bytes is None:
             return transactional_id, None
@@ -63,7 +59,3 @@ def decode(key_bytes: bytes, value_bytes: bytes | None) -> tuple[str, TxnMetadat
             transactional_id, v.producer_id, v.producer_epoch, v.transaction_timeout_ms,
             TxnState(v.transaction_status), partitions, v.transaction_start_timestamp_ms,
             v.transaction_last_update_timestamp_ms)
-    except CorruptRecord:
-        raise
-    except (struct.error, ValueError, EOFError, TypeError) as exc:
-        raise CorruptRecord(f"undecodable record: {exc}") from None
