@@ -8,35 +8,25 @@ from kgate.gateway.groups import records
 from kgate.gateway.groups.assignors import range_, uniform
 from kgate.gateway.groups.consumer_group import ConsumerGroup, MemberState
 from kgate.gateway.groups.consumer_machine import ConsumerGroupMachine, Heartbeat
-from kgate.gateway.groups.effects import ArmTimer, CancelTimer, StoreConsumer, Timer, TimerKey
+from kgate.gateway.groups.effects import StoreConsumer, Timer, TimerKey
 from kgate.gateway.groups.machine import GroupMachine, JoinRequest
 from kgate.protocol.error_codes import ErrorCode
+from tests.unit.effect_ledger import EffectLedger
 
 T = uuid.UUID(int=1)
 TOPICS = {"t": (T, 4)}
 SESSION_MS = 45_000
 
 
-class Driver:
+class Driver(EffectLedger):
     def __init__(self, assignors=("uniform", "range"), session_of=lambda _group_id: None):
+        super().__init__()
         ids = itertools.count(1)
         self.classic = GroupMachine(min_session_ms=6000, max_session_ms=300_000, initial_delay_ms=0, max_size=100,
                                     new_member_id=lambda prefix: f"{prefix}-{next(ids)}")
         self.machine = ConsumerGroupMachine(self.classic.groups, session_ms=SESSION_MS, heartbeat_ms=5000,
                                             assignors=list(assignors), max_size=100,
                                             new_member_id=lambda: f"m{next(ids)}", session_of=session_of)
-        self.now = 0
-        self.timers: dict[TimerKey, int] = {}
-        self.stored: list[tuple[bytes, bytes | None]] = []
-
-    def carry_out(self, effects):
-        for effect in effects:
-            if isinstance(effect, ArmTimer):
-                self.timers[effect.key] = effect.deadline_ms
-            elif isinstance(effect, CancelTimer):
-                self.timers.pop(effect.key, None)
-            elif isinstance(effect, StoreConsumer):
-                self.stored += effect.records
 
     def beat(self, member_id="", epoch=0, owned=None, topics=("t",), assignor=None, group="g", instance=None,
              regex=None, cluster=TOPICS):

@@ -9,13 +9,14 @@ import pytest
 from kgate.gateway.groups import records
 from kgate.gateway.groups.consumer_machine import ConsumerGroupMachine, Heartbeat
 from kgate.gateway.groups.coordinator import GroupCoordinator
-from kgate.gateway.groups.effects import ArmTimer, CancelTimer, ShareMemberGone, StoreConsumer, Timer, TimerKey
+from kgate.gateway.groups.effects import ShareMemberGone, Timer, TimerKey
 from kgate.gateway.groups.group import Group
 from kgate.gateway.groups.machine import GroupMachine, JoinRequest
 from kgate.gateway.groups.share_assignor import assign
 from kgate.gateway.groups.share_group import ShareGroup
 from kgate.gateway.groups.share_machine import ShareGroupMachine, ShareHeartbeat
 from kgate.protocol.error_codes import ErrorCode
+from tests.unit.effect_ledger import EffectLedger
 from tests.unit.fake_clock import FakeClock, settle
 from tests.unit.memory_partition_writer import MemoryPartitionWriter
 from tests.unit.stand_in_cluster import StandInCluster
@@ -29,28 +30,19 @@ SESSION_MS = 45_000
 T_GROUPS = GROUP_TOPICS["t"][0]
 
 
-class Driver:
+class Driver(EffectLedger):
     def __init__(self, max_size=10):
+        super().__init__()
         ids = itertools.count(1)
         self.classic = GroupMachine(min_session_ms=6000, max_session_ms=300_000, initial_delay_ms=0, max_size=100,
                                     new_member_id=lambda prefix: f"{prefix}-{next(ids)}")
         self.groups = self.classic.groups
         self.machine = ShareGroupMachine(self.groups, session_ms=SESSION_MS, max_size=max_size)
-        self.now = 0
-        self.timers: dict[TimerKey, int] = {}
-        self.stored: list[tuple[bytes, bytes | None]] = []
         self.gone: list[tuple[str, str]] = []
 
-    def carry_out(self, effects):
-        for effect in effects:
-            if isinstance(effect, ArmTimer):
-                self.timers[effect.key] = effect.deadline_ms
-            elif isinstance(effect, CancelTimer):
-                self.timers.pop(effect.key, None)
-            elif isinstance(effect, StoreConsumer):
-                self.stored += effect.records
-            elif isinstance(effect, ShareMemberGone):
-                self.gone.append((effect.group_id, effect.member_id))
+    def other(self, effect):
+        if isinstance(effect, ShareMemberGone):
+            self.gone.append((effect.group_id, effect.member_id))
 
     def beat(self, member_id, epoch=0, topics=("t",), group="g", cluster=TOPICS):
         subscribed = list(topics) if topics is not None else None
