@@ -20,6 +20,7 @@ from functools import partial
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (
     BadVersionError,
+    ConnectionClosedError,
     ConnectionLoss,
     NodeExistsError,
     NoNodeError,
@@ -35,11 +36,13 @@ from ..store import BadVersion, MetadataStore, Node, NodeExists, NoNode, Session
 
 log = logging.getLogger(__name__)
 
-_UNAVAILABLE = (ConnectionLoss, SessionExpiredError, OperationTimeoutError, KazooTimeoutError)
+_UNAVAILABLE = (ConnectionLoss, ConnectionClosedError, SessionExpiredError, OperationTimeoutError, KazooTimeoutError)
 _SESSIONS = {KazooState.CONNECTED: Session.CONNECTED, KazooState.SUSPENDED: Session.SUSPENDED,
              KazooState.LOST: Session.EXPIRED}
 FIRST_RETRY_SECONDS = 0.5
 MAX_RETRY_SECONDS = 10.0
+STOP_WAIT_SECONDS = 10.0
+"""How long a stopping client's connection thread may take to end (kazoo's own stop() waits as long)."""
 
 
 def split_address(address: str) -> tuple[str, str]:
@@ -75,11 +78,12 @@ class ZooKeeperMetadataStore(MetadataStore):
             try:
                 await self._loop.run_in_executor(None, self._start, client)
                 break
-            except KazooTimeoutError:
-                await self._loop.run_in_executor(None, client.close)
+            except _UNAVAILABLE as exc:  # no session in time, or it was lost while making the chroot
+                await self._loop.run_in_executor(None, _stop, client)
                 if not retry:
                     raise StoreUnavailable(f"cannot reach ZooKeeper at {self.address}") from None
-                log.error("cannot reach ZooKeeper at %s; retrying in %.1f s", self.address, delay)
+                log.error("cannot reach ZooKeeper at %s (%s); retrying in %.1f s",
+                          self.address, type(exc).__name__, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, MAX_RETRY_SECONDS)
         self._client = client
@@ -109,20 +113,40 @@ class ZooKeeperMetadataStore(MetadataStore):
             self._replacing = asyncio.create_task(self._replace(stopped))
 
     async def _replace(self, stopped: KazooClient) -> None:
-        """A new client for one whose connection loop ended (closed, not expired)."""
+        """A new client for one whose connection loop ended (closed, not expired).
+
+        Until the new client holds every watch again the store is unavailable; a session
+        lost while arming them (a busy ensemble) means another new client, never a store
+        left without one.
+        """
         log.error("ZooKeeper client at %s stopped on its own (its connection loop ended): making a new one",
                   self.address)
         self._client = None
         await self._loop.run_in_executor(None, _stop, stopped)
-        await self.connect()
+        delay = FIRST_RETRY_SECONDS
+        while not self._closed:
+            await self.connect()
+            try:
+                await self._loop.run_in_executor(None, self._arm_all)
+                break
+            except _UNAVAILABLE as exc:
+                log.error("ZooKeeper at %s: lost the new client's session while arming watches (%s); "
+                          "making another in %.1f s", self.address, type(exc).__name__, delay)
+                client, self._client = self._client, None
+                await self._loop.run_in_executor(None, _stop, client)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, MAX_RETRY_SECONDS)
         self._replacing = None
         if self._closed:
             await self.close()
             return
+        self._report(Session.CONNECTED)
+
+    def _arm_all(self) -> None:
+        """Every watch on the current client; each fires once now, so whatever changed meanwhile is read."""
         self._watchers = []
         for path, callback, children in self._watches:
-            self._arm(path, callback, children)  # each fires once now: whatever changed meanwhile is read
-        self._report(Session.CONNECTED)
+            self._arm(path, callback, children)
 
     def on_session(self, callback: Callable[[Session], None]) -> None:
         self._session_callbacks.append(callback)
@@ -231,5 +255,12 @@ def _settle(future: asyncio.Future, result) -> None:
 
 
 def _stop(client: KazooClient) -> None:
+    """Stop a client and free its sockets.
+
+    kazoo reports a session closed before its connection thread has ended, and stop() returns
+    at once when another thread stopped the client first; its sockets can be freed only once
+    that thread ends, so wait for it (kazoo has no public call for this).
+    """
     client.stop()
+    client._connection.stop(STOP_WAIT_SECONDS)
     client.close()
