@@ -11,16 +11,13 @@ its producer fences the victim's (aborting that transaction), and the sink file
 must end with every source line exactly once and in order.
 """
 import uuid
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from tests.support.broker_process import BrokerProcess
 from tests.support.clients import create_topic
-from tests.support.connect_worker import CLASSES, ConnectWorker
+from tests.support.connect_worker import CLASSES, ConnectCluster, ConnectWorker, TopicReader, append, lines, wait_lines
 from tests.support.kafka_reference import kafka_broker  # noqa: F401 - a fixture
 from tests.support.member_process import wait_for
 
@@ -48,100 +45,6 @@ WORKER_SETTINGS = {
     "heartbeat.interval.ms": "1000",
     "scheduled.rebalance.max.delay.ms": "2000",
 }
-
-
-@dataclass
-class ConnectCluster:
-    bootstrap: str
-    group: str
-    workers: list[ConnectWorker]
-    directory: Path
-
-    def rest(self, method: str, path: str, body: dict | None = None, expect: int = 200,
-             retry: tuple[int, ...] = (0, 409, 503)):
-        """A request to the first live worker, retried while the group rebalances (409) or a
-        request forwarded to the leader finds it not yet ready; fails on any other status."""
-        def answered():
-            worker = next(w for w in self.workers if w.alive())
-            status, body_out = worker.rest(method, path, body)
-            if status == expect:
-                return (body_out,)
-            assert status in retry, f"{method} {path}: {status} {body_out}\n{self.errors()}"
-            return None
-        return wait_for(answered, 60, f"{method} {path} answered {expect}")[0]
-
-    def status(self, connector: str) -> dict:
-        """A new connector has no status until its worker has written one (404 until then)."""
-        return self.rest("GET", f"/connectors/{connector}/status", retry=(0, 404, 409, 503))
-
-    def wait_state(self, connector: str, state: str, timeout: float = 60) -> dict:
-        """The connector and its one task in ``state``; the status then."""
-        def reached():
-            status = self.status(connector)
-            states = [status["connector"]["state"], *(task["state"] for task in status["tasks"])]
-            return status if len(states) == 2 and set(states) == {state} else None
-        return self.wait(reached, timeout, f"{connector} {state}")
-
-    def wait(self, condition, timeout: float, what: str):
-        """wait_for, with the workers' ERROR lines as they are at the timeout in its message."""
-        try:
-            return wait_for(condition, timeout, what, interval=0.2)
-        except AssertionError as timed_out:
-            raise AssertionError(f"{timed_out}\n{self.errors()}") from None
-
-    def errors(self) -> str:
-        """Every worker's ERROR lines, for failure messages."""
-        return "\n".join(line for worker in self.workers for line in worker.log().splitlines() if " ERROR " in line)
-
-
-def lines(path: Path) -> list[str]:
-    """The file's complete lines (a line the sink is still writing is left out)."""
-    text = path.read_text() if path.exists() else ""
-    return text[:text.rfind("\n") + 1].splitlines()
-
-
-def append(path: Path, first: int, count: int) -> list[str]:
-    written = [f"line {n:05d}" for n in range(first, first + count)]
-    with open(path, "a") as out:
-        out.write("".join(f"{line}\n" for line in written))
-    return written
-
-
-class TopicReader:
-    """The values of a one-partition topic from its start, as a consumer at ``isolation`` sees them."""
-
-    def __init__(self, bootstrap: str, topic: str, isolation: str):
-        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{topic}-{isolation}",
-                                  "enable.auto.commit": False, "isolation.level": isolation})
-        self.partition = TopicPartition(topic, 0, 0)
-        self.consumer.assign([self.partition])
-        self.values: list[str] = []
-
-    def read(self) -> list[str]:
-        for message in self.consumer.consume(500, timeout=0.5):
-            assert message.error() is None, message.error()
-            self.values.append(message.value().decode())
-        return self.values
-
-    def to_end(self) -> list[str]:
-        """Everything up to the log's end offset at the call (its last stable offset, when every
-        transaction has ended)."""
-        end = self.consumer.get_watermark_offsets(self.partition, timeout=30)[1]
-        wait_for(lambda: self.read() is not None and self.consumer.position([self.partition])[0].offset >= end,
-                 60, f"{self.partition.topic} read to offset {end}", interval=0)
-        return self.values
-
-    def close(self) -> None:
-        self.consumer.close()
-
-
-def wait_lines(path: Path, expected: list[str], cluster: ConnectCluster, timeout: float = 90) -> None:
-    """The file holds exactly ``expected``: a wrong line or one too many fails at once."""
-    def complete():
-        got = lines(path)
-        assert got == expected[:len(got)], f"{path.name} diverged: {got[-5:]} ... expected {len(expected)} lines"
-        return got == expected
-    cluster.wait(complete, timeout, f"{len(expected)} lines in {path.name}")
 
 
 @pytest.fixture(scope="module")
