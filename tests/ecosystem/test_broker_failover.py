@@ -1,4 +1,4 @@
-"""Kafka Connect 4.4 on two kgate brokers over object storage (a real SeaweedFS, the S3 WAL,
+"""Kafka Connect and Kafka Streams 4.4 on two kgate brokers over object storage (a real SeaweedFS, the S3 WAL,
 ZooKeeper for metadata), through the kill -9 of a broker: the point of a stateless broker is
 that losing one moves ownership, not data, and an application rides through it.
 
@@ -9,11 +9,15 @@ written: no line lost, none twice, in order.
 import uuid
 
 import pytest
+from confluent_kafka import Consumer
 
+from tests.ecosystem import test_kafka_streams as streams_test
 from tests.support.clients import create_topic
 from tests.support.cluster import KgateCluster
 from tests.support.connect_worker import CLASSES, ConnectCluster, ConnectWorker, TopicReader, append, wait_lines
 from tests.support.member_process import wait_for
+from tests.support.streams_application import CLASSES as STREAMS_CLASSES
+from tests.support.streams_application import StreamsInstance
 from tests.support.zookeeper import ZooKeeperServer, free_ports
 
 # One worker runs the module, so its brokers and Connect group start once (--dist loadgroup).
@@ -53,10 +57,10 @@ def cluster(tmp_path_factory, s3_engine):
 def kill_and_restart_leader(cluster: KgateCluster, topic: str, during) -> int:
     """Kill -9 the broker leading partition 0 of ``topic``, run ``during`` while the other
     serves alone, then start the victim again and wait until both are live."""
-    victim = cluster.leaders(topic)[0]
+    leaders = cluster.leaders(topic)
+    victim = leaders[0]
     cluster.brokers[victim].kill()
-    survivor = 1 - victim
-    cluster.wait_leaders(topic, 1, {survivor})
+    cluster.wait_leaders(topic, len(leaders), {1 - victim})
     during()
     cluster.brokers[victim].restart(timeout=60)
     cluster.wait_live({0, 1}, timeout=60)
@@ -114,3 +118,51 @@ def test_connect_copies_every_line_once_in_order_through_the_kill_of_the_leading
             assert connect.status(connector)["tasks"][0]["state"] == "RUNNING", connect.errors()
     finally:
         committed.close()
+
+
+@pytest.fixture(scope="module")
+def streams(cluster, tmp_path_factory):
+    if not STREAMS_CLASSES.is_dir():
+        pytest.fail("the Kafka Streams application is not built: run scripts/setup-ecosystem")
+    directory = tmp_path_factory.mktemp("streams")
+    application = f"page-counts-{uuid.uuid4().hex[:8]}"
+    views, sections, output = (f"{application}-{name}" for name in ("views", "sections", "counts"))
+    create_topic(cluster.bootstrap, views, streams_test.PARTITIONS)
+    create_topic(cluster.bootstrap, sections, streams_test.PARTITIONS, {"cleanup.policy": "compact"})
+    create_topic(cluster.bootstrap, output, streams_test.PARTITIONS)
+    streams_test.produce_sections(cluster.bootstrap, sections)
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"{application}-check",
+                         "isolation.level": "read_committed", "auto.offset.reset": "earliest"})
+    consumer.subscribe([output])
+    instances = [StreamsInstance(directory / f"instance-{n}", cluster.bootstrap, application,
+                                 streams_test.SETTINGS) for n in range(2)]
+    try:
+        yield streams_test.Run(cluster.bootstrap, application, instances, streams_test.Output(consumer),
+                               streams_test.counts(600))
+    finally:
+        consumer.close()
+        for instance in instances:
+            instance.stop()
+
+
+def test_streams_counts_exactly_once_through_the_kill_of_the_leading_broker(cluster, streams):
+    """The exactly-once counting application of test_kafka_streams, both instances running,
+    while the broker leading its input dies, and on after it is back: every page's count ends
+    exact and rose one commit at a time, none counted twice across the failover."""
+    views = f"{streams.application}-views"
+    streams_test.produce_views(cluster.bootstrap, views, 0, 300)
+    for instance in streams.instances:
+        instance.start()
+    streams.wait_counts(streams_test.counts(300), "the first counts")
+
+    def alone():
+        streams_test.produce_views(cluster.bootstrap, views, 300, 200)
+        streams.wait_counts(streams_test.counts(500), "the counts with one broker")
+    kill_and_restart_leader(cluster, views, alone)
+    streams_test.produce_views(cluster.bootstrap, views, 500, 100)
+    streams.wait_counts(streams.expected, "the counts with both brokers back")
+    for page, values in streams.output.history.items():
+        rising = [streams_test.count_of(value) for value in values]
+        assert rising == sorted(set(rising)), f"{page}: a count went back or came twice: {rising}"
+    for n, instance in enumerate(streams.instances):
+        assert "State transition from RUNNING to ERROR" not in instance.log(), f"instance {n}: {instance.errors()}"

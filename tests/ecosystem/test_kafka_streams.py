@@ -73,6 +73,16 @@ def produce_views(bootstrap: str, topic: str, first: int, count: int) -> None:
     assert producer.flush(30) == 0
 
 
+def produce_sections(bootstrap: str, topic: str) -> None:
+    """The table of sections (page -> section). Java's partitioner (murmur2), so the table is
+    partitioned as Streams partitions the join's other side; stamped before the views, so the
+    table is loaded before they are joined."""
+    producer = Producer({"bootstrap.servers": bootstrap, "partitioner": "murmur2_random"})
+    for page in range(PAGES):
+        producer.produce(topic, key=f"p{page}", value=f"s{page % 2}", timestamp=WINDOW - 60_000)
+    assert producer.flush(30) == 0
+
+
 def counts(views: int) -> dict[str, str]:
     """The output once ``views`` distinct views are counted: "section:window:count" per page."""
     return {f"p{page}": f"s{page % 2}:{WINDOW}:{len(range(page, views, PAGES))}" for page in range(PAGES)}
@@ -129,12 +139,7 @@ def run(request, tmp_path_factory):
     create_topic(broker.bootstrap, views, PARTITIONS)
     create_topic(broker.bootstrap, sections, PARTITIONS, {"cleanup.policy": "compact"})
     create_topic(broker.bootstrap, output, PARTITIONS)
-    # Java's partitioner (murmur2), so the table is partitioned as Streams partitions the join's
-    # other side; stamped before the views, so the table is loaded before they are joined.
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "partitioner": "murmur2_random"})
-    for page in range(PAGES):
-        producer.produce(sections, key=f"p{page}", value=f"s{page % 2}", timestamp=WINDOW - 60_000)
-    assert producer.flush(30) == 0
+    produce_sections(broker.bootstrap, sections)
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"{application}-check",
                          "isolation.level": "read_committed", "auto.offset.reset": "earliest"})
     consumer.subscribe([output])
