@@ -5,9 +5,14 @@ A ledger's entries go into ``data-*`` objects under its prefix, then a piece nam
 (``compacted``, written once, If-None-Match: *), then its older pieces are dropped. A reader
 that opens the ledger meanwhile finds either the old pieces or the new one, each complete;
 the WAL objects go once garbage collection sees no other ledger in them.
+
+Each attempt names its data objects with a token of its own, beside the writer: a broker can
+compact one ledger twice (a copy of it reopened while the first compaction ran still has the
+old index), and the attempt that loses deletes its objects, which must never be the winner's.
 """
 import asyncio
 import logging
+import secrets
 from collections.abc import Iterable
 
 from . import wal_object
@@ -60,7 +65,7 @@ class Compactor:
     async def compact(self, ledger: S3Ledger) -> None:
         prefix = ledger_prefix(ledger.ledger_id)
         old_pieces = [key for key in await self.client.keys(prefix) if "/index-" in key]
-        runs = await self._rewrite(ledger)
+        runs = await self._rewrite(ledger, f"{self._writer}-{secrets.token_hex(4)}")
         try:
             await self.client.create(prefix + COMPACTED, wal_object.index_piece(runs))
         except ObjectExists:
@@ -71,9 +76,9 @@ class Compactor:
         self.ledgers_compacted += 1
         await self.client.delete(old_pieces)
 
-    async def _rewrite(self, ledger: S3Ledger) -> Runs:
+    async def _rewrite(self, ledger: S3Ledger, attempt: str) -> Runs:
         """Copy the ledger's blocks, MAX_INFLIGHT_GETS at a time, into objects of its own of
-        about COMPACT_OBJECT_BYTES; the runs they hold."""
+        about COMPACT_OBJECT_BYTES, named for this ``attempt``; the runs they hold."""
         ledger_id, index = ledger.ledger_id, ledger.index
         runs: Runs = []
         part: list[tuple[int, memoryview, list[int]]] = []  # (first entry, frames, lengths)
@@ -89,18 +94,19 @@ class Compactor:
                 part.append((entries.start, block, lengths))
                 size += len(block)
                 if size >= COMPACT_OBJECT_BYTES:
-                    runs.append(await self._put(ledger_id, part))
+                    runs.append(await self._put(ledger_id, part, attempt))
                     size = 0
         if part:
-            runs.append(await self._put(ledger_id, part))
+            runs.append(await self._put(ledger_id, part, attempt))
         return runs
 
-    async def _put(self, ledger_id: int, part: list[tuple[int, memoryview, list[int]]]) -> tuple[str, wal_object.Run]:
+    async def _put(self, ledger_id: int, part: list[tuple[int, memoryview, list[int]]],
+                   attempt: str) -> tuple[str, wal_object.Run]:
         """One object of the ledger's own holding ``part`` (emptied)."""
         first, last = part[0][0], part[-1][0] + len(part[-1][2]) - 1
         data, (run,) = wal_object.pack([(ledger_id, first, memoryview(b"".join(f for _, f, _ in part)),
                                          [n for _, _, lengths in part for n in lengths])])
-        key = f"{ledger_prefix(ledger_id)}data-{first:020d}-{last:020d}-{self._writer}"
+        key = f"{ledger_prefix(ledger_id)}data-{first:020d}-{last:020d}-{attempt}"
         await self.client.put(key, data)
         self.compacted_bytes += len(data)
         part.clear()
