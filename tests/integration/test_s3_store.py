@@ -8,7 +8,7 @@ import pytest
 from kgate.storage.ledger import ChecksumMismatch, CorruptLedger, LedgerFenced
 from kgate.storage.stores import wal_object
 from kgate.storage.stores.bucket_location import BucketLocation
-from kgate.storage.stores.object_client import ObjectClient
+from kgate.storage.stores.object_client import ObjectClient, ObjectExists
 from kgate.storage.stores.s3_store import S3LedgerStore
 
 
@@ -48,6 +48,17 @@ async def write(ledger, first: int, count: int):
         data = payload(ledger.ledger_id, entry_id)
         last = ledger.add_entry([data[:half], data[half:]])
     await ledger.sync(last)
+
+
+async def test_a_create_retried_after_its_answer_was_lost_finds_its_own_object_not_a_conflict(location):
+    """A conditional PUT retried after its first try succeeded unanswered finds the key taken
+    by its own bytes: that is its success; other bytes under the key are a conflict."""
+    client = ObjectClient(location)
+    await client.create("ledgers/1/compacted", b"names data-1-attempt-a")
+    await client.create("ledgers/1/compacted", b"names data-1-attempt-a")  # the retry
+    with pytest.raises(ObjectExists):
+        await client.create("ledgers/1/compacted", b"names data-1-attempt-b")
+    assert await client.get("ledgers/1/compacted") == b"names data-1-attempt-a"
 
 
 async def test_entries_of_many_ledgers_are_recovered_from_objects_alone_by_a_fresh_store(location):
