@@ -13,12 +13,11 @@ from confluent_kafka import Consumer
 
 from tests.ecosystem import test_kafka_streams as streams_test
 from tests.support.clients import create_topic
-from tests.support.cluster import KgateCluster
+from tests.support.cluster import kill_and_restart_leader, object_storage_pair
 from tests.support.connect_worker import CLASSES, ConnectCluster, ConnectWorker, TopicReader, append, wait_lines
 from tests.support.member_process import wait_for
 from tests.support.streams_application import CLASSES as STREAMS_CLASSES
 from tests.support.streams_application import StreamsInstance
-from tests.support.zookeeper import ZooKeeperServer, free_ports
 
 # One worker runs the module, so its brokers and Connect group start once (--dist loadgroup).
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("broker_failover")]
@@ -36,35 +35,8 @@ WORKER_SETTINGS = {
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory, s3_engine):
-    from tests.conftest import S3_ACCESS_KEY, S3_BUCKET, S3_SECRET_KEY
-
-    zookeeper = ZooKeeperServer(str(tmp_path_factory.mktemp("zookeeper")), free_ports(1)[0]).start().wait_serving()
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("AWS_ACCESS_KEY_ID", S3_ACCESS_KEY)
-        env.setenv("AWS_SECRET_ACCESS_KEY", S3_SECRET_KEY)
-        storage = f"s3://{S3_BUCKET}/{uuid.uuid4().hex}?endpoint={s3_engine.endpoint}&region=us-east-1"
-        cluster = KgateCluster(str(tmp_path_factory.mktemp("pair")), zookeeper.address, f"/{uuid.uuid4().hex}",
-                               size=2, storage=storage, **{"offsets.topic.num.partitions": 4,
-                                                           "transaction.state.log.num.partitions": 4,
-                                                           "kgate.s3.wal.commit.interval.ms": 50})
-        try:
-            yield cluster.start()
-        finally:
-            cluster.stop()
-            zookeeper.stop()
-
-
-def kill_and_restart_leader(cluster: KgateCluster, topic: str, during) -> int:
-    """Kill -9 the broker leading partition 0 of ``topic``, run ``during`` while the other
-    serves alone, then start the victim again and wait until both are live."""
-    leaders = cluster.leaders(topic)
-    victim = leaders[0]
-    cluster.brokers[victim].kill()
-    cluster.wait_leaders(topic, len(leaders), {1 - victim})
-    during()
-    cluster.brokers[victim].restart(timeout=60)
-    cluster.wait_live({0, 1}, timeout=60)
-    return victim
+    with object_storage_pair(tmp_path_factory, s3_engine) as pair:
+        yield pair
 
 
 @pytest.fixture(scope="module")

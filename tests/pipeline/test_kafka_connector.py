@@ -3,16 +3,20 @@ against Apache Kafka 4.4 as the control: the same test on both, so a difference 
 
 A Spark job written for Kafka must run on kgate with only its bootstrap address changed:
 batch writes and reads with headers and explicit partitions, offset ranges, read_committed
-over transactions, and a streaming query that resumes from its checkpoint.
+over transactions, and a streaming query that resumes from its checkpoint; and a streaming
+query that rides through the loss of a broker of two over object storage.
 """
 import json
 import uuid
 
 import pytest
+from confluent_kafka import Producer
 from pyspark.sql import functions as F
 
 from tests.support.clients import create_topic
+from tests.support.cluster import kill_and_restart_leader, object_storage_pair
 from tests.support.kafka_reference import kafka_broker  # noqa: F401 - a fixture
+from tests.support.member_process import wait_for
 from tests.support.transactions import read_to_end, transactional
 
 from .conftest import KAFKA_CONNECTOR
@@ -121,3 +125,54 @@ def test_a_streaming_query_resumes_from_its_checkpoint_and_copies_each_record_on
     run_once()
     assert sorted(read_to_end(server.bootstrap, sink, PARTITIONS, "read_uncommitted", group="again")) == \
         sorted([f"V{i}".encode() for i in range(120)] + [f"V{i}".encode() for i in range(60)])
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory, s3_engine):
+    with object_storage_pair(tmp_path_factory, s3_engine) as cluster:
+        yield cluster
+
+
+def test_a_streaming_query_copies_each_record_once_through_the_kill_of_the_leading_broker(spark, pair, tmp_path):
+    """A query from kgate into files (Spark's exactly-once sink) runs on two brokers over object
+    storage while the broker leading its source dies and comes back: the files hold every
+    source record exactly once."""
+    source = new_topic(pair)
+    checkpoint, output = str(tmp_path / "checkpoint"), str(tmp_path / "copy")
+    stream = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", pair.bootstrap)
+              .option("subscribe", source).option("startingOffsets", "earliest").load())
+    query = (stream.selectExpr("CAST(value AS STRING) AS value").writeStream.format("parquet")
+             .option("path", output).option("checkpointLocation", checkpoint)
+             .trigger(processingTime="500 milliseconds").start())
+    written = 0
+
+    def more(count: int) -> None:
+        nonlocal written
+        producer = Producer({"bootstrap.servers": pair.bootstrap, "enable.idempotence": True})
+        for i in range(written, written + count):
+            producer.produce(source, value=f"v{i}", partition=i % PARTITIONS)
+        assert producer.flush(60) == 0
+        written += count
+
+    def through() -> int:
+        """Records of the source the query has committed a batch to the files through (the
+        source's offsets are contiguous: an idempotent producer, no transactions)."""
+        assert query.exception() is None, query.exception()
+        progress = query.lastProgress
+        ends = json.loads(progress["sources"][0]["endOffset"] or "{}").get(source, {}) if progress else {}
+        return sum(ends.values())
+
+    def caught_up() -> None:
+        wait_for(lambda: through() >= written, 120, f"{written} records copied", interval=0.5)
+    try:
+        more(300)
+        caught_up()
+        more(200)
+        kill_and_restart_leader(pair, source, lambda: (more(200), caught_up()))
+        more(100)
+        caught_up()
+    finally:
+        query.stop()
+    assert query.exception() is None, query.exception()
+    copied = spark.read.schema("value string").parquet(output).collect()
+    assert sorted(row.value for row in copied) == sorted(f"v{i}" for i in range(written))

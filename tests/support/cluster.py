@@ -8,13 +8,18 @@ partition's offsets run without gaps from 0.
 import os
 import threading
 import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 
+import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from . import records as R
 from .broker_process import BrokerProcess
 from .member_process import wait_for
+from .zookeeper import ZooKeeperServer, free_ports
 
 SESSION_TIMEOUT_MS = 4000
 
@@ -77,6 +82,41 @@ class KgateCluster:
         for broker in self.brokers.values():
             if broker.alive():
                 broker.kill()
+
+
+@contextmanager
+def object_storage_pair(tmp_path_factory, s3_engine) -> Iterator[KgateCluster]:
+    """Two brokers over a prefix of their own in the session's S3 engine, with the S3 WAL and a
+    ZooKeeper of their own: the deployment where losing a broker moves ownership, not data."""
+    from tests.conftest import S3_ACCESS_KEY, S3_BUCKET, S3_SECRET_KEY
+
+    zookeeper = ZooKeeperServer(str(tmp_path_factory.mktemp("zookeeper")), free_ports(1)[0]).start().wait_serving()
+    storage = f"s3://{S3_BUCKET}/{uuid.uuid4().hex}?endpoint={s3_engine.endpoint}&region=us-east-1"
+    cluster = KgateCluster(str(tmp_path_factory.mktemp("pair")), zookeeper.address, f"/{uuid.uuid4().hex}",
+                           size=2, storage=storage, **{"offsets.topic.num.partitions": 4,
+                                                       "transaction.state.log.num.partitions": 4,
+                                                       "kgate.s3.wal.commit.interval.ms": 50})
+    try:
+        with pytest.MonkeyPatch.context() as env:
+            env.setenv("AWS_ACCESS_KEY_ID", S3_ACCESS_KEY)
+            env.setenv("AWS_SECRET_ACCESS_KEY", S3_SECRET_KEY)
+            yield cluster.start()
+    finally:
+        cluster.stop()
+        zookeeper.stop()
+
+
+def kill_and_restart_leader(cluster: KgateCluster, topic: str, during) -> int:
+    """Kill -9 the broker leading partition 0 of ``topic`` (one of two), run ``during`` while
+    the other serves alone, then start the victim again and wait until both are live."""
+    leaders = cluster.leaders(topic)
+    victim = leaders[0]
+    cluster.brokers[victim].kill()
+    cluster.wait_leaders(topic, len(leaders), {1 - victim})
+    during()
+    cluster.brokers[victim].restart(timeout=60)
+    cluster.wait_live({0, 1}, timeout=60)
+    return victim
 
 
 class AckedProducer:
