@@ -38,7 +38,11 @@ WIND_DOWN_SECONDS = 150  # after the run's end, for the last transaction, flush 
 # broker stored but had not yet answered (its partition moving, its owner paused) is stored
 # again under the new epoch, as it would be on Kafka; with 30 s, seed 21 showed it.
 PRODUCER = {"acks": "all", "enable.idempotence": True, "linger.ms": 5, "message.timeout.ms": 120_000,
-            "topic.metadata.refresh.interval.ms": 1000, "socket.timeout.ms": 10_000}
+            "topic.metadata.refresh.interval.ms": 1000, "socket.timeout.ms": 10_000,
+            # librdkafka's debug contexts for the producers' log (e.g. "eos" for every epoch bump
+            # and retry of the idempotent producer), when a run is diagnosed.
+            **({"debug": os.environ["KGATE_FAULTS_PRODUCER_DEBUG"]} if os.environ.get("KGATE_FAULTS_PRODUCER_DEBUG")
+               else {})}
 
 
 # What each client thread is doing now, by thread name: said for the ones still blocked at the end.
