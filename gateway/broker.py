@@ -453,7 +453,7 @@ class Broker:
         if (name, index) in self.offline:
             raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR)
         partition = self.partitions.get((name, index))
-        if partition is not None:
+        if partition is not None and not self.ownership.claims_lost:
             return partition
         topic = self.cluster.topics.get(name)
         if topic is not None and 0 <= index < topic.partitions:

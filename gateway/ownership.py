@@ -88,6 +88,7 @@ class Ownership:
         self.broker = broker
         self.safe = True  # False while the metadata session is suspended or lost
         self._expired = False
+        self._expiries_unhandled = 0  # expiries reported, their partitions not yet dropped
         self._session = Session.CONNECTED  # the latest state the store reported
         # topic name -> ((partitions, live broker ids), owners): Metadata asks per partition,
         # and assigning costs a hash per partition and broker, so it runs once per change.
@@ -263,6 +264,17 @@ class Ownership:
         self._session = session
         if session is not Session.CONNECTED:
             self.safe = False
+        if session is Session.EXPIRED:
+            self._expiries_unhandled += 1
+
+    @property
+    def claims_lost(self) -> bool:
+        """The session that held this broker's claims has expired and its partitions are not
+        dropped yet: others may own them already, so nothing of them is served, reads
+        included. A read served meanwhile from a log another broker now appends to answered
+        OFFSET_OUT_OF_RANGE to a consumer already past its end, which sent librdkafka back to
+        offset 0 (auto.offset.reset)."""
+        return self._expiries_unhandled > 0
 
     async def session_changed(self, session: Session) -> None:
         """The rest of a session change, from the event queue, in order with other events."""
@@ -275,8 +287,11 @@ class Ownership:
             self.safe = False
             self._expired = True
             log.error("metadata session expired: dropping every partition")
-            for name, index in list(broker.partitions):
-                await self.lose(name, index, seal=False)
+            try:
+                for name, index in list(broker.partitions):
+                    await self.lose(name, index, seal=False)
+            finally:
+                self._expiries_unhandled -= 1
         elif session is Session.CONNECTED:
             if self._expired:
                 await broker.cluster.register(broker.me(), broker.registration_wait)

@@ -1,6 +1,8 @@
 """Ownership's reconcile against a stand-in broker (its cluster state and partition opening
 are the layer below): the partitions it gains are opened side by side, no more than
-OPEN_CONCURRENCY at once, and one that fails is raised only once every other has ended."""
+OPEN_CONCURRENCY at once, and one that fails is raised only once every other has ended; and
+the claims count as lost from the moment a session expiry is reported until its partitions
+are dropped."""
 import asyncio
 import uuid
 
@@ -8,6 +10,7 @@ import pytest
 
 from kgate.gateway.ownership import OPEN_CONCURRENCY, Ownership
 from kgate.metadata.cluster import Topic
+from kgate.metadata.store import Session
 
 
 class Opening:
@@ -52,6 +55,10 @@ class Partition:
     class ledger:
         next_offset = 0
 
+        @staticmethod
+        def abandon():
+            pass
+
     leader_epoch = 0
 
 
@@ -78,3 +85,19 @@ async def test_a_partition_that_fails_to_open_is_raised_after_the_others_are_ser
         await asyncio.wait_for(reconcile_while_released(broker, 6), 5)
     assert broker.open_now == 0
     assert sorted(index for _, index in broker.partitions) == [0, 1, 3, 4, 5]
+
+
+async def test_claims_count_as_lost_from_the_expiry_report_until_its_partitions_are_dropped():
+    """The report comes from the store's thread at once; the drop waits its turn in the event
+    queue, behind events that may be retrying against the store. Between the two, the
+    partitions may be another broker's already: nothing of them is served."""
+    broker = Opening()
+    broker.go.set()
+    ownership = Ownership(broker)  # type: ignore[arg-type]
+    await ownership.reconcile(Topic("t", uuid.uuid4(), 3), summary=False)
+    assert not ownership.claims_lost and len(broker.partitions) == 3
+    ownership.session_reported(Session.EXPIRED)
+    ownership.session_reported(Session.CONNECTED)  # a new session, the expiry still unhandled
+    assert ownership.claims_lost and len(broker.partitions) == 3
+    await ownership.session_changed(Session.EXPIRED)
+    assert not ownership.claims_lost and broker.partitions == {}
