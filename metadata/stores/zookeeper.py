@@ -82,8 +82,8 @@ class ZooKeeperMetadataStore(MetadataStore):
                 await self._loop.run_in_executor(None, _stop, client)
                 if not retry:
                     raise StoreUnavailable(f"cannot reach ZooKeeper at {self.address}") from None
-                log.error("cannot reach ZooKeeper at %s (%s); retrying in %.1f s",
-                          self.address, type(exc).__name__, delay)
+                log.error("cannot reach ZooKeeper at %s; retrying in %.1f s (%s)",
+                          self.address, delay, type(exc).__name__)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, MAX_RETRY_SECONDS)
         self._client = client
