@@ -77,7 +77,7 @@ class StreamsMember:
             "streams", "member", instance_id=self.instance_id, rack_id=self.rack_id, client_id=self.client_id,
             client_host=self.client_host, rebalance_timeout_ms=self.rebalance_timeout_ms,
             topology_epoch=self.topology_epoch, process_id=self.process_id,
-            user_endpoint=value.UserEndpoint(host=host, port=port),
+            user_endpoint=value.Endpoint(host=host, port=port),
             client_tags=[value.KeyValue(key=k, value=v) for k, v in sorted(self.client_tags.items())])
 
     def assignment_record(self, group_id: str) -> tuple[bytes, bytes]:

@@ -26,6 +26,7 @@ from .groups import describe_kind
 
 log = logging.getLogger(__name__)
 R = StreamsGroupHeartbeatResponse
+E = R.EndpointToPartitions
 
 
 @handles(ApiKey.StreamsGroupHeartbeat)
@@ -61,8 +62,8 @@ def _topology(topology):
     S = V.Subtopology
 
     def info(t):
-        return V.TopicInfo(name=t.name, partitions=t.partitions, replication_factor=t.replication_factor,
-                           topic_configs=[V.KeyValue(key=c.key, value=c.value) for c in t.topic_configs])
+        return S.TopicInfo(name=t.name, partitions=t.partitions, replication_factor=t.replication_factor,
+                           topic_configs=[S.TopicInfo.KeyValue(key=c.key, value=c.value) for c in t.topic_configs])
     return V(epoch=topology.epoch, subtopologies=[S(
         subtopology_id=s.subtopology_id, source_topics=list(s.source_topics),
         source_topic_regex=list(s.source_topic_regex),
@@ -128,13 +129,14 @@ def _answer(ctx: Context, group_id: str, reply: StreamsHeartbeatReply):
              status=None if failed else [R.Status(status_code=code, status_detail=detail)
                                          for code, detail in reply.status],
              **tasks, endpoint_information_epoch=reply.endpoint_epoch,
-             partitions_by_user_endpoint=None if reply.endpoints is None else [R.EndpointToPartitions(
-                 user_endpoint=R.Endpoint(host=host, port=port), active_partitions=_partitions(active),
+             partitions_by_user_endpoint=None if reply.endpoints is None else [E(
+                 user_endpoint=E.Endpoint(host=host, port=port), active_partitions=_partitions(active),
                  standby_partitions=_partitions(standby)) for (host, port), active, standby in reply.endpoints])
 
 
 def _partitions(by_topic: dict[str, set[int]]) -> list:
-    return [R.TopicPartition(topic=name, partitions=sorted(parts)) for name, parts in sorted(by_topic.items()) if parts]
+    return [E.TopicPartition(topic=name, partitions=sorted(parts)) for name, parts in sorted(by_topic.items())
+            if parts]
 
 
 @handles(ApiKey.StreamsGroupDescribe)
@@ -157,9 +159,9 @@ async def streams_group_describe(ctx: Context, request):
                                                                                      port=m.user_endpoint[1]),
                        client_tags=[M.KeyValue(key=k, value=v) for k, v in sorted(m.client_tags.items())],
                        task_offsets=[], task_end_offsets=[],
-                       assignment=M.Assignment(**m.assigned.fields(M.TaskIds)),
+                       assignment=M.Assignment(**m.assigned.fields(M.Assignment.TaskIds)),
                        target_assignment=M.Assignment(**streams.target.get(m.member_id, Assignment()).fields(
-                           M.TaskIds)),
+                           M.Assignment.TaskIds)),
                        is_classic=False)
                      for m in streams.members.values()],
             authorized_operations=operations, assignor_name="sticky")
@@ -172,7 +174,7 @@ def _described_subtopology(D, s):
 
     def info(t):
         return T.TopicInfo(name=t.name, partitions=t.partitions, replication_factor=t.replication_factor,
-                           topic_configs=[T.KeyValue(key=c.key, value=c.value) for c in t.topic_configs])
+                           topic_configs=[T.TopicInfo.KeyValue(key=c.key, value=c.value) for c in t.topic_configs])
     return T(subtopology_id=s.subtopology_id, source_topics=list(s.source_topics),
              repartition_sink_topics=list(s.repartition_sink_topics),
              state_changelog_topics=[info(t) for t in s.state_changelog_topics],

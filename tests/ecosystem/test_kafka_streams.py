@@ -6,14 +6,16 @@ them when it sends again what it got no acknowledgement for; the application dro
 it has seen (a persistent store), regroups by page (a repartition topic), counts per hour in a
 persistent window store (its changelog compacted), re-keys and joins the counts with a table of
 sections (a second repartition topic), exactly_once_v2, two instances with one standby replica,
-group.protocol=classic. One instance is killed with kill -9 as new views arrive and started again
+with each rebalance protocol: group.protocol=classic, and streams (KIP-1071: the broker assigns
+the tasks and creates the internal topics; the standby count and session timeout are then the
+brokers' streams group settings). One instance is killed with kill -9 as new views arrive and started again
 on its state directory; later the other one is stopped, so the restarted one serves every task
 from what it restored. The output, read with read_committed, must hold exactly the expected
 counts, each page's rising one commit at a time: nothing counted twice across the kill, nothing
 lost. The repartition topics must have been purged by Streams' DeleteRecords.
 
-One run per broker is shared by the module's tests (it takes a minute): the tests then look at
-what it left.
+One run per broker and protocol is shared by the module's tests (it takes a minute): the tests
+then look at what it left.
 """
 import time
 import uuid
@@ -23,9 +25,8 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from tests.support.broker_process import BrokerProcess
 from tests.support.clients import create_topic
-from tests.support.kafka_reference import kafka_broker  # noqa: F401 - a fixture
+from tests.support.kafka_reference import broker_under_test
 from tests.support.member_process import wait_for
 from tests.support.streams_application import CLASSES, StreamsInstance
 
@@ -43,7 +44,6 @@ STORES = ("page-counts", "seen-views")  # the application's persistent stores
 # Views sent again, as if their acknowledgements had been lost: one in RESENT.
 RESENT = 7
 SETTINGS = {
-    "group.protocol": "classic",
     "processing.guarantee": "exactly_once_v2",
     "num.standby.replicas": "1",
     "commit.interval.ms": "200",
@@ -53,13 +53,22 @@ SETTINGS = {
     "consumer.session.timeout.ms": "6000",
     "consumer.heartbeat.interval.ms": "1000",
 }
+# The same for streams groups, where the brokers decide them (Kafka's bounds let them that low).
+STREAMS_GROUPS = {
+    "group.streams.num.standby.replicas": 1,
+    "group.streams.session.timeout.ms": 6000, "group.streams.min.session.timeout.ms": 6000,
+    "group.streams.heartbeat.interval.ms": 1000, "group.streams.min.heartbeat.interval.ms": 1000,
+}
 
 
 @pytest.fixture(scope="module")
 def kgate(tmp_path_factory):
-    broker = BrokerProcess(str(tmp_path_factory.mktemp("kgate"))).start()
-    yield broker
-    broker.stop()
+    yield from broker_under_test("kgate", tmp_path_factory, "streams", STREAMS_GROUPS)
+
+
+@pytest.fixture(scope="module")
+def kafka(tmp_path_factory):
+    yield from broker_under_test("kafka", tmp_path_factory, "streams", kafka_settings=STREAMS_GROUPS)
 
 
 def produce_views(bootstrap: str, topic: str, first: int, count: int) -> None:
@@ -116,14 +125,16 @@ class Run:
         return "\n".join(f"instance {n}: {instance.errors()}" for n, instance in enumerate(self.instances))
 
 
-@pytest.fixture(scope="module", params=["kgate", "kafka"])
+@pytest.fixture(scope="module", params=[("kgate", "classic"), ("kafka", "classic"), ("kgate", "streams"),
+                                        ("kafka", "streams")], ids="-".join)
 def run(request, tmp_path_factory):
-    """The whole run on the broker under test (kgate, or Kafka 4.4 as the control), for the
-    tests to look at afterwards."""
+    """The whole run on the broker under test (kgate, or Kafka 4.4 as the control) with one
+    rebalance protocol, for the tests to look at afterwards."""
     if not CLASSES.is_dir():
         pytest.fail("the Kafka Streams application is not built: run scripts/setup-ecosystem")
-    broker = request.getfixturevalue("kgate" if request.param == "kgate" else "kafka_broker")
-    directory = tmp_path_factory.mktemp(f"streams-{request.param}")
+    kind, protocol = request.param
+    broker = request.getfixturevalue(kind)
+    directory = tmp_path_factory.mktemp(f"streams-{kind}-{protocol}")
     application = f"page-counts-{uuid.uuid4().hex[:8]}"
     views, sections, output = (f"{application}-{name}" for name in ("views", "sections", "counts"))
     create_topic(broker.bootstrap, views, PARTITIONS)
@@ -138,8 +149,8 @@ def run(request, tmp_path_factory):
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"{application}-check",
                          "isolation.level": "read_committed", "auto.offset.reset": "earliest"})
     consumer.subscribe([output])
-    instances = [StreamsInstance(directory / f"instance-{n}", broker.bootstrap, application, SETTINGS)
-                 for n in range(2)]
+    instances = [StreamsInstance(directory / f"instance-{n}", broker.bootstrap, application,
+                                 {**SETTINGS, "group.protocol": protocol}) for n in range(2)]
     state = Run(broker.bootstrap, application, instances, Output(consumer), counts(650))
     try:
         produce_views(broker.bootstrap, views, 0, 300)
@@ -222,20 +233,3 @@ def test_streams_purged_its_repartition_topics_with_delete_records(run):
     finally:
         probe.close()
 
-
-
-def test_group_protocol_streams_gets_a_clear_refusal_from_kgate(kgate, tmp_path):
-    """kgate has no Streams rebalance protocol (KIP-1071's StreamsGroupHeartbeat): an instance
-    asking for it stops at once in ERROR saying so, rather than waiting for a group forever."""
-    application = f"page-counts-{uuid.uuid4().hex[:8]}"
-    for name in ("views", "sections", "counts"):
-        create_topic(kgate.bootstrap, f"{application}-{name}", 1)
-    instance = StreamsInstance(tmp_path, kgate.bootstrap, application,
-                               {**SETTINGS, "group.protocol": "streams"}).start()
-    try:
-        wait_for(lambda: not instance.alive(), 120, "the instance to stop")
-        assert instance.process.returncode == 1, instance.errors()
-        assert "UnsupportedVersionException: The cluster does not support the STREAMS group protocol" \
-            in instance.log(), instance.errors()
-    finally:
-        instance.stop()
