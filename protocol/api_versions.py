@@ -53,10 +53,11 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DescribeShareGroupOffsets: (0, 1),
     ApiKey.AlterShareGroupOffsets: (0, 0),
     ApiKey.DeleteShareGroupOffsets: (0, 0),
-    # Streams groups (KIP-1071) before KIP-1296's topology descriptions (v1 of both; the
-    # StreamsGroupTopologyDescriptionUpdate API that goes with them is not built).
-    ApiKey.StreamsGroupHeartbeat: (0, 0),
-    ApiKey.StreamsGroupDescribe: (0, 0),
+    # Streams groups (KIP-1071) at Kafka 4.4's versions. No topology description is stored (the
+    # StreamsGroupTopologyDescriptionUpdate API is not built): a heartbeat never asks for one and
+    # a describe says NOT_STORED when asked; acceptable.recovery.lag is not used (warm-ups are not built).
+    ApiKey.StreamsGroupHeartbeat: (0, 1),
+    ApiKey.StreamsGroupDescribe: (0, 1),
     # Transactions (KIP-98) up to the versions before KIP-890's: AddPartitionsToTxn v4+ is
     # broker-to-broker, and the later versions of the others carry its new epoch rules.
     ApiKey.AddPartitionsToTxn: (0, 3),

@@ -25,6 +25,7 @@ from . import Context, handles
 from .groups import describe_kind
 
 log = logging.getLogger(__name__)
+NOT_REQUESTED, NOT_STORED = 0, 1  # StreamsGroupDescribe's TopologyDescriptionStatus
 R = StreamsGroupHeartbeatResponse
 E = R.EndpointToPartitions
 
@@ -164,7 +165,9 @@ async def streams_group_describe(ctx: Context, request):
                            M.Assignment.TaskIds)),
                        is_classic=False)
                      for m in streams.members.values()],
-            authorized_operations=operations, assignor_name="sticky")
+            authorized_operations=operations, assignor_name="sticky",
+            topology_description_status=NOT_STORED if ctx.version >= 1 and request.include_topology_description
+            else NOT_REQUESTED)
     return StreamsGroupDescribeResponse(throttle_time_ms=0, groups=describe_kind(
         ctx, request, D, lambda group: group.streams, "Group {} is not a streams group.", described))
 

@@ -17,6 +17,8 @@ lost. The repartition topics must have been purged by Streams' DeleteRecords.
 One run per broker and protocol is shared by the module's tests (it takes a minute): the tests
 then look at what it left.
 """
+import re
+import subprocess
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -25,6 +27,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
+from conformance.kafka_broker import tool_command
 from tests.support.clients import create_topic
 from tests.support.kafka_reference import broker_under_test
 from tests.support.member_process import wait_for
@@ -59,6 +62,11 @@ STREAMS_GROUPS = {
     "group.streams.session.timeout.ms": 6000, "group.streams.min.session.timeout.ms": 6000,
     "group.streams.heartbeat.interval.ms": 1000, "group.streams.min.heartbeat.interval.ms": 1000,
 }
+# kafka-streams-groups --describe, as each view shows the group the run leaves (its restarted
+# instance alone), kept per (broker, protocol) for the Kafka run to be compared with kgate's.
+DESCRIBE_VIEWS = {"offsets": (), "members": ("--members",), "state": ("--state",),
+                  "members verbose": ("--members", "--verbose"), "state verbose": ("--state", "--verbose")}
+DESCRIBED: dict[tuple[str, str], dict[str, tuple[int, list[str]]]] = {}
 
 
 @pytest.fixture(scope="module")
@@ -107,6 +115,7 @@ class Output:
 
 @dataclass
 class Run:
+    key: tuple[str, str]  # the broker and the group protocol
     bootstrap: str
     application: str
     instances: list[StreamsInstance]
@@ -151,7 +160,7 @@ def run(request, tmp_path_factory):
     consumer.subscribe([output])
     instances = [StreamsInstance(directory / f"instance-{n}", broker.bootstrap, application,
                                  {**SETTINGS, "group.protocol": protocol}) for n in range(2)]
-    state = Run(broker.bootstrap, application, instances, Output(consumer), counts(650))
+    state = Run(request.param, broker.bootstrap, application, instances, Output(consumer), counts(650))
     try:
         produce_views(broker.bootstrap, views, 0, 300)
         for instance in instances:
@@ -171,11 +180,40 @@ def run(request, tmp_path_factory):
         instances[1].stop()
         produce_views(broker.bootstrap, views, 600, 50)
         state.wait_counts(state.expected, "the counts from the restored state")
+        DESCRIBED[request.param] = described(broker.bootstrap, application, protocol == "streams")
         yield state
     finally:
         consumer.close()
         for instance in instances:
             instance.stop()
+
+
+def describe(bootstrap: str, application: str, view: str) -> tuple[int, list[str]]:
+    """One view of kafka-streams-groups --describe: its exit status and its lines, normalized:
+    the application id, member and process ids and the coordinator's address named, columns
+    single-spaced, rows sorted (the tool prints them in hash order); in the verbose views every
+    number stands alone as N, since the epochs count the brokers' own steps (Kafka also bumps
+    the group epoch after its initial rebalance delay)."""
+    done = subprocess.run(tool_command("kafka-streams-groups", "--bootstrap-server", bootstrap, "--describe",
+                                       "--group", application, *DESCRIBE_VIEWS[view]),
+                          capture_output=True, text=True, timeout=120)
+    text = re.sub(r"127\.0\.0\.1:\d+", "ADDRESS", (done.stdout + done.stderr).replace(application, "APP"))
+    text = re.sub(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "PROCESS", text)
+    text = re.sub(r"(?<!\S)[A-Za-z0-9_-]{22}(?!\S)", "MEMBER", text)
+    if "verbose" in view:
+        text = re.sub(r"(?<!\S)\d+(?!\S)", "N", text)
+    return done.returncode, sorted(" ".join(line.split()) for line in text.splitlines() if line.strip())
+
+
+def described(bootstrap: str, application: str, streams_group: bool) -> dict[str, tuple[int, list[str]]]:
+    """Every view; of a streams group, once its committed offsets have caught up (no lag left
+    to differ by)."""
+    def caught_up():
+        offsets = describe(bootstrap, application, "offsets")
+        rows = [line for line in offsets[1] if line.startswith("APP ")]
+        return offsets if rows and all(row.endswith(" 0") for row in rows) else None
+    views = {"offsets": wait_for(caught_up, 60, "the group's lag to reach 0")} if streams_group else {}
+    return views | {view: describe(bootstrap, application, view) for view in DESCRIBE_VIEWS if view not in views}
 
 
 def test_the_output_holds_exactly_the_expected_counts_each_rising_once_per_commit(run):
@@ -233,3 +271,18 @@ def test_streams_purged_its_repartition_topics_with_delete_records(run):
     finally:
         probe.close()
 
+
+
+def test_kafka_streams_groups_describes_the_group_on_kgate_as_on_kafka(run):
+    """Kafka 4.4's kafka-streams-groups tool describes a streams group (its offsets, members and
+    tasks, state) the same on both brokers, after normalization; a classic group is refused
+    alike. Kgate's run comes first, and Kafka's is compared with it."""
+    views = DESCRIBED[run.key]
+    kind, protocol = run.key
+    if protocol == "streams":
+        assert all(code == 0 for code, _ in views.values()), views
+        [member] = [line for line in views["members"][1] if line.startswith("APP ")]
+        assert member.endswith("ACTIVE: 0:[0,1,2]; 1:[0,1,2]; 2:[0,1,2];"), member
+        assert "Stable 1" in " ".join(views["state"][1]), views["state"]
+    if kind == "kafka":
+        assert views == DESCRIBED[("kgate", protocol)]
