@@ -1,8 +1,9 @@
 """Streams groups' rules (KIP-1071), driven without an event loop on a fake clock: topology
 configuration and the internal topics it asks for, the sticky task assignor with standby
 tasks, epochs and revocation before reassignment, leaving, session and revocation expiry,
-static members, Kafka's answers to bad heartbeats and to a group id of another kind, and the
-records that rebuild a group after a coordinator move."""
+static members, Kafka's answers to bad heartbeats and to a group id of another kind, the
+records that rebuild a group after a coordinator move, and the group on the coordinator
+(replay, commits by member epoch, deletion)."""
 import uuid
 
 from kgate.gateway.groups import records
@@ -21,6 +22,7 @@ from kgate.gateway.groups.streams_topology import (
 )
 from kgate.protocol.error_codes import ErrorCode
 from tests.unit.effect_ledger import EffectLedger
+from tests.unit.test_group_shard import assert_replays_to_the_same_state, coordinator
 
 SESSION_MS = 45_000
 S = V.Subtopology
@@ -240,3 +242,32 @@ def test_the_stored_records_rebuild_the_group():
             member.epoch, member.previous_epoch, member.state, member.assigned, member.pending_revocation)
         assert (copy.instance_id, copy.process_id, copy.user_endpoint, copy.client_tags) == (
             member.instance_id, member.process_id, member.user_endpoint, member.client_tags)
+
+
+def source_only(topic="t"):
+    return V(epoch=0, subtopologies=[S(subtopology_id="0", source_topics=[topic], source_topic_regex=[],
+                                       state_changelog_topics=[], repartition_sink_topics=[],
+                                       repartition_source_topics=[], copartition_groups=[])])
+
+
+async def test_a_streams_group_on_the_coordinator_replays_commits_by_member_epoch_and_is_deleted_when_empty():
+    groups = await coordinator(**{"group.streams.session.timeout.ms": SESSION_MS})
+    for member in ("m1", "m2"):
+        reply = await groups.streams_heartbeat(StreamsHeartbeat(
+            "sg", member, 0, "c", "/h", rebalance_timeout_ms=1000, topology=source_only(), owned=Assignment(),
+            process_id=f"p-{member}"))
+        assert reply.error == ErrorCode.NONE
+    await assert_replays_to_the_same_state(groups)
+    m1 = groups.describe("sg").streams.members["m1"]
+    assert groups.check_commit("sg", m1.epoch, "m1", None) == ErrorCode.NONE
+    assert groups.check_commit("sg", m1.epoch + 5, "m1", None) == ErrorCode.STALE_MEMBER_EPOCH
+    assert groups.check_commit("sg", 1, "nobody", None) == ErrorCode.UNKNOWN_MEMBER_ID
+    assert await groups.delete_group("sg") == ErrorCode.NON_EMPTY_GROUP
+    for member in ("m1", "m2"):
+        await groups.streams_heartbeat(StreamsHeartbeat("sg", member, -1))
+    assert groups.describe("sg").streams.state == "Empty"
+    await assert_replays_to_the_same_state(groups)
+    assert await groups.delete_group("sg") == ErrorCode.NONE
+    await assert_replays_to_the_same_state(groups)
+    assert groups.describe("sg") is None
+    await groups.close()
