@@ -121,6 +121,8 @@ class StreamsGroup(ModernGroup):
     # Not stored: moves when any member's current tasks change, telling clients to refresh
     # the partitions each endpoint serves (interactive queries).
     endpoint_epoch: int = 0
+    # Not stored: a member asked every instance of the application to shut down (until the group empties).
+    shutdown_requested: bool = False
 
     @property
     def state(self) -> str:

@@ -25,6 +25,8 @@ status and, when they changed, the tasks it may run now. Kafka's rules:
   session expires; a member joining under the same instance id meanwhile takes them over
   without the group epoch moving. An instance id a live member holds is
   UNRELEASED_INSTANCE_ID, and the replaced member id is FENCED_INSTANCE_ID.
+- A member asking the application to shut down (its uncaught-exception handler's
+  SHUTDOWN_APPLICATION) has every member told so in its status, until the group is empty.
 - A group id belongs to one kind of group: a streams heartbeat for a classic, consumer or
   share group's id is GROUP_ID_NOT_FOUND (a classic group left with only offsets becomes a
   streams group), and the other protocols refuse a streams group's id.
@@ -44,7 +46,7 @@ from .group import Group
 from .records import group_key
 from .streams_assignor import MemberSpec
 from .streams_group import Assignment, Endpoint, MemberState, StreamsGroup, StreamsMember, Tasks, copy_tasks
-from .streams_topology import STALE_TOPOLOGY, Topics
+from .streams_topology import SHUTDOWN_APPLICATION, STALE_TOPOLOGY, Topics
 
 LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2
@@ -195,6 +197,12 @@ class StreamsGroupMachine:
                 streams.topology = request.topology
                 stored.append(streams.topology_record())
                 moved = True
+        if request.shutdown_application and not streams.shutdown_requested:
+            streams.shutdown_requested = True
+            out.append(Log(logging.INFO, "streams group %s: member %s asked the application to shut down",
+                           (streams.group_id, member.member_id)))
+        if streams.shutdown_requested:
+            status.append((SHUTDOWN_APPLICATION, f"Streams group {streams.group_id} requested shutdown."))
         if streams.topology is not None and member.topology_epoch < streams.topology.epoch:  # type: ignore
             status.append((STALE_TOPOLOGY, f"The member's topology epoch {member.topology_epoch} is behind the "
                                            f"group's {streams.topology.epoch}."))  # type: ignore[attr-defined]
@@ -336,6 +344,7 @@ class StreamsGroupMachine:
     def _remove(self, streams: StreamsGroup, member_id: str, reason: str, topics: Topics, out: list[Effect]) -> None:
         del streams.members[member_id]
         streams.target.pop(member_id, None)
+        streams.shutdown_requested = streams.shutdown_requested and bool(streams.members)
         out += [CancelTimer(key) for key in member_timers(streams.group_id, member_id)]
         stored: list[tuple[bytes, bytes | None]] = list(streams.member_tombstones(member_id))
         self._bump(streams, f"member {member_id} {reason}", stored, out)

@@ -17,6 +17,7 @@ from kgate.gateway.groups.streams_topology import (
     INCORRECTLY_PARTITIONED_TOPICS,
     MISSING_INTERNAL_TOPICS,
     MISSING_SOURCE_TOPICS,
+    SHUTDOWN_APPLICATION,
     STALE_TOPOLOGY,
     configure,
 )
@@ -242,6 +243,20 @@ def test_the_stored_records_rebuild_the_group():
             member.epoch, member.previous_epoch, member.state, member.assigned, member.pending_revocation)
         assert (copy.instance_id, copy.process_id, copy.user_endpoint, copy.client_tags) == (
             member.instance_id, member.process_id, member.user_endpoint, member.client_tags)
+
+
+def test_a_shutdown_asked_by_one_member_reaches_every_member_until_the_group_is_empty():
+    d = Driver()
+    d.beat("a")
+    d.beat("b")
+    assert SHUTDOWN_APPLICATION not in [code for code, _ in d.beat("b", 2, owned=Assignment()).status]
+    asked = d.beat("b", 2, owned=Assignment(), shutdown_application=True)
+    assert SHUTDOWN_APPLICATION in [code for code, _ in asked.status]
+    told = d.beat("a", 1, owned=d.streams.members["a"].assigned.copy())
+    assert (SHUTDOWN_APPLICATION, "Streams group g requested shutdown.") in told.status
+    d.beat("a", -1)
+    d.beat("b", -1)
+    assert SHUTDOWN_APPLICATION not in [code for code, _ in d.beat("c").status]
 
 
 def source_only(topic="t"):
