@@ -61,7 +61,7 @@ GROUP_CONFIGS: dict[str, TopicConfig] = {
     "errors.deadletterqueue.copy.record.enable": TopicConfig(ConfigType.BOOLEAN, "false", Use.IGNORED, _NO_DLQ),
 }
 
-# Group configs bounded by broker settings, as Kafka bounds them: (least, most).
+# Group configs bounded by broker settings, as Kafka bounds them: (least, most), each a setting's name or a number.
 _BOUNDS = {
     "consumer.session.timeout.ms": ("group.consumer.min.session.timeout.ms", "group.consumer.max.session.timeout.ms"),
     "consumer.heartbeat.interval.ms": ("group.consumer.min.heartbeat.interval.ms",
@@ -74,6 +74,7 @@ _BOUNDS = {
     "streams.session.timeout.ms": ("group.streams.min.session.timeout.ms", "group.streams.max.session.timeout.ms"),
     "streams.heartbeat.interval.ms": ("group.streams.min.heartbeat.interval.ms",
                                       "group.streams.max.heartbeat.interval.ms"),
+    "streams.num.standby.replicas": (0, "group.streams.max.standby.replicas"),
 }
 
 
@@ -119,7 +120,7 @@ class GroupConfigs:
         if config.valid is not None and not config.valid[1](parsed):
             raise ConfigError(f"Invalid value {value} for configuration {name}: {config.valid[0]}")
         if name in _BOUNDS:
-            low, high = (self._settings[setting] for setting in _BOUNDS[name])
+            low, high = (self._settings[bound] if isinstance(bound, str) else bound for bound in _BOUNDS[name])
             if not low <= parsed <= high:
                 raise ConfigError(f"{name} must be in the range {low} to {high} inclusive.")
         return normalised

@@ -179,6 +179,7 @@ SETTING_DOCS: dict[str, SettingDoc] = {
                                                       "may set."),
     "group.streams.max.heartbeat.interval.ms": _kafka("The most streams.heartbeat.interval.ms a group config "
                                                       "may set."),
+    "group.streams.max.standby.replicas": _kafka("The most streams.num.standby.replicas a group config may set."),
     "share.coordinator.state.topic.num.partitions": _kafka("Partitions of `__share_group_state`; a share-partition's "
                                                            "state lives on partition abs(hash(group:topic id:"
                                                            "partition)) % this."),
