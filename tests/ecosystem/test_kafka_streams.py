@@ -9,10 +9,12 @@ sections (a second repartition topic), exactly_once_v2, two instances with one s
 with each rebalance protocol: group.protocol=classic, and streams (KIP-1071: the broker
 assigns the tasks and creates the internal topics; the standby count and session timeout are
 then the brokers' streams group settings). One instance is killed with kill -9 as new views
-arrive and started again on its state directory; later the other one is stopped, so the restarted one serves every task
-from what it restored. The output, read with read_committed, must hold exactly the expected
-counts, each page's rising one commit at a time: nothing counted twice across the kill, nothing
-lost. The repartition topics must have been purged by Streams' DeleteRecords.
+arrive and started again on its state directory; later the other one is stopped, so the
+restarted one serves every task from what it restored. The output, read with read_committed,
+must hold exactly the expected counts, each page's rising one commit at a time: nothing counted
+twice across the kill, nothing lost. The repartition topics must have been purged by Streams'
+DeleteRecords; with the streams protocol, kafka-streams-groups must describe the group left
+on kgate as on Kafka.
 
 One run per broker and protocol is shared by the module's tests (it takes a minute): the tests
 then look at what it left.
