@@ -1,6 +1,6 @@
 """``kgate groups list|describe|delete|reset-offsets``: consumer groups, as kafka-consumer-groups.sh;
-``list`` names each group's type (classic, consumer, share) and ``describe`` shows KIP-848
-consumer groups and share groups too (cli/modern_groups.py).
+``list`` names each group's type (classic, consumer, share, streams) and ``describe`` shows
+KIP-848 consumer groups, share groups and streams groups too (cli/modern_groups.py).
 
 Lag is the partition's log end offset (ListOffsets LATEST, the high watermark a
 consumer reads up to) minus the group's committed offset (OffsetFetch): exactly the
@@ -85,9 +85,11 @@ def _describe(args) -> None:
             if share is not None:
                 _describe_share(args, admin, *share)
                 return
-            consumer = modern_groups.consumer(admin, args.group)
-            if consumer is not None:
-                group, kind = consumer, "consumer"
+            for describe in (modern_groups.consumer, modern_groups.streams):
+                described = describe(admin, args.group)
+                if described is not None:
+                    group, kind = described, described["protocol_type"]
+                    break
         if group.get("error"):
             raise Failed(options.result_text(group["error"], f"group {args.group!r}"))
         committed = _committed(admin, args.group)

@@ -1,6 +1,8 @@
 """The groups DescribeGroups does not describe, through their own APIs: KIP-848 consumer groups
-(ConsumerGroupDescribe) and KIP-932 share groups (ShareGroupDescribe, and
-DescribeShareGroupOffsets for each share-partition's start offset, lag and in-flight records).
+(ConsumerGroupDescribe), KIP-932 share groups (ShareGroupDescribe, and
+DescribeShareGroupOffsets for each share-partition's start offset, lag and in-flight records)
+and KIP-1071 streams groups (StreamsGroupDescribe: a member's active tasks read as the
+partitions of its subtopologies' source and repartition topics).
 
 kafka-python's admin client speaks none of these, so the requests go through its connection
 manager, to the group's coordinator, as kgate's schema-generated message classes. A
@@ -16,6 +18,7 @@ from kgate.protocol.messages import (
     ConsumerGroupDescribeRequest,
     DescribeShareGroupOffsetsRequest,
     ShareGroupDescribeRequest,
+    StreamsGroupDescribeRequest,
 )
 
 from .client_options import Failed, error_text
@@ -46,6 +49,24 @@ def consumer(admin, group_id: str) -> dict | None:
                  "group_instance_id": m["instance_id"], "member_assignment": {"assigned_partitions": [
                      {"topic": t["topic_name"], "partitions": t["partitions"]}
                      for t in m["assignment"]["topic_partitions"]]}}
+                for m in described["members"]]}
+
+
+def streams(admin, group_id: str) -> dict | None:
+    """A streams group in the shape kafka-python gives a classic one, each member's active
+    tasks as the partitions it reads; None when there is no streams group of that id."""
+    described = admin._manager.run(_described, admin, group_id, StreamsGroupDescribeRequest(
+        group_ids=[group_id], include_authorized_operations=False))
+    if described is None:
+        return None
+    reads = {s["subtopology_id"]: [*s["source_topics"], *(t["name"] for t in s["repartition_source_topics"])]
+             for s in ((described["topology"] or {}).get("subtopologies") or [])}
+    return {"group_state": described["group_state"], "protocol_type": "streams", "protocol_data": "sticky",
+            "members": [
+                {"member_id": m["member_id"], "client_id": m["client_id"], "client_host": m["client_host"],
+                 "group_instance_id": m["instance_id"], "member_assignment": {"assigned_partitions": [
+                     {"topic": topic, "partitions": task["partitions"]}
+                     for task in m["assignment"]["active_tasks"] for topic in reads.get(task["subtopology_id"], [])]}}
                 for m in described["members"]]}
 
 

@@ -31,8 +31,8 @@ _VERSIONS = ("kgate advertises, from protocol/api_versions.py, exactly the versi
              "implements: the oldest versions Kafka 4 dropped stay for old clients (0.9-era and up), and "
              "newer versions come when their behaviour does (e.g. KIP-890 transactions, share groups)")
 _ABSENT_API = ("APIs kgate does not serve: KRaft and inter-broker APIs (a kgate cluster keeps its metadata "
-               "in ZooKeeper and shares storage), and client APIs not built yet (share and streams groups, "
-               "client quotas, partition reassignment, telemetry)")
+               "in ZooKeeper and shares storage), and client APIs not built yet (KIP-1296's streams topology "
+               "descriptions, client quotas, partition reassignment, telemetry)")
 _KRAFT_FEATURE = "a KRaft feature: a kgate cluster keeps its metadata in ZooKeeper and has no replicas"
 _MESSAGE = "free-text error messages are each broker's own; only their error codes are compared"
 
@@ -50,8 +50,6 @@ KNOWN: list[Known] = [
           "kgate implements share.version 1 (KIP-932's share groups, ShareFetch and ShareAcknowledge v1); Kafka "
           "4.4 finalizes 2, whose KIP-1222 renew acknowledgements (ShareFetch and ShareAcknowledge v2) are not "
           "built"),
-    Known("api_versions", "*", "*_features.name=streams.version", DELIBERATE,
-          "streams groups (KIP-1071) are not built"),
     Known("api_versions", "*", "*_features.name=transaction.version*", DELIBERATE,
           "kgate implements transaction.version 0: KIP-890's second part (EndTxn v5, an epoch bump per "
           "transaction) is not built, so clients keep the older transaction protocol"),

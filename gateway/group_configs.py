@@ -21,7 +21,9 @@ from .topic_configs import TopicConfig, Use, one_of, parse_value
 
 _SHARE_ASSIGNMENT = "kgate deals a share group's partitions on the heartbeat that changes it; no interval batches it"
 _NO_RENEW = "kgate serves ShareFetch and ShareAcknowledge v1, before KIP-1222's renew acknowledgements"
-_NO_STREAMS = "kgate serves no streams groups (KIP-1071) for it to apply to"
+_STREAMS_AT_ONCE = "kgate assigns a streams group's tasks on the heartbeat that changes it, with no initial delay"
+_STREAMS_STICKY = "kgate's streams groups have the sticky assignor only, which is not rack-aware"
+_NO_DLQ = "kgate's streams groups have no dead-letter queue (KIP-1034's broker side)"
 _ASSIGNMENT = "kgate assigns on the heartbeat that changes a group; there is no interval to batch changes over"
 
 GROUP_CONFIGS: dict[str, TopicConfig] = {
@@ -46,18 +48,20 @@ GROUP_CONFIGS: dict[str, TopicConfig] = {
                                          valid=one_of("read_committed", "read_uncommitted")),
     "share.assignment.interval.ms": TopicConfig(ConfigType.INT, "1000", Use.IGNORED, _SHARE_ASSIGNMENT),
     "share.renew.acknowledge.enable": TopicConfig(ConfigType.BOOLEAN, "true", Use.IGNORED, _NO_RENEW),
-    "streams.session.timeout.ms": TopicConfig(ConfigType.INT, "45000", Use.IGNORED, _NO_STREAMS),
-    "streams.heartbeat.interval.ms": TopicConfig(ConfigType.INT, "5000", Use.IGNORED, _NO_STREAMS),
-    "streams.num.standby.replicas": TopicConfig(ConfigType.INT, "0", Use.IGNORED, _NO_STREAMS),
-    "streams.initial.rebalance.delay.ms": TopicConfig(ConfigType.INT, "3000", Use.IGNORED, _NO_STREAMS),
-    "streams.assignment.interval.ms": TopicConfig(ConfigType.INT, "1000", Use.IGNORED, _NO_STREAMS),
-    "streams.assignor.name": TopicConfig(ConfigType.STRING, "sticky", Use.IGNORED, _NO_STREAMS),
-    "streams.rack.aware.assignment.tags": TopicConfig(ConfigType.LIST, "", Use.IGNORED, _NO_STREAMS),
-    "errors.deadletterqueue.topic.name": TopicConfig(ConfigType.STRING, "", Use.IGNORED, _NO_STREAMS),
-    "errors.deadletterqueue.copy.record.enable": TopicConfig(ConfigType.BOOLEAN, "false", Use.IGNORED, _NO_STREAMS),
+    "streams.session.timeout.ms": TopicConfig(ConfigType.INT, "", Use.ACTS, setting="group.streams.session.timeout.ms"),
+    "streams.heartbeat.interval.ms": TopicConfig(ConfigType.INT, "", Use.ACTS,
+                                                 setting="group.streams.heartbeat.interval.ms"),
+    "streams.num.standby.replicas": TopicConfig(ConfigType.INT, "", Use.ACTS,
+                                                setting="group.streams.num.standby.replicas"),
+    "streams.initial.rebalance.delay.ms": TopicConfig(ConfigType.INT, "3000", Use.IGNORED, _STREAMS_AT_ONCE),
+    "streams.assignment.interval.ms": TopicConfig(ConfigType.INT, "1000", Use.IGNORED, _ASSIGNMENT),
+    "streams.assignor.name": TopicConfig(ConfigType.STRING, "sticky", Use.IGNORED, _STREAMS_STICKY),
+    "streams.rack.aware.assignment.tags": TopicConfig(ConfigType.LIST, "", Use.IGNORED, _STREAMS_STICKY),
+    "errors.deadletterqueue.topic.name": TopicConfig(ConfigType.STRING, "", Use.IGNORED, _NO_DLQ),
+    "errors.deadletterqueue.copy.record.enable": TopicConfig(ConfigType.BOOLEAN, "false", Use.IGNORED, _NO_DLQ),
 }
 
-# Group configs bounded by broker settings, as Kafka bounds them: (least, most).
+# Group configs bounded by broker settings, as Kafka bounds them: (least, most), each a setting's name or a number.
 _BOUNDS = {
     "consumer.session.timeout.ms": ("group.consumer.min.session.timeout.ms", "group.consumer.max.session.timeout.ms"),
     "consumer.heartbeat.interval.ms": ("group.consumer.min.heartbeat.interval.ms",
@@ -67,6 +71,10 @@ _BOUNDS = {
     "share.record.lock.duration.ms": ("group.share.min.record.lock.duration.ms",
                                       "group.share.max.record.lock.duration.ms"),
     "share.delivery.count.limit": ("group.share.min.delivery.count.limit", "group.share.max.delivery.count.limit"),
+    "streams.session.timeout.ms": ("group.streams.min.session.timeout.ms", "group.streams.max.session.timeout.ms"),
+    "streams.heartbeat.interval.ms": ("group.streams.min.heartbeat.interval.ms",
+                                      "group.streams.max.heartbeat.interval.ms"),
+    "streams.num.standby.replicas": (0, "group.streams.max.standby.replicas"),
 }
 
 
@@ -112,7 +120,7 @@ class GroupConfigs:
         if config.valid is not None and not config.valid[1](parsed):
             raise ConfigError(f"Invalid value {value} for configuration {name}: {config.valid[0]}")
         if name in _BOUNDS:
-            low, high = (self._settings[setting] for setting in _BOUNDS[name])
+            low, high = (self._settings[bound] if isinstance(bound, str) else bound for bound in _BOUNDS[name])
             if not low <= parsed <= high:
                 raise ConfigError(f"{name} must be in the range {low} to {high} inclusive.")
         return normalised

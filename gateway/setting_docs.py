@@ -169,6 +169,17 @@ SETTING_DOCS: dict[str, SettingDoc] = {
                                                       "may set."),
     "group.share.min.delivery.count.limit": _kafka("The least share.delivery.count.limit a group config may set."),
     "group.share.max.delivery.count.limit": _kafka("The most share.delivery.count.limit a group config may set."),
+    "group.streams.session.timeout.ms": _kafka("How long a streams group member may go without a heartbeat."),
+    "group.streams.heartbeat.interval.ms": _kafka("The heartbeat interval streams group members are told."),
+    "group.streams.num.standby.replicas": _kafka("Standby copies of each task a streams group's members keep."),
+    "group.streams.max.size": _kafka("Members a streams group may have."),
+    "group.streams.min.session.timeout.ms": _kafka("The least streams.session.timeout.ms a group config may set."),
+    "group.streams.max.session.timeout.ms": _kafka("The most streams.session.timeout.ms a group config may set."),
+    "group.streams.min.heartbeat.interval.ms": _kafka("The least streams.heartbeat.interval.ms a group config "
+                                                      "may set."),
+    "group.streams.max.heartbeat.interval.ms": _kafka("The most streams.heartbeat.interval.ms a group config "
+                                                      "may set."),
+    "group.streams.max.standby.replicas": _kafka("The most streams.num.standby.replicas a group config may set."),
     "share.coordinator.state.topic.num.partitions": _kafka("Partitions of `__share_group_state`; a share-partition's "
                                                            "state lives on partition abs(hash(group:topic id:"
                                                            "partition)) % this."),

@@ -53,6 +53,11 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DescribeShareGroupOffsets: (0, 1),
     ApiKey.AlterShareGroupOffsets: (0, 0),
     ApiKey.DeleteShareGroupOffsets: (0, 0),
+    # Streams groups (KIP-1071) at Kafka 4.4's versions. No topology description is stored (the
+    # StreamsGroupTopologyDescriptionUpdate API is not built): a heartbeat never asks for one and
+    # a describe says NOT_STORED when asked; acceptable.recovery.lag is not used (warm-ups are not built).
+    ApiKey.StreamsGroupHeartbeat: (0, 1),
+    ApiKey.StreamsGroupDescribe: (0, 1),
     # Transactions (KIP-98) up to the versions before KIP-890's: AddPartitionsToTxn v4+ is
     # broker-to-broker, and the later versions of the others carry its new epoch rules.
     ApiKey.AddPartitionsToTxn: (0, 3),
@@ -69,13 +74,15 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
 # highest supported, finalized level). Kafka 4 clients and tools read them from ApiVersions
 # v3+: group.version 1 is KIP-848's consumer groups (ConsumerGroupHeartbeat above);
 # share.version 1 is KIP-932's share groups (ShareGroupHeartbeat, ShareFetch, ... above);
+# streams.version 1 is KIP-1071's streams groups (StreamsGroupHeartbeat above);
 # transaction.version stays 0 since KIP-890's second part (EndTxn v5, a new epoch per
 # transaction) is not built. A level-0 feature is not finalized, as Kafka leaves it out too.
 # KRaft's own features (metadata.version, kraft.version, eligible.leader.replicas.version)
-# have no meaning here; streams groups are not built.
+# have no meaning here.
 FEATURES: dict[str, tuple[int, int, int]] = {
     "group.version": (0, 1, 1),
     "share.version": (0, 1, 1),
+    "streams.version": (0, 1, 1),
     "transaction.version": (0, 0, 0),
 }
 # Kafka's clients keep the finalized features of the highest epoch they have seen; kgate's

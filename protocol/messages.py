@@ -53,6 +53,26 @@ class ShareGroupDescribeResponse(ApiMessage, load_json=schemas):  # type: ignore
         return json
 
 
+class StreamsGroupHeartbeatRequest(ApiMessage, load_json=schemas):  # type: ignore[call-arg]
+    pass
+
+
+class StreamsGroupHeartbeatResponse(ApiMessage, load_json=schemas):  # type: ignore[call-arg]
+    pass
+
+
+class StreamsGroupDescribeRequest(ApiMessage, load_json=schemas):  # type: ignore[call-arg]
+    pass
+
+
+class StreamsGroupDescribeResponse(ApiMessage, load_json=schemas):  # type: ignore[call-arg]
+    @classmethod
+    def json_patch(cls, json):
+        # AuthorizedOperations as a set of operation numbers, kafka-python's way for this field.
+        next(f for f in json["fields"][1]["fields"] if f["name"] == "AuthorizedOperations")["type"] = "bitfield"
+        return json
+
+
 class ShareFetchRequest(ApiMessage, load_json=schemas):  # type: ignore[call-arg]
     pass
 
@@ -125,7 +145,9 @@ _OWN = (ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, ConsumerG
         ShareGroupDescribeRequest, ShareGroupDescribeResponse, ShareFetchRequest, ShareFetchResponse,
         ShareAcknowledgeRequest, ShareAcknowledgeResponse, DescribeShareGroupOffsetsRequest,
         DescribeShareGroupOffsetsResponse, AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse,
-        DeleteShareGroupOffsetsRequest, DeleteShareGroupOffsetsResponse, KgateReadEndRequest, KgateReadEndResponse,
+        DeleteShareGroupOffsetsRequest, DeleteShareGroupOffsetsResponse, StreamsGroupHeartbeatRequest,
+        StreamsGroupHeartbeatResponse, StreamsGroupDescribeRequest, StreamsGroupDescribeResponse, KgateReadEndRequest,
+        KgateReadEndResponse,
         KgateProduceReferenceRequest, KgateProduceReferenceResponse, KgateForwardRequest, KgateForwardResponse)
 
 

@@ -99,7 +99,8 @@ class ClassicMemberMachine(ConsumerGroupMachine):
 
     def _consumer_group(self, now: int, group: Group | None, group_id: str, topics: Topics,
                         out: list[Effect]) -> ConsumerGroup | None:
-        if group is not None and group.consumer is None and group.share is None and group.members:
+        if group is not None and group.consumer is None and group.share is None and group.streams is None \
+                and group.members:
             return self._upgrade(now, group, topics, out)
         return super()._consumer_group(now, group, group_id, topics, out)
 

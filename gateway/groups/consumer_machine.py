@@ -180,7 +180,7 @@ class ConsumerGroupMachine:
         if group is None:
             group = self.groups[group_id] = Group(group_id)
         if group.consumer is None:
-            if group.members or group.pending_members or group.share is not None:
+            if group.members or group.pending_members or group.share is not None or group.streams is not None:
                 return None
             if group.generation > 0:
                 # The classic group's record goes, so a replay finds only one kind of group.

@@ -25,6 +25,7 @@ from .placement import partition_for
 from .records import CommittedOffset
 from .shard import GroupConfig, GroupShard, Settling, Topics
 from .share_machine import ShareHeartbeat, ShareHeartbeatReply
+from .streams_machine import StreamsHeartbeat, StreamsHeartbeatReply
 
 if TYPE_CHECKING:
     from ..config import Settings
@@ -47,6 +48,7 @@ class GroupCoordinator:
         self.max_metadata_bytes = settings["offset.metadata.max.bytes"]
         self.consumer_heartbeat_ms = settings["group.consumer.heartbeat.interval.ms"]
         self.share_heartbeat_default_ms = settings["group.share.heartbeat.interval.ms"]
+        self.streams_heartbeat_default_ms = settings["group.streams.heartbeat.interval.ms"]
         self._configured = configured
         config = GroupConfig(
             min_session_ms=settings["group.min.session.timeout.ms"],
@@ -62,6 +64,11 @@ class GroupCoordinator:
             share_max_size=settings["group.share.max.size"],
             share_session_of=lambda group_id: configured(group_id, "share.session.timeout.ms"),
             share_member_gone=share_member_gone,
+            streams_session_ms=settings["group.streams.session.timeout.ms"],
+            streams_max_size=settings["group.streams.max.size"],
+            streams_standby_replicas=settings["group.streams.num.standby.replicas"],
+            streams_session_of=lambda group_id: configured(group_id, "streams.session.timeout.ms"),
+            streams_standby_of=lambda group_id: configured(group_id, "streams.num.standby.replicas"),
             retention_ms=settings["offsets.retention.minutes"] * 60_000,
             retention_check_ms=settings["offsets.retention.check.interval.ms"])
         self.runtime: CoordinatorRuntime[GroupShard] = CoordinatorRuntime(
@@ -95,6 +102,10 @@ class GroupCoordinator:
     def share_heartbeat_ms(self, group_id: str) -> int:
         """The heartbeat interval a share group's members are told: the group's own, or the broker's."""
         return self._configured(group_id, "share.heartbeat.interval.ms") or self.share_heartbeat_default_ms
+
+    def streams_heartbeat_ms(self, group_id: str) -> int:
+        """The heartbeat interval a streams group's members are told: the group's own, or the broker's."""
+        return self._configured(group_id, "streams.heartbeat.interval.ms") or self.streams_heartbeat_default_ms
 
     def partition_of(self, group_id: str) -> int:
         return partition_for(group_id, self.num_partitions)
@@ -146,6 +157,12 @@ class GroupCoordinator:
         index = self.check_group_id(request.group_id, allow_empty=True)  # an empty id is INVALID_REQUEST there
         return await self._settle(index, lambda shard, now: shard.settle(
             shard.shares.heartbeat(now, request, shard.topics())))
+
+    async def streams_heartbeat(self, request: StreamsHeartbeat) -> StreamsHeartbeatReply:
+        """StreamsGroupHeartbeat (KIP-1071): answered once the records it changed are durable."""
+        index = self.check_group_id(request.group_id, allow_empty=True)  # an empty id is INVALID_REQUEST there
+        return await self._settle(index, lambda shard, now: shard.settle(
+            shard.streams.heartbeat(now, request, shard.topics())))
 
     def check_share_offsets_alterable(self, group_id: str) -> None:
         """KafkaError unless ``group_id`` is an empty share group coordinated here."""

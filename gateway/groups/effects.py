@@ -52,6 +52,9 @@ class Timer(enum.Enum):
     CLASSIC_SYNC = "classic-sync"
     # Share groups (KIP-932): a member's heartbeat deadline.
     SHARE_SESSION = "share-session"
+    # Streams groups (KIP-1071): a member's heartbeat deadline, and its deadline to give up tasks.
+    STREAMS_SESSION = "streams-session"
+    STREAMS_REVOCATION = "streams-revocation"
 
 
 @dataclass(frozen=True, slots=True)

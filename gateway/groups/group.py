@@ -24,6 +24,7 @@ from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
 from .consumer_group import ConsumerGroup
 from .records import CommittedOffset, GroupMetadataValue, MemberMetadata
 from .share_group import ShareGroup
+from .streams_group import StreamsGroup
 
 
 class GroupState(enum.Enum):
@@ -95,6 +96,8 @@ class Group:
     consumer: ConsumerGroup | None = None
     # Set when the group id is a share group (KIP-932); the classic fields stay empty.
     share: ShareGroup | None = None
+    # Set when the group id is a streams group (KIP-1071); the classic fields stay empty.
+    streams: StreamsGroup | None = None
     # Whether the log holds a live record of the group itself, not only its offsets: such a
     # group outlives its last offset, as in Kafka, until DeleteGroups or the offsets cleanup
     # tombstones it; dropped earlier, it would come back when the partition is replayed.
@@ -113,7 +116,8 @@ class Group:
     def has_members(self) -> bool:
         """Whether anyone is in the group, by either protocol."""
         return (bool(self.members) or (self.consumer is not None and bool(self.consumer.members))
-                or (self.share is not None and bool(self.share.members)))
+                or (self.share is not None and bool(self.share.members))
+                or (self.streams is not None and bool(self.streams.members)))
 
     # -- membership ---------------------------------------------------------------------
 

@@ -50,6 +50,7 @@ from .effects import (
     Wait,
 )
 from .group import Group, GroupState, Member
+from .streams_machine import StreamsGroupMachine
 
 
 @dataclass(slots=True)
@@ -105,7 +106,7 @@ class GroupMachine:
             group = self.groups[request.group_id] = Group(request.group_id, state_timestamp=now)
         if group.is_(GroupState.DEAD):
             return JoinResult(ErrorCode.COORDINATOR_NOT_AVAILABLE, request.member_id)
-        if group.share is not None:
+        if group.share is not None or group.streams is not None:
             return JoinResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, request.member_id)
         if group.consumer is not None:
             if group.consumer.members:
@@ -356,6 +357,8 @@ class GroupMachine:
             return Step(ErrorCode.COORDINATOR_NOT_AVAILABLE, out)
         if group.consumer is not None:  # the generation field carries the member epoch
             return Step(ConsumerGroupMachine.check_commit(group.consumer, generation, member_id), out)
+        if group.streams is not None:
+            return Step(StreamsGroupMachine.check_commit(group.streams, generation, member_id), out)
         if group.is_fenced(member_id, group_instance_id):
             return Step(ErrorCode.FENCED_INSTANCE_ID, out)
         if generation < 0 and group.is_(GroupState.EMPTY):
@@ -460,7 +463,7 @@ class GroupMachine:
     def forget_if_dead(self, group: Group) -> None:
         """A group with nothing left to keep (members, offsets, pending ids, its own record) is dropped."""
         if (not group.members and not group.offsets and not group.pending_members and group.consumer is None
-                and group.share is None and not group.stored):
+                and group.share is None and group.streams is None and not group.stored):
             group.state = GroupState.DEAD
             self.groups.pop(group.group_id, None)
 

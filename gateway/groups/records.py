@@ -6,7 +6,9 @@ protocol: 3 its group epoch, 5 a member's subscription, 6 the target assignment'
 epoch, 7 a member's target assignment, 8 a member's current assignment and epochs;
 10 to 14 a share group (KIP-932) in the same roles: 10 a member's subscription, 11 the
 group epoch, 12 the target assignment's epoch, 13 a member's target, 14 its current
-assignment.
+assignment; 17 and 19 to 23 a streams group (KIP-1071): 17 its group epoch, 19 a member's
+metadata, 20 the target assignment's epoch, 21 a member's target tasks, 22 its current
+tasks, 23 the group's topology.
 A null value is a tombstone: the key is gone.
 Records are written as magic-2 batches like any produce, so the partition is an
 ordinary managed ledger that replays with the ordinary read path.
@@ -141,6 +143,66 @@ class ShareGroupCurrentMemberAssignmentValue(  # type: ignore[call-arg]  # kafka
     pass
 
 
+class StreamsGroupMetadataKey(  # type: ignore[call-arg]  # kafka-python's untyped class keyword
+        ApiData, load_json=schemas):
+    pass
+
+
+class StreamsGroupMetadataValue(  # type: ignore[call-arg]  # kafka-python's untyped class keyword
+        ApiData, load_json=schemas):
+    pass
+
+
+class StreamsGroupMemberMetadataKey(  # type: ignore[call-arg]  # kafka-python's untyped class keyword
+        ApiData, load_json=schemas):
+    pass
+
+
+class StreamsGroupMemberMetadataValue(  # type: ignore[call-arg]  # kafka-python's untyped class keyword
+        ApiData, load_json=schemas):
+    pass
+
+
+class StreamsGroupTargetAssignmentMetadataKey(  # type: ignore[call-arg]  # kafka-python's untyped class keyword
+        ApiData, load_json=schemas):
+    pass
+
+
+class StreamsGroupTargetAssignmentMetadataValue(  # type: ignore[call-arg]  # kafka-python's untyped class keyword
+        ApiData, load_json=schemas):
+    pass
+
+
+class StreamsGroupTargetAssignmentMemberKey(  # type: ignore[call-arg]  # kafka-python's untyped class keyword
+        ApiData, load_json=schemas):
+    pass
+
+
+class StreamsGroupTargetAssignmentMemberValue(  # type: ignore[call-arg]  # kafka-python's untyped class keyword
+        ApiData, load_json=schemas):
+    pass
+
+
+class StreamsGroupCurrentMemberAssignmentKey(  # type: ignore[call-arg]  # kafka-python's untyped class keyword
+        ApiData, load_json=schemas):
+    pass
+
+
+class StreamsGroupCurrentMemberAssignmentValue(  # type: ignore[call-arg]  # kafka-python's untyped class keyword
+        ApiData, load_json=schemas):
+    pass
+
+
+class StreamsGroupTopologyKey(  # type: ignore[call-arg]  # kafka-python's untyped class keyword
+        ApiData, load_json=schemas):
+    pass
+
+
+class StreamsGroupTopologyValue(  # type: ignore[call-arg]  # kafka-python's untyped class keyword
+        ApiData, load_json=schemas):
+    pass
+
+
 MemberMetadata = GroupMetadataValue.MemberMetadata
 # Consumer group records by key version: (kind, key class, value class).
 CONSUMER_RECORDS: dict[int, tuple[str, type[ApiData], type[ApiData]]] = {
@@ -160,7 +222,19 @@ SHARE_RECORDS: dict[int, tuple[str, type[ApiData], type[ApiData]]] = {
     14: ("current", ShareGroupCurrentMemberAssignmentKey, ShareGroupCurrentMemberAssignmentValue),
 }
 _SHARE_VERSIONS = {kind: version for version, (kind, _, _) in SHARE_RECORDS.items()}
-_FAMILIES = {"consumer": (CONSUMER_RECORDS, _CONSUMER_VERSIONS), "share": (SHARE_RECORDS, _SHARE_VERSIONS)}
+# Streams group records (KIP-1071) by key version: the same roles, and the group's topology (18
+# was a partition-metadata record Kafka dropped before the protocol was released).
+STREAMS_RECORDS: dict[int, tuple[str, type[ApiData], type[ApiData]]] = {
+    17: ("group_epoch", StreamsGroupMetadataKey, StreamsGroupMetadataValue),
+    19: ("member", StreamsGroupMemberMetadataKey, StreamsGroupMemberMetadataValue),
+    20: ("assignment_epoch", StreamsGroupTargetAssignmentMetadataKey, StreamsGroupTargetAssignmentMetadataValue),
+    21: ("target", StreamsGroupTargetAssignmentMemberKey, StreamsGroupTargetAssignmentMemberValue),
+    22: ("current", StreamsGroupCurrentMemberAssignmentKey, StreamsGroupCurrentMemberAssignmentValue),
+    23: ("topology", StreamsGroupTopologyKey, StreamsGroupTopologyValue),
+}
+_STREAMS_VERSIONS = {kind: version for version, (kind, _, _) in STREAMS_RECORDS.items()}
+_FAMILIES = {"consumer": (CONSUMER_RECORDS, _CONSUMER_VERSIONS), "share": (SHARE_RECORDS, _SHARE_VERSIONS),
+             "streams": (STREAMS_RECORDS, _STREAMS_VERSIONS)}
 OFFSET_KEY_VERSION = 1
 GROUP_KEY_VERSION = 2
 OFFSET_VALUE_VERSION = 3
@@ -198,7 +272,7 @@ def group_value(value: GroupMetadataValue) -> bytes:
 
 
 def family_key(family: str, kind: str, group: str, member: str | None = None) -> bytes:
-    """The key of a ``family`` ("consumer" or "share") group record of ``kind``."""
+    """The key of a ``family`` ("consumer", "share" or "streams") group record of ``kind``."""
     known, versions = _FAMILIES[family]
     version = versions[kind]
     fields = {"group_id": group} if member is None else {"group_id": group, "member_id": member}
@@ -224,7 +298,7 @@ def consumer_value(kind: str, **fields) -> bytes:
 
 
 def decode(key: bytes, value: bytes | None):
-    """``(("offset", group, topic, partition) | ("group", group) | ("consumer" or "share", kind, group,
+    """``(("offset", group, topic, partition) | ("group", group) | ("consumer", "share" or "streams", kind, group,
     member or None), decoded value or None)``."""
     with decoding():
         version = key_version(key)

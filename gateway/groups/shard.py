@@ -1,8 +1,9 @@
 """The groups of one ``__consumer_offsets`` partition, as a shard of the coordinator runtime.
 
-The rules are ``machine.GroupMachine`` (classic) and
+The rules are ``machine.GroupMachine`` (classic),
 ``classic_members.ClassicMemberMachine`` (KIP-848's consumer groups, with the classic
-members an online upgrade leaves them), which do no I/O; this shard
+members an online upgrade leaves them), ``share_machine`` (KIP-932) and ``streams_machine``
+(KIP-1071), which do no I/O; this shard
 turns the effects of their steps into what the runtime carries out: records to
 append, timers to arm or cancel, and the futures of JoinGroup and SyncGroup requests
 parked until a rebalance answers them. Committed offsets are records the shard
@@ -47,6 +48,8 @@ from .machine import GroupMachine
 from .records import CommittedOffset
 from .share_group import ShareGroup
 from .share_machine import ShareGroupMachine
+from .streams_group import StreamsGroup
+from .streams_machine import STREAMS_TIMER_KINDS, StreamsGroupMachine
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +80,13 @@ class GroupConfig:
     share_session_of: Callable[[str], int | None] = lambda _group_id: None
     # What a share member's leaving means elsewhere (its share sessions and records): the broker's.
     share_member_gone: Callable[[str, str], Awaitable[None]] | None = None
+    # Streams groups (KIP-1071): the broker's session timeout, size limit and standby count, and a
+    # group's own session timeout and standby count.
+    streams_session_ms: int = 45_000
+    streams_max_size: int = 2_147_483_647
+    streams_standby_replicas: int = 0
+    streams_session_of: Callable[[str], int | None] = lambda _group_id: None
+    streams_standby_of: Callable[[str], int | None] = lambda _group_id: None
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +141,10 @@ class GroupShard(Shard[GroupRecord]):
             new_member_id=lambda: str(uuid.uuid4()), internal=internal, policy=config.migration_policy)
         self.shares = ShareGroupMachine(self.groups, session_ms=config.share_session_ms,
                                         session_of=config.share_session_of, max_size=config.share_max_size)
+        self.streams = StreamsGroupMachine(
+            self.groups, session_ms=config.streams_session_ms, max_size=config.streams_max_size,
+            standby_replicas=config.streams_standby_replicas, session_of=config.streams_session_of,
+            standby_of=config.streams_standby_of, internal=internal)
         # Offsets committed in transactions not yet ended, by producer id (TxnOffsetCommit).
         self.open_transactions: dict[int, dict[tuple, GroupRecord]] = {}
         self._parked: dict[tuple[Wait, str, str], asyncio.Future] = {}
@@ -164,6 +178,8 @@ class GroupShard(Shard[GroupRecord]):
             self._replay_modern(record.key, record.value, "consumer", ConsumerGroup)
         elif record.key[0] == "share":
             self._replay_modern(record.key, record.value, "share", ShareGroup)
+        elif record.key[0] == "streams":
+            self._replay_modern(record.key, record.value, "streams", StreamsGroup)
         elif record.key[0] == "offset":
             self._replay_offset(record.key, record.value)
         else:
@@ -203,8 +219,8 @@ class GroupShard(Shard[GroupRecord]):
         group.stored = True
 
     def _replay_modern(self, key: tuple, value, kind_of: str, new_state) -> None:
-        """A KIP-848 consumer-group or KIP-932 share-group record: ``kind_of`` names the
-        group's state it goes to (and the group's protocol type); its group's epoch gone means
+        """A KIP-848 consumer-group, KIP-932 share-group or KIP-1071 streams-group record:
+        ``kind_of`` names the group's state it goes to (and the group's protocol type); its group's epoch gone means
         the group is. A tombstone of a group already gone is skipped (the replay order is the
         keys' first writes), rather than bringing the group back."""
         _, kind, group_id, member_id = key
@@ -228,8 +244,9 @@ class GroupShard(Shard[GroupRecord]):
     def snapshot(self) -> list[GroupRecord]:
         snapshot = []
         for group in self.groups.values():
-            if group.share is not None:
-                snapshot += [GroupRecord(("share",), key, value, live=True) for key, value in group.share.snapshot()]
+            for modern in ("share", "streams"):
+                if (state := getattr(group, modern)) is not None:
+                    snapshot += [GroupRecord((modern,), key, value, live=True) for key, value in state.snapshot()]
             if group.consumer is not None:
                 snapshot += [GroupRecord(("consumer",), key, value, live=True)
                              for key, value in group.consumer.snapshot()]
@@ -254,6 +271,7 @@ class GroupShard(Shard[GroupRecord]):
             self._carry(self.machine.restore(now, group.group_id), carried)
             self._carry(self.consumers.restore(now, group), carried)
             self._carry(self.shares.restore(now, group), carried)
+            self._carry(self.streams.restore(now, group), carried)
         return Result(None, carried.records, carried.timers)
 
     def on_unloaded(self) -> None:
@@ -275,6 +293,8 @@ class GroupShard(Shard[GroupRecord]):
             effects = self.consumers.timer_fired(now, key, self.topics())
         elif key.kind is Timer.SHARE_SESSION:
             effects = self.shares.timer_fired(now, key, self.topics())
+        elif key.kind in STREAMS_TIMER_KINDS:
+            effects = self.streams.timer_fired(now, key, self.topics())
         else:
             effects = self.machine.timer_fired(now, key)
         return self._carry(effects, _Carried()).result(None)
@@ -392,8 +412,9 @@ class GroupShard(Shard[GroupRecord]):
         if group.has_members or not group.is_(GroupState.EMPTY):
             return Result(ErrorCode.NON_EMPTY_GROUP)
         doomed = [offset_record(group_id, t, p, None) for t, p in group.offsets]
-        if group.share is not None:
-            doomed += [GroupRecord(("share",), key, None, live=True) for key, _ in group.share.tombstones()]
+        for modern in (group.share, group.streams):
+            if modern is not None:
+                doomed += [GroupRecord((modern.FAMILY,), key, None, live=True) for key, _ in modern.tombstones()]
         doomed.append(_group_tombstone(group_id, live=True))
         if group.consumer is not None:
             doomed += [GroupRecord(("consumer",), key, None, live=True) for key, _ in group.consumer.tombstones()]
@@ -423,7 +444,8 @@ class GroupShard(Shard[GroupRecord]):
                       or (c.expire_timestamp < 0
                           and now - max(c.commit_timestamp, group.state_timestamp) >= self.config.retention_ms)]
             if not doomed:
-                if not group.offsets and group.stored and group.consumer is None and group.share is None:
+                if not group.offsets and group.stored and group.consumer is None and group.share is None \
+                        and group.streams is None:
                     # Left with no offsets (OffsetDelete took the last): Kafka's cleanup removes it.
                     doomed_records.append(_group_tombstone(group.group_id, live=False))
                     log.info("group %s: empty with no offsets left, removed", group.group_id)

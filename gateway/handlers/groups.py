@@ -175,7 +175,7 @@ async def describe_groups(ctx: Context, request):
             # Kafka describes an unknown group as Dead, without an error.
             described.append(_described(group_id, ErrorCode.NONE, GroupState.DEAD.value, operations=operations))
             continue
-        if group.consumer is not None or group.share is not None:
+        if _modern(group) is not None:
             described.append(_described(group_id, ErrorCode.GROUP_ID_NOT_FOUND, GroupState.DEAD.value,
                                         message=f"group {group_id} is not a classic group"))
             continue
@@ -230,17 +230,23 @@ async def delete_groups(ctx: Context, request):
     return DeleteGroupsResponse(throttle_time_ms=0, results=results)
 
 
+def _modern(group: Group):
+    """The group's state when it is a consumer, share or streams group, else None (classic)."""
+    return group.share or group.consumer or group.streams
+
+
 def _type(group: Group) -> str:
-    return "share" if group.share is not None else "classic" if group.consumer is None else "consumer"
+    modern = _modern(group)
+    return "classic" if modern is None else modern.FAMILY
 
 
 def _state(group: Group) -> str:
-    modern = group.share or group.consumer
+    modern = _modern(group)
     return group.state.value if modern is None else modern.state
 
 
 def _protocol_type(group: Group) -> str:
-    return _type(group) if group.share or group.consumer else group.protocol_type or ""
+    return _type(group) if _modern(group) is not None else group.protocol_type or ""
 
 
 @handles(ApiKey.ConsumerGroupHeartbeat)
@@ -306,12 +312,12 @@ async def consumer_group_describe(ctx: Context, request):
                      for m in consumer.members.values()],
             authorized_operations=operations)
     # Kafka's answer for a missing group and for a classic one alike.
-    return ConsumerGroupDescribeResponse(throttle_time_ms=0, groups=_describe_kind(
+    return ConsumerGroupDescribeResponse(throttle_time_ms=0, groups=describe_kind(
         ctx, request, D, lambda group: group.consumer, "group {} is not a consumer group", described))
 
 
-def _describe_kind(ctx: Context, request, D, kind, not_found: str, described) -> list:
-    """ConsumerGroupDescribe and ShareGroupDescribe alike: each group ``described`` from its
+def describe_kind(ctx: Context, request, D, kind, not_found: str, described) -> list:
+    """ConsumerGroupDescribe, ShareGroupDescribe and StreamsGroupDescribe alike: each group ``described`` from its
     state of the asked ``kind``, or GROUP_ID_NOT_FOUND when it has none, with Kafka's message
     for a missing group or ``not_found`` for one of another type."""
     groups = []
@@ -363,7 +369,7 @@ async def share_group_describe(ctx: Context, request):
                               assignment=_assignment(ctx, m.assigned, D.Member.Assignment))
                      for m in share.members.values()],
             authorized_operations=operations)
-    return ShareGroupDescribeResponse(throttle_time_ms=0, groups=_describe_kind(
+    return ShareGroupDescribeResponse(throttle_time_ms=0, groups=describe_kind(
         ctx, request, D, lambda group: group.share, "Group {} is not a share group.", described))
 
 

@@ -6,15 +6,21 @@ them when it sends again what it got no acknowledgement for; the application dro
 it has seen (a persistent store), regroups by page (a repartition topic), counts per hour in a
 persistent window store (its changelog compacted), re-keys and joins the counts with a table of
 sections (a second repartition topic), exactly_once_v2, two instances with one standby replica,
-group.protocol=classic. One instance is killed with kill -9 as new views arrive and started again
-on its state directory; later the other one is stopped, so the restarted one serves every task
-from what it restored. The output, read with read_committed, must hold exactly the expected
-counts, each page's rising one commit at a time: nothing counted twice across the kill, nothing
-lost. The repartition topics must have been purged by Streams' DeleteRecords.
+with each rebalance protocol: group.protocol=classic, and streams (KIP-1071: the broker
+assigns the tasks and creates the internal topics; the standby count and session timeout are
+then the brokers' streams group settings). One instance is killed with kill -9 as new views
+arrive and started again on its state directory; later the other one is stopped, so the
+restarted one serves every task from what it restored. The output, read with read_committed,
+must hold exactly the expected counts, each page's rising one commit at a time: nothing counted
+twice across the kill, nothing lost. The repartition topics must have been purged by Streams'
+DeleteRecords; with the streams protocol, kafka-streams-groups must describe the group left
+on kgate as on Kafka.
 
-One run per broker is shared by the module's tests (it takes a minute): the tests then look at
-what it left.
+One run per broker and protocol is shared by the module's tests (it takes a minute): the tests
+then look at what it left.
 """
+import re
+import subprocess
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -23,9 +29,9 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from tests.support.broker_process import BrokerProcess
+from conformance.kafka_broker import tool_command
 from tests.support.clients import create_topic
-from tests.support.kafka_reference import kafka_broker  # noqa: F401 - a fixture
+from tests.support.kafka_reference import broker_under_test
 from tests.support.member_process import wait_for
 from tests.support.streams_application import CLASSES, StreamsInstance
 
@@ -43,7 +49,6 @@ STORES = ("page-counts", "seen-views")  # the application's persistent stores
 # Views sent again, as if their acknowledgements had been lost: one in RESENT.
 RESENT = 7
 SETTINGS = {
-    "group.protocol": "classic",
     "processing.guarantee": "exactly_once_v2",
     "num.standby.replicas": "1",
     "commit.interval.ms": "200",
@@ -53,13 +58,27 @@ SETTINGS = {
     "consumer.session.timeout.ms": "6000",
     "consumer.heartbeat.interval.ms": "1000",
 }
+# The same for streams groups, where the brokers decide them (Kafka's bounds let them that low).
+STREAMS_GROUPS = {
+    "group.streams.num.standby.replicas": 1,
+    "group.streams.session.timeout.ms": 6000, "group.streams.min.session.timeout.ms": 6000,
+    "group.streams.heartbeat.interval.ms": 1000, "group.streams.min.heartbeat.interval.ms": 1000,
+}
+# kafka-streams-groups --describe, as each view shows the group the run leaves (its restarted
+# instance alone), kept per (broker, protocol) for the Kafka run to be compared with kgate's.
+DESCRIBE_VIEWS = {"offsets": (), "members": ("--members",), "state": ("--state",),
+                  "members verbose": ("--members", "--verbose"), "state verbose": ("--state", "--verbose")}
+DESCRIBED: dict[tuple[str, str], dict[str, tuple[int, list[str]]]] = {}
 
 
 @pytest.fixture(scope="module")
 def kgate(tmp_path_factory):
-    broker = BrokerProcess(str(tmp_path_factory.mktemp("kgate"))).start()
-    yield broker
-    broker.stop()
+    yield from broker_under_test("kgate", tmp_path_factory, "streams", STREAMS_GROUPS)
+
+
+@pytest.fixture(scope="module")
+def kafka(tmp_path_factory):
+    yield from broker_under_test("kafka", tmp_path_factory, "streams", kafka_settings=STREAMS_GROUPS)
 
 
 def produce_views(bootstrap: str, topic: str, first: int, count: int) -> None:
@@ -108,6 +127,7 @@ class Output:
 
 @dataclass
 class Run:
+    key: tuple[str, str]  # the broker and the group protocol
     bootstrap: str
     application: str
     instances: list[StreamsInstance]
@@ -126,14 +146,16 @@ class Run:
         return "\n".join(f"instance {n}: {instance.errors()}" for n, instance in enumerate(self.instances))
 
 
-@pytest.fixture(scope="module", params=["kgate", "kafka"])
+@pytest.fixture(scope="module", params=[("kgate", "classic"), ("kafka", "classic"), ("kgate", "streams"),
+                                        ("kafka", "streams")], ids="-".join)
 def run(request, tmp_path_factory):
-    """The whole run on the broker under test (kgate, or Kafka 4.4 as the control), for the
-    tests to look at afterwards."""
+    """The whole run on the broker under test (kgate, or Kafka 4.4 as the control) with one
+    rebalance protocol, for the tests to look at afterwards."""
     if not CLASSES.is_dir():
         pytest.fail("the Kafka Streams application is not built: run scripts/setup-ecosystem")
-    broker = request.getfixturevalue("kgate" if request.param == "kgate" else "kafka_broker")
-    directory = tmp_path_factory.mktemp(f"streams-{request.param}")
+    kind, protocol = request.param
+    broker = request.getfixturevalue(kind)
+    directory = tmp_path_factory.mktemp(f"streams-{kind}-{protocol}")
     application = f"page-counts-{uuid.uuid4().hex[:8]}"
     views, sections, output = (f"{application}-{name}" for name in ("views", "sections", "counts"))
     create_topic(broker.bootstrap, views, PARTITIONS)
@@ -143,9 +165,9 @@ def run(request, tmp_path_factory):
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"{application}-check",
                          "isolation.level": "read_committed", "auto.offset.reset": "earliest"})
     consumer.subscribe([output])
-    instances = [StreamsInstance(directory / f"instance-{n}", broker.bootstrap, application, SETTINGS)
-                 for n in range(2)]
-    state = Run(broker.bootstrap, application, instances, Output(consumer), counts(650))
+    instances = [StreamsInstance(directory / f"instance-{n}", broker.bootstrap, application,
+                                 {**SETTINGS, "group.protocol": protocol}) for n in range(2)]
+    state = Run(request.param, broker.bootstrap, application, instances, Output(consumer), counts(650))
     try:
         produce_views(broker.bootstrap, views, 0, 300)
         for instance in instances:
@@ -165,11 +187,40 @@ def run(request, tmp_path_factory):
         instances[1].stop()
         produce_views(broker.bootstrap, views, 600, 50)
         state.wait_counts(state.expected, "the counts from the restored state")
+        DESCRIBED[request.param] = described(broker.bootstrap, application, protocol == "streams")
         yield state
     finally:
         consumer.close()
         for instance in instances:
             instance.stop()
+
+
+def describe(bootstrap: str, application: str, view: str) -> tuple[int, list[str]]:
+    """One view of kafka-streams-groups --describe: its exit status and its lines, normalized:
+    the application id, member and process ids and the coordinator's address named, columns
+    single-spaced, rows sorted (the tool prints them in hash order); in the verbose views every
+    number stands alone as N, since the epochs count each broker's own steps (Kafka's group
+    reached epoch 3 where kgate's reached 2 in the same run)."""
+    done = subprocess.run(tool_command("kafka-streams-groups", "--bootstrap-server", bootstrap, "--describe",
+                                       "--group", application, *DESCRIBE_VIEWS[view]),
+                          capture_output=True, text=True, timeout=120)
+    text = re.sub(r"127\.0\.0\.1:\d+", "ADDRESS", (done.stdout + done.stderr).replace(application, "APP"))
+    text = re.sub(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "PROCESS", text)
+    text = re.sub(r"(?<!\S)[A-Za-z0-9_-]{22}(?!\S)", "MEMBER", text)
+    if "verbose" in view:
+        text = re.sub(r"(?<!\S)\d+(?!\S)", "N", text)
+    return done.returncode, sorted(" ".join(line.split()) for line in text.splitlines() if line.strip())
+
+
+def described(bootstrap: str, application: str, streams_group: bool) -> dict[str, tuple[int, list[str]]]:
+    """Every view; of a streams group, once its committed offsets have caught up (no lag left
+    to differ by)."""
+    def caught_up():
+        offsets = describe(bootstrap, application, "offsets")
+        rows = [line for line in offsets[1] if line.startswith("APP ")]
+        return offsets if rows and all(row.endswith(" 0") for row in rows) else None
+    views = {"offsets": wait_for(caught_up, 60, "the group's lag to reach 0")} if streams_group else {}
+    return views | {view: describe(bootstrap, application, view) for view in DESCRIBE_VIEWS if view not in views}
 
 
 def test_the_output_holds_exactly_the_expected_counts_each_rising_once_per_commit(run):
@@ -229,18 +280,16 @@ def test_streams_purged_its_repartition_topics_with_delete_records(run):
 
 
 
-def test_group_protocol_streams_gets_a_clear_refusal_from_kgate(kgate, tmp_path):
-    """kgate has no Streams rebalance protocol (KIP-1071's StreamsGroupHeartbeat): an instance
-    asking for it stops at once in ERROR saying so, rather than waiting for a group forever."""
-    application = f"page-counts-{uuid.uuid4().hex[:8]}"
-    for name in ("views", "sections", "counts"):
-        create_topic(kgate.bootstrap, f"{application}-{name}", 1)
-    instance = StreamsInstance(tmp_path, kgate.bootstrap, application,
-                               {**SETTINGS, "group.protocol": "streams"}).start()
-    try:
-        wait_for(lambda: not instance.alive(), 120, "the instance to stop")
-        assert instance.process.returncode == 1, instance.errors()
-        assert "UnsupportedVersionException: The cluster does not support the STREAMS group protocol" \
-            in instance.log(), instance.errors()
-    finally:
-        instance.stop()
+def test_kafka_streams_groups_describes_the_group_on_kgate_as_on_kafka(run):
+    """Kafka 4.4's kafka-streams-groups tool describes a streams group (its offsets, members and
+    tasks, state) the same on both brokers, after normalization; a classic group is refused
+    alike. Kgate's run comes first, and Kafka's is compared with it."""
+    views = DESCRIBED[run.key]
+    kind, protocol = run.key
+    if protocol == "streams":
+        assert all(code == 0 for code, _ in views.values()), views
+        [member] = [line for line in views["members"][1] if line.startswith("APP ")]
+        assert member.endswith("ACTIVE: 0:[0,1,2]; 1:[0,1,2]; 2:[0,1,2];"), member
+        assert "Stable 1" in " ".join(views["state"][1]), views["state"]
+    if kind == "kafka":
+        assert views == DESCRIBED[("kgate", protocol)]

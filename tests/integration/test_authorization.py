@@ -43,6 +43,7 @@ from kgate.protocol.messages import (
     DeleteShareGroupOffsetsRequest,
     DescribeShareGroupOffsetsRequest,
     ShareGroupHeartbeatRequest,
+    StreamsGroupHeartbeatRequest,
 )
 from tests.support.compat_matrix import clients
 from tests.support.member_process import wait_for
@@ -403,3 +404,41 @@ def test_the_share_group_offsets_apis_check_kafkas_acls(secured):
         grant(admin, allow("User:alice", ResourceType.GROUP, "work", AclOperation.DELETE))
         assert delete(wire) == (ErrorCode.NONE, [ErrorCode.NONE])
         assert describe(wire) == (ErrorCode.NONE, [(ErrorCode.NONE, -1)])
+
+
+def test_a_streams_group_heartbeat_checks_kafkas_acls_and_creates_only_internal_topics_it_may(secured):
+    """Read on the group, Describe on every topic the topology names (else
+    TOPIC_AUTHORIZATION_FAILED), and the internal topics the broker would create for the group
+    made only with Create on the cluster or on the topic: until then the status says which it
+    may not create, as Kafka's KafkaApis does."""
+    admin = admin_client(secured)
+    create_topic(admin, "clicks")
+    H = StreamsGroupHeartbeatRequest
+    T = H.Topology.Subtopology
+    topology = H.Topology(epoch=0, subtopologies=[T(
+        subtopology_id="0", source_topics=["clicks"], source_topic_regex=[], repartition_sink_topics=[],
+        repartition_source_topics=[], copartition_groups=[],
+        state_changelog_topics=[T.TopicInfo(name="app-store-changelog", partitions=0, replication_factor=0,
+                                            topic_configs=[T.TopicInfo.KeyValue(key="cleanup.policy",
+                                                                                value="compact")])])])
+
+    def join(wire):
+        return wire.call(H(group_id="app", member_id="member-1", member_epoch=0, endpoint_information_epoch=0,
+                           rebalance_timeout_ms=30_000, topology=topology, active_tasks=[], standby_tasks=[],
+                           warmup_tasks=[], process_id="process-1"), 0)
+
+    with logged_in(secured, "alice") as wire:
+        assert join(wire).error_code == ErrorCode.GROUP_AUTHORIZATION_FAILED
+        grant(admin, allow("User:alice", ResourceType.GROUP, "app", AclOperation.READ))
+        assert join(wire).error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        grant(admin, allow("User:alice", ResourceType.TOPIC, "clicks", AclOperation.DESCRIBE),
+              allow("User:alice", ResourceType.TOPIC, "app-store-changelog", AclOperation.DESCRIBE))
+        joined = join(wire)
+        assert joined.error_code == ErrorCode.NONE, joined
+        assert [s.status_detail for s in joined.status][-1] == "Unauthorized to CREATE on topics app-store-changelog."
+        assert "app-store-changelog" not in admin.list_topics(timeout=30).topics
+        grant(admin, allow("User:alice", ResourceType.TOPIC, "app-store-changelog", AclOperation.CREATE))
+        assert join(wire).error_code == ErrorCode.NONE
+        assert "app-store-changelog" in admin.list_topics(timeout=30).topics
+        config = admin.describe_configs([ConfigResource("TOPIC", "app-store-changelog")])
+        assert [f.result(timeout=30)["cleanup.policy"].value for f in config.values()] == ["compact"]

@@ -18,7 +18,7 @@ from kafka.structs import OffsetAndMetadata, TopicPartition
 from conformance import scenarios as S
 from conformance.session import Session
 from conformance.share_member import ACCEPT, RELEASE, ShareMember
-from kgate.protocol.messages import ConsumerGroupHeartbeatRequest
+from kgate.protocol.messages import ConsumerGroupHeartbeatRequest, StreamsGroupHeartbeatRequest
 from tests.support.member_process import wait_for
 from tests.support.scrape import scrape
 
@@ -243,6 +243,44 @@ def test_groups_list_and_describe_show_a_share_groups_type_start_offsets_and_rec
         assert "type share  state Stable  members 1  total lag 6" in text and "IN-FLIGHT" in text
         member.leave()
         assert json.loads(client(broker, "groups", "describe", "SG", "--output", "json").stdout)["state"] == "Empty"
+    finally:
+        session.close()
+
+
+def test_groups_list_and_describe_show_a_streams_group_and_the_partitions_of_its_members_tasks(broker_factory):
+    """A raw-wire streams member (KIP-1071) of an application with one subtopology reading a
+    two-partition topic is given both tasks; the CLI names the group's type and shows the
+    partitions the member's active tasks read."""
+    broker = broker_factory()
+    client(broker, "topics", "create", "clicks", "--partitions", "2")
+    session = Session(broker.bootstrap)
+    H = StreamsGroupHeartbeatRequest
+    topology = H.Topology(epoch=0, subtopologies=[H.Topology.Subtopology(
+        subtopology_id="0", source_topics=["clicks"], source_topic_regex=[], state_changelog_topics=[],
+        repartition_sink_topics=[], repartition_source_topics=[], copartition_groups=[])])
+    state = {"epoch": 0, "tasks": None}
+
+    def beat():
+        joining = state["epoch"] == 0
+        answer = session.call("setup", H(
+            group_id="SA", member_id="streams-member-1", member_epoch=state["epoch"], endpoint_information_epoch=0,
+            rebalance_timeout_ms=30_000 if joining else -1, topology=topology if joining else None,
+            active_tasks=[] if joining else None, standby_tasks=[] if joining else None,
+            warmup_tasks=[] if joining else None, process_id="process-1" if joining else None), 0, record=False)
+        assert answer.error_code == 0, answer
+        state["epoch"] = answer.member_epoch
+        state["tasks"] = answer.active_tasks if answer.active_tasks is not None else state["tasks"]
+        return state["tasks"] and [p for t in state["tasks"] for p in t.partitions] == [0, 1]
+    try:
+        wait_for(beat, 30, "the streams member to be given both tasks", interval=0.2)
+        listed = json.loads(client(broker, "groups", "list", "--output", "json").stdout)
+        assert {"group": "SA", "type": "streams", "state": "Stable", "protocol_type": "streams"} in listed
+        shown = json.loads(client(broker, "groups", "describe", "SA", "--output", "json").stdout)
+        assert (shown["type"], shown["state"], shown["protocol"]) == ("streams", "Stable", "sticky")
+        assert [(m["member_id"], m["partitions"]) for m in shown["members"]] == [
+            ("streams-member-1", ["clicks-0", "clicks-1"])]
+        assert "type streams  state Stable  protocol sticky  members 1" in client(broker, "groups", "describe",
+                                                                                "SA").stdout
     finally:
         session.close()
 

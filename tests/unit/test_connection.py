@@ -208,7 +208,8 @@ def test_round_trip_every_supported_request(api_key, version, data, correlation_
 @pytest.mark.parametrize("version", [3, 4])
 def test_api_versions_advertises_the_features_kgate_implements(version):
     """Kafka 4 clients and tools (kafka-features describe) read these: KIP-848 groups
-    finalized at group.version 1, KIP-932's share groups at share.version 1; transaction.version
+    finalized at group.version 1, KIP-932's share groups at share.version 1, KIP-1071's streams
+    groups at streams.version 1; transaction.version
     supported at 0 only (KIP-890's second part is not built), so it is not finalized, as Kafka
     leaves out level-0 features. v3 lists no supported feature whose range starts at 0, as
     Kafka's v3 answers (KIP-1022)."""
@@ -217,8 +218,8 @@ def test_api_versions_advertises_the_features_kgate_implements(version):
     response = asyncio.run(api_versions(Context(None, None, header), request))
     decoded = ApiVersionsResponse.decode(response.encode(version=version), version=version)
     assert {f.name: (f.min_version, f.max_version) for f in decoded.supported_features} == (
-        {"group.version": (0, 1), "share.version": (0, 1), "transaction.version": (0, 0)}
+        {"group.version": (0, 1), "share.version": (0, 1), "streams.version": (0, 1), "transaction.version": (0, 0)}
         if version >= 4 else {})
-    assert {f.name: f.max_version_level for f in decoded.finalized_features} == {"group.version": 1,
-                                                                                 "share.version": 1}
+    assert {f.name: f.max_version_level for f in decoded.finalized_features} == {
+        "group.version": 1, "share.version": 1, "streams.version": 1}
     assert decoded.finalized_features_epoch >= 0  # a client ignores finalized features of epoch -1

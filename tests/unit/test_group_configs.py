@@ -12,6 +12,8 @@ from kgate.metadata.stores.embedded import EmbeddedMetadataStore
     ("consumer.session.timeout.ms", "1000", "must be in the range 45000 to 60000 inclusive"),
     ("consumer.heartbeat.interval.ms", "60000", "must be in the range 5000 to 15000 inclusive"),
     ("consumer.session.timeout.ms", "soon", "Not a number of type INT"),
+    ("streams.session.timeout.ms", "6000", "must be in the range 45000 to 60000 inclusive"),
+    ("streams.num.standby.replicas", "3", "must be in the range 0 to 2 inclusive"),
     ("share.auto.offset.reset", "middle", "'earliest', 'latest' or of the format"),
     ("share.isolation.level", "dirty", "String must be one of"),
     ("no.such.config", "1", "Unknown group config name: no.such.config"),

@@ -18,6 +18,7 @@ from tests.unit.request_frames import frame, request_header
 _INTS = {"int8": 7, "int16": 15, "int32": 31, "int64": 63}
 _SIMPLE = {
     **{name: st.integers(-(2**bits), 2**bits - 1) for name, bits in _INTS.items()},
+    "uint16": st.integers(0, 2**16 - 1),  # a port (StreamsGroupHeartbeat's user endpoint)
     "bool": st.booleans(),
     "string": st.text(max_size=5),
     "bytes": st.binary(max_size=5),
