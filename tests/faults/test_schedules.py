@@ -22,9 +22,10 @@ SCHEDULES = {
     21: ("kill-broker", "pause-broker", "kill-zookeeper", "pause-zookeeper", "restart-broker", "wal-disk-full",
          "grow-partitions"),
 }
-# The network, object storage and clocks are not in the default suite: one schedule of a
-# 3-broker, 3-node ZooKeeper cluster in namespaces is what the suite's time allows, and that
-# schedule's drain has not yet finished reliably on a loaded machine (docs/operating/fault-testing.md).
+# The network, object storage and clocks are not in the default suite yet: seed 12's schedule
+# of them found three defects in fourteen runs, two fixed, and one duplicate anomaly is not yet
+# explained (docs/operating/fault-testing.md, "Open anomalies"); a schedule that fails one run
+# in fourteen would fail the suite as often.
 # scripts/faults --seed 12 --faults isolate-broker,isolate-zookeeper,broker-from-zookeeper,\
 #   broker-from-storage,majority-minority,bridge,pause-storage,storage-delay,storage-loss,clock-jump
 
