@@ -18,9 +18,9 @@ import pytest
 from kafka.protocol.admin import DeleteGroupsRequest
 
 from kgate.protocol.error_codes import ErrorCode
-from kgate.protocol.messages import ShareGroupDescribeRequest
 from tests.support.broker_process import terminate
 from tests.support.kafka_reference import broker_under_test
+from tests.support.share_consumers import describe_share_group
 from tests.support.wire import Wire
 
 pytestmark = pytest.mark.xdist_group("share")
@@ -127,20 +127,14 @@ def test_records_a_killed_consumer_held_are_redelivered_and_each_is_accepted_onc
     # kgate and on Kafka 4.4 alike.
     assert sum(1 for records in accepted if records) >= 2, [len(records) for records in accepted]
 
-    described = _describe(broker.bootstrap, group)
+    described = describe_share_group(broker.bootstrap, group)
     assert described.error_code == ErrorCode.NONE and described.assignor_name == "simple"
     # The three closed (left); the killed one goes when its session ends. Then the group may be deleted.
     deadline = time.monotonic() + 30
-    while _describe(broker.bootstrap, group).members and time.monotonic() < deadline:
+    while describe_share_group(broker.bootstrap, group).members and time.monotonic() < deadline:
         time.sleep(0.2)
     with Wire(broker.bootstrap) as wire:
         [deleted] = wire.call(DeleteGroupsRequest(groups_names=[group]), 2).results
     assert deleted.error_code == ErrorCode.NONE
-    assert _describe(broker.bootstrap, group).error_code == ErrorCode.GROUP_ID_NOT_FOUND
+    assert describe_share_group(broker.bootstrap, group).error_code == ErrorCode.GROUP_ID_NOT_FOUND
 
-
-def _describe(bootstrap: str, group: str):
-    with Wire(bootstrap) as wire:
-        [described] = wire.call(ShareGroupDescribeRequest(group_ids=[group], include_authorized_operations=False),
-                                1).groups
-    return described
