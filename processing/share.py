@@ -192,7 +192,7 @@ class ShareProcessor(Processor):
         work.partition.settle(work.record, AcknowledgeType.RELEASE)  # type: ignore[attr-defined]
 
 
-def _poll(consumer: ShareConsumer, acks: list) -> list:
+def _poll(consumer: ShareConsumer, acks: list):
     """In the member's thread: acknowledge the last batch (sent with this poll), take the next."""
     for topic, partition, offset, ack in acks:
         try:

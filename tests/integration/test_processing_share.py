@@ -17,20 +17,22 @@ from kgate.processing import Processor
 from tests.support.clients import create_topic
 from tests.support.kafka_reference import broker_under_test
 from tests.support.processing import ProcessorProcess, handled, run_until, wait_for
-from tests.support.share_consumers import configure_share_group, describe_share_group, produce_values
+from tests.support.share_consumers import (
+    KGATE_SETTINGS,
+    SHORT,
+    configure_share_group,
+    describe_share_group,
+    produce_values,
+)
 
 pytestmark = pytest.mark.xdist_group("processing_share")
 
 LOCK_MS = 5000
-SHORT = {"group.share.min.record.lock.duration.ms": 1000, "group.share.heartbeat.interval.ms": 500,
-         "group.share.min.heartbeat.interval.ms": 500, "group.share.session.timeout.ms": 6000,
-         "group.share.min.session.timeout.ms": 6000}
-SETTINGS = {"offsets.topic.num.partitions": 2, "share.coordinator.state.topic.num.partitions": 2, **SHORT}
 
 
 @pytest.fixture(scope="module", params=["kgate", "kafka"])
 def broker(request, tmp_path_factory):
-    yield from broker_under_test(request.param, tmp_path_factory, "processing-share", SETTINGS, SHORT)
+    yield from broker_under_test(request.param, tmp_path_factory, "processing-share", KGATE_SETTINGS, SHORT)
 
 
 def _names(bootstrap: str, partitions: int = 2) -> tuple[str, str]:

@@ -18,6 +18,8 @@ from tests.support.clients import create_topic
 from tests.support.docs import ROOT
 from tests.support.kafka_reference import broker_under_test
 from tests.support.share_consumers import (
+    KGATE_SETTINGS,
+    SHORT,
     ShareReader,
     configure_share_group,
     describe_share_group,
@@ -28,19 +30,13 @@ from tests.support.share_consumers import (
 pytestmark = pytest.mark.xdist_group("share_librdkafka")
 
 LOCK_MS = 5000
-# A lock shorter than Kafka's least (15 s), quicker heartbeats and a shorter session keep the
-# scenarios short; both brokers allow them.
-SHORT = {"group.share.min.record.lock.duration.ms": 1000, "group.share.heartbeat.interval.ms": 500,
-         "group.share.min.heartbeat.interval.ms": 500, "group.share.session.timeout.ms": 6000,
-         "group.share.min.session.timeout.ms": 6000}
-SETTINGS = {"offsets.topic.num.partitions": 2, "share.coordinator.state.topic.num.partitions": 2, **SHORT}
 ACCEPT, RELEASE, REJECT = AcknowledgeType.ACCEPT, AcknowledgeType.RELEASE, AcknowledgeType.REJECT
 
 
 @pytest.fixture(scope="module", params=["kgate", "kafka"])
 def broker(request, tmp_path_factory):
     """kgate, and Kafka 4.4 as the control: every scenario must pass on both."""
-    yield from broker_under_test(request.param, tmp_path_factory, "share-librdkafka", SETTINGS, SHORT)
+    yield from broker_under_test(request.param, tmp_path_factory, "share-librdkafka", KGATE_SETTINGS, SHORT)
 
 
 def _group(bootstrap: str, records: int, partitions: int = 2) -> tuple[str, str]:

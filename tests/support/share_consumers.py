@@ -21,6 +21,13 @@ from kgate.protocol.messages import ShareGroupDescribeRequest
 from tests.support.wire import Wire
 
 HOLD_S = 120  # a holder waits this long at most for its kill
+# For both brokers of a share test module: a lock shorter than Kafka's least (15 s), quicker
+# heartbeats and a shorter session (a killed member's partitions go to the others once it is
+# gone) keep the scenarios short; kgate and Kafka 4.4 both allow them.
+SHORT = {"group.share.min.record.lock.duration.ms": 1000, "group.share.heartbeat.interval.ms": 500,
+         "group.share.min.heartbeat.interval.ms": 500, "group.share.session.timeout.ms": 6000,
+         "group.share.min.session.timeout.ms": 6000}
+KGATE_SETTINGS = {"offsets.topic.num.partitions": 2, "share.coordinator.state.topic.num.partitions": 2, **SHORT}
 
 
 def configure_share_group(bootstrap: str, group: str, lock_ms: int) -> None:
