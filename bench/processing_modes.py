@@ -8,9 +8,10 @@ share mode a share group (every process reads every partition, records acquired 
 one). The records are written once every process has joined its group, so neither the
 join nor a rebalance is in the figure; records/s runs from the first record handled, in
 any process, to the last. Each run has a fresh topic and group; figures are medians of
-``--runs`` runs, and share/keyed is taken run by run.
+``--runs`` runs, and share/keyed is taken run by run. ``--brokers kgate,kafka`` runs the
+same against Apache Kafka 4.4 beside kgate, in the same run, as the peer.
 
-    .venv/bin/python -m bench.processing_modes --records 40000 --runs 3
+    .venv/bin/python -m bench.processing_modes --records 40000 --runs 3 --brokers kgate,kafka
 """
 import argparse
 import asyncio
@@ -24,9 +25,11 @@ import threading
 import time
 import uuid
 
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from bench.produce_consume import create_topic
+from conformance.kafka_broker import KafkaBroker
 from kgate.processing import Processor
 from tests.support.broker_process import BrokerProcess, terminate
 from tests.support.processing import BROKER_SETTINGS, produce_keyed
@@ -34,6 +37,10 @@ from tests.support.share_consumers import configure_share_group, describe_share_
 
 MODES = ("keyed", "share")
 REPORT_S = 0.2
+# The peer's groups form as kgate's do (BROKER_SETTINGS), and its single node loads a small
+# __consumer_offsets rather than 50 partitions.
+KAFKA_SETTINGS = {**{k: str(v) for k, v in BROKER_SETTINGS.items()}, "offsets.topic.num.partitions": "2",
+                  "share.coordinator.state.topic.num.partitions": "2"}
 
 
 def child(bootstrap: str, topic: str, group: str, mode: str, concurrency: int, handler_s: float) -> None:
@@ -89,7 +96,10 @@ def members(bootstrap: str, mode: str, group: str) -> int:
     if mode == "share":
         return len(describe_share_group(bootstrap, group).members)
     admin = AdminClient({"bootstrap.servers": bootstrap})  # held: its futures fail once it is gone
-    described = admin.describe_consumer_groups([group])[group].result(timeout=30)
+    try:
+        described = admin.describe_consumer_groups([group])[group].result(timeout=10)
+    except (KafkaException, TimeoutError):  # the coordinator still loading, the group not there yet
+        return 0
     return len(described.members) if described.state.name == "STABLE" else 0
 
 
@@ -138,32 +148,45 @@ def main(argv=None) -> int:
     parser.add_argument("--processes", type=int, default=3, help="1 up to this many processes")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--max-seconds", type=float, default=120.0)
+    parser.add_argument("--brokers", default="kgate", help="kgate, kafka (Apache Kafka 4.4), or both: kgate,kafka")
     args = parser.parse_args(argv)
 
-    figures: dict[tuple[str, int], list[float]] = {}
+    figures: dict[tuple[str, str, int], list[float]] = {}
+    names = args.brokers.split(",")
     with tempfile.TemporaryDirectory(prefix="kgate-bench-processing-modes-") as work_dir:
-        broker = BrokerProcess(f"{work_dir}/broker", BROKER_SETTINGS).start()
+        brokers = {}
         try:
+            for name in names:
+                brokers[name] = (KafkaBroker(f"{work_dir}/{name}", KAFKA_SETTINGS) if name == "kafka"
+                                 else BrokerProcess(f"{work_dir}/{name}", BROKER_SETTINGS)).start()
             for run in range(args.runs):
                 for processes in range(1, args.processes + 1):
-                    for mode in MODES:
-                        rate = one_run(broker.bootstrap, args, mode, processes)
-                        figures.setdefault((mode, processes), []).append(rate)
-                        print(f"run {run + 1}/{args.runs}: {mode}, {processes} process(es): {rate:,.0f} records/s",
-                              flush=True)
+                    for name, mode in ((name, mode) for name in names for mode in MODES):
+                        rate = one_run(brokers[name].bootstrap, args, mode, processes)
+                        figures.setdefault((name, mode, processes), []).append(rate)
+                        print(f"run {run + 1}/{args.runs}: {name}, {mode}, {processes} process(es): "
+                              f"{rate:,.0f} records/s", flush=True)
         finally:
-            broker.stop()
+            for broker in brokers.values():
+                broker.stop()
+    report(args, names, figures)
+    return 0
+
+
+def report(args, names: list[str], figures: dict[tuple[str, str, int], list[float]]) -> None:
     ceiling = args.concurrency / (args.handler_ms / 1000)
     print(f"\n{args.records:,} records of {args.value_size} B, {args.partitions} partitions, {args.handler_ms:g} ms "
-          f"handler, concurrency {args.concurrency} per process; medians of {args.runs} runs")
-    print("| processes | keyed (records/s) | share (records/s) | share/keyed | ceiling |")
-    print("|---:|---:|---:|---:|---:|")
+          f"handler, concurrency {args.concurrency} per process; medians of {args.runs} runs (records/s)")
+    print("| processes | " + " | ".join(f"{name} keyed | {name} share | {name} share/keyed" for name in names)
+          + " | ceiling |")
+    print("|---:|" + "---:|---:|---:|" * len(names) + "---:|")
     for processes in range(1, args.processes + 1):
-        keyed, share = figures[("keyed", processes)], figures[("share", processes)]
-        ratio = statistics.median(s / k for s, k in zip(share, keyed))
-        print(f"| {processes} | {statistics.median(keyed):,.0f} | {statistics.median(share):,.0f} | {ratio:.2f} "
-              f"| {processes * ceiling:,.0f} |")
-    return 0
+        cells = []
+        for name in names:
+            keyed, share = figures[(name, "keyed", processes)], figures[(name, "share", processes)]
+            ratio = statistics.median(s / k for s, k in zip(share, keyed))
+            cells.append(f"{statistics.median(keyed):,.0f} | {statistics.median(share):,.0f} | {ratio:.2f}")
+        print(f"| {processes} | " + " | ".join(cells) + f" | {processes * ceiling:,.0f} |")
 
 
 if __name__ == "__main__":
