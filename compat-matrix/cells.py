@@ -12,7 +12,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from confluent_kafka import ConsumerGroupState
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
 
 import clients
 import observe
@@ -130,7 +130,7 @@ def run_cell(row: Row, column: str, broker: Broker) -> CellResult:
 # Requests a column must have been seen to send, or its check proves nothing.
 REQUIRED = {"sasl-plain": "SaslHandshake", "sasl-scram": "SaslHandshake", "idempotent": "InitProducerId",
             "admin": "CreateTopics", "group": "OffsetCommit", "transactions": "EndTxn",
-            "kip848": "ConsumerGroupHeartbeat"}
+            "kip848": "ConsumerGroupHeartbeat", "share": "ShareFetch"}
 
 
 def _check_observed(column: str, requests: dict) -> None:
@@ -224,6 +224,22 @@ def _wait_for_split(broker: Broker, group_id: str, members: list[Future]) -> lis
                       f"last described {seen}")
 
 
+def share(row: Row, topic: str, broker: Broker) -> bool:
+    """A member of a share group reads the records, accepting each, and leaves; after more
+    are written a second member reads exactly those: the accepted ones never come back."""
+    group_id = f"{topic}-share"
+    resource = ConfigResource(ResourceType.GROUP, group_id, incremental_configs=[
+        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
+    for future in broker.admin.incremental_alter_configs([resource]).values():
+        future.result(timeout=30)
+    ConfluentClient.produce(broker.bootstrap, topic, COUNT, with_headers=row.magic == 2, **QUIET)
+    _read_back(row, row.client.share(broker.bootstrap, topic, group_id, COUNT), row.headers)
+    ConfluentClient.produce(broker.bootstrap, topic, COUNT, with_headers=row.magic == 2, first=COUNT, **QUIET)
+    _read_back(row, row.client.share(broker.bootstrap, topic, group_id, COUNT), row.headers, "a second member",
+               range(COUNT, 2 * COUNT))
+    return False
+
+
 def admin(row: Row, topic: str, broker: Broker) -> bool:
     described = row.client.admin(broker.bootstrap, topic, 3)
     check(described.get("described_partitions") == 3, f"described {described} after creating 3 partitions")
@@ -243,4 +259,5 @@ COLUMNS = {
     "admin": admin,
     "transactions": transactions,
     "kip848": kip848,
+    "share": share,
 }

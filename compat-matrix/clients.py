@@ -141,6 +141,10 @@ class Client:
         return consumed(self.call("group", timeout, sasl, brokers=bootstrap, topic=topic, group=group, count=count,
                                   client_id=client_id, group_protocol=group_protocol))
 
+    def share(self, bootstrap, topic, group, count, client_id="kgate-compat", timeout=TIMEOUT) -> list[R.Consumed]:
+        return consumed(self.call("share", timeout, brokers=bootstrap, topic=topic, group=group, count=count,
+                                  client_id=client_id))
+
     def admin(self, bootstrap, topic, partitions, sasl=None, client_id="kgate-compat", timeout=TIMEOUT) -> dict:
         out = self.call("admin", timeout, sasl, brokers=bootstrap, topic=topic, partitions=partitions,
                         client_id=client_id)

@@ -80,9 +80,12 @@ def markdown(summary: dict, rows: list[dict]) -> str:
            "transactions cells commit, abort and commit with the client's transactional producer, then its "
            "read_committed consumer must see exactly the committed records and its read_uncommitted one all of "
            "them; kip848 cells run two members of a `group.protocol=consumer` group that must each be assigned "
-           "one partition and read only from it, commit and leave, then a restarted member resumes. SASL, "
-           "idempotent, admin, transactions and kip848 cells also require the broker to have seen SaslHandshake, "
-           "InitProducerId, CreateTopics/DeleteTopics, EndTxn, ConsumerGroupHeartbeat. `n/a`: the generation or "
+           "one partition and read only from it, commit and leave, then a restarted member resumes; share cells "
+           "run a share-group (KIP-932) member that accepts every record and leaves, then a second member that "
+           "must get exactly the records written since. SASL, "
+           "idempotent, admin, transactions, kip848 and share cells also require the broker to have seen "
+           "SaslHandshake, InitProducerId, CreateTopics/DeleteTopics, EndTxn, ConsumerGroupHeartbeat, ShareFetch. "
+           "`n/a`: the generation or "
            "library lacks the feature (reasons in "
            "MATRIX.html and results/). Request versions below are the ones the broker answered for the row.",
            "", "| client | generation | " + " | ".join(COLUMNS) + " |",

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import clients
 
 COLUMNS = ["records", "gzip", "snappy", "lz4", "zstd", "group", "sasl-plain", "sasl-scram", "idempotent", "admin",
-           "transactions", "kip848"]
+           "transactions", "kip848", "share"]
 CODEC_COLUMNS = ["gzip", "snappy", "lz4", "zstd"]
 LEGACY_CODECS = ("none", "gzip", "snappy", "lz4")
 ALL_CODECS = LEGACY_CODECS + ("zstd",)
@@ -22,6 +22,7 @@ NO_ZSTD = "zstd came with 2.1 (Produce v7)"
 NO_ADMIN_API = "CreateTopics came with 0.10.1"
 NO_TRANSACTIONS = "transactions came with 0.11 (InitProducerId with a transactional id, EndTxn)"
 NO_KIP848 = "{} has no consumer of KIP-848's protocol (group.protocol=consumer)"
+NO_SHARE = "{} has no share consumer (KIP-932)"
 ZSTD_UNREADABLE = ("it writes zstd (Produce v7) but fetches with Fetch v4, and Kafka serves zstd only from "
                    "Fetch v10 (UNSUPPORTED_COMPRESSION_TYPE)")
 
@@ -40,6 +41,7 @@ class Row:
     subset: bool = False  # run by the CI subset
     # column -> why the cell fails against Kafka too (a client limitation); the cell still runs
     known: dict = field(default_factory=dict)
+    share: bool = False  # has a share consumer the driver runs (the share column); others: NO_SHARE
 
     @property
     def id(self) -> str:
@@ -50,6 +52,8 @@ class Row:
         return self.pin or "negotiated (ApiVersions)"
 
     def reason_not_applicable(self, column: str) -> str | None:
+        if column == "share" and not self.share:
+            return self.not_applicable.get(column, NO_SHARE.format(f"{self.family} {self.release}"))
         if column in CODEC_COLUMNS and column not in self.codecs:
             return self.not_applicable.get(column, f"{self.family} {self.release} cannot send {column} "
                                                    f"at this generation")
@@ -127,13 +131,16 @@ FALLBACK_0_9 = {"sasl-plain": NO_SASL_0_9, "sasl-scram": NO_SASL_0_9, "zstd": NO
                 "idempotent": NO_IDEMPOTENCE + "; librdkafka needs ApiVersions for it",
                 "admin": "librdkafka's admin API needs ApiVersions",
                 "transactions": NO_TRANSACTIONS + "; librdkafka needs ApiVersions for them",
-                "kip848": "KIP-848's protocol came with Kafka 4.0; librdkafka needs ApiVersions for it"}
+                "kip848": "KIP-848's protocol came with Kafka 4.0; librdkafka needs ApiVersions for it",
+                "share": "share groups came with Kafka 4.0; librdkafka needs ApiVersions for them"}
 # group.protocol=consumer: early access from librdkafka 2.4, generally available from 2.12.
 KIP848_LIBRDKAFKA = (2, 12)
+# The first confluent-kafka release of the matrix with ShareConsumer (a preview in 2.16).
+SHARE_CONFLUENT = (2, 16)
 
 
 def librdkafka(family: str, release: str, pin: str, client: clients.Client, sets_records: bool, underneath: str,
-               subset: bool = False, **na) -> Row:
+               subset: bool = False, share: bool = False, **na) -> Row:
     """``pin`` "0.9.0": api.version.request=false with broker.version.fallback=0.9.0;
     ``underneath``: the librdkafka release the client runs on."""
     legacy = pin == "0.9.0"
@@ -142,13 +149,14 @@ def librdkafka(family: str, release: str, pin: str, client: clients.Client, sets
                                 f"from 2.12)")
     return Row(family, release, pin, 0 if legacy else 2, LEGACY_CODECS if legacy else ALL_CODECS,
                headers=sets_records and not legacy, timestamps=sets_records,
-               not_applicable={**na, **(FALLBACK_0_9 if legacy else {})}, subset=subset, client=client)
+               not_applicable={**na, **(FALLBACK_0_9 if legacy else {})}, subset=subset, client=client, share=share)
 
 
 def confluent(release: str, pin: str, subset: bool = False) -> Row:
     # confluent-kafka's wheels bundle the librdkafka of the same version.
     return librdkafka("confluent-kafka", release, pin,
-                      clients.PythonClient.in_venv("confluent", "confluent-kafka", release, pin), True, release, subset)
+                      clients.PythonClient.in_venv("confluent", "confluent-kafka", release, pin), True, release, subset,
+                      share=_version(release) >= SHARE_CONFLUENT)
 
 
 DEBIAN_PYTHON = "/usr/bin/python3"
@@ -209,8 +217,10 @@ def kafkajs(release: str, subset: bool = False) -> Row:
 
 
 def java(release: str = "3.9.1", subset: bool = False) -> Row:
+    na = {"share": "the matrix's Java driver has no share mode: KafkaShareConsumer 4.4 is checked by "
+                   "tests/integration/test_share_groups.py"} if release >= "4" else {}
     return Row("kafka-clients", release, "", 2, ALL_CODECS, headers=True, timestamps=True, subset=subset,
-               client=clients.Java(release))
+               client=clients.Java(release), not_applicable=na)
 
 
 ROWS = [

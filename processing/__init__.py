@@ -13,7 +13,10 @@
 
     app.run()                            # or: kgate process --app module:app --metrics 127.0.0.1:9464
 
-Guarantees: an offset is committed only once every record before it in its partition is
+``mode="share"`` reads a share group (KIP-932) instead: no key order, any number of
+processors on the same partitions, each record acknowledged on its own (``share.py``).
+
+Guarantees (keyed mode, the default): an offset is committed only once every record before it in its partition is
 finished (handled, or dead-lettered after its retries), so a crash re-handles only
 records after the last commit and loses none; records of one key are handled one at a
 time in the order taken, different keys in parallel, across partitions; the records in

@@ -16,10 +16,15 @@ LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2
 class ProcessingMetrics:
     def __init__(self, processor) -> None:
         self.registry = CollectorRegistry()
-        self.records = Counter("kgate_processing_records", "Records finished, by outcome (handled, dead_lettered)",
+        self.records = Counter("kgate_processing_records",
+                               "Records finished, by outcome (handled, dead_lettered; share mode: rejected)",
                                ["outcome"], registry=self.registry)
         self.handled = self.records.labels("handled")
         self.dead_lettered = self.records.labels("dead_lettered")
+        self.rejected = self.records.labels("rejected")
+        self.released = Counter("kgate_processing_released",
+                                "Share mode: records given back to the share group unfinished (their lock "
+                                "was running out, or the processor stopped)", registry=self.registry)
         self.retries = Counter("kgate_processing_retries", "Failed attempts that were scheduled again",
                                registry=self.registry)
         self.delays = Counter("kgate_processing_delays", "Records a handler put off with Delay",

@@ -100,21 +100,36 @@ def _record_key(record: Record) -> Any:
     return record.key
 
 
-class Processor:
-    """At-least-once, key-ordered parallel processing of the records of ``topics``.
+MODES = ("keyed", "share")
 
+
+class Processor:
+    """At-least-once parallel processing of the records of ``topics``.
+
+    ``mode`` "keyed" (the default): a consumer group, records of one key handled in order,
+    commits over finished prefixes. "share": a share group (KIP-932, ``share.py``), records
+    acknowledged one by one, no order, any number of processors on the same partitions.
     ``config`` holds librdkafka settings for the consumer and the dead-letter producer
     (security, ``auto.offset.reset``, ...); they win over the processor's own.
     """
 
     Delay = Delay
 
+    def __new__(cls, *args, mode: str = "keyed", **kwargs):
+        if mode not in MODES:
+            raise ValueError(f"mode: one of {', '.join(MODES)}, not {mode!r}")
+        if mode == "share" and cls is Processor:
+            from .share import ShareProcessor  # the share mode builds on this class
+            cls = ShareProcessor
+        return super().__new__(cls)
+
     def __init__(self, bootstrap: str, group: str, topics: list[str], *, key: Callable[[Record], Any] = _record_key,
                  concurrency: int = 100, max_retries: int = 3, retry_backoff_ms: tuple[float, float] = (100, 30_000),
                  dead_letter_topic: str | None = None, handler_timeout_s: float | None = None,
                  retry_timeouts: bool = False, max_records: int = 10_000, max_bytes: int = 64 * 1024 * 1024,
                  max_delay_s: float = 60.0, commit_interval_ms: int = 1000, revoke_timeout_s: float = 10.0,
-                 threads: int | None = None, config: dict | None = None) -> None:
+                 threads: int | None = None, config: dict | None = None, mode: str = "keyed") -> None:
+        self.mode = mode
         if not topics or isinstance(topics, str):
             raise ValueError("topics: a non-empty list of topic names")
         for name, value, least in (("concurrency", concurrency, 1), ("max_retries", max_retries, 0),
@@ -197,28 +212,38 @@ class Processor:
         if self._handler is None:
             raise ProcessingError("no handler: decorate a function with @app.handler")
         self._loop = asyncio.get_running_loop()
-        consumer_thread = ThreadPoolExecutor(1, thread_name_prefix="kgate-processing-consumer")
         if not self._is_async:
             self._handler_threads = ThreadPoolExecutor(self.threads, thread_name_prefix="kgate-processing-handler")
-        common = {"bootstrap.servers": self.bootstrap}
+        if self.dead_letter_topic:
+            self._dead_letters = DeadLetterWriter(self.dead_letter_topic,
+                                                  {"bootstrap.servers": self.bootstrap, **self._producer_config()})
+        try:
+            await self._serve()
+        finally:
+            if self._dead_letters is not None:
+                self._dead_letters.close(self.revoke_timeout_s)
+            if self._handler_threads is not None:
+                self._handler_threads.shutdown(wait=False, cancel_futures=True)
+        if self._fatal is not None:
+            raise self._fatal
+
+    async def _serve(self) -> None:
+        """Take records from the consumer group and hand them to the handlers until stopped."""
+        consumer_thread = ThreadPoolExecutor(1, thread_name_prefix="kgate-processing-consumer")
         self._consumer = consumer = Consumer({
-            **common, "group.id": self.group, "enable.auto.commit": False, "enable.auto.offset.store": False,
-            "partition.assignment.strategy": "cooperative-sticky",
+            "bootstrap.servers": self.bootstrap, "group.id": self.group, "enable.auto.commit": False,
+            "enable.auto.offset.store": False, "partition.assignment.strategy": "cooperative-sticky",
             # librdkafka otherwise waits up to 1 s before refetching a partition whose records the
             # application has not yet taken; with it at 0 a plain loop reads ~6x faster here.
             "fetch.queue.backoff.ms": 0,
             # What librdkafka prefetches is memory too: bounded like the records the processor holds.
             "queued.max.messages.kbytes": max(1, min(self.max_bytes // 1024, 2_097_151)),
             "on_commit": self._on_commit, **self.config})
-        if self.dead_letter_topic:
-            self._dead_letters = DeadLetterWriter(self.dead_letter_topic, {**common, **self._producer_config()})
         consumer.subscribe(self.topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost)
         try:
             await self._consume(consumer, consumer_thread)
         finally:
             await self._shutdown(consumer, consumer_thread)
-        if self._fatal is not None:
-            raise self._fatal
 
     def _producer_config(self) -> dict:
         """The user's settings that also concern a producer (security, client id, ...)."""
@@ -270,11 +295,7 @@ class Processor:
         offsets = await self._release(list(self._partitions), wait=True)
         await loop.run_in_executor(consumer_thread, self._commit_now, consumer, offsets)
         await loop.run_in_executor(consumer_thread, consumer.close)
-        if self._dead_letters is not None:
-            self._dead_letters.close(self.revoke_timeout_s)
         consumer_thread.shutdown()
-        if self._handler_threads is not None:
-            self._handler_threads.shutdown(wait=False, cancel_futures=True)
 
     def _fail(self, error: ProcessingError) -> None:
         log.error("%s; stopping", error)
@@ -296,13 +317,17 @@ class Processor:
         except Exception as error:
             self._fail(ProcessingError(f"key function failed on {record!r}: {type(error).__name__}: {error}"))
             return
-        state.works.add(work)
+        self._hold(work)
+        if free:
+            self._ready.append(work)
+
+    def _hold(self, work: _Work) -> None:
+        """Count a record taken into memory against the bounds."""
+        work.partition.works.add(work)
         self._buffered_records += 1
         self._buffered_bytes += work.size
         self._buffered_records_max = max(self._buffered_records_max, self._buffered_records)
         self._buffered_bytes_max = max(self._buffered_bytes_max, self._buffered_bytes)
-        if free:
-            self._ready.append(work)
 
     def _limit(self) -> None:
         """Pause fetching while the records in memory are at a bound (the consumer keeps polling,
@@ -403,8 +428,7 @@ class Processor:
     async def _dead_letter(self, work: _Work, error: BaseException) -> None:
         record = work.record
         if self._dead_letters is None:
-            self._fail(ProcessingError(f"{record!r} failed after {work.failures} attempt(s) and no dead_letter_topic "
-                                       f"is set: {type(error).__name__}: {error}"))
+            self._without_dead_letter(work, error)
             return
         try:
             await self._dead_letters.send(record, error, work.failures)
@@ -414,6 +438,11 @@ class Processor:
         if not work.dropped:
             self.metrics.dead_lettered.inc()
             self._finish(work)
+
+    def _without_dead_letter(self, work: _Work, error: BaseException) -> None:
+        """A record failed for good and there is nowhere to put it: committing past it would lose it."""
+        self._fail(ProcessingError(f"{work.record!r} failed after {work.failures} attempt(s) and no "
+                                   f"dead_letter_topic is set: {type(error).__name__}: {error}"))
 
     def _finish(self, work: _Work) -> None:
         work.partition.offsets.finish(work.record.offset)
@@ -470,23 +499,29 @@ class Processor:
         for state in states:
             for work in [w for w in state.works if not w.running]:
                 self._drop(work)
-        busy = [state for state in states if state.running]
-        if wait and busy:
-            idle = []
-            for state in busy:
-                state.idle = asyncio.Event()
-                idle.append(state.idle)
-            try:
-                async with asyncio.timeout(self.revoke_timeout_s):
-                    for event in idle:
-                        await event.wait()
-            except TimeoutError:
-                log.warning("revoke: handlers of %d partition(s) still running after %s s; their records are "
-                            "left to the next owner", sum(1 for s in busy if s.running), self.revoke_timeout_s)
+        if wait:
+            await self._wait_idle(states)
         for state in states:
             for work in list(state.works):
                 self._drop(work)
         return self._positions(states) if wait else []
+
+    async def _wait_idle(self, states) -> None:
+        """Give the handlers running records of ``states`` (partitions, batches) up to ``revoke_timeout_s``."""
+        busy = [state for state in states if state.running]
+        if not busy:
+            return
+        idle = []
+        for state in busy:
+            state.idle = asyncio.Event()
+            idle.append(state.idle)
+        try:
+            async with asyncio.timeout(self.revoke_timeout_s):
+                for event in idle:
+                    await event.wait()
+        except TimeoutError:
+            log.warning("handlers of %d partition(s) or batch(es) still running after %s s; their records are "
+                        "left to the next owner", sum(1 for s in busy if s.running), self.revoke_timeout_s)
 
     @staticmethod
     def _positions(states) -> list[TopicPartition]:

@@ -18,9 +18,9 @@ import pytest
 from kafka.protocol.admin import DeleteGroupsRequest
 
 from kgate.protocol.error_codes import ErrorCode
-from kgate.protocol.messages import ShareGroupDescribeRequest
 from tests.support.broker_process import terminate
 from tests.support.kafka_reference import broker_under_test
+from tests.support.share_consumers import KGATE_SETTINGS, SHORT, describe_share_group
 from tests.support.wire import Wire
 
 pytestmark = pytest.mark.xdist_group("share")
@@ -30,12 +30,6 @@ LIB = os.path.join(ROOT, ".cache", "kafka", "lib")
 JARS = ("kafka-clients-4.4.0.jar", "lz4-java-*.jar", "snappy-java-*.jar", "zstd-jni-*.jar", "slf4j-api-*.jar")
 RECORDS = 300
 LOCK_MS = 8000  # long enough for the three consumers to start and join before the locks run out
-# A lock shorter than Kafka's least (15 s), quicker heartbeats and a shorter session (the killed
-# consumer's partitions go to the others once it is gone) keep the test short; both brokers allow them.
-SHORT = {"group.share.min.record.lock.duration.ms": 1000, "group.share.heartbeat.interval.ms": 500,
-         "group.share.min.heartbeat.interval.ms": 500, "group.share.session.timeout.ms": 6000,
-         "group.share.min.session.timeout.ms": 6000}
-SETTINGS = {"offsets.topic.num.partitions": 2, "share.coordinator.state.topic.num.partitions": 2, **SHORT}
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +47,7 @@ def driver(tmp_path_factory) -> list[str]:
 @pytest.fixture(scope="module", params=["kgate", "kafka"])
 def broker(request, tmp_path_factory):
     """kgate, and Kafka 4.4 as the control: the same scenario must pass on both."""
-    yield from broker_under_test(request.param, tmp_path_factory, "share", SETTINGS, SHORT)
+    yield from broker_under_test(request.param, tmp_path_factory, "share", KGATE_SETTINGS, SHORT)
 
 
 class Member:
@@ -127,20 +121,14 @@ def test_records_a_killed_consumer_held_are_redelivered_and_each_is_accepted_onc
     # kgate and on Kafka 4.4 alike.
     assert sum(1 for records in accepted if records) >= 2, [len(records) for records in accepted]
 
-    described = _describe(broker.bootstrap, group)
+    described = describe_share_group(broker.bootstrap, group)
     assert described.error_code == ErrorCode.NONE and described.assignor_name == "simple"
     # The three closed (left); the killed one goes when its session ends. Then the group may be deleted.
     deadline = time.monotonic() + 30
-    while _describe(broker.bootstrap, group).members and time.monotonic() < deadline:
+    while describe_share_group(broker.bootstrap, group).members and time.monotonic() < deadline:
         time.sleep(0.2)
     with Wire(broker.bootstrap) as wire:
         [deleted] = wire.call(DeleteGroupsRequest(groups_names=[group]), 2).results
     assert deleted.error_code == ErrorCode.NONE
-    assert _describe(broker.bootstrap, group).error_code == ErrorCode.GROUP_ID_NOT_FOUND
+    assert describe_share_group(broker.bootstrap, group).error_code == ErrorCode.GROUP_ID_NOT_FOUND
 
-
-def _describe(bootstrap: str, group: str):
-    with Wire(bootstrap) as wire:
-        [described] = wire.call(ShareGroupDescribeRequest(group_ids=[group], include_authorized_operations=False),
-                                1).groups
-    return described

@@ -18,7 +18,7 @@ def app() -> Processor:
                           max_records=int(env.get("KGATE_TEST_MAX_RECORDS", "10000")),
                           max_bytes=int(env.get("KGATE_TEST_MAX_BYTES", str(64 * 1024 * 1024))),
                           commit_interval_ms=int(env.get("KGATE_TEST_COMMIT_INTERVAL_MS", "100")),
-                          config=CONSUMER_CONFIG)
+                          config=CONSUMER_CONFIG, mode=env.get("KGATE_TEST_MODE", "keyed"))
     log = os.open(env["KGATE_TEST_LOG"], os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     pause = float(env.get("KGATE_TEST_HANDLER_MS", "1")) / 1000
     # After this many records every handler waits for ever: a run a test kills cannot finish first.

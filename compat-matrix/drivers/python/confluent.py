@@ -67,6 +67,30 @@ def group(args) -> None:
         consumer.close()
 
 
+def share(args) -> None:
+    """Read ``count`` records as a member of share group ``group``, accept each, leave."""
+    from confluent_kafka import AcknowledgeType, ShareConsumer
+
+    consumer = ShareConsumer({"group.id": args.group, "share.acknowledgement.mode": "explicit", **common(args)})
+    consumer.subscribe([args.topic])
+
+    def poll(_most):
+        messages = consumer.poll(0.5)
+        for message in messages:
+            if message.error():
+                raise KafkaException(message.error())
+            consumer.acknowledge(message, AcknowledgeType.ACCEPT)
+            kind, timestamp = message.timestamp()
+            yield (message.partition(), message.offset(), message.key(), message.value(),
+                   None if kind == TIMESTAMP_NOT_AVAILABLE else timestamp, message.headers())
+        if messages:
+            consumer.commit_sync(args.timeout)
+    try:
+        driver.consume(poll, args)
+    finally:
+        consumer.close()
+
+
 def isolation(args) -> dict:
     return {"isolation.level": args.isolation} if args.isolation else {}
 

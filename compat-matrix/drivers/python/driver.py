@@ -1,6 +1,6 @@
 """One Python client library driven through the matrix's driver command line.
 
-    python driver.py LIBRARY --mode=produce|transact|read|group|admin [options]
+    python driver.py LIBRARY --mode=produce|transact|read|group|share|admin [options]
 
 LIBRARY names the adapter module beside this file (``kafka_python`` for kafka-python
 and kafka-python-ng, ``aiokafka_client``, ``confluent``); the interpreter is the one
@@ -26,7 +26,7 @@ def arguments(argv: list[str]) -> argparse.Namespace:
     """The options every driver of the matrix takes, whatever its language."""
     parser = argparse.ArgumentParser()
     parser.add_argument("library")
-    parser.add_argument("--mode", required=True, choices=["produce", "transact", "read", "group", "admin"])
+    parser.add_argument("--mode", required=True, choices=["produce", "transact", "read", "group", "share", "admin"])
     parser.add_argument("--brokers", required=True)
     parser.add_argument("--topic", required=True)
     parser.add_argument("--pin", default="", help="the protocol generation to speak; empty: negotiate")
