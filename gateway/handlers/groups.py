@@ -224,6 +224,7 @@ async def delete_groups(ctx: Context, request):
             error = await ctx.broker.groups.delete_group(group_id)
             if error == ErrorCode.NONE:
                 await ctx.broker.shares.delete_group(group_id)  # a share group's delivery state, if it was one
+                ctx.broker.share_leaders.drop_group(group_id)
         except KafkaError as exc:
             error = exc.code
         results.append(DeleteGroupsResponse.DeletableGroupResult(group_id=group_id, error_code=error))

@@ -304,6 +304,14 @@ class SharePartitionState:
                 batches.append(StateBatch(offset, offset, state, record.delivery_count))
         return batches
 
+    def merged(self, state_epoch: int, start_offset: int, batches: Iterable[StateBatch]) -> "SharePartitionState":
+        """This stored state with a leader's written batches laid over it (WriteShareGroupState):
+        theirs win where they overlap, and nothing below the start offset (-1: unchanged) is kept."""
+        start = self.start_offset if start_offset < 0 else start_offset
+        merged = SharePartitionState.restore(start, state_epoch, [*self.state_batches(), *batches])
+        merged.end_offset = max(merged.end_offset, self.end_offset)
+        return merged
+
     @classmethod
     def restore(cls, start_offset: int, state_epoch: int, batches: Iterable[StateBatch]) -> "SharePartitionState":
         """The state a stored snapshot describes; nothing is acquired after a load."""

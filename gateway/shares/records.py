@@ -57,8 +57,8 @@ def value(state: SharePartitionState, leader_epoch: int = 0) -> bytes:
                               state_batches=batches).encode(version=SNAPSHOT_VALUE_VERSION)
 
 
-def decode(key_bytes: bytes, value_bytes: bytes | None) -> tuple[SharePartitionKey, SharePartitionState | None]:
-    """The share-partition and its state (None: a tombstone)."""
+def decode(key_bytes: bytes, value_bytes: bytes | None) -> tuple[SharePartitionKey, SharePartitionState | None, int]:
+    """The share-partition, its state (None: a tombstone) and the leader epoch last stored with it."""
     with decoding():
         version = key_version(key_bytes)
         if version != SNAPSHOT_KEY_VERSION:
@@ -66,8 +66,8 @@ def decode(key_bytes: bytes, value_bytes: bytes | None) -> tuple[SharePartitionK
         k = ShareSnapshotKey.decode(key_bytes[2:], version=version, header=False)
         share_key = SharePartitionKey(k.group_id, k.topic_id, k.partition)
         if value_bytes is None:
-            return share_key, None
+            return share_key, None, -1
         v = ShareSnapshotValue.decode(value_bytes)
         batches = [StateBatch(b.first_offset, b.last_offset, DeliveryState(b.delivery_state), b.delivery_count)
                    for b in v.state_batches or ()]
-        return share_key, SharePartitionState.restore(v.start_offset, v.state_epoch, batches)
+        return share_key, SharePartitionState.restore(v.start_offset, v.state_epoch, batches), v.leader_epoch

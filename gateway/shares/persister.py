@@ -1,0 +1,93 @@
+"""Where a share-partition's leader reads and writes its persisted state: Kafka's persister.
+
+The state lives with the owner of the share-partition's ``__share_group_state`` partition,
+which is in general not the broker serving the topic partition (each is placed on its own).
+When this broker holds the state it runs the share coordinator's rules directly; otherwise
+it sends ReadShareGroupState or WriteShareGroupState (84, 85) to the owner over the peer
+link, as Kafka's share partition leader does through its persister. While the state
+partition moves (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS,
+or a peer that cannot be reached) it asks again, on the clock, up to ``RETRY_MS``;
+anything else is the answer.
+"""
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Protocol
+
+from kgate.protocol.error_codes import ErrorCode
+from kgate.protocol.errors import KafkaError
+from kgate.protocol.messages import ReadShareGroupStateRequest, WriteShareGroupStateRequest
+
+from ..coordinator import Clock
+from ..peer_links import PeerUnavailable
+from .coordinator import ShareCoordinator
+from .partition_state import DeliveryState, StateBatch
+from .records import SharePartitionKey
+from .shard import StoredState
+
+log = logging.getLogger(__name__)
+
+RETRY_MS = 10_000
+BACKOFF_MS = 100
+ANSWER_TIMEOUT_S = 10.0
+MOVING = (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+
+
+class Peers(Protocol):
+    async def request(self, node_id: int, request, version: int, timeout: float): ...
+
+
+class SharePersister:
+    def __init__(self, coordinator: ShareCoordinator, node_id: int, peers: Callable[[], Peers], clock: Clock):
+        self.coordinator = coordinator
+        self.node_id = node_id
+        self._peers = peers
+        self.clock = clock
+
+    async def read(self, key: SharePartitionKey, leader_epoch: int) -> StoredState:
+        """The stored state (start offset -1 if never stored); this leader epoch fences older leaders."""
+        R = ReadShareGroupStateRequest
+        request = R(group_id=key.group_id, topics=[R.ReadStateData(topic_id=key.topic_id, partitions=[
+            R.ReadStateData.PartitionData(partition=key.partition, leader_epoch=leader_epoch)])])
+
+        def answer(result) -> StoredState:
+            return StoredState(result.state_epoch, result.start_offset, tuple(
+                StateBatch(b.first_offset, b.last_offset, DeliveryState(b.delivery_state), b.delivery_count)
+                for b in result.state_batches))
+        return await self._ask(key, lambda: self.coordinator.read(key, leader_epoch), request, answer)
+
+    async def write(self, key: SharePartitionKey, state_epoch: int, leader_epoch: int, start_offset: int,
+                    batches: list[StateBatch]) -> None:
+        W = WriteShareGroupStateRequest
+        P = W.WriteStateData.PartitionData
+        request = W(group_id=key.group_id, topics=[W.WriteStateData(topic_id=key.topic_id, partitions=[
+            P(partition=key.partition, state_epoch=state_epoch, leader_epoch=leader_epoch, start_offset=start_offset,
+              state_batches=[P.StateBatch(first_offset=b.first, last_offset=b.last, delivery_state=int(b.state),
+                                          delivery_count=b.delivery_count) for b in batches])])])
+        await self._ask(key, lambda: self.coordinator.write(key, state_epoch, leader_epoch, start_offset, batches),
+                        request, lambda result: None)
+
+    async def _ask(self, key: SharePartitionKey, here: Callable[[], Awaitable], request, answer: Callable):
+        await self.coordinator.ensure_topic()
+        deadline = self.clock.now_ms() + RETRY_MS
+        while True:
+            try:
+                owner = self.coordinator.owner_of(key)
+                if owner is None or owner.node_id == self.node_id:
+                    return await here()
+                return answer(await self._remote(owner.node_id, request))
+            except KafkaError as exc:
+                if exc.code not in MOVING or self.clock.now_ms() >= deadline:
+                    raise
+            except (PeerUnavailable, TimeoutError) as exc:
+                if self.clock.now_ms() >= deadline:
+                    raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc)) from exc
+            await self.clock.sleep(BACKOFF_MS)
+
+    async def _remote(self, node_id: int, request):
+        """The one partition result of a share-state request sent to broker ``node_id``."""
+        response = await self._peers().request(node_id, request, 0, ANSWER_TIMEOUT_S)
+        [topic] = response.results
+        [result] = topic.partitions
+        if result.error_code != ErrorCode.NONE:
+            raise KafkaError(result.error_code, result.error_message)
+        return result
