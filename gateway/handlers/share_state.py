@@ -6,8 +6,10 @@ partition) reads and writes the state the share coordinator keeps for it, over t
 links (gateway/shares/persister.py), and the group coordinator initializes and deletes it.
 Kafka's tools and peers may send them too. They need ClusterAction on the cluster, as
 Kafka's ACLs say; each share-partition is answered on its own by the shard owning its
-``__share_group_state`` partition (NOT_COORDINATOR from any other broker), and a topic
-or partition the cluster does not have is UNKNOWN_TOPIC_OR_PARTITION.
+``__share_group_state`` partition (NOT_COORDINATOR from any other broker). As Kafka 4.4
+answers: only InitializeShareGroupState checks that the topic partition exists
+(UNKNOWN_TOPIC_OR_PARTITION); reading or writing a share-partition never initialized is
+INVALID_REQUEST; a request naming no group is answered with no results.
 """
 import uuid
 from collections.abc import Awaitable, Callable
@@ -35,13 +37,10 @@ NO_TOPIC_ID = uuid.UUID(int=0)
 MESSAGES = {
     ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed.",
     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "This server does not host this topic-partition.",
-    ErrorCode.INVALID_GROUP_ID: "The configured groupId is invalid.",
     ErrorCode.NOT_COORDINATOR: "This is not the correct coordinator.",
     ErrorCode.COORDINATOR_NOT_AVAILABLE: "The coordinator is not available.",
     ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: "The coordinator is loading and hence can't process requests.",
     ErrorCode.FENCED_LEADER_EPOCH: "The leader epoch in the request is older than the epoch on the broker.",
-    ErrorCode.FENCED_STATE_EPOCH: "The state epoch in the request is older than the state epoch on the "
-                                  "share coordinator.",
 }
 
 # Each response with its per-topic result class.
@@ -60,6 +59,8 @@ async def _answered(ctx: Context, request, classes: tuple, answer: Answer, faile
     response, topic_class = classes
     partition_class = topic_class.PartitionResult
     permitted = ctx.allowed(Operation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
+    if permitted and not request.group_id:
+        return response(results=[])  # Kafka answers nothing for a request naming no group
     results = []
     for topic in request.topics:
         partitions = []
@@ -67,7 +68,9 @@ async def _answered(ctx: Context, request, classes: tuple, answer: Answer, faile
             try:
                 if not permitted:
                     raise KafkaError(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-                key = _key(ctx, request.group_id, topic.topic_id, part.partition)
+                if part.partition < 0:
+                    raise KafkaError(ErrorCode.INVALID_REQUEST, "The partition id cannot be a negative number.")
+                key = SharePartitionKey(request.group_id, topic.topic_id, part.partition)
                 fields = await answer(key, part)
                 partitions.append(partition_class(partition=part.partition, error_code=ErrorCode.NONE,
                                                   error_message=None, **fields))
@@ -79,21 +82,12 @@ async def _answered(ctx: Context, request, classes: tuple, answer: Answer, faile
     return response(results=results)
 
 
-def _key(ctx: Context, group_id: str | None, topic_id: uuid.UUID, partition: int) -> SharePartitionKey:
-    """The share-partition asked about, checked as Kafka's share coordinator checks it."""
-    if not group_id:
-        raise KafkaError(ErrorCode.INVALID_GROUP_ID)
-    if topic_id is None or topic_id == NO_TOPIC_ID or partition < 0:
-        raise KafkaError(ErrorCode.INVALID_REQUEST, "The topic id is null or the partition is negative.")
-    topic = ctx.broker.topic_by_id(topic_id)
-    if topic is None or partition >= topic.partitions:
-        raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    return SharePartitionKey(group_id, topic_id, partition)
-
-
 @handles(ApiKey.InitializeShareGroupState)
 async def initialize_share_group_state(ctx: Context, request):
     async def answer(key: SharePartitionKey, part) -> dict:
+        topic = ctx.broker.topic_by_id(key.topic_id)
+        if topic is None or key.partition >= topic.partitions:  # only a new share-partition is checked
+            raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         await ctx.broker.shares.ensure_topic()
         await ctx.broker.shares.initialize(key, part.state_epoch, part.start_offset)
         return {}
@@ -117,18 +111,13 @@ async def read_share_group_state(ctx: Context, request):
 @handles(ApiKey.WriteShareGroupState)
 async def write_share_group_state(ctx: Context, request):
     async def answer(key: SharePartitionKey, part) -> dict:
-        batches = [StateBatch(b.first_offset, b.last_offset, _delivery_state(b.delivery_state), b.delivery_count)
+        batches = [StateBatch(b.first_offset, b.last_offset, DeliveryState(b.delivery_state), b.delivery_count)
                    for b in part.state_batches]
         await ctx.broker.shares.ensure_topic()
-        await ctx.broker.shares.write(key, part.state_epoch, part.leader_epoch, part.start_offset, batches)
+        await ctx.broker.shares.write(key, part.state_epoch, part.leader_epoch, part.start_offset, batches,
+                                      part.delivery_complete_count)
         return {}
     return await _answered(ctx, request, WRITE, answer)
-
-
-def _delivery_state(value: int) -> DeliveryState:
-    if value not in (DeliveryState.AVAILABLE, DeliveryState.ACKNOWLEDGED, DeliveryState.ARCHIVED):
-        raise KafkaError(ErrorCode.INVALID_REQUEST, f"delivery state {value} is not one a state batch holds")
-    return DeliveryState(value)
 
 
 @handles(ApiKey.DeleteShareGroupState)

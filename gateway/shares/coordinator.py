@@ -85,9 +85,9 @@ class ShareCoordinator:
         return await self.runtime.write(self._owned(key), lambda shard, now: shard.read(key, leader_epoch))
 
     async def write(self, key: SharePartitionKey, state_epoch: int, leader_epoch: int, start_offset: int,
-                    batches: list[StateBatch]) -> None:
+                    batches: list[StateBatch], delivery_complete: int = -1) -> None:
         await self.runtime.write(self._owned(key), lambda shard, now: shard.write(
-            key, state_epoch, leader_epoch, start_offset, batches))
+            key, state_epoch, leader_epoch, start_offset, batches, delivery_complete))
 
     async def delete(self, key: SharePartitionKey) -> None:
         await self.runtime.write(self._owned(key), lambda shard, now: shard.delete(key))

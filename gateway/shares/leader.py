@@ -3,7 +3,8 @@
 The broker that serves a topic partition hands its records to share groups: it holds each
 share-partition's state in memory (what is acquired, by which member, until when: the rules
 of ``partition_state``) and keeps the lock timers on its clock. The state is loaded with
-ReadShareGroupState and every change is written with WriteShareGroupState before it is
+ReadShareGroupState (placed with InitializeShareGroupState by the first read of a group
+that has none) and every change is written with WriteShareGroupState before it is
 answered, through the persister, to the share coordinator holding it (wherever the
 ``__share_group_state`` partition is owned). What is acquired is written as AVAILABLE
 with its raised delivery count, so when this broker dies or hands the partition on, the
@@ -64,9 +65,17 @@ class ShareLeaders:
         (share.auto.offset.reset), and a log start moved past it moves it."""
         held = await self._load(key, topic, leader_epoch)
         async with held.lock:
-            if held.state.initialize(self.config_of(key.group_id), log_start, log_end):
+            state = held.state
+            if not state.initialized:  # the first read of the group here: placed once, as Kafka initializes it
+                state.initialize(self.config_of(key.group_id), log_start, log_end)
+                try:
+                    await self.persister.initialize(key, state.state_epoch, state.start_offset)
+                except KafkaError:
+                    self._forget(key)
+                    raise
+            elif state.initialize(self.config_of(key.group_id), log_start, log_end):
                 await self._store(key, held)
-            return held.state.fetch_offset()
+            return state.fetch_offset()
 
     async def acquire(self, key: SharePartitionKey, member: str, spans: Iterable[Span],
                       max_records: int) -> list[Acquired]:
@@ -140,7 +149,7 @@ class ShareLeaders:
         state = held.state
         try:
             await self.persister.write(key, state.state_epoch, held.leader_epoch, state.start_offset,
-                                       state.state_batches())
+                                       state.state_batches(), state.delivery_complete())
         except KafkaError as exc:
             log.info("share-partition %s: its state could not be written (%s); it is loaded again on the next fetch",
                      key, exc)

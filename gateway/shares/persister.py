@@ -3,7 +3,8 @@
 The state lives with the owner of the share-partition's ``__share_group_state`` partition,
 which is in general not the broker serving the topic partition (each is placed on its own).
 When this broker holds the state it runs the share coordinator's rules directly; otherwise
-it sends ReadShareGroupState or WriteShareGroupState (84, 85) to the owner over the peer
+it sends InitializeShareGroupState, ReadShareGroupState or WriteShareGroupState (83-85) to
+the owner over the peer
 link, as Kafka's share partition leader does through its persister. While the state
 partition moves (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS,
 or a peer that cannot be reached) it asks again, on the clock, up to ``RETRY_MS``;
@@ -15,7 +16,11 @@ from typing import Protocol
 
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
-from kgate.protocol.messages import ReadShareGroupStateRequest, WriteShareGroupStateRequest
+from kgate.protocol.messages import (
+    InitializeShareGroupStateRequest,
+    ReadShareGroupStateRequest,
+    WriteShareGroupStateRequest,
+)
 
 from ..coordinator import Clock
 from ..peer_links import PeerUnavailable
@@ -43,8 +48,27 @@ class SharePersister:
         self._peers = peers
         self.clock = clock
 
+    async def initialize(self, key: SharePartitionKey, state_epoch: int, start_offset: int) -> None:
+        """Place a share-partition never started (InitializeShareGroupState)."""
+        IN = InitializeShareGroupStateRequest
+        request = IN(group_id=key.group_id, topics=[IN.InitializeStateData(topic_id=key.topic_id, partitions=[
+            IN.InitializeStateData.PartitionData(partition=key.partition, state_epoch=state_epoch,
+                                                 start_offset=start_offset)])])
+        await self._ask(key, lambda: self.coordinator.initialize(key, state_epoch, start_offset), request, 0,
+                        lambda result: None)
+
     async def read(self, key: SharePartitionKey, leader_epoch: int) -> StoredState:
-        """The stored state (start offset -1 if never stored); this leader epoch fences older leaders."""
+        """The stored state, start offset -1 if never initialized (the coordinator's INVALID_REQUEST:
+        a leader asks with a valid partition, so that is what it means); this leader epoch fences
+        older leaders."""
+        try:
+            return await self._read(key, leader_epoch)
+        except KafkaError as exc:
+            if exc.code != ErrorCode.INVALID_REQUEST:
+                raise
+            return StoredState(0, -1)
+
+    async def _read(self, key: SharePartitionKey, leader_epoch: int) -> StoredState:
         R = ReadShareGroupStateRequest
         request = R(group_id=key.group_id, topics=[R.ReadStateData(topic_id=key.topic_id, partitions=[
             R.ReadStateData.PartitionData(partition=key.partition, leader_epoch=leader_epoch)])])
@@ -53,20 +77,22 @@ class SharePersister:
             return StoredState(result.state_epoch, result.start_offset, tuple(
                 StateBatch(b.first_offset, b.last_offset, DeliveryState(b.delivery_state), b.delivery_count)
                 for b in result.state_batches))
-        return await self._ask(key, lambda: self.coordinator.read(key, leader_epoch), request, answer)
+        return await self._ask(key, lambda: self.coordinator.read(key, leader_epoch), request, 0, answer)
 
     async def write(self, key: SharePartitionKey, state_epoch: int, leader_epoch: int, start_offset: int,
-                    batches: list[StateBatch]) -> None:
+                    batches: list[StateBatch], delivery_complete: int) -> None:
         W = WriteShareGroupStateRequest
         P = W.WriteStateData.PartitionData
         request = W(group_id=key.group_id, topics=[W.WriteStateData(topic_id=key.topic_id, partitions=[
             P(partition=key.partition, state_epoch=state_epoch, leader_epoch=leader_epoch, start_offset=start_offset,
-              state_batches=[P.StateBatch(first_offset=b.first, last_offset=b.last, delivery_state=int(b.state),
-                                          delivery_count=b.delivery_count) for b in batches])])])
-        await self._ask(key, lambda: self.coordinator.write(key, state_epoch, leader_epoch, start_offset, batches),
-                        request, lambda result: None)
+              delivery_complete_count=delivery_complete, state_batches=[
+                  P.StateBatch(first_offset=b.first, last_offset=b.last, delivery_state=int(b.state),
+                               delivery_count=b.delivery_count) for b in batches])])])
+        await self._ask(key, lambda: self.coordinator.write(key, state_epoch, leader_epoch, start_offset, batches,
+                                                            delivery_complete), request, 1, lambda result: None)
 
-    async def _ask(self, key: SharePartitionKey, here: Callable[[], Awaitable], request, answer: Callable):
+    async def _ask(self, key: SharePartitionKey, here: Callable[[], Awaitable], request, version: int,
+                   answer: Callable):
         await self.coordinator.ensure_topic()
         deadline = self.clock.now_ms() + RETRY_MS
         while True:
@@ -74,7 +100,7 @@ class SharePersister:
                 owner = self.coordinator.owner_of(key)
                 if owner is None or owner.node_id == self.node_id:
                     return await here()
-                return answer(await self._remote(owner.node_id, request))
+                return answer(await self._remote(owner.node_id, request, version))
             except KafkaError as exc:
                 if exc.code not in MOVING or self.clock.now_ms() >= deadline:
                     raise
@@ -83,9 +109,9 @@ class SharePersister:
                     raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc)) from exc
             await self.clock.sleep(BACKOFF_MS)
 
-    async def _remote(self, node_id: int, request):
+    async def _remote(self, node_id: int, request, version: int):
         """The one partition result of a share-state request sent to broker ``node_id``."""
-        response = await self._peers().request(node_id, request, 0, ANSWER_TIMEOUT_S)
+        response = await self._peers().request(node_id, request, version, ANSWER_TIMEOUT_S)
         [topic] = response.results
         [result] = topic.partitions
         if result.error_code != ErrorCode.NONE:

@@ -54,7 +54,13 @@ class ShareRecord:
     key: SharePartitionKey
     state: SharePartitionState | None  # None: a tombstone
     leader_epoch: int = -1
+    delivery_complete: int = -1  # as the leader last wrote it (WriteShareGroupState v1)
     live: bool = False
+
+
+UNINITIALIZED_READ = "Read operation on uninitialized share partition not allowed."
+UNINITIALIZED_WRITE = "Write operation on uninitialized share partition not allowed."
+FENCED_STATE = "The coordinator rejected the request because the state epoch did not match."
 
 
 class ShareStateShard(Shard[ShareRecord]):
@@ -62,6 +68,7 @@ class ShareStateShard(Shard[ShareRecord]):
         self.index = index
         self.partitions: dict[SharePartitionKey, SharePartitionState] = {}
         self.leader_epochs: dict[SharePartitionKey, int] = {}
+        self.delivery_complete: dict[SharePartitionKey, int] = {}
 
     # -- the log --------------------------------------------------------------------------------
 
@@ -73,18 +80,19 @@ class ShareStateShard(Shard[ShareRecord]):
             return None
 
     def encode(self, record: ShareRecord) -> tuple[bytes, bytes | None]:
-        value = None if record.state is None else records.value(record.state, max(record.leader_epoch, 0))
+        value = None if record.state is None else records.value(record.state, max(record.leader_epoch, 0),
+                                                                record.delivery_complete)
         return records.key(record.key), value
 
     def replay(self, record: ShareRecord, producer_id: int = -1) -> None:
         if record.live:
             return
         if record.state is None:
-            self.partitions.pop(record.key, None)
-            self.leader_epochs.pop(record.key, None)
+            self._forget(record.key)
         else:
             self.partitions[record.key] = record.state
             self.leader_epochs[record.key] = record.leader_epoch
+            self.delivery_complete[record.key] = record.delivery_complete
 
     def snapshot(self) -> list[ShareRecord]:
         return [self._record(key) for key in self.partitions]
@@ -99,8 +107,9 @@ class ShareStateShard(Shard[ShareRecord]):
         ``state_epoch``; an older state epoch than the stored one is fenced."""
         stored = self.partitions.get(key)
         if stored is not None and stored.state_epoch > state_epoch:
-            raise KafkaError(ErrorCode.FENCED_STATE_EPOCH)
+            raise KafkaError(ErrorCode.FENCED_STATE_EPOCH, FENCED_STATE)
         self.partitions[key] = SharePartitionState.restore(start_offset, state_epoch, ())
+        self.delivery_complete.pop(key, None)
         return self._stored(None, [key])
 
     def read(self, key: SharePartitionKey, leader_epoch: int) -> Result[StoredState, ShareRecord]:
@@ -109,7 +118,7 @@ class ShareStateShard(Shard[ShareRecord]):
         self._check_leader(key, leader_epoch)
         state = self.partitions.get(key)
         if state is None:
-            return Result(StoredState(0, -1))
+            raise KafkaError(ErrorCode.INVALID_REQUEST, UNINITIALIZED_READ)
         answer = StoredState(state.state_epoch, state.start_offset, tuple(state.state_batches()))
         if leader_epoch > self.leader_epochs.get(key, -1):
             self.leader_epochs[key] = leader_epoch
@@ -117,15 +126,18 @@ class ShareStateShard(Shard[ShareRecord]):
         return Result(answer)
 
     def write(self, key: SharePartitionKey, state_epoch: int, leader_epoch: int, start_offset: int,
-              batches: Iterable[StateBatch]) -> Result[None, ShareRecord]:
+              batches: Iterable[StateBatch], delivery_complete: int = -1) -> Result[None, ShareRecord]:
         """WriteShareGroupState: the leader's batches merged over what was stored (theirs win where
-        they overlap), everything below the start offset (-1: unchanged) dropped."""
+        they overlap), everything below the start offset (-1: unchanged) dropped; a share-partition
+        never initialized is refused."""
         self._check_leader(key, leader_epoch)
         stored = self.partitions.get(key)
-        if stored is not None and stored.state_epoch > state_epoch:
-            raise KafkaError(ErrorCode.FENCED_STATE_EPOCH)
-        base = stored if stored is not None else SharePartitionState.restore(max(start_offset, 0), state_epoch, ())
-        self.partitions[key] = base.merged(state_epoch, start_offset, batches)
+        if stored is None:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, UNINITIALIZED_WRITE)
+        if stored.state_epoch > state_epoch:
+            raise KafkaError(ErrorCode.FENCED_STATE_EPOCH, FENCED_STATE)
+        self.partitions[key] = stored.merged(state_epoch, start_offset, batches)
+        self.delivery_complete[key] = delivery_complete
         if leader_epoch >= 0:
             self.leader_epochs[key] = leader_epoch
         return self._stored(None, [key])
@@ -135,9 +147,14 @@ class ShareStateShard(Shard[ShareRecord]):
         return Result(None, self._deleted([key] if key in self.partitions else []).records)
 
     def read_summary(self, key: SharePartitionKey, leader_epoch: int) -> ShareSummary:
-        """ReadShareGroupStateSummary (a read only: it moves no leader epoch)."""
+        """ReadShareGroupStateSummary (a read only: it moves no leader epoch), with the
+        delivery-complete count the leader last wrote (-1 if it wrote none)."""
         self._check_leader(key, leader_epoch)
-        return self.summary(key)
+        state = self.partitions.get(key)
+        if state is None:
+            return UNINITIALIZED
+        return ShareSummary(state.start_offset, max(self.leader_epochs.get(key, 0), 0),
+                            self.delivery_complete.get(key, -1), -1, state.state_epoch)
 
     def _check_leader(self, key: SharePartitionKey, leader_epoch: int) -> None:
         if leader_epoch >= 0 and self.leader_epochs.get(key, -1) > leader_epoch:
@@ -174,12 +191,17 @@ class ShareStateShard(Shard[ShareRecord]):
 
     def _deleted(self, doomed: list[SharePartitionKey]) -> Result[list[SharePartitionKey], ShareRecord]:
         for key in doomed:
-            del self.partitions[key]
-            self.leader_epochs.pop(key, None)
+            self._forget(key)
         return Result(doomed, [ShareRecord(key, None, live=True) for key in doomed])
 
+    def _forget(self, key: SharePartitionKey) -> None:
+        self.partitions.pop(key, None)
+        self.leader_epochs.pop(key, None)
+        self.delivery_complete.pop(key, None)
+
     def _record(self, key: SharePartitionKey) -> ShareRecord:
-        return ShareRecord(key, self.partitions[key], self.leader_epochs.get(key, -1), live=True)
+        return ShareRecord(key, self.partitions[key], self.leader_epochs.get(key, -1),
+                           self.delivery_complete.get(key, -1), live=True)
 
     def _stored(self, response, keys: list[SharePartitionKey]) -> Result:
         return Result(response, [self._record(key) for key in keys])
