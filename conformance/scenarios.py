@@ -163,7 +163,7 @@ def find_coordinator(s: Session, label: str, key: str, key_type: int = 0, versio
 
 
 NOT_READY = {14, 15, 16}  # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
-SHARE_KEY = 2  # FindCoordinator's key type for a share-partition (group:topicId:partition)
+SHARE_KEY = 2  # FindCoordinator's key type for a share-partition (group:topicId:partition), from v6
 
 
 def await_coordinator(s: Session, key: str, key_type: int = 0) -> None:
@@ -1014,11 +1014,11 @@ def share_state_apis(s: Session):
 
     encoded = base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
     for partition in (0, 1):  # Kafka makes __share_group_state on the first FindCoordinator of a share key
-        find_coordinator(s, "setup", f"{group}:{encoded}:{partition}", SHARE_KEY, record=False)
+        find_coordinator(s, "setup", f"{group}:{encoded}:{partition}", SHARE_KEY, version=6, record=False)
         ask = RD(group_id=group, topics=[RD.ReadStateData(topic_id=topic_id, partitions=[
             RD.ReadStateData.PartitionData(partition=partition, leader_epoch=0)])])
         eventually(lambda ask=ask: s.call("setup", ask, 0, record=False).results[0].partitions[0].error_code
-                   not in NOT_READY, f"share coordinator of partition {partition} loaded")
+                   not in NOT_READY, f"share coordinator of partition {partition} loaded", timeout=120)
     read("read, nothing stored")
     summary("summary, nothing stored", 1)
     write("write, nothing stored", 1, 0, 3, [(3, 4, 0, 1)], partition=1)
