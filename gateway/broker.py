@@ -114,8 +114,8 @@ class Broker:
             self.markers, self.next_producer_id)
         self.shares = ShareCoordinator(settings, self, LedgerPartitionWriter(SHARE_STATE_TOPIC, self.partitions),
                                        self.clock)
-        self.share_leaders = ShareLeaders(SharePersister(self.shares, self.node_id, lambda: self.peers, self.clock),
-                                          self.clock, self.group_configs.share_config)
+        self.share_persister = SharePersister(self.shares, self.node_id, lambda: self.peers, self.clock)
+        self.share_leaders = ShareLeaders(self.share_persister, self.clock, self.group_configs.share_config)
         self.share_sessions = ShareSessionCache(settings["group.share.max.share.sessions"])
         self.log_cleaner = LogCleaner(self)
         self.fetch_sessions = FetchSessionCache(settings["max.incremental.fetch.session.cache.slots"])

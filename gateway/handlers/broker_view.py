@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from ..sasl.login_limiter import LoginLimiter
     from ..shares.coordinator import ShareCoordinator
     from ..shares.leader import ShareLeaders
+    from ..shares.persister import SharePersister
     from ..shares.sessions import ShareSessionCache
     from ..transactions import TransactionCoordinator
     from ..transactions.marker_writer import BrokerMarkerWriter
@@ -62,6 +63,7 @@ class BrokerView(Protocol):
     transactions: "TransactionCoordinator"
     shares: "ShareCoordinator"
     share_leaders: "ShareLeaders"
+    share_persister: "SharePersister"
     share_sessions: "ShareSessionCache"
     markers: "BrokerMarkerWriter"
     credentials: "CredentialStore"

@@ -99,7 +99,7 @@ async def _describe_group(ctx: Context, asked):
 
 async def _describe_partition(ctx: Context, group_id: str, topic: Topic, index: int):
     try:
-        summary = ctx.broker.shares.summary(SharePartitionKey(group_id, topic.topic_id, index))
+        summary = await ctx.broker.share_persister.summary(SharePartitionKey(group_id, topic.topic_id, index))
     except KafkaError as exc:
         return _described(index, UNINITIALIZED, -1, exc.code, exc.message)
     if summary.start_offset < 0 or summary.delivery_complete < 0:
@@ -159,9 +159,8 @@ async def alter_share_group_offsets(ctx: Context, request):
         return A(throttle_time_ms=0, error_code=exc.code, error_message=_message(exc), responses=[])
     outcome, message = ErrorCode.NONE, None
     try:
-        if offsets:
-            await ctx.broker.shares.ensure_topic()
-            await ctx.broker.shares.reset_offsets(offsets)
+        for key, offset in offsets.items():
+            await ctx.broker.share_persister.reset(key, offset)
     except KafkaError as exc:
         outcome, message = exc.code, _message(exc)
     return A(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, responses=[
@@ -210,8 +209,8 @@ async def _delete_topic(ctx: Context, group_id: str, name: str, topic: Topic | N
     if topic is None:
         return _deleted(name, NO_TOPIC_ID, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     try:
-        deleted = await ctx.broker.shares.delete_offsets(
-            [SharePartitionKey(group_id, topic.topic_id, index) for index in range(topic.partitions)])
+        deleted = [index for index in range(topic.partitions)
+                   if await ctx.broker.share_persister.delete(SharePartitionKey(group_id, topic.topic_id, index))]
     except KafkaError as exc:
         return _deleted(name, topic.topic_id, exc.code, _message(exc))
     if not deleted:  # Kafka's answer for a topic the group never read

@@ -17,8 +17,10 @@ from typing import Protocol
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
 from kgate.protocol.messages import (
+    DeleteShareGroupStateRequest,
     InitializeShareGroupStateRequest,
     ReadShareGroupStateRequest,
+    ReadShareGroupStateSummaryRequest,
     WriteShareGroupStateRequest,
 )
 
@@ -27,7 +29,7 @@ from ..peer_links import PeerUnavailable
 from .coordinator import ShareCoordinator
 from .partition_state import DeliveryState, StateBatch
 from .records import SharePartitionKey
-from .shard import StoredState
+from .shard import ShareSummary, StoredState
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +57,7 @@ class SharePersister:
             IN.InitializeStateData.PartitionData(partition=key.partition, state_epoch=state_epoch,
                                                  start_offset=start_offset)])])
         await self._ask(key, lambda: self.coordinator.initialize(key, state_epoch, start_offset), request, 0,
-                        lambda result: None)
+                        _nothing)
 
     async def read(self, key: SharePartitionKey, leader_epoch: int) -> StoredState:
         """The stored state, start offset -1 if never initialized (the coordinator's INVALID_REQUEST:
@@ -89,7 +91,53 @@ class SharePersister:
                   P.StateBatch(first_offset=b.first, last_offset=b.last, delivery_state=int(b.state),
                                delivery_count=b.delivery_count) for b in batches])])])
         await self._ask(key, lambda: self.coordinator.write(key, state_epoch, leader_epoch, start_offset, batches,
-                                                            delivery_complete), request, 1, lambda result: None)
+                                                            delivery_complete), request, 1, _nothing)
+
+    # -- the share-group offsets administration, from the group's coordinator --------------------
+
+    async def summary(self, key: SharePartitionKey) -> ShareSummary:
+        """What DescribeShareGroupOffsets tells of the share-partition (ReadShareGroupStateSummary);
+        the records in flight only when the state is here."""
+        S = ReadShareGroupStateSummaryRequest
+        request = S(group_id=key.group_id, topics=[S.ReadStateSummaryData(topic_id=key.topic_id, partitions=[
+            S.ReadStateSummaryData.PartitionData(partition=key.partition, leader_epoch=-1)])])
+
+        async def here() -> ShareSummary:
+            return self.coordinator.summary(key)
+
+        def answer(result) -> ShareSummary:
+            return ShareSummary(result.start_offset, result.leader_epoch, result.delivery_complete_count, -1,
+                                result.state_epoch)
+        return await self._ask(key, here, request, 1, answer)
+
+    async def reset(self, key: SharePartitionKey, offset: int) -> None:
+        """AlterShareGroupOffsets: the share-partition starts afresh at ``offset`` under a new state
+        epoch (InitializeShareGroupState), which fences its leader's older state."""
+        if self._here(key):
+            await self._ask(key, lambda: self.coordinator.reset_offsets({key: offset}), None, 0, _nothing)
+            return
+        await self.initialize(key, (await self.summary(key)).state_epoch + 1, offset)
+
+    async def delete(self, key: SharePartitionKey) -> bool:
+        """DeleteShareGroupOffsets: the share-partition's state goes (DeleteShareGroupState);
+        whether it had any."""
+        if self._here(key):
+            return bool(await self._ask(key, lambda: self.coordinator.delete_offsets([key]), None, 0, _nothing))
+        if (await self.summary(key)).start_offset < 0:
+            return False
+        X = DeleteShareGroupStateRequest
+        request = X(group_id=key.group_id, topics=[X.DeleteStateData(topic_id=key.topic_id, partitions=[
+            X.DeleteStateData.PartitionData(partition=key.partition)])])
+        await self._ask(key, lambda: self.coordinator.delete(key), request, 0, _nothing)
+        return True
+
+    def _here(self, key: SharePartitionKey) -> bool:
+        return self._elsewhere(key) is None
+
+    def _elsewhere(self, key: SharePartitionKey) -> int | None:
+        """The broker holding the share-partition's state when it is not this one."""
+        owner = self.coordinator.owner_of(key)
+        return None if owner is None or owner.node_id == self.node_id else owner.node_id
 
     async def _ask(self, key: SharePartitionKey, here: Callable[[], Awaitable], request, version: int,
                    answer: Callable):
@@ -97,10 +145,12 @@ class SharePersister:
         deadline = self.clock.now_ms() + RETRY_MS
         while True:
             try:
-                owner = self.coordinator.owner_of(key)
-                if owner is None or owner.node_id == self.node_id:
+                owner = self._elsewhere(key)
+                if owner is None:
                     return await here()
-                return answer(await self._remote(owner.node_id, request, version))
+                if request is None:  # the state moved away since the caller looked: asked again
+                    raise KafkaError(ErrorCode.NOT_COORDINATOR)
+                return answer(await self._remote(owner, request, version))
             except KafkaError as exc:
                 if exc.code not in MOVING or self.clock.now_ms() >= deadline:
                     raise
@@ -117,3 +167,7 @@ class SharePersister:
         if result.error_code != ErrorCode.NONE:
             raise KafkaError(result.error_code, result.error_message)
         return result
+
+
+def _nothing(result) -> None:
+    return None

@@ -7,7 +7,8 @@ its ``__share_group_state`` partition, and the group's membership with the owner
 brokers. A consumer acquires records and is killed holding them; then the topic partition's
 owner is killed too (kill -9). The next owner loads the state the dead one wrote through
 the share-state APIs and hands the unfinished records out again, before their lock (a
-minute) could have run out, and every record is accepted exactly once. Then the state's
+minute) could have run out, and every record is accepted exactly once; the group's
+coordinator describes the offsets from the state's owner. Then the state's
 owner is killed, and the records produced after are still accepted exactly once, their
 state written to the state partition's next owner.
 """
@@ -27,6 +28,7 @@ from kafka.protocol.metadata import MetadataRequest
 from kgate.gateway.groups.placement import partition_for
 from kgate.gateway.shares.records import SharePartitionKey
 from kgate.metadata.assignment import assign
+from kgate.protocol.messages import DescribeShareGroupOffsetsRequest
 from tests.support.broker_process import terminate
 from tests.support.cluster import KgateCluster
 from tests.support.wire import Wire
@@ -178,6 +180,14 @@ def test_unfinished_records_of_a_killed_owner_are_redelivered_by_the_next_and_ea
         assert set(accepter.accepted.values()) == {1}, "every record accepted exactly once"
         assert all(accepter.delivery_counts[offset] >= 2 for offset in held), \
             "the killed consumer's records came again, counted as delivered twice"
+
+        # Asked of the group's coordinator, the offsets come from the state's owner (another broker).
+        with Wire(cluster.brokers[owners["coordinator"]].bootstrap) as wire:
+            D = DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup
+            [described] = wire.call(DescribeShareGroupOffsetsRequest(groups=[D(group_id=group, topics=[
+                D.DescribeShareGroupOffsetsRequestTopic(topic_name=topic, partitions=[0])])]), 1).groups
+        [[offsets]] = [t.partitions for t in described.topics]
+        assert (offsets.error_code, offsets.start_offset, offsets.lag) == (0, RECORDS, 0)
 
         # The state's owner goes too: the records produced now are written to its next owner.
         cluster.brokers[owners["state"]].kill()
