@@ -161,7 +161,7 @@ def test_unfinished_records_of_a_killed_owner_are_redelivered_by_the_next_and_ea
     accepter = None
     try:
         ready, _, _ = select.select([holder.stdout], [], [], 60)
-        held = [offset for _, offset, _ in json.loads(holder.stdout.readline() if ready else "[]")]
+        held = [offset for _, offset, _ in json.loads((holder.stdout.readline() if ready else "") or "[]")]
         assert held, f"the holder got nothing: {holder.stderr.read() if holder.poll() is not None else ''}"
         assert cluster.leaders("__share_group_state")[partition_for(key.coordinator_key(), STATE_PARTITIONS)] \
             == owners["state"], "the state partition's owner is the one every broker computes"
