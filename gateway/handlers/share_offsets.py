@@ -20,6 +20,7 @@ from kafka.protocol.api_key import ApiKey
 from kgate.metadata.acls import Operation, ResourceType
 from kgate.metadata.cluster import Topic
 from kgate.protocol.error_codes import ErrorCode
+from kgate.protocol.error_messages import KAFKA_MESSAGES
 from kgate.protocol.errors import KafkaError
 from kgate.protocol.messages import (
     AlterShareGroupOffsetsResponse,
@@ -43,19 +44,6 @@ AP = AT.AlterShareGroupOffsetsResponsePartition
 X = DeleteShareGroupOffsetsResponse
 XT = X.DeleteShareGroupOffsetsResponseTopic
 NO_TOPIC_ID = uuid.UUID(int=0)
-
-# Kafka's own texts for the errors these APIs answer with no message of their own (its
-# ``Errors`` enum): Kafka's tools print them.
-KAFKA_MESSAGES = {
-    ErrorCode.TOPIC_AUTHORIZATION_FAILED: "Topic authorization failed.",
-    ErrorCode.GROUP_AUTHORIZATION_FAILED: "Group authorization failed.",
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "This server does not host this topic-partition.",
-    ErrorCode.INVALID_GROUP_ID: "The configured groupId is invalid.",
-    ErrorCode.NOT_COORDINATOR: "This is not the correct coordinator.",
-    ErrorCode.COORDINATOR_NOT_AVAILABLE: "The coordinator is not available.",
-    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: "The coordinator is loading and hence can't process requests.",
-}
-
 
 def _message(exc: KafkaError) -> str | None:
     return exc.message or KAFKA_MESSAGES.get(exc.code)

@@ -11,13 +11,13 @@ answers: only InitializeShareGroupState checks that the topic partition exists
 (UNKNOWN_TOPIC_OR_PARTITION); reading or writing a share-partition never initialized is
 INVALID_REQUEST; a request naming no group is answered with no results.
 """
-import uuid
 from collections.abc import Awaitable, Callable
 
 from kafka.protocol.api_key import ApiKey
 
 from kgate.metadata.acls import CLUSTER_NAME, Operation, ResourceType
 from kgate.protocol.error_codes import ErrorCode
+from kgate.protocol.error_messages import KAFKA_MESSAGES
 from kgate.protocol.errors import KafkaError
 from kgate.protocol.messages import (
     DeleteShareGroupStateResponse,
@@ -30,18 +30,6 @@ from kgate.protocol.messages import (
 from ..shares.partition_state import DeliveryState, StateBatch
 from ..shares.records import SharePartitionKey
 from . import Context, handles
-
-NO_TOPIC_ID = uuid.UUID(int=0)
-
-# Kafka's texts for the errors answered without one of their own (its ``Errors`` enum).
-MESSAGES = {
-    ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed.",
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "This server does not host this topic-partition.",
-    ErrorCode.NOT_COORDINATOR: "This is not the correct coordinator.",
-    ErrorCode.COORDINATOR_NOT_AVAILABLE: "The coordinator is not available.",
-    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: "The coordinator is loading and hence can't process requests.",
-    ErrorCode.FENCED_LEADER_EPOCH: "The leader epoch in the request is older than the epoch on the broker.",
-}
 
 # Each response with its per-topic result class.
 INIT = (InitializeShareGroupStateResponse, InitializeShareGroupStateResponse.InitializeStateResult)
@@ -61,6 +49,8 @@ async def _answered(ctx: Context, request, classes: tuple, answer: Answer, faile
     permitted = ctx.allowed(Operation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
     if permitted and not request.group_id:
         return response(results=[])  # Kafka answers nothing for a request naming no group
+    if permitted:
+        await ctx.broker.shares.ensure_topic()
     results = []
     for topic in request.topics:
         partitions = []
@@ -76,7 +66,7 @@ async def _answered(ctx: Context, request, classes: tuple, answer: Answer, faile
                                                   error_message=None, **fields))
             except KafkaError as exc:
                 partitions.append(partition_class(partition=part.partition, error_code=exc.code,
-                                                  error_message=exc.message or MESSAGES.get(exc.code),
+                                                  error_message=exc.message or KAFKA_MESSAGES.get(exc.code),
                                                   **(failed or {})))
         results.append(topic_class(topic_id=topic.topic_id, partitions=partitions))
     return response(results=results)
@@ -88,7 +78,6 @@ async def initialize_share_group_state(ctx: Context, request):
         topic = ctx.broker.topic_by_id(key.topic_id)
         if topic is None or key.partition >= topic.partitions:  # only a new share-partition is checked
             raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        await ctx.broker.shares.ensure_topic()
         await ctx.broker.shares.initialize(key, part.state_epoch, part.start_offset)
         return {}
     return await _answered(ctx, request, INIT, answer)
@@ -99,7 +88,6 @@ async def read_share_group_state(ctx: Context, request):
     R = READ[1].PartitionResult
 
     async def answer(key: SharePartitionKey, part) -> dict:
-        await ctx.broker.shares.ensure_topic()
         stored = await ctx.broker.shares.read(key, part.leader_epoch)
         return {"state_epoch": stored.state_epoch, "start_offset": stored.start_offset, "state_batches": [
             R.StateBatch(first_offset=b.first, last_offset=b.last, delivery_state=int(b.state),
@@ -113,7 +101,6 @@ async def write_share_group_state(ctx: Context, request):
     async def answer(key: SharePartitionKey, part) -> dict:
         batches = [StateBatch(b.first_offset, b.last_offset, DeliveryState(b.delivery_state), b.delivery_count)
                    for b in part.state_batches]
-        await ctx.broker.shares.ensure_topic()
         await ctx.broker.shares.write(key, part.state_epoch, part.leader_epoch, part.start_offset, batches,
                                       part.delivery_complete_count)
         return {}
@@ -123,7 +110,6 @@ async def write_share_group_state(ctx: Context, request):
 @handles(ApiKey.DeleteShareGroupState)
 async def delete_share_group_state(ctx: Context, request):
     async def answer(key: SharePartitionKey, part) -> dict:
-        await ctx.broker.shares.ensure_topic()
         await ctx.broker.shares.delete(key)
         return {}
     return await _answered(ctx, request, DELETE, answer)
@@ -132,7 +118,6 @@ async def delete_share_group_state(ctx: Context, request):
 @handles(ApiKey.ReadShareGroupStateSummary)
 async def read_share_group_state_summary(ctx: Context, request):
     async def answer(key: SharePartitionKey, part) -> dict:
-        await ctx.broker.shares.ensure_topic()
         summary = ctx.broker.shares.read_summary(key, part.leader_epoch)
         return {"state_epoch": summary.state_epoch, "leader_epoch": summary.leader_epoch,
                 "start_offset": summary.start_offset, "delivery_complete_count": summary.delivery_complete}

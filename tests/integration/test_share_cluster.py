@@ -32,7 +32,7 @@ from kgate.protocol.messages import DescribeShareGroupOffsetsRequest
 from tests.support.broker_process import terminate
 from tests.support.cluster import KgateCluster
 from tests.support.wire import Wire
-from tests.support.zookeeper import Ensemble
+from tests.support.zookeeper import ensemble  # noqa: F401 - a fixture
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("share-cluster")]
 
@@ -59,15 +59,8 @@ while True:
 """
 
 
-@pytest.fixture(scope="module")
-def ensemble(tmp_path_factory):
-    zookeeper = Ensemble(str(tmp_path_factory.mktemp("zookeeper"))).start()
-    yield zookeeper
-    zookeeper.stop()
-
-
 @pytest.fixture
-def cluster(tmp_path, ensemble):
+def cluster(tmp_path, ensemble):  # noqa: F811
     started = KgateCluster(str(tmp_path), ensemble.address, f"/kgate-{uuid.uuid4().hex[:8]}", 3, **SETTINGS).start()
     yield started
     started.stop()
