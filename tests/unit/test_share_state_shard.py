@@ -11,11 +11,14 @@ rebuilds the same stored state. A leader that lost the partition, or whose state
 offsets administration reset, is fenced.
 """
 import uuid
+from types import SimpleNamespace
 
 import pytest
+from kafka.protocol.api_key import ApiKey
 
 from kgate.gateway.config import Settings
 from kgate.gateway.coordinator import CoordinatorRuntime
+from kgate.gateway.handlers import _HANDLERS as HANDLERS
 from kgate.gateway.shares.coordinator import ShareCoordinator
 from kgate.gateway.shares.leader import ShareLeaders
 from kgate.gateway.shares.partition_state import (
@@ -32,6 +35,7 @@ from kgate.gateway.shares.records import SharePartitionKey
 from kgate.gateway.shares.shard import ShareStateShard, StoredState
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
+from kgate.protocol.messages import REQUESTS, RESPONSES
 from tests.unit.fake_clock import FakeClock, settle
 from tests.unit.memory_partition_writer import MemoryPartitionWriter
 from tests.unit.stand_in_cluster import StandInCluster
@@ -270,3 +274,46 @@ async def test_a_bad_acknowledgement_stores_nothing():
     assert unknown.value.code == ErrorCode.INVALID_RECORD_STATE
     assert shares.writer.records() == appended
     await shares.close()
+
+
+class StateOwnerLink:
+    """The peer link to the broker holding the state (``owner``): each request goes over the wire
+    encoding to that broker's share-state handler and its answer comes back decoded."""
+
+    def __init__(self, owner: ShareCoordinator):
+        topic = SimpleNamespace(partitions=2)
+        self.broker = SimpleNamespace(shares=owner, topic_by_id=lambda topic_id: topic)
+        self.asked: list[int] = []
+
+    def allowed(self, *args) -> bool:
+        return True  # a peer holds ClusterAction
+
+    async def request(self, node_id: int, request, version: int, timeout: float):
+        self.asked.append(request.API_KEY)
+        received = REQUESTS[request.API_KEY].decode(request.encode(version=version), version=version)
+        answer = await HANDLERS[request.API_KEY](self, received)
+        return RESPONSES[request.API_KEY].decode(answer.encode(version=version), version=version)
+
+
+async def test_a_leader_whose_state_is_on_another_broker_uses_the_share_state_apis():
+    clock = FakeClock()
+    owner = await runtime(clock=clock)  # broker 1, owning __share_group_state-0
+    cluster = StandInCluster(1)
+    cluster.moved.add(0)
+    settings = Settings()
+    settings.values.update({"share.coordinator.state.topic.num.partitions": 1})
+    here = ShareCoordinator(settings, cluster, MemoryPartitionWriter(), clock)  # broker 0: the data's owner
+    link = StateOwnerLink(owner.coordinator)
+    leaders = ShareLeaders(SharePersister(here, 0, lambda: link, clock), clock, lambda group_id: CONFIGS[group_id])
+    assert await fetch(owner, P0, "a", [Span(0, 3)], leaders=leaders) == (0, [Acquired(0, 3, 1)])
+    await ack(owner, P0, "a", 0, 3, AckType.ACCEPT, AckType.REJECT, AckType.RELEASE, AckType.ACCEPT, leaders=leaders)
+    assert link.asked == [ApiKey.ReadShareGroupState, ApiKey.InitializeShareGroupState,
+                          ApiKey.WriteShareGroupState, ApiKey.WriteShareGroupState]
+    stored_state = owner.shard().partitions[P0]
+    assert (stored_state.start_offset, stored_state.state_batches()) == (
+        2, [StateBatch(2, 2, DeliveryState.AVAILABLE, 1), StateBatch(3, 3, DeliveryState.ACKNOWLEDGED, 1)])
+    assert await here.ensure_topic() is None and here.runtime.shards == {}, "nothing is stored on broker 0"
+    summary = await SharePersister(here, 0, lambda: link, clock).summary(P0)
+    assert (summary.start_offset, summary.delivery_complete) == (2, 1)
+    leaders.close()
+    await owner.close()
