@@ -31,6 +31,10 @@ from ..shares.partition_state import DeliveryState, StateBatch
 from ..shares.records import SharePartitionKey
 from . import Context, handles
 
+# The share coordinator keeps a state per offset of the in-flight window, which a leader bounds
+# (share.partition.max.record.locks); a write spanning more is refused rather than held.
+MAX_WRITTEN_OFFSETS = 100_000
+
 # Each response with its per-topic result class.
 INIT = (InitializeShareGroupStateResponse, InitializeShareGroupStateResponse.InitializeStateResult)
 READ = (ReadShareGroupStateResponse, ReadShareGroupStateResponse.ReadStateResult)
@@ -99,12 +103,21 @@ async def read_share_group_state(ctx: Context, request):
 @handles(ApiKey.WriteShareGroupState)
 async def write_share_group_state(ctx: Context, request):
     async def answer(key: SharePartitionKey, part) -> dict:
-        batches = [StateBatch(b.first_offset, b.last_offset, DeliveryState(b.delivery_state), b.delivery_count)
+        batches = [StateBatch(b.first_offset, b.last_offset, _delivery_state(b.delivery_state), b.delivery_count)
                    for b in part.state_batches]
+        if sum(max(b.last - b.first + 1, 0) for b in batches) > MAX_WRITTEN_OFFSETS:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"state batches over more than {MAX_WRITTEN_OFFSETS} offsets")
         await ctx.broker.shares.write(key, part.state_epoch, part.leader_epoch, part.start_offset, batches,
                                       part.delivery_complete_count)
         return {}
     return await _answered(ctx, request, WRITE, answer)
+
+
+def _delivery_state(value: int) -> DeliveryState:
+    """A batch's state as stored (Kafka stores any of its delivery states, ACQUIRED too)."""
+    if value not in DeliveryState._value2member_map_:
+        raise KafkaError(ErrorCode.INVALID_REQUEST, f"{value} is not a delivery state")
+    return DeliveryState(value)
 
 
 @handles(ApiKey.DeleteShareGroupState)
