@@ -29,11 +29,8 @@ from kgate.protocol.messages import (
 
 from ..shares.partition_state import DeliveryState, StateBatch
 from ..shares.records import SharePartitionKey
+from ..shares.shard import MAX_WINDOW
 from . import Context, handles
-
-# The share coordinator keeps a state per offset of the in-flight window, which a leader bounds
-# (share.partition.max.record.locks); a write spanning more is refused rather than held.
-MAX_WRITTEN_OFFSETS = 100_000
 
 # Each response with its per-topic result class.
 INIT = (InitializeShareGroupStateResponse, InitializeShareGroupStateResponse.InitializeStateResult)
@@ -105,8 +102,8 @@ async def write_share_group_state(ctx: Context, request):
     async def answer(key: SharePartitionKey, part) -> dict:
         batches = [StateBatch(b.first_offset, b.last_offset, _delivery_state(b.delivery_state), b.delivery_count)
                    for b in part.state_batches]
-        if sum(max(b.last - b.first + 1, 0) for b in batches) > MAX_WRITTEN_OFFSETS:
-            raise KafkaError(ErrorCode.INVALID_REQUEST, f"state batches over more than {MAX_WRITTEN_OFFSETS} offsets")
+        if sum(max(b.last - b.first + 1, 0) for b in batches) > MAX_WINDOW:  # each is walked before it is merged
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"state batches over more than {MAX_WINDOW} offsets")
         await ctx.broker.shares.write(key, part.state_epoch, part.leader_epoch, part.start_offset, batches,
                                       part.delivery_complete_count)
         return {}

@@ -58,6 +58,10 @@ class ShareRecord:
     live: bool = False
 
 
+# The state is kept per offset of the in-flight window, which a leader bounds
+# (share.partition.max.record.locks); a write making it wider is refused rather than held.
+MAX_WINDOW = 100_000
+
 UNINITIALIZED_READ = "Read operation on uninitialized share partition not allowed."
 UNINITIALIZED_WRITE = "Write operation on uninitialized share partition not allowed."
 FENCED_STATE = "The coordinator rejected the request because the state epoch did not match."
@@ -136,7 +140,10 @@ class ShareStateShard(Shard[ShareRecord]):
             raise KafkaError(ErrorCode.INVALID_REQUEST, UNINITIALIZED_WRITE)
         if stored.state_epoch > state_epoch:
             raise KafkaError(ErrorCode.FENCED_STATE_EPOCH, FENCED_STATE)
-        self.partitions[key] = stored.merged(state_epoch, start_offset, batches)
+        merged = stored.merged(state_epoch, start_offset, batches)
+        if merged.end_offset - merged.start_offset > MAX_WINDOW:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"state batches over more than {MAX_WINDOW} offsets")
+        self.partitions[key] = merged
         self.delivery_complete[key] = delivery_complete
         if leader_epoch >= 0:
             self.leader_epochs[key] = leader_epoch

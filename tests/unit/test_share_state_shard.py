@@ -235,6 +235,8 @@ async def test_a_write_merges_its_batches_over_the_stored_ones_and_a_read_gives_
     assert coordinator.read_summary(P0, 1).delivery_complete == 5, "as the leader wrote it"
     assert await refused(coordinator.write(P0, 0, 1, -1, [])) == ErrorCode.FENCED_STATE_EPOCH
     assert await refused(coordinator.write(P0, 1, 0, -1, [])) == ErrorCode.FENCED_LEADER_EPOCH
+    assert await refused(coordinator.write(P0, 1, 1, -1, [StateBatch(10**12, 10**12, A, 1)])) == \
+        ErrorCode.INVALID_REQUEST, "a window kgate would keep offset by offset, refused"
     assert await refused(coordinator.read(P0, 0)) == ErrorCode.FENCED_LEADER_EPOCH
     await coordinator.write(P0, 1, 2, 9, [StateBatch(9, 9, K, 1)])
     assert await coordinator.read(P0, 2) == StoredState(1, 9, (StateBatch(9, 12, K, 1), StateBatch(13, 13, A, 2)))
