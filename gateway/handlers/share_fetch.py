@@ -35,6 +35,8 @@ from .waiters import appended
 R = ShareFetchResponse
 PD = R.ShareFetchableTopicResponse.PartitionData
 A = ShareAcknowledgeResponse
+STATE_AWAY = frozenset((ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                        ErrorCode.NOT_COORDINATOR, ErrorCode.FENCED_STATE_EPOCH, ErrorCode.FENCED_LEADER_EPOCH))
 ANY_MAGIC = 16  # read as the newest Fetch reads: every magic, every codec
 
 
@@ -189,8 +191,9 @@ async def _read_one(ctx: Context, group_id: str, member_id: str, tp: tuple, max_
         chunks, error = decode_entries(entries, ANY_MAGIC)
         acquired = await broker.share_leaders.acquire(key, member_id, list(_spans(chunks, entries, aborted)), budget[0])
     except KafkaError as exc:
-        # State still loading (the topic was just made): nothing this time, the member fetches again.
-        return _Read(ErrorCode.NONE if exc.code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS else exc.code)
+        # The share-partition's state could not be loaded or written (its coordinator loading or
+        # moving, or this leader's state fenced and dropped): nothing this time, the member fetches again.
+        return _Read(ErrorCode.NONE if exc.code in STATE_AWAY else exc.code)
     budget[0] -= sum(a.last - a.first + 1 for a in acquired)
     # Only the batches holding acquired records go back: the member would skip the others.
     handed = [chunk for chunk, stored in zip(chunks, entries)
