@@ -16,6 +16,7 @@ when the group next reads it.
 import uuid
 
 from kafka.protocol.api_key import ApiKey
+from kafka.protocol.consumer import ListOffsetsRequest
 
 from kgate.metadata.acls import Operation, ResourceType
 from kgate.metadata.cluster import Topic
@@ -30,6 +31,7 @@ from kgate.protocol.messages import (
 
 from ..partition_router import Client, Followed, Local, Refused, route
 from ..partition_router import Operation as Route
+from ..peer_links import PeerUnavailable
 from ..shares.records import SharePartitionKey
 from ..shares.shard import UNINITIALIZED, ShareSummary
 from . import Context, handles
@@ -44,6 +46,7 @@ AP = AT.AlterShareGroupOffsetsResponsePartition
 X = DeleteShareGroupOffsetsResponse
 XT = X.DeleteShareGroupOffsetsResponseTopic
 NO_TOPIC_ID = uuid.UUID(int=0)
+LATEST, LIST_OFFSETS_VERSION, OWNER_TIMEOUT_S = -1, 7, 10.0  # a partition's end, asked of its owner
 
 def _message(exc: KafkaError) -> str | None:
     return exc.message or KAFKA_MESSAGES.get(exc.code)
@@ -100,18 +103,35 @@ async def _describe_partition(ctx: Context, group_id: str, topic: Topic, index: 
 
 
 async def _log_end(ctx: Context, topic: Topic, index: int) -> int | ErrorCode:
-    """The partition's latest offset (its high watermark), as ListOffsets would give it."""
+    """The partition's latest offset (its high watermark), as ListOffsets would give it: read here
+    when this broker serves it, else asked of its owner (the group's coordinator and the topic
+    partition's owner are placed apart, as Kafka's group coordinator lists a leader's offsets)."""
     if not 0 <= index < topic.partitions:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     try:
         decision = await route(ctx.broker, Client.of(ctx.connection), topic, index, Route.DESCRIBE)
     except KafkaError as exc:
         return exc.code
-    if isinstance(decision, Refused):
+    if isinstance(decision, Local | Followed):
+        return decision.partition.ledger.high_watermark
+    if isinstance(decision, Refused) and decision.error != ErrorCode.NOT_LEADER_FOR_PARTITION:
         return decision.error
-    if not isinstance(decision, Local | Followed):
+    return await _owner_log_end(ctx, topic, index)
+
+
+async def _owner_log_end(ctx: Context, topic: Topic, index: int) -> int | ErrorCode:
+    owner = ctx.broker.leader(topic, index)
+    if owner is None or owner.node_id == ctx.broker.node_id:
         return ErrorCode.NOT_LEADER_FOR_PARTITION
-    return decision.partition.ledger.high_watermark
+    LO = ListOffsetsRequest.ListOffsetsTopic
+    request = ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[LO(name=topic.name, partitions=[
+        LO.ListOffsetsPartition(partition_index=index, current_leader_epoch=-1, timestamp=LATEST)])])
+    try:
+        response = await ctx.broker.peers.request(owner.node_id, request, LIST_OFFSETS_VERSION, OWNER_TIMEOUT_S)
+    except (PeerUnavailable, TimeoutError):
+        return ErrorCode.NOT_LEADER_FOR_PARTITION
+    [answer] = [p for t in response.topics for p in t.partitions]
+    return answer.offset if answer.error_code == ErrorCode.NONE else ErrorCode(answer.error_code)
 
 
 def _described(index: int, summary: ShareSummary, lag: int, error: ErrorCode = ErrorCode.NONE,
