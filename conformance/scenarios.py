@@ -5,7 +5,9 @@ a label) and may read earlier answers to build later requests, as a client would
 id from JoinGroup, a producer id from InitProducerId). ``ci`` marks the subset the default
 test suite runs; ``scripts/conformance`` runs them all.
 """
+import base64
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -161,6 +163,7 @@ def find_coordinator(s: Session, label: str, key: str, key_type: int = 0, versio
 
 
 NOT_READY = {14, 15, 16}  # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
+SHARE_KEY = 2  # FindCoordinator's key type for a share-partition (group:topicId:partition), from v6
 
 
 def await_coordinator(s: Session, key: str, key_type: int = 0) -> None:
@@ -966,6 +969,89 @@ def authorization_failures(s: Session):
         R[ApiKey.DeleteRecords].DeleteRecordsTopic(name=readable, partitions=[
             R[ApiKey.DeleteRecords].DeleteRecordsTopic.DeleteRecordsPartition(partition_index=0, offset=0)])],
         timeout_ms=10_000), 2)
+
+
+@scenario("share groups", secured=True)
+def share_state_apis(s: Session):
+    """The share-state APIs (83-87) as a share-partition's leader and the group coordinator send
+    them to the share coordinator: ClusterAction required (alice is refused), then as the super
+    user: a read before any state, initialize, writes merged over what is stored, older state and
+    leader epochs fenced, the summary at v0 and v1, unknown topics and partitions, delete."""
+    admin_login(s)
+    name = topic(s, "state", partitions=2)
+    [described] = metadata(s, "topic id", [name]).topics
+    topic_id, group = described.topic_id, s.name("state-group")
+    IN, RD, W = R[ApiKey.InitializeShareGroupState], R[ApiKey.ReadShareGroupState], R[ApiKey.WriteShareGroupState]
+    X, SM = R[ApiKey.DeleteShareGroupState], R[ApiKey.ReadShareGroupStateSummary]
+    WP = W.WriteStateData.PartitionData
+
+    def read(label: str, partition: int = 0, leader_epoch: int = 0, topic=None, target=None):
+        s.call(label, RD(group_id=group if target is None else target, topics=[RD.ReadStateData(
+            topic_id=topic or topic_id, partitions=[RD.ReadStateData.PartitionData(
+                partition=partition, leader_epoch=leader_epoch)])]), 0)
+
+    def write(label: str, state_epoch: int, leader_epoch: int, start: int, batches, version: int = 0,
+              partition: int = 0):
+        s.call(label, W(group_id=group, topics=[W.WriteStateData(topic_id=topic_id, partitions=[WP(
+            partition=partition, state_epoch=state_epoch, leader_epoch=leader_epoch, start_offset=start,
+            delivery_complete_count=-1, state_batches=[WP.StateBatch(first_offset=f, last_offset=last,
+                                                                    delivery_state=d, delivery_count=c)
+                                                       for f, last, d, c in batches])])]), version)
+
+    def initialize(label: str, state_epoch: int, start: int, partition: int = 0):
+        s.call(label, IN(group_id=group, topics=[IN.InitializeStateData(topic_id=topic_id, partitions=[
+            IN.InitializeStateData.PartitionData(partition=partition, state_epoch=state_epoch,
+                                                start_offset=start)])]), 0)
+
+    def summary(label: str, version: int, leader_epoch: int = 0):
+        s.call(label, SM(group_id=group, topics=[SM.ReadStateSummaryData(topic_id=topic_id, partitions=[
+            SM.ReadStateSummaryData.PartitionData(partition=p, leader_epoch=leader_epoch) for p in (0, 1)])]),
+            version)
+
+    def delete(label: str, partitions):
+        s.call(label, X(group_id=group, topics=[X.DeleteStateData(topic_id=topic_id, partitions=[
+            X.DeleteStateData.PartitionData(partition=p) for p in partitions])]), 0)
+
+    encoded = base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
+    for partition in (0, 1):  # Kafka makes __share_group_state on the first FindCoordinator of a share key
+        find_coordinator(s, "setup", f"{group}:{encoded}:{partition}", SHARE_KEY, version=6, record=False)
+        ask = RD(group_id=group, topics=[RD.ReadStateData(topic_id=topic_id, partitions=[
+            RD.ReadStateData.PartitionData(partition=partition, leader_epoch=0)])])
+        eventually(lambda ask=ask: s.call("setup", ask, 0, record=False).results[0].partitions[0].error_code
+                   not in NOT_READY, f"share coordinator of partition {partition} loaded", timeout=120)
+    read("read, nothing stored")
+    summary("summary, nothing stored", 1)
+    write("write, nothing stored", 1, 0, 3, [(3, 4, 0, 1)], partition=1)
+    read("read after a write with nothing stored", partition=1)
+    initialize("initialize", 1, 5)
+    read("read after initialize", leader_epoch=1)
+    write("write", 1, 1, 5, [(5, 9, 0, 1), (10, 12, 2, 1)])
+    write("write over part of it", 1, 1, -1, [(7, 8, 4, 3), (13, 13, 0, 2)], version=1)
+    read("read after the writes", leader_epoch=1)
+    write("write, an older state epoch", 0, 1, -1, [])
+    write("write, an older leader epoch", 1, 0, -1, [])
+    read("read, an older leader epoch", leader_epoch=0)
+    write("write moving the start", 1, 2, 9, [(9, 9, 2, 1)])
+    read("read after the start moved", leader_epoch=2)
+    summary("summary v0", 0, leader_epoch=2)
+    summary("summary v1", 1, leader_epoch=2)
+    initialize("initialize, an older state epoch", 0, 3)
+    initialize("initialize again, a newer state epoch", 2, 20)
+    read("read after the second initialize", leader_epoch=2)
+    read("read, a partition the topic lacks", partition=7)
+    read("read, a negative partition", partition=-1)
+    read("read, an unknown topic", topic=uuid.UUID(int=12345))
+    read("read, an empty group id", target="")
+    write("write, a partition the topic lacks", 1, 0, 0, [], partition=7)
+    initialize("initialize, a partition the topic lacks", 1, 0, partition=7)
+    initialize("initialize, a negative partition", 1, 0, partition=-1)
+    write("write, a batch in no delivery state", 2, 2, -1, [(20, 20, 1, 1)])
+    delete("delete", [0, 1])
+    read("read after delete", leader_epoch=2)
+    login(s, "as alice", "alice", "alice-secret")
+    read("read without ClusterAction")
+    write("write without ClusterAction", 3, 3, 0, [])
+    summary("summary without ClusterAction", 1)
 
 
 @scenario("malformed")

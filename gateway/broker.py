@@ -59,6 +59,8 @@ from .response_budget import ResponseBytesBudget
 from .sasl import CredentialStore
 from .sasl.login_limiter import LoginLimiter
 from .shares.coordinator import SHARE_STATE_TOPIC, ShareCoordinator
+from .shares.leader import ShareLeaders
+from .shares.persister import SharePersister
 from .shares.sessions import ShareSessionCache
 from .transactions import TRANSACTION_STATE_TOPIC, TransactionCoordinator
 from .transactions.marker_writer import BrokerMarkerWriter
@@ -111,7 +113,9 @@ class Broker:
             settings, self, LedgerPartitionWriter(TRANSACTION_STATE_TOPIC, self.partitions), self.clock,
             self.markers, self.next_producer_id)
         self.shares = ShareCoordinator(settings, self, LedgerPartitionWriter(SHARE_STATE_TOPIC, self.partitions),
-                                       self.clock, self.group_configs.share_config)
+                                       self.clock)
+        self.share_persister = SharePersister(self.shares, self.node_id, lambda: self.peers, self.clock)
+        self.share_leaders = ShareLeaders(self.share_persister, self.clock, self.group_configs.share_config)
         self.share_sessions = ShareSessionCache(settings["group.share.max.share.sessions"])
         self.log_cleaner = LogCleaner(self)
         self.fetch_sessions = FetchSessionCache(settings["max.incremental.fetch.session.cache.slots"])
@@ -209,6 +213,7 @@ class Broker:
         await self.events.close()
         await self.groups.close()
         await self.transactions.close()
+        self.share_leaders.close()
         await self.shares.close()
         await self.followers.close()
         self.peers.close()
@@ -550,7 +555,7 @@ class Broker:
     async def _share_member_gone(self, group_id: str, member_id: str) -> None:
         """A share group member left or expired: its share sessions end and its records go back."""
         self.share_sessions.drop_member(group_id, member_id)
-        await self.shares.release_member(group_id, member_id)
+        await self.share_leaders.release_member(group_id, member_id)
 
     @staticmethod
     def is_internal(name: str) -> bool:

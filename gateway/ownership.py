@@ -31,6 +31,7 @@ from kgate.storage.ledger import CorruptLedger, LedgerFenced, TailUnreachable
 from .groups import OFFSETS_TOPIC
 from .partition import Partition
 from .shares.coordinator import SHARE_STATE_TOPIC
+from .shares.leader import ShareLeaders
 from .transactions import TRANSACTION_STATE_TOPIC
 
 log = logging.getLogger(__name__)
@@ -75,6 +76,9 @@ class OwningBroker(Protocol):
 
     @property
     def shares(self) -> ShardedCoordinator: ...
+
+    @property
+    def share_leaders(self) -> ShareLeaders: ...
 
     def me(self) -> BrokerInfo: ...
 
@@ -220,6 +224,7 @@ class Ownership:
         offline = broker.offline.pop((name, index), None)
         damaged = broker.damaged.pop((name, index), None)
         self._awaiting_tail.discard((name, index))
+        broker.share_leaders.drop(name, index)
         if partition is None:
             if damaged is not None:
                 damaged[0].ledger.abandon()  # opened only as far as its damage: nothing to seal

@@ -53,6 +53,13 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DescribeShareGroupOffsets: (0, 1),
     ApiKey.AlterShareGroupOffsets: (0, 0),
     ApiKey.DeleteShareGroupOffsets: (0, 0),
+    # The share-state APIs, broker to broker (ClusterAction): a share-partition's leader and the
+    # share coordinator holding its state; Write and ReadSummary v1 carry KIP-1226's delivery-complete count.
+    ApiKey.InitializeShareGroupState: (0, 0),
+    ApiKey.ReadShareGroupState: (0, 0),
+    ApiKey.WriteShareGroupState: (0, 1),
+    ApiKey.DeleteShareGroupState: (0, 0),
+    ApiKey.ReadShareGroupStateSummary: (0, 1),
     # Streams groups (KIP-1071) at Kafka 4.4's versions. No topology description is stored (the
     # StreamsGroupTopologyDescriptionUpdate API is not built): a heartbeat never asks for one and
     # a describe says NOT_STORED when asked; acceptable.recovery.lag is not used (warm-ups are not built).

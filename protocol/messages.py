@@ -113,6 +113,48 @@ class DeleteShareGroupOffsetsResponse(ApiMessage, load_json=schemas):  # type: i
     pass
 
 
+# The share-state APIs (KIP-932): a share-partition's leader reads and writes its state at the share
+# coordinator (gateway/handlers/share_state.py).
+class InitializeShareGroupStateRequest(ApiMessage, load_json=schemas):  # type: ignore[call-arg]
+    pass
+
+
+class InitializeShareGroupStateResponse(ApiMessage, load_json=schemas):  # type: ignore[call-arg]
+    pass
+
+
+class ReadShareGroupStateRequest(ApiMessage, load_json=schemas):  # type: ignore[call-arg]
+    pass
+
+
+class ReadShareGroupStateResponse(ApiMessage, load_json=schemas):  # type: ignore[call-arg]
+    pass
+
+
+class WriteShareGroupStateRequest(ApiMessage, load_json=schemas):  # type: ignore[call-arg]
+    pass
+
+
+class WriteShareGroupStateResponse(ApiMessage, load_json=schemas):  # type: ignore[call-arg]
+    pass
+
+
+class DeleteShareGroupStateRequest(ApiMessage, load_json=schemas):  # type: ignore[call-arg]
+    pass
+
+
+class DeleteShareGroupStateResponse(ApiMessage, load_json=schemas):  # type: ignore[call-arg]
+    pass
+
+
+class ReadShareGroupStateSummaryRequest(ApiMessage, load_json=schemas):  # type: ignore[call-arg]
+    pass
+
+
+class ReadShareGroupStateSummaryResponse(ApiMessage, load_json=schemas):  # type: ignore[call-arg]
+    pass
+
+
 # kgate's own broker-to-broker APIs, in a private key range no Kafka API uses
 # (gateway/peer_links.py): never advertised by ApiVersions, accepted from any peer.
 class KgateReadEndRequest(ApiMessage, load_json=schemas):  # type: ignore[call-arg]
@@ -145,9 +187,12 @@ _OWN = (ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, ConsumerG
         ShareGroupDescribeRequest, ShareGroupDescribeResponse, ShareFetchRequest, ShareFetchResponse,
         ShareAcknowledgeRequest, ShareAcknowledgeResponse, DescribeShareGroupOffsetsRequest,
         DescribeShareGroupOffsetsResponse, AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse,
-        DeleteShareGroupOffsetsRequest, DeleteShareGroupOffsetsResponse, StreamsGroupHeartbeatRequest,
-        StreamsGroupHeartbeatResponse, StreamsGroupDescribeRequest, StreamsGroupDescribeResponse, KgateReadEndRequest,
-        KgateReadEndResponse,
+        DeleteShareGroupOffsetsRequest, DeleteShareGroupOffsetsResponse,
+        InitializeShareGroupStateRequest, InitializeShareGroupStateResponse, ReadShareGroupStateRequest,
+        ReadShareGroupStateResponse, WriteShareGroupStateRequest, WriteShareGroupStateResponse,
+        DeleteShareGroupStateRequest, DeleteShareGroupStateResponse, ReadShareGroupStateSummaryRequest,
+        ReadShareGroupStateSummaryResponse, StreamsGroupHeartbeatRequest, StreamsGroupHeartbeatResponse,
+        StreamsGroupDescribeRequest, StreamsGroupDescribeResponse, KgateReadEndRequest, KgateReadEndResponse,
         KgateProduceReferenceRequest, KgateProduceReferenceResponse, KgateForwardRequest, KgateForwardResponse)
 
 

@@ -101,6 +101,7 @@ from . import (  # noqa: E402,F401
     sasl,
     share_fetch,
     share_offsets,
+    share_state,
     streams_groups,
     topics,
     transactions,

@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     from ..sasl import CredentialStore
     from ..sasl.login_limiter import LoginLimiter
     from ..shares.coordinator import ShareCoordinator
+    from ..shares.leader import ShareLeaders
+    from ..shares.persister import SharePersister
     from ..shares.sessions import ShareSessionCache
     from ..transactions import TransactionCoordinator
     from ..transactions.marker_writer import BrokerMarkerWriter
@@ -60,6 +62,8 @@ class BrokerView(Protocol):
     groups: "GroupCoordinator"
     transactions: "TransactionCoordinator"
     shares: "ShareCoordinator"
+    share_leaders: "ShareLeaders"
+    share_persister: "SharePersister"
     share_sessions: "ShareSessionCache"
     markers: "BrokerMarkerWriter"
     credentials: "CredentialStore"

@@ -24,10 +24,12 @@ from ..groups import OFFSETS_TOPIC, JoinRequest
 from ..groups.consumer_machine import Heartbeat
 from ..groups.group import Group, GroupState
 from ..groups.share_machine import ShareHeartbeat
+from ..shares.coordinator import SHARE_STATE_TOPIC
+from ..shares.records import SharePartitionKey
 from ..transactions.coordinator import TRANSACTION_STATE_TOPIC
 from . import Context, handles
 
-GROUP_KEY, TRANSACTION_KEY = 0, 1
+GROUP_KEY, TRANSACTION_KEY, SHARE_KEY = 0, 1, 2
 
 
 @handles(ApiKey.FindCoordinator)
@@ -63,6 +65,16 @@ async def _coordinator(ctx: Context, key_type: int, key: str) -> tuple[ErrorCode
             return ErrorCode.GROUP_AUTHORIZATION_FAILED, None, -1, "", -1
         owner = broker.groups.coordinator_of(key or "")
         placement = OFFSETS_TOPIC, broker.groups.partition_of(key or "")
+    elif key_type == SHARE_KEY:  # a share-partition's state: asked by brokers and Kafka's tools
+        if not ctx.allowed(Operation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
+            return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None, -1, "", -1
+        share_key = SharePartitionKey.from_coordinator_key(key)
+        if share_key is None:
+            return ErrorCode.INVALID_REQUEST, f"{key!r} is not a share-partition key (group:topicId:partition)", \
+                -1, "", -1
+        await broker.shares.ensure_topic()
+        owner = broker.shares.owner_of(share_key)
+        placement = SHARE_STATE_TOPIC, broker.shares.partition_of(share_key)
     else:
         return ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}", -1, "", -1
     zone = ctx.connection.zone
@@ -224,6 +236,7 @@ async def delete_groups(ctx: Context, request):
             error = await ctx.broker.groups.delete_group(group_id)
             if error == ErrorCode.NONE:
                 await ctx.broker.shares.delete_group(group_id)  # a share group's delivery state, if it was one
+                ctx.broker.share_leaders.drop_group(group_id)
         except KafkaError as exc:
             error = exc.code
         results.append(DeleteGroupsResponse.DeletableGroupResult(group_id=group_id, error_code=error))

@@ -5,8 +5,8 @@ acknowledgements are applied first, each partition's answered on its own (its
 AcknowledgeErrorCode); then each partition of the session is read through the
 partition router, from where the share-partition's state says the next records are,
 up to the high watermark (the last stable offset for share.isolation.level
-read_committed), and the share coordinator decides which of the records read the
-member acquires. With nothing acquired the request waits for an append, up to its
+read_committed), and the share-partition's leader here (gateway/shares/leader.py)
+decides which of the records read the member acquires. With nothing acquired the request waits for an append, up to its
 MaxWaitMs, as a fetch does. Closing a session (epoch -1) releases what the member held.
 """
 
@@ -35,6 +35,8 @@ from .waiters import appended
 R = ShareFetchResponse
 PD = R.ShareFetchableTopicResponse.PartitionData
 A = ShareAcknowledgeResponse
+STATE_AWAY = frozenset((ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                        ErrorCode.NOT_COORDINATOR, ErrorCode.FENCED_STATE_EPOCH, ErrorCode.FENCED_LEADER_EPOCH))
 ANY_MAGIC = 16  # read as the newest Fetch reads: every magic, every codec
 
 
@@ -65,7 +67,7 @@ async def share_fetch(ctx: Context, request):
     acks = await _acknowledge(ctx, group_id, member_id, _ack_requests(request.topics))
     reads: dict[tuple, _Read] = {}
     if closing:
-        await broker.shares.release_member(group_id, member_id)
+        await broker.share_leaders.release_member(group_id, member_id)
     else:
         reads = await _read_session(ctx, group_id, member_id, session.partitions, request)
     keys = list(dict.fromkeys([*reads, *acks]))
@@ -79,7 +81,7 @@ async def share_fetch(ctx: Context, request):
             acquired_records=[PD.AcquiredRecords(first_offset=a.first, last_offset=a.last,
                                                  delivery_count=a.delivery_count) for a in read.acquired]))
     return R(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None,
-             acquisition_lock_timeout_ms=broker.shares.lock_ms(group_id),
+             acquisition_lock_timeout_ms=broker.share_leaders.config_of(group_id).lock_ms,
              responses=[R.ShareFetchableTopicResponse(topic_id=t, partitions=parts) for t, parts in topics.items()],
              node_endpoints=[])
 
@@ -96,7 +98,7 @@ async def share_acknowledge(ctx: Context, request):
         return A(throttle_time_ms=0, error_code=exc.code, error_message=exc.message, responses=[], node_endpoints=[])
     acks = await _acknowledge(ctx, group_id, member_id, _ack_requests(request.topics))
     if closing:
-        await broker.shares.release_member(group_id, member_id)
+        await broker.share_leaders.release_member(group_id, member_id)
     topics: dict = {}
     P = A.ShareAcknowledgeTopicResponse.PartitionData
     for (topic_id, index), error in acks.items():
@@ -132,7 +134,7 @@ async def _acknowledge(ctx: Context, group_id: str, member_id: str, wanted) -> d
     for (topic_id, index), batches in wanted:
         try:
             _topic(ctx, topic_id)
-            await ctx.broker.shares.acknowledge(SharePartitionKey(group_id, topic_id, index), member_id, batches)
+            await ctx.broker.share_leaders.acknowledge(SharePartitionKey(group_id, topic_id, index), member_id, batches)
             answers[(topic_id, index)] = ErrorCode.NONE
         except KafkaError as exc:
             answers[(topic_id, index)] = exc.code
@@ -173,13 +175,12 @@ async def _read_one(ctx: Context, group_id: str, member_id: str, tp: tuple, max_
             return _Read(decision.error)
         if not isinstance(decision, Local | Followed):
             return _Read(ErrorCode.NOT_LEADER_FOR_PARTITION)
-        await broker.shares.ensure_topic()
         partition = decision.partition
         ledger = partition.ledger
         key = SharePartitionKey(group_id, topic_id, index)
         start, hw = ledger.log_start_offset, ledger.high_watermark
-        offset = await broker.shares.fetch_offset(key, start, hw)
-        committed = broker.shares.config_of(group_id).read_committed
+        offset = await broker.share_leaders.fetch_offset(key, topic.name, partition.leader_epoch, start, hw)
+        committed = broker.share_leaders.config_of(group_id).read_committed
         limit = partition.transactions.last_stable_offset(hw) if committed else hw
         if offset >= limit or budget[0] <= 0:
             return _Read(ledger=ledger)
@@ -188,10 +189,11 @@ async def _read_one(ctx: Context, group_id: str, member_id: str, tp: tuple, max_
         if committed:
             entries, aborted = committed_view(partition.transactions, entries, offset, limit, start)
         chunks, error = decode_entries(entries, ANY_MAGIC)
-        acquired = await broker.shares.acquire(key, member_id, list(_spans(chunks, entries, aborted)), budget[0])
+        acquired = await broker.share_leaders.acquire(key, member_id, list(_spans(chunks, entries, aborted)), budget[0])
     except KafkaError as exc:
-        # State still loading (the topic was just made): nothing this time, the member fetches again.
-        return _Read(ErrorCode.NONE if exc.code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS else exc.code)
+        # The share-partition's state could not be loaded or written (its coordinator loading or
+        # moving, or this leader's state fenced and dropped): nothing this time, the member fetches again.
+        return _Read(ErrorCode.NONE if exc.code in STATE_AWAY else exc.code)
     budget[0] -= sum(a.last - a.first + 1 for a in acquired)
     # Only the batches holding acquired records go back: the member would skip the others.
     handed = [chunk for chunk, stored in zip(chunks, entries)

@@ -16,10 +16,12 @@ when the group next reads it.
 import uuid
 
 from kafka.protocol.api_key import ApiKey
+from kafka.protocol.consumer import ListOffsetsRequest
 
 from kgate.metadata.acls import Operation, ResourceType
 from kgate.metadata.cluster import Topic
 from kgate.protocol.error_codes import ErrorCode
+from kgate.protocol.error_messages import KAFKA_MESSAGES
 from kgate.protocol.errors import KafkaError
 from kgate.protocol.messages import (
     AlterShareGroupOffsetsResponse,
@@ -29,6 +31,7 @@ from kgate.protocol.messages import (
 
 from ..partition_router import Client, Followed, Local, Refused, route
 from ..partition_router import Operation as Route
+from ..peer_links import PeerUnavailable
 from ..shares.records import SharePartitionKey
 from ..shares.shard import UNINITIALIZED, ShareSummary
 from . import Context, handles
@@ -43,19 +46,7 @@ AP = AT.AlterShareGroupOffsetsResponsePartition
 X = DeleteShareGroupOffsetsResponse
 XT = X.DeleteShareGroupOffsetsResponseTopic
 NO_TOPIC_ID = uuid.UUID(int=0)
-
-# Kafka's own texts for the errors these APIs answer with no message of their own (its
-# ``Errors`` enum): Kafka's tools print them.
-KAFKA_MESSAGES = {
-    ErrorCode.TOPIC_AUTHORIZATION_FAILED: "Topic authorization failed.",
-    ErrorCode.GROUP_AUTHORIZATION_FAILED: "Group authorization failed.",
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "This server does not host this topic-partition.",
-    ErrorCode.INVALID_GROUP_ID: "The configured groupId is invalid.",
-    ErrorCode.NOT_COORDINATOR: "This is not the correct coordinator.",
-    ErrorCode.COORDINATOR_NOT_AVAILABLE: "The coordinator is not available.",
-    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: "The coordinator is loading and hence can't process requests.",
-}
-
+LATEST, LIST_OFFSETS_VERSION, OWNER_TIMEOUT_S = -1, 7, 10.0  # a partition's end, asked of its owner
 
 def _message(exc: KafkaError) -> str | None:
     return exc.message or KAFKA_MESSAGES.get(exc.code)
@@ -99,7 +90,7 @@ async def _describe_group(ctx: Context, asked):
 
 async def _describe_partition(ctx: Context, group_id: str, topic: Topic, index: int):
     try:
-        summary = ctx.broker.shares.summary(SharePartitionKey(group_id, topic.topic_id, index))
+        summary = await ctx.broker.share_persister.summary(SharePartitionKey(group_id, topic.topic_id, index))
     except KafkaError as exc:
         return _described(index, UNINITIALIZED, -1, exc.code, exc.message)
     if summary.start_offset < 0 or summary.delivery_complete < 0:
@@ -112,18 +103,35 @@ async def _describe_partition(ctx: Context, group_id: str, topic: Topic, index: 
 
 
 async def _log_end(ctx: Context, topic: Topic, index: int) -> int | ErrorCode:
-    """The partition's latest offset (its high watermark), as ListOffsets would give it."""
+    """The partition's latest offset (its high watermark), as ListOffsets would give it: read here
+    when this broker serves it, else asked of its owner (the group's coordinator and the topic
+    partition's owner are placed apart, as Kafka's group coordinator lists a leader's offsets)."""
     if not 0 <= index < topic.partitions:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     try:
         decision = await route(ctx.broker, Client.of(ctx.connection), topic, index, Route.DESCRIBE)
     except KafkaError as exc:
         return exc.code
-    if isinstance(decision, Refused):
+    if isinstance(decision, Local | Followed):
+        return decision.partition.ledger.high_watermark
+    if isinstance(decision, Refused) and decision.error != ErrorCode.NOT_LEADER_FOR_PARTITION:
         return decision.error
-    if not isinstance(decision, Local | Followed):
+    return await _owner_log_end(ctx, topic, index)
+
+
+async def _owner_log_end(ctx: Context, topic: Topic, index: int) -> int | ErrorCode:
+    owner = ctx.broker.leader(topic, index)
+    if owner is None or owner.node_id == ctx.broker.node_id:
         return ErrorCode.NOT_LEADER_FOR_PARTITION
-    return decision.partition.ledger.high_watermark
+    LO = ListOffsetsRequest.ListOffsetsTopic
+    request = ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[LO(name=topic.name, partitions=[
+        LO.ListOffsetsPartition(partition_index=index, current_leader_epoch=-1, timestamp=LATEST)])])
+    try:
+        response = await ctx.broker.peers.request(owner.node_id, request, LIST_OFFSETS_VERSION, OWNER_TIMEOUT_S)
+    except (PeerUnavailable, TimeoutError):
+        return ErrorCode.NOT_LEADER_FOR_PARTITION
+    [answer] = [p for t in response.topics for p in t.partitions]
+    return answer.offset if answer.error_code == ErrorCode.NONE else ErrorCode(answer.error_code)
 
 
 def _described(index: int, summary: ShareSummary, lag: int, error: ErrorCode = ErrorCode.NONE,
@@ -159,9 +167,8 @@ async def alter_share_group_offsets(ctx: Context, request):
         return A(throttle_time_ms=0, error_code=exc.code, error_message=_message(exc), responses=[])
     outcome, message = ErrorCode.NONE, None
     try:
-        if offsets:
-            await ctx.broker.shares.ensure_topic()
-            await ctx.broker.shares.reset_offsets(offsets)
+        for key, offset in offsets.items():
+            await ctx.broker.share_persister.reset(key, offset)
     except KafkaError as exc:
         outcome, message = exc.code, _message(exc)
     return A(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, responses=[
@@ -210,8 +217,8 @@ async def _delete_topic(ctx: Context, group_id: str, name: str, topic: Topic | N
     if topic is None:
         return _deleted(name, NO_TOPIC_ID, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     try:
-        deleted = await ctx.broker.shares.delete_offsets(
-            [SharePartitionKey(group_id, topic.topic_id, index) for index in range(topic.partitions)])
+        deleted = [index for index in range(topic.partitions)
+                   if await ctx.broker.share_persister.delete(SharePartitionKey(group_id, topic.topic_id, index))]
     except KafkaError as exc:
         return _deleted(name, topic.topic_id, exc.code, _message(exc))
     if not deleted:  # Kafka's answer for a topic the group never read

@@ -1,18 +1,16 @@
-"""The share coordinator: share-partitions' delivery state, run on the runtime's share shards.
+"""The share coordinator: share-partitions' persisted state, run on the runtime's share shards.
 
-Kafka keeps a share-partition's in-memory state (``SharePartition``) on the topic
-partition's leader and persists it through the share-state APIs (83-87) to a share
-coordinator owning a partition of ``__share_group_state``. kgate keeps the state in the
-shard itself, one coordinator runtime over ``__share_group_state``, placed by
-``abs(java_hash("group:topicId:partition")) % N`` as Kafka places it, so it is replayed
-by the partition's next owner like the other coordinators' state; the share-state
-APIs, which only carry that state between two Kafka brokers, have nothing to carry.
-ShareFetch and ShareAcknowledge run the rules on the shard directly when this broker
-owns the share-partition's state partition (a cluster answers COORDINATOR_NOT_AVAILABLE
-per partition otherwise: forwarding is not built). The topic is made on first use.
+As in Kafka, a share-partition's live state (``SharePartition``: what is acquired, by whom,
+until when) is held by the broker serving the topic partition (gateway/shares/leader.py),
+which reads and writes its persisted state at the share coordinator owning the
+``__share_group_state`` partition placed by ``abs(java_hash("group:topicId:partition")) % N``.
+That state is replayed by the state partition's next owner like the other coordinators'.
+This is the coordinator's side: the share-state APIs' rules (83-87) on the shard owning a
+key, answered NOT_COORDINATOR when another broker owns it, and the share-group offsets
+administration. The topic is made on first use.
 """
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -23,11 +21,13 @@ from ..coordinator import Clock, CoordinatorRuntime, PartitionWriter
 from ..coordinator.internal_topics import InternalTopics
 from ..coordinator.shard import Result
 from ..groups.placement import partition_for
-from .partition_state import AckBatch, Acquired, ShareConfig, Span
+from .partition_state import StateBatch
 from .records import SharePartitionKey
-from .shard import UNINITIALIZED, ShareRecord, ShareStateShard, ShareSummary
+from .shard import UNINITIALIZED, ShareRecord, ShareStateShard, ShareSummary, StoredState
 
 if TYPE_CHECKING:
+    from kgate.metadata.cluster import BrokerInfo
+
     from ..config import Settings
 
 log = logging.getLogger(__name__)
@@ -36,14 +36,11 @@ SHARE_STATE_TOPIC = "__share_group_state"
 
 
 class ShareCoordinator:
-    def __init__(self, settings: "Settings", cluster: InternalTopics, writer: PartitionWriter, clock: Clock,
-                 config_of: Callable[[str], ShareConfig]):
+    def __init__(self, settings: "Settings", cluster: InternalTopics, writer: PartitionWriter, clock: Clock):
         self.cluster = cluster
         self.num_partitions = settings["share.coordinator.state.topic.num.partitions"]
-        self.config_of = config_of
         self.runtime: CoordinatorRuntime[ShareStateShard] = CoordinatorRuntime(
-            SHARE_STATE_TOPIC, writer, clock, lambda index: ShareStateShard(index, config_of),
-            settings["kgate.offsets.compaction.min.records"])
+            SHARE_STATE_TOPIC, writer, clock, ShareStateShard, settings["kgate.offsets.compaction.min.records"])
 
     async def close(self) -> None:
         await self.runtime.close()
@@ -62,38 +59,44 @@ class ShareCoordinator:
         count = self.cluster.partition_count(SHARE_STATE_TOPIC)
         return partition_for(key.coordinator_key(), count if count is not None else self.num_partitions)
 
+    def owner_of(self, key: SharePartitionKey) -> "BrokerInfo | None":
+        """The broker holding the share-partition's state (None while the topic is not made or has no owner)."""
+        if self.cluster.partition_count(SHARE_STATE_TOPIC) is None:
+            return None
+        return self.cluster.owner(SHARE_STATE_TOPIC, self.partition_of(key))
+
     def _owned(self, key: SharePartitionKey) -> int:
+        """The shard holding the key here; KafkaError as Kafka's share coordinator answers otherwise."""
         index = self.partition_of(key)
         if not self.runtime.owns(index):
-            owner = self.cluster.owner(SHARE_STATE_TOPIC, index) if self.cluster.partition_count(
-                SHARE_STATE_TOPIC) is not None else None
+            owner = self.owner_of(key)
             if owner is None or owner.node_id == self.cluster.node_id:  # just made, or loading here
                 raise KafkaError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
-            raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, "this broker does not hold the share-partition's "
-                                                                  "state")
+            raise KafkaError(ErrorCode.NOT_COORDINATOR, "this broker does not hold the share-partition's state")
         return index
 
-    # -- the rules, as a fetch and an acknowledgement use them --------------------------------
+    # -- the share-state APIs (83-87), one share-partition each ------------------------------
 
-    async def fetch_offset(self, key: SharePartitionKey, log_start: int, log_end: int) -> int:
-        return await self.runtime.write(self._owned(key), lambda shard, now: shard.fetch_offset(key, log_start,
-                                                                                                  log_end))
+    async def initialize(self, key: SharePartitionKey, state_epoch: int, start_offset: int) -> None:
+        await self.runtime.write(self._owned(key), lambda shard, now: shard.initialize(key, state_epoch,
+                                                                                         start_offset))
 
-    async def acquire(self, key: SharePartitionKey, member: str, spans: Iterable[Span],
-                      max_records: int) -> list[Acquired]:
-        return await self.runtime.write(self._owned(key), lambda shard, now: shard.acquire(now, key, member, spans,
-                                                                                             max_records))
+    async def read(self, key: SharePartitionKey, leader_epoch: int) -> StoredState:
+        return await self.runtime.write(self._owned(key), lambda shard, now: shard.read(key, leader_epoch))
 
-    async def acknowledge(self, key: SharePartitionKey, member: str, batches: list[AckBatch]) -> None:
-        await self.runtime.write(self._owned(key), lambda shard, now: shard.acknowledge(now, key, member, batches))
+    async def write(self, key: SharePartitionKey, state_epoch: int, leader_epoch: int, start_offset: int,
+                    batches: list[StateBatch], delivery_complete: int = -1) -> None:
+        await self.runtime.write(self._owned(key), lambda shard, now: shard.write(
+            key, state_epoch, leader_epoch, start_offset, batches, delivery_complete))
 
-    async def release_member(self, group_id: str, member: str) -> None:
-        """A member's share session closed: what it holds anywhere here goes back to the others."""
-        for index in list(self.runtime.shards):
-            await self.runtime.write(index, lambda shard, now: shard.release_member(group_id, member))
+    async def delete(self, key: SharePartitionKey) -> None:
+        await self.runtime.write(self._owned(key), lambda shard, now: shard.delete(key))
+
+    def read_summary(self, key: SharePartitionKey, leader_epoch: int) -> ShareSummary:
+        return self.runtime.shard(self._owned(key)).read_summary(key, leader_epoch)
 
     async def delete_group(self, group_id: str) -> None:
-        """DeleteGroups removed the group: its share-partitions' state goes too (tombstones)."""
+        """DeleteGroups removed the group: its share-partitions' state here goes too (tombstones)."""
         for index in list(self.runtime.shards):
             await self.runtime.write(index, lambda shard, now: shard.delete_group(group_id))
 
@@ -132,9 +135,6 @@ class ShareCoordinator:
         for key in keys:
             placed.setdefault(self._owned(key), []).append(key)
         return placed
-
-    def lock_ms(self, group_id: str) -> int:
-        return self.config_of(group_id).lock_ms
 
 
 # The rules as the runtime runs them, bound to their arguments (a loop's lambdas would share one).

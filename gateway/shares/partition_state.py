@@ -304,15 +304,27 @@ class SharePartitionState:
                 batches.append(StateBatch(offset, offset, state, record.delivery_count))
         return batches
 
+    def merged(self, state_epoch: int, start_offset: int, batches: Iterable[StateBatch]) -> "SharePartitionState":
+        """This stored state with a leader's written batches laid over it (WriteShareGroupState):
+        theirs win where they overlap, and nothing below the start offset (-1: unchanged) is kept."""
+        start = self.start_offset if start_offset < 0 else start_offset
+        merged = SharePartitionState.restore(start, state_epoch, [*self.state_batches(), *batches], advance=False)
+        merged.end_offset = max(merged.end_offset, self.end_offset)
+        return merged
+
     @classmethod
-    def restore(cls, start_offset: int, state_epoch: int, batches: Iterable[StateBatch]) -> "SharePartitionState":
-        """The state a stored snapshot describes; nothing is acquired after a load."""
+    def restore(cls, start_offset: int, state_epoch: int, batches: Iterable[StateBatch],
+                advance: bool = True) -> "SharePartitionState":
+        """The state a stored snapshot describes; nothing is acquired after a load. ``advance``
+        moves the start past finished records at the front, as a leader does; the share
+        coordinator keeps what was written as it was written."""
         restored = cls(start_offset, start_offset, state_epoch)
         for batch in batches:
             for offset in range(max(batch.first, start_offset), batch.last + 1):
                 restored.records[offset] = InFlight(DeliveryState(batch.state), batch.delivery_count)
             restored.end_offset = max(restored.end_offset, batch.last + 1)
-        restored._advance_start()
+        if advance:
+            restored._advance_start()
         return restored
 
 

@@ -43,22 +43,38 @@ class SharePartitionKey:
         topic = base64.urlsafe_b64encode(self.topic_id.bytes).decode().rstrip("=")
         return f"{self.group_id}:{topic}:{self.partition}"
 
+    @classmethod
+    def from_coordinator_key(cls, key: str) -> "SharePartitionKey | None":
+        """The share-partition a FindCoordinator share key names, None if it is not one."""
+        parts = (key or "").rsplit(":", 2)
+        if len(parts) != 3 or not parts[0]:
+            return None
+        group_id, topic, partition = parts
+        try:
+            topic_id = uuid.UUID(bytes=base64.urlsafe_b64decode(topic + "=" * (-len(topic) % 4)))
+            index = int(partition)
+        except ValueError:
+            return None
+        return cls(group_id, topic_id, index) if index >= 0 else None
+
 
 def key(share_key: SharePartitionKey) -> bytes:
     return ShareSnapshotKey(group_id=share_key.group_id, topic_id=share_key.topic_id,
                             partition=share_key.partition).encode(version=SNAPSHOT_KEY_VERSION)
 
 
-def value(state: SharePartitionState, leader_epoch: int = 0) -> bytes:
+def value(state: SharePartitionState, leader_epoch: int = 0, delivery_complete: int = -1) -> bytes:
     batches = [ShareSnapshotValue.StateBatch(first_offset=b.first, last_offset=b.last, delivery_state=int(b.state),
                                              delivery_count=b.delivery_count) for b in state.state_batches()]
     return ShareSnapshotValue(snapshot_epoch=0, state_epoch=state.state_epoch, leader_epoch=leader_epoch,
-                              start_offset=state.start_offset,
+                              start_offset=state.start_offset, delivery_complete_count=delivery_complete,
                               state_batches=batches).encode(version=SNAPSHOT_VALUE_VERSION)
 
 
-def decode(key_bytes: bytes, value_bytes: bytes | None) -> tuple[SharePartitionKey, SharePartitionState | None]:
-    """The share-partition and its state (None: a tombstone)."""
+def decode(key_bytes: bytes,
+           value_bytes: bytes | None) -> tuple[SharePartitionKey, SharePartitionState | None, int, int]:
+    """The share-partition, its state (None: a tombstone), the leader epoch last stored with it and
+    the delivery-complete count its leader last wrote."""
     with decoding():
         version = key_version(key_bytes)
         if version != SNAPSHOT_KEY_VERSION:
@@ -66,8 +82,9 @@ def decode(key_bytes: bytes, value_bytes: bytes | None) -> tuple[SharePartitionK
         k = ShareSnapshotKey.decode(key_bytes[2:], version=version, header=False)
         share_key = SharePartitionKey(k.group_id, k.topic_id, k.partition)
         if value_bytes is None:
-            return share_key, None
+            return share_key, None, -1, -1
         v = ShareSnapshotValue.decode(value_bytes)
         batches = [StateBatch(b.first_offset, b.last_offset, DeliveryState(b.delivery_state), b.delivery_count)
                    for b in v.state_batches or ()]
-        return share_key, SharePartitionState.restore(v.start_offset, v.state_epoch, batches)
+        state = SharePartitionState.restore(v.start_offset, v.state_epoch, batches, advance=False)
+        return share_key, state, v.leader_epoch, v.delivery_complete_count

@@ -31,7 +31,7 @@ from tests.support.cluster import SESSION_TIMEOUT_MS, AckedProducer, KgateCluste
 from tests.support.member_process import wait_for
 from tests.support.transactions import read_to_end, transactional
 from tests.support.wire import Wire, connect, encode_request, read_response
-from tests.support.zookeeper import Ensemble
+from tests.support.zookeeper import ensemble  # noqa: F401 - a fixture
 from tests.unit.record_batches import build_batch
 
 # One worker runs the module, so its module-scoped servers start once (scripts/test: --dist loadgroup).
@@ -39,15 +39,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("cluster")]
 TOPIC_PARTITIONS = 12
 
 
-@pytest.fixture(scope="module")
-def ensemble(tmp_path_factory):
-    zookeeper = Ensemble(str(tmp_path_factory.mktemp("zookeeper"))).start()
-    yield zookeeper
-    zookeeper.stop()
-
-
 @pytest.fixture
-def cluster_factory(tmp_path, ensemble):
+def cluster_factory(tmp_path, ensemble):  # noqa: F811
     started = []
 
     def start(size=3, **settings):

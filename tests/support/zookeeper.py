@@ -10,6 +10,8 @@ import socket
 import subprocess
 import time
 
+import pytest
+
 from .broker_process import terminate
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -124,3 +126,11 @@ class Ensemble:
     def stop(self) -> None:
         for server in self.servers:
             server.stop()
+
+
+@pytest.fixture(scope="module")
+def ensemble(tmp_path_factory):
+    """A three-server ensemble shared by a module's clusters (each in a chroot of its own)."""
+    zookeeper = Ensemble(str(tmp_path_factory.mktemp("zookeeper"))).start()
+    yield zookeeper
+    zookeeper.stop()

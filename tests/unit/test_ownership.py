@@ -29,6 +29,11 @@ class Opening:
         self.open_now = 0
         self.most_open = 0
         self.go = asyncio.Event()
+        self.share_leaders = self
+        self.dropped: list[tuple[str, int]] = []  # share-partitions' live state let go with their partition
+
+    def drop(self, name, index):
+        self.dropped.append((name, index))
 
     async def claim(self, topic, index, broker_id):
         return True
@@ -101,3 +106,4 @@ async def test_claims_count_as_lost_from_the_expiry_report_until_its_partitions_
     assert ownership.claims_lost and len(broker.partitions) == 3
     await ownership.session_changed(Session.EXPIRED)
     assert not ownership.claims_lost and broker.partitions == {}
+    assert sorted(broker.dropped) == [("t", 0), ("t", 1), ("t", 2)]

@@ -28,15 +28,15 @@ OTHER = SharePartitionKey("late", uuid.UUID(int=7), 0)
 
 async def test_a_summary_gives_the_start_offset_and_the_finished_records_past_it():
     shares = await runtime()
-    assert shares.shard(0).summary(P0) == UNINITIALIZED
+    assert shares.shard().summary(P0) == UNINITIALIZED
     await fetch(shares, P0, "a", [Span(0, 5)])
     await ack(shares, P0, "a", 0, 5, AckType.ACCEPT, AckType.RELEASE, AckType.ACCEPT, AckType.REJECT,
               AckType.RELEASE, AckType.ACCEPT)
     # 0 is finished and the start moves past it; 2, 3 and 5 are finished behind the released 1 and 4,
     # which are in flight (to be offered again).
-    assert shares.shard(0).summary(P0) == ShareSummary(1, 0, 3, 2)
+    assert shares.shard().summary(P0) == ShareSummary(1, 0, 3, 2, 1)
     await fetch(shares, P0, "b", [Span(1, 6)])
-    assert shares.shard(0).summary(P0) == ShareSummary(1, 0, 3, 3), "1 and 4 again, and 6 for the first time"
+    assert shares.shard().summary(P0) == ShareSummary(1, 0, 3, 3, 1), "1 and 4 again, and 6 for the first time"
     await shares.close()
 
 
@@ -45,8 +45,8 @@ async def test_the_group_partitions_are_those_started_for_the_group():
     await fetch(shares, P1, "a", [])
     await fetch(shares, P0, "a", [])
     await fetch(shares, OTHER, "x", [])
-    assert shares.shard(0).group_partitions("g") == [P0, P1]
-    assert shares.shard(0).group_partitions("nobody") == []
+    assert shares.shard().group_partitions("g") == [P0, P1]
+    assert shares.shard().group_partitions("nobody") == []
     await shares.close()
 
 
@@ -56,32 +56,31 @@ async def test_an_altered_share_partition_starts_afresh_and_its_next_owner_agree
     await fetch(shares, P0, "a", [Span(0, 5)])
     await ack(shares, P0, "a", 0, 1, AckType.ACCEPT)
     assert clock.armed == 1, "records 2-5 are locked"
-    epoch = shares.shard(0).partitions[P0].state_epoch
-    await shares.write(0, lambda shard, now: shard.reset_offsets({P0: 4, P1: 7}))
-    state = shares.shard(0).partitions[P0]
-    assert (state.start_offset, state.end_offset, state.records, state.state_epoch) == (4, 4, {}, epoch + 1)
+    await shares.leaders.release_member("g", "a")  # the group is empty when its offsets are altered
     assert clock.armed == 0, "nothing is in flight, so no lock timer is left"
-    assert shares.shard(0).summary(P1) == ShareSummary(7, 0, 0, 0), "a share-partition never read starts there too"
+    epoch = shares.shard().partitions[P0].state_epoch
+    await shares.coordinator.reset_offsets({P0: 4, P1: 7})
+    state = shares.shard().partitions[P0]
+    assert (state.start_offset, state.end_offset, state.records, state.state_epoch) == (4, 4, {}, epoch + 1)
+    assert shares.shard().summary(P1) == ShareSummary(7, 0, 0, 0, 1), "a share-partition never read starts there too"
     moved = await reloaded(shares)
-    assert stored(moved) == stored(shares.shard(0))
-    assert moved.summary(P0) == ShareSummary(4, 0, 0, 0)
+    assert stored(moved) == stored(shares.shard())
+    assert moved.summary(P0) == ShareSummary(4, 0, 0, 0, epoch + 1)
+    assert (await fetch(shares, P0, "b", [Span(2, 6)]))[1] == [], "the leader's older state is fenced, not handed out"
     assert await fetch(shares, P0, "b", [Span(4, 6)]) == (4, [Acquired(4, 6, 1)]), "delivery counts start again"
     await clock.advance(LOCK_MS)
     await shares.close()
 
 
 async def test_deleted_offsets_leave_tombstones_and_only_the_share_partitions_that_had_state_are_answered():
-    clock = FakeClock()
-    shares = await runtime(clock=clock)
+    shares = await runtime()
     await fetch(shares, P0, "a", [Span(0, 1)])
     await fetch(shares, OTHER, "x", [])
-    deleted = await shares.write(0, lambda shard, now: shard.delete_offsets([P0, P1]))
-    assert deleted == [P0]
-    assert shares.shard(0).summary(P0) == UNINITIALIZED
-    assert clock.armed == 0, "the deleted share-partition's lock timer went with it"
+    assert await shares.coordinator.delete_offsets([P0, P1]) == [P0]
+    assert shares.shard().summary(P0) == UNINITIALIZED
     moved = await reloaded(shares)
     assert set(moved.partitions) == {OTHER}
-    assert await shares.write(0, lambda shard, now: shard.delete_offsets([P0])) == []
+    assert await shares.coordinator.delete_offsets([P0]) == []
     await shares.close()
 
 
