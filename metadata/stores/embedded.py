@@ -2,9 +2,11 @@
 
 SQLite commits are durable (fsync) and atomic, which is what topic creation, ledger
 lists and id counters need; metadata writes are rare next to data writes, so doing
-them on the event loop thread costs little. Ephemeral nodes belong to the running
-process and are removed when the store is opened again. Only this process writes
-the file while it runs, so watches fire from the writes themselves.
+them on the event loop thread costs little. Ephemeral nodes belong to a session: the
+running process's own, or one of the sessions a store server holds for other processes
+(metadata/stores/shared_server.py), each ended with its nodes by :meth:`end_session`;
+all are removed when the store is opened again. Only this process writes the file while
+it runs, so watches fire from the writes themselves.
 """
 import asyncio
 import posixpath
@@ -13,6 +15,10 @@ from collections import defaultdict
 from collections.abc import Callable
 
 from ..store import BadVersion, MetadataStore, Node, NodeExists, NoNode
+
+
+# The ``ephemeral`` column holds the owning session: 0 for a persistent node, 1 for this process.
+PERSISTENT, OWN_SESSION = 0, 1
 
 
 def _parent(path: str) -> str:
@@ -28,7 +34,7 @@ class EmbeddedMetadataStore(MetadataStore):
             "CREATE TABLE IF NOT EXISTS nodes (path TEXT PRIMARY KEY, parent TEXT NOT NULL,"
             " data BLOB NOT NULL, version INTEGER NOT NULL, ephemeral INTEGER NOT NULL)")
         self._db.execute("CREATE INDEX IF NOT EXISTS nodes_parent ON nodes(parent)")
-        self._db.execute("DELETE FROM nodes WHERE ephemeral = 1")
+        self._db.execute("DELETE FROM nodes WHERE ephemeral != 0")
         self._watches: dict[tuple[str, bool], list[Callable[[], None]]] = defaultdict(list)
 
     def watch(self, path: str, callback: Callable[[], None], children: bool = False) -> None:
@@ -49,6 +55,10 @@ class EmbeddedMetadataStore(MetadataStore):
         return Node(bytes(row[0]), row[1]) if row else None
 
     async def create(self, path: str, data: bytes, ephemeral: bool = False, make_parents: bool = True) -> None:
+        self.create_in(OWN_SESSION if ephemeral else PERSISTENT, path, data, make_parents)
+
+    def create_in(self, session: int, path: str, data: bytes, make_parents: bool = True) -> None:
+        """Create ``path``, ephemeral in ``session`` (PERSISTENT: not ephemeral)."""
         with self._db:
             self._db.execute("BEGIN IMMEDIATE")
             parent = _parent(path)
@@ -59,17 +69,24 @@ class EmbeddedMetadataStore(MetadataStore):
             if missing and not make_parents:
                 raise NoNode(missing[-1])
             for ancestor in reversed(missing):
-                self._insert(ancestor, b"", False)
+                self._insert(ancestor, b"", PERSISTENT)
             if self._exists(path):
                 raise NodeExists(path)
-            self._insert(path, data, ephemeral)
+            self._insert(path, data, session)
         self._changed([*missing, path])
 
     def _exists(self, path: str) -> bool:
         return self._db.execute("SELECT 1 FROM nodes WHERE path = ?", (path,)).fetchone() is not None
 
-    def _insert(self, path: str, data: bytes, ephemeral: bool) -> None:
-        self._db.execute("INSERT INTO nodes VALUES (?, ?, ?, 0, ?)", (path, _parent(path), data, int(ephemeral)))
+    def _insert(self, path: str, data: bytes, session: int) -> None:
+        self._db.execute("INSERT INTO nodes VALUES (?, ?, ?, 0, ?)", (path, _parent(path), data, session))
+
+    def end_session(self, session: int) -> None:
+        """Delete the ephemeral nodes of ``session``, as ZooKeeper does when one expires."""
+        with self._db:
+            gone = [row[0] for row in self._db.execute("SELECT path FROM nodes WHERE ephemeral = ?", (session,))]
+            self._db.execute("DELETE FROM nodes WHERE ephemeral = ?", (session,))
+        self._changed(gone)
 
     def _locked_version(self, path: str, expected: int) -> int:
         """Start a write transaction and check ``path`` is at ``expected`` (-1: any)."""

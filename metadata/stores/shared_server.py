@@ -1,0 +1,117 @@
+"""The embedded store served to the other processes of one host over a Unix socket.
+
+``kgate serve --workers N`` runs N brokers on one host without a ZooKeeper: the supervisor
+holds the SQLite store and serves it here, and each worker reaches it through
+:class:`~kgate.metadata.stores.shared.SharedMetadataStore`. A connection is a session, as
+in ZooKeeper: the ephemeral nodes a worker created (its registration, its partition claims)
+go the moment its connection closes, which the kernel does for a process killed with
+kill -9, so the others take its partitions at once. Requests of one connection are handled
+in the order they came, so a watch asked for before a read is armed before that read.
+"""
+import asyncio
+import itertools
+import logging
+import os
+import sqlite3
+from collections import defaultdict
+from functools import partial
+
+from ..store import BadVersion, NodeExists, NoNode
+from .embedded import OWN_SESSION, PERSISTENT, EmbeddedMetadataStore
+from .shared_wire import FrameReader, Kind, Message, Status, WireError, encode, fields_of
+
+log = logging.getLogger(__name__)
+
+_STATUSES = ((NoNode, Status.NO_NODE), (NodeExists, Status.NODE_EXISTS), (BadVersion, Status.BAD_VERSION),
+             (sqlite3.Error, Status.FAILED))
+READ_BYTES = 64 * 1024
+
+
+class StoreServer:
+    def __init__(self, store: EmbeddedMetadataStore, socket_path: str):
+        self._store = store
+        self.socket_path = socket_path
+        self._sessions = itertools.count(OWN_SESSION + 1)
+        # (path, children) -> the connections watching it, each with its watch ids.
+        self._watchers: dict[tuple[str, bool], dict[asyncio.StreamWriter, list[int]]] = {}
+        self._server: asyncio.AbstractServer | None = None
+        self._connections: set[asyncio.Task] = set()
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_unix_server(self._serve, self.socket_path)
+        os.chmod(self.socket_path, 0o600)
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._connections):
+            task.cancel()
+        await asyncio.gather(*self._connections, return_exceptions=True)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        session = next(self._sessions)
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        frames = FrameReader()
+        try:
+            while data := await reader.read(READ_BYTES):
+                frames.receive(data)
+                while (message := frames.next_message()) is not None:
+                    reply = await self._handle(session, writer, message)
+                    if reply is not None:
+                        writer.write(encode(reply))
+                await writer.drain()
+        except WireError as exc:
+            log.error("metadata session %d sent a malformed frame (%s): closing it", session, exc)
+        except ConnectionError:
+            pass
+        finally:
+            self._connections.discard(task)
+            for watching in self._watchers.values():
+                watching.pop(writer, None)
+            self._store.end_session(session)
+            writer.close()
+
+    async def _handle(self, session: int, writer: asyncio.StreamWriter, message: Message) -> Message | None:
+        path, *rest = fields_of(message)
+        assert isinstance(path, str)
+        try:
+            if message.kind is Kind.WATCH:
+                self._watch(writer, message.ident, path, bool(rest[0]))
+                return None
+            values = await self._act(session, message.kind, path, rest)
+        except tuple(error for error, _ in _STATUSES) as exc:
+            status = next(status for error, status in _STATUSES if isinstance(exc, error))
+            return Message(Kind.REPLY, message.ident, (int(status), str(exc)))
+        return Message(Kind.REPLY, message.ident, (int(Status.OK), *values))
+
+    async def _act(self, session: int, kind: Kind, path: str, rest: list) -> tuple:
+        store = self._store
+        match kind:
+            case Kind.GET:
+                node = await store.get(path)
+                return (None,) if node is None else (node.data, node.version)
+            case Kind.CREATE:
+                data, ephemeral, make_parents = rest
+                store.create_in(session if ephemeral else PERSISTENT, path, data, make_parents)
+                return ()
+            case Kind.SET:
+                return (await store.set(path, rest[0], rest[1]),)
+            case Kind.DELETE:
+                await store.delete(path, rest[0], rest[1])
+                return ()
+            case _:
+                return (tuple(await store.children(path)),)
+
+    def _watch(self, writer: asyncio.StreamWriter, ident: int, path: str, children: bool) -> None:
+        key = (path, children)
+        if key not in self._watchers:
+            self._watchers[key] = defaultdict(list)
+            self._store.watch(path, partial(self._fire, key), children)
+        self._watchers[key][writer].append(ident)
+
+    def _fire(self, key: tuple[str, bool]) -> None:
+        for writer, idents in self._watchers[key].items():
+            if not writer.is_closing():
+                writer.write(b"".join(encode(Message(Kind.EVENT, ident)) for ident in idents))
