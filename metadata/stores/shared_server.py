@@ -35,24 +35,29 @@ class StoreServer:
         # (path, children) -> the connections watching it, each with its watch ids.
         self._watchers: dict[tuple[str, bool], dict[asyncio.StreamWriter, list[int]]] = {}
         self._server: asyncio.AbstractServer | None = None
-        self._connections: set[asyncio.Task] = set()
+        self._connections: dict[asyncio.StreamWriter, asyncio.Task] = {}
+        self._closed = False
 
     async def start(self) -> None:
         self._server = await asyncio.start_unix_server(self._serve, self.socket_path)
         os.chmod(self.socket_path, 0o600)
 
     async def close(self) -> None:
+        self._closed = True
         if self._server is not None:
             self._server.close()
-        for task in list(self._connections):
-            task.cancel()
-        await asyncio.gather(*self._connections, return_exceptions=True)
+        for writer in list(self._connections):
+            writer.close()  # its reader sees the end of the stream and ends the session
+        await asyncio.gather(*self._connections.values(), return_exceptions=True)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self._closed:  # accepted just before close(), started after it
+            writer.close()
+            return
         session = next(self._sessions)
         task = asyncio.current_task()
         assert task is not None
-        self._connections.add(task)
+        self._connections[writer] = task
         frames = FrameReader()
         try:
             while data := await reader.read(READ_BYTES):
@@ -67,7 +72,7 @@ class StoreServer:
         except ConnectionError:
             pass
         finally:
-            self._connections.discard(task)
+            del self._connections[writer]
             for watching in self._watchers.values():
                 watching.pop(writer, None)
             self._store.end_session(session)
