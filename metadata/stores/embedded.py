@@ -16,7 +16,6 @@ from collections.abc import Callable
 
 from ..store import BadVersion, MetadataStore, Node, NodeExists, NoNode
 
-
 # The ``ephemeral`` column holds the owning session: 0 for a persistent node, 1 for this process.
 PERSISTENT, OWN_SESSION = 0, 1
 

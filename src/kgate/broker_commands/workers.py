@@ -25,8 +25,8 @@ import sys
 import tempfile
 from dataclasses import dataclass, replace
 
-from kgate.gateway.config import SHARED_METADATA, Listener, Settings
 from kgate.gateway.broker import EMBEDDED_STORE_FILE
+from kgate.gateway.config import SHARED_METADATA, Listener, Settings
 from kgate.metadata.stores.embedded import EmbeddedMetadataStore
 from kgate.metadata.stores.shared_server import StoreServer
 
