@@ -644,14 +644,15 @@ async def _object_store(settings: Settings, metadata: MetadataStore, node_id: in
     return store
 
 
-async def open_metadata(metadata_at: str, data_dir: str, session_timeout_ms: int, retry: bool = True) -> MetadataStore:
+async def open_metadata(metadata_at: str, data_dir: str, session_timeout_ms: int, retry: bool = True,
+                        serving: bool = True) -> MetadataStore:
     """The metadata store ``kgate.metadata`` names: ``embedded`` (in the data directory),
     ``shared:SOCKET`` (a ``serve --workers`` supervisor's) or ``zookeeper://HOST:PORT[,...][/CHROOT]``,
-    connected (waiting for it, with ``retry``)."""
+    connected (waiting for it, with ``retry``). ``serving``: for a broker, not a command beside one."""
     if metadata_at == "embedded":
         from kgate.metadata.stores.embedded import EmbeddedMetadataStore
         os.makedirs(data_dir, exist_ok=True)
-        return EmbeddedMetadataStore(os.path.join(data_dir, EMBEDDED_STORE_FILE))
+        return EmbeddedMetadataStore(os.path.join(data_dir, EMBEDDED_STORE_FILE), serving)
     if metadata_at.startswith(SHARED_METADATA):
         from kgate.metadata.stores.shared import SharedMetadataStore
         shared = SharedMetadataStore(metadata_at.removeprefix(SHARED_METADATA))

@@ -25,7 +25,10 @@ def _parent(path: str) -> str:
 
 
 class EmbeddedMetadataStore(MetadataStore):
-    def __init__(self, db_path: str):
+    def __init__(self, db_path: str, serving: bool = True):
+        """``serving``: this process serves the store (a broker, a ``--workers`` supervisor), so the
+        sessions of its last run are over and their ephemeral nodes go. A command opening the
+        file beside a running broker (``kgate users``) passes False and leaves the claims be."""
         self._db = sqlite3.connect(db_path, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
@@ -33,7 +36,8 @@ class EmbeddedMetadataStore(MetadataStore):
             "CREATE TABLE IF NOT EXISTS nodes (path TEXT PRIMARY KEY, parent TEXT NOT NULL,"
             " data BLOB NOT NULL, version INTEGER NOT NULL, ephemeral INTEGER NOT NULL)")
         self._db.execute("CREATE INDEX IF NOT EXISTS nodes_parent ON nodes(parent)")
-        self._db.execute("DELETE FROM nodes WHERE ephemeral != 0")
+        if serving:
+            self._db.execute("DELETE FROM nodes WHERE ephemeral != 0")
         self._watches: dict[tuple[str, bool], list[Callable[[], None]]] = defaultdict(list)
 
     def watch(self, path: str, callback: Callable[[], None], children: bool = False) -> None:
