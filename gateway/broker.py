@@ -610,8 +610,9 @@ async def open_broker(settings: Settings) -> Broker:
     from kgate.storage.stores.file_store import FileLedgerStore
 
     os.makedirs(settings.data_dir, exist_ok=True)
+    shared = settings["kgate.metadata"].startswith(SHARED_METADATA)
     metadata = await open_metadata(settings["kgate.metadata"], settings.data_dir,
-                                   settings["zookeeper.session.timeout.ms"])
+                                   settings["broker.session.timeout.ms" if shared else "zookeeper.session.timeout.ms"])
     node_id = settings["broker.id"]
     if not settings["kgate.metadata"].startswith("zookeeper://"):
         node_id = max(node_id, 0)  # a single node, or a worker given its id by its supervisor
@@ -655,7 +656,7 @@ async def open_metadata(metadata_at: str, data_dir: str, session_timeout_ms: int
         return EmbeddedMetadataStore(os.path.join(data_dir, EMBEDDED_STORE_FILE), serving)
     if metadata_at.startswith(SHARED_METADATA):
         from kgate.metadata.stores.shared import SharedMetadataStore
-        shared = SharedMetadataStore(metadata_at.removeprefix(SHARED_METADATA))
+        shared = SharedMetadataStore(metadata_at.removeprefix(SHARED_METADATA), session_timeout_ms)
         await shared.connect()
         return shared
     from kgate.metadata.stores.zookeeper import ZooKeeperMetadataStore

@@ -120,6 +120,9 @@ BROKER_SETTINGS: dict[str, tuple[object, tuple]] = {
     # objects of their own (a bounded amount per round; storage/stores/compaction.py).
     "kgate.s3.compaction.interval.ms": (10_000, _POSITIVE),
     "zookeeper.session.timeout.ms": (18_000, ("must be >= 1000", lambda v: v >= 1000)),
+    # A `serve --workers` worker's session with its supervisor: ended, and the worker replaced,
+    # when the supervisor hears nothing from it for this long (Kafka's broker-to-controller name).
+    "broker.session.timeout.ms": (9000, ("must be >= 1000", lambda v: v >= 1000)),
     "socket.request.max.bytes": (100 * 1024 * 1024, _POSITIVE),
     "connections.max.idle.ms": (600_000, _POSITIVE),
     # Connections past these are closed at accept (Kafka's names and defaults: no limit);

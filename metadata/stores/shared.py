@@ -25,11 +25,12 @@ READ_BYTES = 64 * 1024
 
 
 class SharedMetadataStore(MetadataStore):
-    # The session ends with the connection, kill -9 included: a restarted worker waits for nothing.
-    session_timeout = 0.0
-
-    def __init__(self, socket_path: str):
+    def __init__(self, socket_path: str, session_timeout_ms: int):
+        """The session ends with the connection (kill -9 included), or when the supervisor has
+        heard nothing for ``session_timeout_ms``: heartbeats go every quarter of it."""
         self.socket_path = socket_path
+        self.session_timeout = session_timeout_ms / 1000
+        self._beating: asyncio.Task | None = None
         self._ids = itertools.count(1)
         self._pending: dict[int, asyncio.Future] = {}
         self._watches: dict[int, Callable[[], None]] = {}
@@ -45,6 +46,14 @@ class SharedMetadataStore(MetadataStore):
             raise StoreUnavailable(f"cannot reach the supervisor's metadata store at {self.socket_path}: {exc}") \
                 from None
         self._reading = asyncio.create_task(self._read(reader))
+        self._beating = asyncio.create_task(self._heartbeats())
+
+    async def _heartbeats(self) -> None:
+        """While the event loop runs, the supervisor hears from this process: a loop that stops
+        (SIGSTOP, a hang) stops them, and the supervisor ends the session and replaces the worker."""
+        while self._writer is not None:
+            self._send(Kind.HEARTBEAT, 0)
+            await asyncio.sleep(self.session_timeout / 4)
 
     async def _read(self, reader: asyncio.StreamReader) -> None:
         frames = FrameReader()
@@ -73,6 +82,8 @@ class SharedMetadataStore(MetadataStore):
             waiter.set_result(message.fields)
 
     def _lost(self) -> None:
+        if self._beating is not None:
+            self._beating.cancel()
         writer, self._writer = self._writer, None
         if writer is not None:
             writer.close()

@@ -7,13 +7,20 @@ in ZooKeeper: the ephemeral nodes a worker created (its registration, its partit
 go the moment its connection closes, which the kernel does for a process killed with
 kill -9, so the others take its partitions at once. Requests of one connection are handled
 in the order they came, so a watch asked for before a read is armed before that read.
+A session the server hears nothing from (not even a heartbeat) for its timeout is ended
+too, and the process at the other end is named to ``on_expired`` (by its PID, from the
+socket's peer credentials) so the supervisor can replace it: a worker whose event loop
+stopped must not come back believing it still holds what it claimed.
 """
 import asyncio
 import itertools
 import logging
 import os
+import socket
 import sqlite3
+import struct
 from collections import defaultdict
+from collections.abc import Callable
 from functools import partial
 
 from ..store import BadVersion, NodeExists, NoNode
@@ -27,10 +34,22 @@ _STATUSES = ((NoNode, Status.NO_NODE), (NodeExists, Status.NODE_EXISTS), (BadVer
 READ_BYTES = 64 * 1024
 
 
+_PEER_CREDENTIALS = struct.Struct("3i")  # struct ucred: pid, uid, gid
+
+
+def peer_pid(writer: asyncio.StreamWriter) -> int:
+    sock = writer.get_extra_info("socket")
+    return _PEER_CREDENTIALS.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                                    _PEER_CREDENTIALS.size))[0]
+
+
 class StoreServer:
-    def __init__(self, store: EmbeddedMetadataStore, socket_path: str):
+    def __init__(self, store: EmbeddedMetadataStore, socket_path: str, session_timeout: float,
+                 on_expired: Callable[[int], None] = lambda pid: None):
         self._store = store
         self.socket_path = socket_path
+        self.session_timeout = session_timeout
+        self._on_expired = on_expired
         self._sessions = itertools.count(OWN_SESSION + 1)
         # (path, children) -> the connections watching it, each with its watch ids.
         self._watchers: dict[tuple[str, bool], dict[asyncio.StreamWriter, list[int]]] = {}
@@ -60,7 +79,7 @@ class StoreServer:
         self._connections[writer] = task
         frames = FrameReader()
         try:
-            while data := await reader.read(READ_BYTES):
+            while data := await self._heard(session, reader, writer):
                 frames.receive(data)
                 while (message := frames.next_message()) is not None:
                     reply = await self._handle(session, writer, message)
@@ -78,7 +97,21 @@ class StoreServer:
             self._store.end_session(session)
             writer.close()
 
+    async def _heard(self, session: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bytes:
+        """The next bytes of a session, or none when it ended: closed, or silent past its timeout."""
+        try:
+            return await asyncio.wait_for(reader.read(READ_BYTES), self.session_timeout)
+        except TimeoutError:
+            pid = peer_pid(writer)
+            log.error("metadata session %d (pid %d) silent for %.1f s: ending it and its claims", session, pid,
+                      self.session_timeout)
+            self._on_expired(pid)
+            return b""
+
     async def _handle(self, session: int, writer: asyncio.StreamWriter, message: Message) -> Message | None:
+        if message.kind is Kind.HEARTBEAT:
+            fields_of(message)
+            return None
         path, *rest = fields_of(message)
         assert isinstance(path, str)
         try:

@@ -29,6 +29,7 @@ class Kind(enum.IntEnum):
     DELETE = 4
     CHILDREN = 5
     WATCH = 6  # no reply: events carry the watch's id
+    HEARTBEAT = 7  # no reply: the supervisor only needs to hear from the worker
     REPLY = 64
     EVENT = 65
 
@@ -44,7 +45,7 @@ class Status(enum.IntEnum):
 # What each request carries, checked by the server before it acts.
 REQUEST_FIELDS: dict[Kind, tuple[type, ...]] = {
     Kind.GET: (str,), Kind.CREATE: (str, bytes, bool, bool), Kind.SET: (str, bytes, int),
-    Kind.DELETE: (str, int, bool), Kind.CHILDREN: (str,), Kind.WATCH: (str, bool),
+    Kind.DELETE: (str, int, bool), Kind.CHILDREN: (str,), Kind.WATCH: (str, bool), Kind.HEARTBEAT: (),
 }
 
 Field = None | bool | int | str | bytes | tuple[str, ...]

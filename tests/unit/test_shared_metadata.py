@@ -18,6 +18,7 @@ from kgate.metadata.stores.shared_wire import (
     FrameReader,
     Kind,
     Message,
+    Status,
     WireError,
     encode,
     fields_of,
@@ -81,9 +82,10 @@ def test_a_request_must_carry_its_kinds_fields(fields):
 class Served:
     """The embedded store served on a socket, and the workers' stores connected to it."""
 
-    def __init__(self, tmp_path):
+    def __init__(self, tmp_path, session_timeout: float = 10.0):
         self.embedded = EmbeddedMetadataStore(str(tmp_path / "metadata.sqlite"))
-        self.server = StoreServer(self.embedded, str(tmp_path / "s.sock"))
+        self.expired: list[int] = []
+        self.server = StoreServer(self.embedded, str(tmp_path / "s.sock"), session_timeout, self.expired.append)
         self.clients: list[SharedMetadataStore] = []
 
     async def __aenter__(self) -> "Served":
@@ -91,7 +93,7 @@ class Served:
         return self
 
     async def connect(self) -> SharedMetadataStore:
-        client = SharedMetadataStore(self.server.socket_path)
+        client = SharedMetadataStore(self.server.socket_path, int(self.server.session_timeout * 1000))
         await client.connect()
         self.clients.append(client)
         return client
@@ -188,3 +190,25 @@ async def test_a_malformed_frame_closes_only_its_own_connection(tmp_path):
 async def test_the_socket_is_private(tmp_path):
     async with Served(tmp_path) as served:
         assert os.stat(served.server.socket_path).st_mode & 0o777 == 0o600
+
+
+async def test_a_silent_session_ends_with_its_claims_and_its_process_is_named(tmp_path):
+    async with Served(tmp_path, session_timeout=0.5) as served:
+        beating, watcher = await served.connect(), await served.connect()
+        await beating.create("/brokers/0", b"", ephemeral=True)
+        # A process whose event loop stopped: it claimed, then sends nothing, not even heartbeats.
+        reader, writer = await asyncio.open_unix_connection(served.server.socket_path)
+        writer.write(encode(Message(Kind.CREATE, 1, ("/brokers/1", b"", True, True))))
+        replies = FrameReader()
+        replies.receive(await reader.read(100))
+        assert replies.next_message() == Message(Kind.REPLY, 1, (Status.OK,))
+        assert await watcher.children("/brokers") == ["0", "1"]
+
+        async def claim_gone():
+            return await watcher.children("/brokers") == ["0"]
+        await wait_until(claim_gone)
+        assert served.expired == [os.getpid()]  # the peer at the other end of the socket: this test
+        assert await reader.read() == b""
+        writer.close()
+        await asyncio.sleep(1.0)  # two timeouts more: the heartbeating session lives on
+        assert await watcher.children("/brokers") == ["0"] and served.expired == [os.getpid()]

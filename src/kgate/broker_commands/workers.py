@@ -24,6 +24,7 @@ import signal
 import sys
 import tempfile
 from dataclasses import dataclass, replace
+from functools import partial
 
 from kgate.gateway.broker import EMBEDDED_STORE_FILE
 from kgate.gateway.config import SHARED_METADATA, Listener, Settings
@@ -130,19 +131,30 @@ class Worker:
             self.process.send_signal(sig)
 
 
+def _replace_silent(workers: list[Worker], pid: int) -> None:
+    """A worker whose session ended for silence is killed (a stopped process too): it is
+    started again as after any death, and must not wake up still serving what it held."""
+    for worker in workers:
+        if worker.process is not None and worker.process.pid == pid:
+            log.error("worker %d (pid %d) went silent: killing it", worker.index, pid)
+            worker.signal(signal.SIGKILL)
+
+
 async def supervise(plan: WorkerPlan) -> int:
     """Serve the store, run the workers until SIGTERM or SIGINT, stop them; serve's exit code."""
     os.makedirs(plan.settings.data_dir, exist_ok=True)
     store = EmbeddedMetadataStore(os.path.join(plan.settings.data_dir, EMBEDDED_STORE_FILE))
     socket_dir = tempfile.mkdtemp(prefix="kgate-workers-")  # short, private: a socket path has ~100 bytes
-    server = StoreServer(store, os.path.join(socket_dir, "metadata.sock"))
+    workers: list[Worker] = []
+    server = StoreServer(store, os.path.join(socket_dir, "metadata.sock"),
+                         plan.settings["broker.session.timeout.ms"] / 1000, partial(_replace_silent, workers))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     try:
         await server.start()
-        workers = [Worker(index, plan.command_of(index, server.socket_path)) for index in range(plan.count)]
+        workers += [Worker(index, plan.command_of(index, server.socket_path)) for index in range(plan.count)]
         log.info("supervising %d workers (broker ids %d-%d) over metadata in %s", plan.count,
                  max(plan.settings["broker.id"], 0), max(plan.settings["broker.id"], 0) + plan.count - 1,
                  plan.settings.data_dir)
