@@ -12,7 +12,8 @@ import asyncio
 import posixpath
 import sqlite3
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from ..store import BadVersion, MetadataStore, Node, NodeExists, NoNode
 
@@ -39,6 +40,42 @@ class EmbeddedMetadataStore(MetadataStore):
         if serving:
             self._db.execute("DELETE FROM nodes WHERE ephemeral != 0")
         self._watches: dict[tuple[str, bool], list[Callable[[], None]]] = defaultdict(list)
+        self._grouped: list[str] | None = None  # inside group_commit(): the paths changed so far
+
+    @contextmanager
+    def group_commit(self) -> Iterator[None]:
+        """Writes made inside share one transaction, so one fsync, and their watches fire once it
+        has committed; each write still succeeds or fails alone. A server answering many
+        processes' writes at once (metadata/stores/shared_server.py) pays one commit per batch,
+        not per write; nothing is answered before the commit, so nothing is seen before it is
+        durable. If the commit fails, every write of the batch is undone and it raises."""
+        with self._db:
+            self._db.execute("BEGIN IMMEDIATE")
+            self._grouped = []
+            try:
+                yield
+            finally:
+                changed, self._grouped = self._grouped, None
+        self._changed(changed)
+
+    @contextmanager
+    def _writing(self, changed: list[str]) -> Iterator[None]:
+        """One write: its own transaction, or a savepoint of the group commit it is part of."""
+        if self._grouped is None:
+            with self._db:
+                self._db.execute("BEGIN IMMEDIATE")
+                yield
+            self._changed(changed)
+            return
+        self._db.execute("SAVEPOINT write")
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK TO write")
+            raise
+        finally:
+            self._db.execute("RELEASE write")
+        self._grouped.extend(changed)
 
     def watch(self, path: str, callback: Callable[[], None], children: bool = False) -> None:
         self._watches[(path, children)].append(callback)
@@ -62,8 +99,8 @@ class EmbeddedMetadataStore(MetadataStore):
 
     def create_in(self, session: int, path: str, data: bytes, make_parents: bool = True) -> None:
         """Create ``path``, ephemeral in ``session`` (PERSISTENT: not ephemeral)."""
-        with self._db:
-            self._db.execute("BEGIN IMMEDIATE")
+        changed: list[str] = []
+        with self._writing(changed):
             parent = _parent(path)
             missing = []
             while parent != "/" and not self._exists(parent):
@@ -76,7 +113,7 @@ class EmbeddedMetadataStore(MetadataStore):
             if self._exists(path):
                 raise NodeExists(path)
             self._insert(path, data, session)
-        self._changed([*missing, path])
+            changed += [*missing, path]
 
     def _exists(self, path: str) -> bool:
         return self._db.execute("SELECT 1 FROM nodes WHERE path = ?", (path,)).fetchone() is not None
@@ -86,14 +123,13 @@ class EmbeddedMetadataStore(MetadataStore):
 
     def end_session(self, session: int) -> None:
         """Delete the ephemeral nodes of ``session``, as ZooKeeper does when one expires."""
-        with self._db:
-            gone = [row[0] for row in self._db.execute("SELECT path FROM nodes WHERE ephemeral = ?", (session,))]
+        gone: list[str] = []
+        with self._writing(gone):
+            gone += [row[0] for row in self._db.execute("SELECT path FROM nodes WHERE ephemeral = ?", (session,))]
             self._db.execute("DELETE FROM nodes WHERE ephemeral = ?", (session,))
-        self._changed(gone)
 
     def _locked_version(self, path: str, expected: int) -> int:
-        """Start a write transaction and check ``path`` is at ``expected`` (-1: any)."""
-        self._db.execute("BEGIN IMMEDIATE")
+        """Check, in a write, that ``path`` is at ``expected`` (-1: any)."""
         row = self._db.execute("SELECT version FROM nodes WHERE path = ?", (path,)).fetchone()
         if row is None:
             raise NoNode(path)
@@ -102,14 +138,14 @@ class EmbeddedMetadataStore(MetadataStore):
         return row[0]
 
     async def set(self, path: str, data: bytes, version: int) -> int:
-        with self._db:
+        with self._writing([path]):
             current = self._locked_version(path, version)
             self._db.execute("UPDATE nodes SET data = ?, version = ? WHERE path = ?", (data, current + 1, path))
-        self._changed([path])
         return current + 1
 
     async def delete(self, path: str, version: int = -1, recursive: bool = False) -> None:
-        with self._db:
+        changed: list[str] = []
+        with self._writing(changed):
             self._locked_version(path, version)
             prefix = path.rstrip("/") + "/"
             below = [row[0] for row in self._db.execute(
@@ -118,7 +154,7 @@ class EmbeddedMetadataStore(MetadataStore):
                 raise NodeExists(f"{path} has children")
             self._db.execute("DELETE FROM nodes WHERE substr(path, 1, ?) = ?", (len(prefix), prefix))
             self._db.execute("DELETE FROM nodes WHERE path = ?", (path,))
-        self._changed([*below, path])
+            changed += [*below, path]
 
     async def children(self, path: str) -> list[str]:
         rows = self._db.execute("SELECT path FROM nodes WHERE parent = ? ORDER BY path", (path,)).fetchall()

@@ -56,8 +56,13 @@ class StoreServer:
         self._server: asyncio.AbstractServer | None = None
         self._connections: dict[asyncio.StreamWriter, asyncio.Task] = {}
         self._closed = False
+        # Requests of every session in arrival order, and a session's end (message None) after them.
+        self._queue: list[tuple[int, asyncio.StreamWriter, Message | None]] = []
+        self._queued = asyncio.Event()
+        self._committing: asyncio.Task | None = None
 
     async def start(self) -> None:
+        self._committing = asyncio.create_task(self._commit_loop())
         self._server = await asyncio.start_unix_server(self._serve, self.socket_path)
         os.chmod(self.socket_path, 0o600)
 
@@ -68,6 +73,9 @@ class StoreServer:
         for writer in list(self._connections):
             writer.close()  # its reader sees the end of the stream and ends the session
         await asyncio.gather(*self._connections.values(), return_exceptions=True)
+        self._queued.set()
+        if self._committing is not None:
+            await self._committing  # the sessions' ends, and whatever came before them
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self._closed:  # accepted just before close(), started after it
@@ -82,10 +90,7 @@ class StoreServer:
             while data := await self._heard(session, reader, writer):
                 frames.receive(data)
                 while (message := frames.next_message()) is not None:
-                    reply = await self._handle(session, writer, message)
-                    if reply is not None:
-                        writer.write(encode(reply))
-                await writer.drain()
+                    self._take(session, writer, message)
         except WireError as exc:
             log.error("metadata session %d sent a malformed frame (%s): closing it", session, exc)
         except ConnectionError:
@@ -94,7 +99,7 @@ class StoreServer:
             del self._connections[writer]
             for watching in self._watchers.values():
                 watching.pop(writer, None)
-            self._store.end_session(session)
+            self._enqueue(session, writer, None)
             writer.close()
 
     async def _heard(self, session: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bytes:
@@ -108,16 +113,55 @@ class StoreServer:
             self._on_expired(pid)
             return b""
 
-    async def _handle(self, session: int, writer: asyncio.StreamWriter, message: Message) -> Message | None:
-        if message.kind is Kind.HEARTBEAT:
-            fields_of(message)
-            return None
-        path, *rest = fields_of(message)
+    def _take(self, session: int, writer: asyncio.StreamWriter, message: Message) -> None:
+        """Check a request; a watch is armed at once (no earlier than asked: an event too many
+        at worst), the rest wait for the next group commit."""
+        fields = fields_of(message)
+        if message.kind is Kind.WATCH:
+            path, children = fields
+            assert isinstance(path, str)
+            self._watch(writer, message.ident, path, bool(children))
+        elif message.kind is not Kind.HEARTBEAT:
+            self._enqueue(session, writer, message)
+
+    def _enqueue(self, session: int, writer: asyncio.StreamWriter, message: Message | None) -> None:
+        self._queue.append((session, writer, message))
+        self._queued.set()
+
+    async def _commit_loop(self) -> None:
+        """Everything queued since the last commit, in one transaction (one fsync), answered once
+        it is durable: the workers' writes wait for each other's fsync instead of queueing behind
+        one each."""
+        while not (self._closed and not self._queue and not self._connections):
+            await self._queued.wait()
+            self._queued.clear()
+            batch, self._queue = self._queue, []
+            if batch:
+                for writer, reply in await self._commit(batch):
+                    if not writer.is_closing():
+                        writer.write(encode(reply))
+
+    async def _commit(self, batch: list[tuple[int, asyncio.StreamWriter, Message | None]]) \
+            -> list[tuple[asyncio.StreamWriter, Message]]:
+        replies = []
+        try:
+            # The embedded store's calls never suspend, so no other task runs inside the transaction.
+            with self._store.group_commit():
+                for session, writer, message in batch:
+                    if message is None:
+                        self._store.end_session(session)
+                    else:
+                        replies.append((writer, await self._handle(session, message)))
+        except sqlite3.Error as exc:
+            log.error("metadata commit of %d requests failed (%s): all refused", len(batch), exc)
+            return [(writer, Message(Kind.REPLY, message.ident, (int(Status.FAILED), str(exc))))
+                    for _, writer, message in batch if message is not None]
+        return replies
+
+    async def _handle(self, session: int, message: Message) -> Message:
+        path, *rest = message.fields
         assert isinstance(path, str)
         try:
-            if message.kind is Kind.WATCH:
-                self._watch(writer, message.ident, path, bool(rest[0]))
-                return None
             values = await self._act(session, message.kind, path, rest)
         except tuple(error for error, _ in _STATUSES) as exc:
             status = next(status for error, status in _STATUSES if isinstance(exc, error))

@@ -5,6 +5,7 @@ import glob
 import os
 import re
 import signal
+import socket
 import time
 
 import pytest
@@ -18,6 +19,7 @@ from tests.support.member_process import wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("workers")]
 PARTITIONS = 8
+SESSION_TIMEOUT_MS = 3000
 TOOK_SOME = re.compile(r"ownership of [^:]+: took [1-9]")
 
 
@@ -50,6 +52,12 @@ def log_lines(supervisor: BrokerProcess) -> list[str]:
         return log.readlines()
 
 
+def wait_logged(supervisor: BrokerProcess, since: int, wanted, what: str) -> None:
+    """Until a line of the log after its first ``since`` lines is ``wanted``: what a worker logs
+    comes after what clients see (Metadata names a worker the leader once it has registered)."""
+    wait_for(lambda: any(wanted(line) for line in log_lines(supervisor)[since:]), 30, what)
+
+
 def admin(supervisor: BrokerProcess):
     from confluent_kafka.admin import AdminClient
     return AdminClient({"bootstrap.servers": supervisor.bootstrap})
@@ -75,10 +83,25 @@ def create(supervisor: BrokerProcess, topic: str) -> dict[int, int]:
     return wait_leaders(supervisor, topic, {0, 1})
 
 
+def free_port_pair() -> int:
+    """A port P with P and P+1 free now: a restarted worker comes back on its own port, so the
+    bootstrap list stays good (with port 0 it would come back on another free port)."""
+    for _ in range(100):
+        with socket.socket() as first, socket.socket() as second:
+            first.bind(("127.0.0.1", 0))
+            port = first.getsockname()[1]
+            try:
+                second.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no two consecutive free ports")
+
+
 def start(tmp_path_factory, name: str) -> BrokerProcess:
-    return BrokerProcess(str(tmp_path_factory.mktemp(name)), {"offsets.topic.num.partitions": 4,
-                                                               "group.initial.rebalance.delay.ms": 0},
-                         workers=2).start(timeout=60)
+    return BrokerProcess(str(tmp_path_factory.mktemp(name)), {
+        "offsets.topic.num.partitions": 4, "group.initial.rebalance.delay.ms": 0,
+        "broker.session.timeout.ms": SESSION_TIMEOUT_MS}, port=free_port_pair(), workers=2).start(timeout=60)
 
 
 @pytest.fixture(scope="module")
@@ -137,13 +160,37 @@ def test_a_worker_killed_loses_nothing_acknowledged_and_its_partitions_move_and_
     producer.join(180)
     assert not producer.failed, producer.failed[:3]
     check_delivery(read_all(supervisor.bootstrap, "failover", PARTITIONS), producer.acked)
-    after_kill = log_lines(supervisor)[seen:]
     # Worker 0 took the dead worker's partitions, then the supervisor started worker 1 again.
-    assert any(" worker=0 " in line and TOOK_SOME.search(line) for line in after_kill)
-    assert any("worker 1 (pid " in line and "starting it again" in line for line in after_kill)
+    wait_logged(supervisor, seen, lambda line: " worker=0 " in line and TOOK_SOME.search(line),
+                "worker 0 to take worker 1's share")
+    wait_logged(supervisor, seen, lambda line: f"worker 1 (pid {before[1]}) exited with -9: starting it again" in line,
+                "the supervisor to start worker 1 again")
     wait_for(lambda: workers_of(supervisor).get(1) not in (None, before[1]), 30, "worker 1 running again")
     wait_leaders(supervisor, "failover", {0, 1})  # and back: both workers own partitions again
-    assert any(" worker=1 " in line and TOOK_SOME.search(line) for line in log_lines(supervisor)[seen:])
+    wait_logged(supervisor, seen, lambda line: " worker=1 " in line and TOOK_SOME.search(line),
+                "the new worker 1 to take its share back")
+
+
+def test_a_stopped_worker_loses_its_session_and_is_replaced(supervisor):
+    create(supervisor, "paused")
+    before = workers_of(supervisor)
+    seen = len(log_lines(supervisor))
+    os.kill(before[0], signal.SIGSTOP)  # a hang: its sockets stay open, its heartbeats stop
+    try:
+        wait_for(lambda: workers_of(supervisor).get(0) not in (None, before[0]), SESSION_TIMEOUT_MS / 1000 + 30,
+                 "worker 0 replaced")
+    finally:
+        if alive(before[0]):
+            os.kill(before[0], signal.SIGCONT)
+    assert any(f"(pid {before[0]}) silent for" in line for line in log_lines(supervisor)[seen:])
+    wait_logged(supervisor, seen, lambda line: " worker=1 " in line and TOOK_SOME.search(line),
+                "worker 1 to take worker 0's share")
+    wait_leaders(supervisor, "paused", {0, 1})
+    producer = Producer({"bootstrap.servers": supervisor.bootstrap, "acks": "all"})
+    for i in range(PARTITIONS * 10):
+        producer.produce("paused", key=R.key(i), value=R.value(i, 10), partition=i % PARTITIONS)
+    assert producer.flush(30) == 0
+    assert len(read_all(supervisor.bootstrap, "paused", PARTITIONS)) == PARTITIONS * 10
 
 
 def test_sigterm_on_the_supervisor_stops_every_worker_cleanly(tmp_path_factory):
@@ -169,7 +216,7 @@ def test_a_supervisor_killed_takes_its_workers_and_a_new_one_reads_everything_ba
     supervisor.kill()
     for pid in pids.values():
         wait_for(lambda pid=pid: not alive(pid), 10, f"worker pid {pid} gone with its supervisor")
-    supervisor.port = 0  # the last run's free ports may not be free now
+    supervisor.port = free_port_pair()  # the last run's ports may be taken by now
     supervisor.start(timeout=60)
     try:
         wait_leaders(supervisor, "kept", {0, 1})
