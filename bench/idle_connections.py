@@ -38,18 +38,20 @@ def _read_exactly(sock: socket.socket, size: int) -> bytes:
 
 @contextlib.contextmanager
 def idle_connections(bootstrap: str, count: int, timeout: float = 60.0):
-    """``count`` connections to ``bootstrap``, each answered once, open for the body of the block.
+    """``count`` connections to ``bootstrap`` (``HOST:PORT[,HOST:PORT...]``, taken in turn, as
+    clients of a cluster spread over its brokers), each answered once, open for the body of the block.
 
     All requests go out before any answer is read, so opening 1,000 costs about one round
     trip per connection of the broker's time, not of ours; the whole opening is bounded by
     ``timeout``.
     """
-    host, port = bootstrap.rsplit(":", 1)
+    addresses = [(host, int(port)) for host, _, port in (item.rpartition(":") for item in bootstrap.split(","))]
     deadline = time.monotonic() + timeout
     sockets: list[socket.socket] = []
     try:
         for index in range(count):
-            sock = socket.create_connection((host, int(port)), timeout=max(0.1, deadline - time.monotonic()))
+            sock = socket.create_connection(addresses[index % len(addresses)],
+                                            timeout=max(0.1, deadline - time.monotonic()))
             sockets.append(sock)
             sock.sendall(api_versions_request(index))
         for index, sock in enumerate(sockets):

@@ -104,7 +104,8 @@ def cpu_seconds(pid: int) -> float:
 
 def memory_kib(pid: int) -> dict:
     """Resident set now (VmRSS) and its peak so far (VmHWM), in KiB, summed over the process tree
-    (one process for every broker here; a sum of peaks would overstate one that forked workers)."""
+    (one process for every broker but kgate-workers, whose sum of peaks is an upper bound: its
+    processes need not peak at once)."""
     figures = {"VmRSS": 0, "VmHWM": 0}
     for member in process_tree(pid):
         try:
@@ -378,8 +379,10 @@ def soak(broker, minutes: float, rate_mb_s: float) -> dict:
 
 # --- summary --------------------------------------------------------------------------------
 
-PEERS = ("kafka", "kafka-flush", "tansu")
-PEER_LABELS = {"kafka": "Apache Kafka 4.4, default durability (page cache, no fsync per write)",
+PEERS = ("kgate-workers", "kafka", "kafka-flush", "tansu")
+PEER_LABELS = {"kgate-workers": "kgate serve --workers {workers} (--workers; default one per core): a supervisor "
+                                "holding the metadata store and {workers} broker processes, one cluster",
+               "kafka": "Apache Kafka 4.4, default durability (page cache, no fsync per write)",
                "kafka-flush": "Apache Kafka 4.4, log.flush.interval.messages=1 (an fsync per append, as kgate)",
                "tansu": "Tansu 0.6.0, memory storage (no disk)"}
 # Brokers the Java client's perf-test tools cannot measure, and why (printed with the table).
@@ -438,7 +441,7 @@ def print_table(summary: dict, args, peers: list[str], soak_result: dict | None)
         print(f"  {_cell(value['median']):>10} {LIMITS[key]}  ({_cell(value['min'])}-{_cell(value['max'])})")
     print("brokers:")
     for peer in peers:
-        print(f"  {peer:<12} {PEER_LABELS[peer]}")
+        print(f"  {peer:<13} {PEER_LABELS[peer].format(workers=args.workers)}")
     if any(peer.startswith("kafka") for peer in peers):
         print(f"  Kafka's JVM: {' '.join(BROKER_JVM)} (heap sized for a 2-core, 24 GiB machine shared with other "
               "work); perf-test rows are Kafka's Java tools, the other rows librdkafka")
@@ -494,6 +497,8 @@ def parse_args(argv=None):
                         help="leave out Kafka's kafka-producer/consumer-perf-test (the Java client)")
     parser.add_argument("--soak-minutes", type=float, help="soak length at 80%% of peak (default 10, quick 0 = none)")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds allowed per produce or consume")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                        help="broker processes of the kgate-workers peer (serve --workers; default one per core)")
     parser.add_argument("--data-dir", help="parent of the brokers' temporary directories (default: system temp)")
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="JSON results file")
     args = parser.parse_args(argv)
@@ -510,12 +515,15 @@ def parse_args(argv=None):
     return args
 
 
-def start_brokers(work_dir: str, peers: list[str]) -> dict:
+def start_brokers(work_dir: str, peers: list[str], workers: int) -> dict:
     """kgate and the peers, each in its own directory, all started before the first run (in order,
     so a failed start stops those already running)."""
+    # Retention checked every few seconds (Kafka's default is 5 minutes) for the soak's topic.
+    kgate_settings = {"log.retention.check.interval.ms": 5000}
     made = {
-        # Retention checked every few seconds (Kafka's default is 5 minutes) for the soak's topic.
-        "kgate": lambda: BrokerProcess(os.path.join(work_dir, "kgate"), {"log.retention.check.interval.ms": 5000}),
+        "kgate": lambda: BrokerProcess(os.path.join(work_dir, "kgate"), kgate_settings),
+        "kgate-workers": lambda: BrokerProcess(os.path.join(work_dir, "kgate-workers"), kgate_settings,
+                                               workers=workers),
         "kafka": lambda: KafkaBroker(os.path.join(work_dir, "kafka")),
         "kafka-flush": lambda: KafkaBroker(os.path.join(work_dir, "kafka-flush"),
                                            {"log.flush.interval.messages": "1"}),
@@ -572,7 +580,7 @@ def main(argv=None) -> int:
     work_dir = tempfile.mkdtemp(prefix="kgate-bench-", dir=args.data_dir)
     completed = False
     try:
-        brokers = start_brokers(work_dir, args.peers)
+        brokers = start_brokers(work_dir, args.peers, args.workers)
         try:
             runs, soak_result = measure(brokers, work_dir, args)
         finally:

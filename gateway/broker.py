@@ -40,7 +40,7 @@ from . import topic_configs
 from .authorizer import Authorizer
 from .broker_configs import BrokerConfigs
 from .chain_records import MetadataChainRecord, live_ledger_ids
-from .config import Settings, is_compacted
+from .config import SHARED_METADATA, Settings, is_compacted
 from .connection_limits import ConnectionLimits, parse_overrides
 from .coordinator import LedgerPartitionWriter, WallClock
 from .coordinator.internal_topics import INTERNAL_TOPIC_CONFIGS
@@ -615,11 +615,12 @@ async def open_broker(settings: Settings) -> Broker:
     from kgate.storage.stores.file_store import FileLedgerStore
 
     os.makedirs(settings.data_dir, exist_ok=True)
+    shared = settings["kgate.metadata"].startswith(SHARED_METADATA)
     metadata = await open_metadata(settings["kgate.metadata"], settings.data_dir,
-                                   settings["zookeeper.session.timeout.ms"])
+                                   settings["broker.session.timeout.ms" if shared else "zookeeper.session.timeout.ms"])
     node_id = settings["broker.id"]
-    if settings["kgate.metadata"] == "embedded":
-        node_id = max(node_id, 0)
+    if not settings["kgate.metadata"].startswith("zookeeper://"):
+        node_id = max(node_id, 0)  # a single node, or a worker given its id by its supervisor
     elif node_id < 0:
         node_id = await _derived_broker_id(settings.data_dir, ClusterState(metadata))
     storage_at = settings["kgate.storage"] or "file:" + os.path.join(settings.data_dir, "ledgers")
@@ -649,13 +650,20 @@ async def _object_store(settings: Settings, metadata: MetadataStore, node_id: in
     return store
 
 
-async def open_metadata(metadata_at: str, data_dir: str, session_timeout_ms: int, retry: bool = True) -> MetadataStore:
-    """The metadata store ``kgate.metadata`` names: ``embedded`` (in the data directory) or
-    ``zookeeper://HOST:PORT[,...][/CHROOT]``, connected (waiting for it, with ``retry``)."""
+async def open_metadata(metadata_at: str, data_dir: str, session_timeout_ms: int, retry: bool = True,
+                        serving: bool = True) -> MetadataStore:
+    """The metadata store ``kgate.metadata`` names: ``embedded`` (in the data directory),
+    ``shared:SOCKET`` (a ``serve --workers`` supervisor's) or ``zookeeper://HOST:PORT[,...][/CHROOT]``,
+    connected (waiting for it, with ``retry``). ``serving``: for a broker, not a command beside one."""
     if metadata_at == "embedded":
         from kgate.metadata.stores.embedded import EmbeddedMetadataStore
         os.makedirs(data_dir, exist_ok=True)
-        return EmbeddedMetadataStore(os.path.join(data_dir, EMBEDDED_STORE_FILE))
+        return EmbeddedMetadataStore(os.path.join(data_dir, EMBEDDED_STORE_FILE), serving)
+    if metadata_at.startswith(SHARED_METADATA):
+        from kgate.metadata.stores.shared import SharedMetadataStore
+        shared = SharedMetadataStore(metadata_at.removeprefix(SHARED_METADATA), session_timeout_ms)
+        await shared.connect()
+        return shared
     from kgate.metadata.stores.zookeeper import ZooKeeperMetadataStore
     store = ZooKeeperMetadataStore(metadata_at.removeprefix("zookeeper://"), session_timeout_ms)
     await store.connect(retry)

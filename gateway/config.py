@@ -82,6 +82,8 @@ def _is_overrides(text: str) -> bool:
 
 
 # name -> (default, (rule, check)). The default's type is the setting's type.
+# The prefix of kgate.metadata for the store a `serve --workers` supervisor serves on a Unix socket.
+SHARED_METADATA = "shared:"
 _POSITIVE = ("must be > 0", lambda v: v > 0)
 _NON_NEGATIVE = ("must be >= 0", lambda v: v >= 0)
 _RETENTION = ("must be -1 (unlimited) or >= 0", lambda v: v >= -1)
@@ -93,9 +95,10 @@ BROKER_SETTINGS: dict[str, tuple[object, tuple]] = {
     # -1: 0 on a single node; in a cluster, derived on first start and kept in the data dir.
     "broker.id": (-1, ("must be -1 (derived) or >= 0", lambda v: v >= -1)),
     "broker.rack": ("", _ANY),
-    # "embedded" (SQLite in the data dir) or zookeeper://HOST:PORT[,HOST:PORT...][/CHROOT]
+    # "embedded" (SQLite in the data dir), zookeeper://HOST:PORT[,HOST:PORT...][/CHROOT], or
+    # shared:SOCKET, the embedded store a `serve --workers` supervisor serves its workers
     "kgate.metadata": ("embedded", ("must be embedded or zookeeper://HOST:PORT[,HOST:PORT...][/CHROOT]",
-                                    lambda v: v == "embedded" or _is_zookeeper(v))),
+                                    lambda v: v == "embedded" or _is_zookeeper(v) or _is_shared(v))),
     # file:DIR, a directory every broker of the cluster reaches; empty: <data dir>/ledgers; or
     # s3://BUCKET/PREFIX?endpoint=URL&region=REGION, object storage (storage/stores/s3_store.py).
     "kgate.storage": ("", ("must be file:DIR, s3://BUCKET/PREFIX?endpoint=URL&region=REGION or empty",
@@ -117,6 +120,9 @@ BROKER_SETTINGS: dict[str, tuple[object, tuple]] = {
     # objects of their own (a bounded amount per round; storage/stores/compaction.py).
     "kgate.s3.compaction.interval.ms": (10_000, _POSITIVE),
     "zookeeper.session.timeout.ms": (18_000, ("must be >= 1000", lambda v: v >= 1000)),
+    # A `serve --workers` worker's session with its supervisor: ended, and the worker replaced,
+    # when the supervisor hears nothing from it for this long (Kafka's broker-to-controller name).
+    "broker.session.timeout.ms": (9000, ("must be >= 1000", lambda v: v >= 1000)),
     "socket.request.max.bytes": (100 * 1024 * 1024, _POSITIVE),
     "connections.max.idle.ms": (600_000, _POSITIVE),
     # Connections past these are closed at accept (Kafka's names and defaults: no limit);
@@ -493,6 +499,10 @@ def _raw_settings(config_file: str | None, overrides: list[str] | None) -> dict:
             raise ConfigError(f"--set {item!r} must be key=value")
         raw[name.strip()] = value.strip()
     return raw
+
+
+def _is_shared(value: str) -> bool:
+    return value.startswith(SHARED_METADATA) and len(value) > len(SHARED_METADATA)
 
 
 def _is_zookeeper(value: str) -> bool:

@@ -27,12 +27,15 @@ def _kgate(text: str, counterpart: str | None = None) -> SettingDoc:
 
 SETTING_DOCS: dict[str, SettingDoc] = {
     "broker.id": _kafka("This broker's id. -1: 0 on a single node; in a cluster an id (1000 and up) is taken from "
-                        "a cluster-wide counter on first start and kept in the data directory. A second live broker "
-                        "with the same id refuses to start."),
+                        "a cluster-wide counter on first start and kept in the data directory; with "
+                        "`serve --workers N`, worker i is this id (0 for -1) plus i. A second live broker with the "
+                        "same id refuses to start."),
     "broker.rack": _kafka("The broker's zone (availability zone). Clients of the same zone are served by it: "
                           "reads through preferred_read_replica, writes by reference (see Zones)."),
-    "kgate.metadata": _kgate("Where cluster metadata lives: `embedded` (SQLite in the data directory, one broker) "
-                             "or `zookeeper://HOST:PORT[,HOST:PORT...][/CHROOT]` (a cluster). Also `--metadata`.",
+    "kgate.metadata": _kgate("Where cluster metadata lives: `embedded` (SQLite in the data directory: one broker, "
+                             "or the workers of `kgate serve --workers N`, which reach it as `shared:SOCKET` through "
+                             "their supervisor) or `zookeeper://HOST:PORT[,HOST:PORT...][/CHROOT]` (a cluster). "
+                             "Also `--metadata`.",
                              "zookeeper.connect"),
     "kgate.storage": _kgate("Where partitions' ledgers live: empty (`<data dir>/ledgers`), `file:DIR` (a directory "
                             "every broker of the cluster reaches) or "
@@ -52,6 +55,11 @@ SETTING_DOCS: dict[str, SettingDoc] = {
                                       "any more. Each pass lists the bucket."),
     "kgate.s3.compaction.interval.ms": _kgate("How often each broker rewrites the sealed ledgers it holds out of WAL "
                                               "objects into objects of their own (a bounded amount per round)."),
+    "broker.session.timeout.ms": _kafka("With `serve --workers N`, a worker's session with its supervisor, as "
+                                        "Kafka's broker's with its controller: a worker the supervisor hears "
+                                        "nothing from for this long (its event loop stopped: SIGSTOP, a hang) loses "
+                                        "its partitions to the others and is killed and started again. Workers "
+                                        "send a heartbeat every quarter of it."),
     "zookeeper.session.timeout.ms": _kafka("The ZooKeeper session timeout: how long a dead broker keeps its "
                                            "partitions before others take them over."),
     "socket.request.max.bytes": _kafka("The largest request frame accepted; larger frames close the connection."),

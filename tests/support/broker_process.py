@@ -26,12 +26,17 @@ def terminate(process: subprocess.Popen, timeout: float) -> None:
 
 class BrokerProcess:
     def __init__(self, data_dir: str, settings: dict | None = None, port: int = 0, log_path: str | None = None,
-                 listeners: tuple[str, ...] = (), host: str = "127.0.0.1", wrapper: tuple[str, ...] = ()):
+                 listeners: tuple[str, ...] = (), host: str = "127.0.0.1", wrapper: tuple[str, ...] = (),
+                 workers: int = 1):
         """``listeners``: security protocols (``SASL_PLAINTEXT``, ...) served beside the
         PLAINTEXT bootstrap listener, each on a free port of its own. ``wrapper``: a command
         the broker runs under, one that execs it (so its PID stays the broker's), such as
-        ``ip netns exec NS`` for a broker in a network namespace listening on ``host``."""
+        ``ip netns exec NS`` for a broker in a network namespace listening on ``host``.
+        ``workers``: ``serve --workers``; the PID is the supervisor's and every worker's
+        PLAINTEXT port is in ``worker_ports``, in the order the workers became ready."""
         self.host = host
+        self.workers = workers
+        self.worker_ports: list[int] = []
         self.wrapper = wrapper
         self.data_dir = data_dir
         self.settings = dict(settings or {})
@@ -42,7 +47,7 @@ class BrokerProcess:
 
     @property
     def bootstrap(self) -> str:
-        return f"{self.host}:{self.port}"
+        return ",".join(f"{self.host}:{port}" for port in self.worker_ports or [self.port])
 
     def address(self, protocol: str) -> str:
         return f"{self.host}:{self.ports[protocol]}"
@@ -55,12 +60,15 @@ class BrokerProcess:
             command += ["--listen", f"{protocol}://{self.host}:{port}"]
         for key, value in self.settings.items():
             command += ["--set", f"{key}={value}"]
+        if self.workers > 1:
+            command += ["--workers", str(self.workers)]
         log = open(self.log_path, "ab")
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log,
                                         cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
         self._stdout = b""
         log.close()
-        for _ in range(1 + len(self.ports)):
+        self.worker_ports = []
+        for _ in range(self.workers * (1 + len(self.ports))):
             line = self._read_line(timeout)
             if not line.startswith(READY_PREFIX):
                 self.kill()
@@ -69,8 +77,11 @@ class BrokerProcess:
             port = int(address.rsplit(":", 1)[1])
             if protocol:
                 self.ports[protocol] = port
+            elif self.workers > 1:
+                self.worker_ports.append(port)
             else:
                 self.port = port
+        self.port = self.worker_ports[0] if self.worker_ports else self.port
         if self.settings.get("kgate.metrics.listener"):
             line = self._read_line(timeout)
             self.metrics_url = line.rpartition(" ")[2]

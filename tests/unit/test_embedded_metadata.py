@@ -92,3 +92,12 @@ async def test_committed_writes_survive_a_process_that_never_closed(db_path):
     await crashed.set("/counters/ledger-id", b"8", 0)
     restarted = EmbeddedMetadataStore(db_path)
     assert await restarted.get("/counters/ledger-id") == Node(b"8", 1)
+
+
+async def test_a_command_opening_the_file_beside_a_broker_leaves_its_claims(db_path):
+    broker = EmbeddedMetadataStore(db_path)
+    await broker.create("/brokers/0", b"", ephemeral=True)
+    command = EmbeddedMetadataStore(db_path, serving=False)
+    assert await command.get("/brokers/0") == Node(b"", 0)
+    await command.close()
+    assert await EmbeddedMetadataStore(db_path).get("/brokers/0") is None  # the broker's next start

@@ -26,7 +26,7 @@ async def cluster_metadata(metadata_at: str, data_dir: str, create: bool = False
     cluster (and ``create`` is false), StoreUnavailable if it cannot be reached."""
     if metadata_at == "embedded" and not create and not os.path.isfile(os.path.join(data_dir, EMBEDDED_STORE_FILE)):
         raise NoCluster
-    metadata = await open_metadata(metadata_at, data_dir, ZOOKEEPER_SESSION_MS, retry=False)
+    metadata = await open_metadata(metadata_at, data_dir, ZOOKEEPER_SESSION_MS, retry=False, serving=False)
     try:
         if await ClusterState(metadata).cluster_id(create=create) is None:
             raise NoCluster

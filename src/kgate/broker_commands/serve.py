@@ -3,13 +3,16 @@
 The flags are shorthands for settings (``--metadata`` is ``kgate.metadata``, ...), so
 every way of configuring a broker ends in one ``Settings`` checked at start-up.
 """
+import argparse
 import asyncio
 import sys
 
+from kgate.broker_commands import workers
 from kgate.gateway import logs
 from kgate.gateway.config import ConfigError, Settings
 from kgate.gateway.server import serve
 from kgate.metadata.cluster import DuplicateBroker
+from kgate.metadata.store import StoreUnavailable
 from kgate.storage.missing_extra import MissingExtra
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -39,6 +42,11 @@ def add_parser(commands) -> None:
     run.add_argument("--broker-id", metavar="N", help="this broker's id (broker.id; default derived once, then kept)")
     run.add_argument("--advertise", metavar="HOST:PORT",
                      help="the address clients are told to use (advertised.listeners)")
+    run.add_argument("--workers", metavar="N|auto", type=workers.worker_count, default=1,
+                     help="broker processes on this host, one cluster over the embedded metadata store "
+                          "(auto: one per core; default 1). Worker i is broker broker.id+i on each listener's "
+                          "port + i; a worker that dies is started again")
+    run.add_argument("--worker", type=int, help=argparse.SUPPRESS)  # set by the supervisor: the worker's index
 
 
 def run(args) -> int:
@@ -48,16 +56,35 @@ def run(args) -> int:
                  "advertised.listeners": args.advertise}
         overrides = args.overrides + [f"{key}={value}" for key, value in flags.items() if value is not None]
         settings = Settings.load(args.listen, args.data_dir, args.config, overrides)
+        if args.workers > 1 and settings["kgate.metadata"] != "embedded":
+            raise ConfigError("--workers runs one cluster over the embedded metadata store; with "
+                              f"kgate.metadata {settings['kgate.metadata']} start each broker by itself")
     except ConfigError as exc:
         print(f"kgate: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    logs.configure(settings["log.level"])
+    logs.configure(settings["log.level"], args.worker)
     try:
+        if args.workers > 1:
+            return asyncio.run(workers.supervise(workers.WorkerPlan(_worker_command(args, overrides), settings,
+                                                                    args.workers)))
         asyncio.run(serve(settings))
     except (ConfigError, DuplicateBroker, MissingExtra) as exc:
         print(f"kgate: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    except OSError as exc:
+    except (OSError, StoreUnavailable) as exc:
         print(f"kgate: {exc}", file=sys.stderr)
         return EXIT_FAILED
     return EXIT_OK
+
+
+def _worker_command(args, overrides: list[str]) -> tuple[str, ...]:
+    """The ``serve`` command line every worker shares: this one's settings, without the
+    listeners and the worker count, which the supervisor gives each worker."""
+    command = [sys.executable, "-m", "kgate", "serve"]
+    if args.data_dir:
+        command += ["--data-dir", args.data_dir]
+    if args.config:
+        command += ["--config", args.config]
+    for override in overrides:
+        command += ["--set", override]
+    return tuple(command)
