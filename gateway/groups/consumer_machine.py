@@ -47,6 +47,7 @@ from .assignors import ASSIGNORS
 from .consumer_group import ClassicMetadata, ConsumerGroup, ConsumerMember, MemberState, Partitions
 from .effects import ArmTimer, CancelTimer, Effect, Log, Step, StoreConsumer, Timer, TimerKey
 from .group import Group
+from .modern_rules import bump_epoch, restate_client, take_over
 from .records import group_key
 from .subscription_regex import InvalidRegex, compile_regex
 
@@ -161,17 +162,7 @@ class ConsumerGroupMachine:
         member = dataclasses.replace(old, member_id=member_id, subscribed=list(old.subscribed), epoch=0,
                                      previous_epoch=0, state=MemberState.STABLE, assigned=_copy(old.assigned),
                                      pending_revocation={})
-        del consumer.members[old.member_id]
-        consumer.members[member_id] = member
-        target = consumer.target.pop(old.member_id, None)
-        stored: list[tuple[bytes, bytes | None]] = list(consumer.member_tombstones(old.member_id))
-        if target is not None:
-            consumer.target[member_id] = target
-            stored.append(consumer.target_record(member_id))
-        out += [CancelTimer(key) for key in member_timers(consumer.group_id, old.member_id)]
-        out.append(StoreConsumer(consumer.group_id, stored))
-        out.append(Log(logging.INFO, "consumer group %s: static member %s rejoined as %s, replacing %s",
-                       (consumer.group_id, old.instance_id, member_id, old.member_id)))
+        take_over(consumer, old, member, member_timers(consumer.group_id, old.member_id), out)
         return member
 
     def _consumer_group(self, now: int, group: Group | None, group_id: str,
@@ -198,13 +189,7 @@ class ConsumerGroupMachine:
         """``classic``: a classic member's JoinGroup restates its session timeout and protocols."""
         stored: list[tuple[bytes, bytes | None]] = []
         before = (list(member.subscribed), member.regex, member.server_assignor)
-        member.client_id, member.client_host = request.client_id, request.client_host
-        if request.instance_id is not None:
-            member.instance_id = request.instance_id
-        if request.rack_id is not None:
-            member.rack_id = request.rack_id
-        if request.rebalance_timeout_ms >= 0:
-            member.rebalance_timeout_ms = request.rebalance_timeout_ms
+        restate_client(member, request)
         if request.subscribed is not None:
             member.subscribed = sorted(set(request.subscribed))
         if request.regex is not None:
@@ -220,7 +205,7 @@ class ConsumerGroupMachine:
         subscribed = self._subscribed(consumer, topics)
         if metadata_changed or subscribed != consumer.topic_partitions:
             consumer.topic_partitions = subscribed
-            self._bump(consumer, f"member {member.member_id} {'joined' if joined else 'changed'}", stored, out)
+            bump_epoch(consumer, f"member {member.member_id} {'joined' if joined else 'changed'}", stored, out)
         self._assign(consumer, topics, stored)
         previous = (member.epoch, _copy(member.assigned))
         self._reconcile(now, consumer, member, request.owned, stored, out)
@@ -248,10 +233,6 @@ class ConsumerGroupMachine:
             return frozenset()
         return frozenset(name for name in topics if not self.internal(name))
 
-    def _bump(self, consumer: ConsumerGroup, reason: str, stored: list, out: list[Effect]) -> None:
-        consumer.epoch += 1
-        stored.append(consumer.epoch_record())
-        out.append(Log(logging.INFO, "consumer group %s epoch %d: %s", (consumer.group_id, consumer.epoch, reason)))
 
     def _assign(self, consumer: ConsumerGroup, topics: Mapping[str, tuple[uuid.UUID, int]], stored: list) -> None:
         """Recompute the target assignment when the group epoch moved past it."""
@@ -359,7 +340,7 @@ class ConsumerGroupMachine:
         out += [CancelTimer(key) for key in member_timers(consumer.group_id, member_id)]
         stored: list[tuple[bytes, bytes | None]] = list(consumer.member_tombstones(member_id))
         consumer.topic_partitions = self._subscribed(consumer, topics)
-        self._bump(consumer, f"member {member_id} {reason}", stored, out)
+        bump_epoch(consumer, f"member {member_id} {reason}", stored, out)
         self._assign(consumer, topics, stored)
         out.append(StoreConsumer(consumer.group_id, stored))
 

@@ -30,6 +30,7 @@ from kgate.protocol.errors import KafkaError
 from . import share_assignor
 from .effects import ArmTimer, CancelTimer, Effect, Log, ShareMemberGone, Step, StoreConsumer, Timer, TimerKey
 from .group import Group
+from .modern_rules import bump_epoch
 from .share_group import Partitions, ShareGroup, ShareMember
 
 LEAVE_EPOCH = -1
@@ -125,7 +126,7 @@ class ShareGroupMachine:
         counts = _subscribed(share, topics)
         if joined and member.epoch == 0 or before[3] != member.subscribed or counts != share.topic_partitions:
             share.topic_partitions = counts
-            self._bump(share, f"member {member.member_id} joined or changed its subscription", stored, out)
+            bump_epoch(share, f"member {member.member_id} joined or changed its subscription", stored, out)
             self._assign(share, topics, stored)
         target = share.target.get(member.member_id, {})
         changed = member.epoch != share.assignment_epoch or member.assigned != target
@@ -140,10 +141,6 @@ class ShareGroupMachine:
         assignment = member.assigned if changed or joined else None
         return ShareHeartbeatReply(ErrorCode.NONE, None, member.member_id, member.epoch, assignment)
 
-    def _bump(self, share: ShareGroup, reason: str, stored: list, out: list[Effect]) -> None:
-        share.epoch += 1
-        stored.append(share.epoch_record())
-        out.append(Log(logging.INFO, "share group %s: epoch %d (%s)", (share.group_id, share.epoch, reason)))
 
     def _assign(self, share: ShareGroup, topics: Mapping[str, tuple[uuid.UUID, int]], stored: list) -> None:
         subscriptions = {member_id: [topics[name][0] for name in member.subscribed if name in topics]
@@ -166,7 +163,7 @@ class ShareGroupMachine:
         out.append(CancelTimer(_session_key(share.group_id, member_id)))
         stored: list[tuple[bytes, bytes | None]] = list(share.member_tombstones(member_id))
         share.topic_partitions = _subscribed(share, topics)
-        self._bump(share, f"member {member_id} {reason}", stored, out)
+        bump_epoch(share, f"member {member_id} {reason}", stored, out)
         self._assign(share, topics, stored)
         out.append(StoreConsumer(share.group_id, stored))
         out.append(ShareMemberGone(share.group_id, member_id))

@@ -43,6 +43,7 @@ from kgate.protocol.error_codes import ErrorCode
 from . import streams_assignor, streams_topology
 from .effects import ArmTimer, CancelTimer, Effect, Log, Step, StoreConsumer, Timer, TimerKey
 from .group import Group
+from .modern_rules import bump_epoch, restate_client, take_over
 from .records import group_key
 from .streams_assignor import MemberSpec
 from .streams_group import Assignment, Endpoint, MemberState, StreamsGroup, StreamsMember, Tasks, copy_tasks
@@ -169,17 +170,7 @@ class StreamsGroupMachine:
         member = dataclasses.replace(old, member_id=member_id, epoch=0, previous_epoch=0, state=MemberState.STABLE,
                                      assigned=old.assigned.copy(), pending_revocation=Assignment(),
                                      client_tags=dict(old.client_tags))
-        del streams.members[old.member_id]
-        streams.members[member_id] = member
-        target = streams.target.pop(old.member_id, None)
-        stored: list[tuple[bytes, bytes | None]] = list(streams.member_tombstones(old.member_id))
-        if target is not None:
-            streams.target[member_id] = target
-            stored.append(streams.target_record(member_id))
-        out += [CancelTimer(key) for key in member_timers(streams.group_id, old.member_id)]
-        out.append(StoreConsumer(streams.group_id, stored))
-        out.append(Log(logging.INFO, "streams group %s: static member %s rejoined as %s, replacing %s",
-                       (streams.group_id, old.instance_id, member_id, old.member_id)))
+        take_over(streams, old, member, member_timers(streams.group_id, old.member_id), out)
         return member
 
     def _beat(self, now: int, streams: StreamsGroup, member: StreamsMember, request: StreamsHeartbeat,
@@ -211,7 +202,7 @@ class StreamsGroupMachine:
         streams.status = configured.status
         if moved or configured.signature != streams.topic_partitions:
             streams.topic_partitions = configured.signature
-            self._bump(streams, f"member {member.member_id} {'joined' if joined else 'changed'}", stored, out)
+            bump_epoch(streams, f"member {member.member_id} {'joined' if joined else 'changed'}", stored, out)
         self._assign(streams, configured.tasks, stored)
         previous = (member.epoch, member.assigned.copy())
         self._reconcile(now, streams, member, request.owned, stored, out)
@@ -232,13 +223,7 @@ class StreamsGroupMachine:
         """Take what the heartbeat restates; whether anything the assignment depends on changed."""
         before = (member.process_id, member.rack_id, dict(member.client_tags), member.user_endpoint,
                   member.instance_id, member.topology_epoch)
-        member.client_id, member.client_host = request.client_id, request.client_host
-        if request.instance_id is not None:
-            member.instance_id = request.instance_id
-        if request.rack_id is not None:
-            member.rack_id = request.rack_id
-        if request.rebalance_timeout_ms >= 0:
-            member.rebalance_timeout_ms = request.rebalance_timeout_ms
+        restate_client(member, request)
         if request.process_id is not None:
             member.process_id = request.process_id
         if request.user_endpoint is not None:
@@ -250,10 +235,6 @@ class StreamsGroupMachine:
         return before != (member.process_id, member.rack_id, member.client_tags, member.user_endpoint,
                           member.instance_id, member.topology_epoch)
 
-    def _bump(self, streams: StreamsGroup, reason: str, stored: list, out: list[Effect]) -> None:
-        streams.epoch += 1
-        stored.append(streams.epoch_record())
-        out.append(Log(logging.INFO, "streams group %s epoch %d: %s", (streams.group_id, streams.epoch, reason)))
 
     def _assign(self, streams: StreamsGroup, tasks: dict[str, int], stored: list) -> None:
         """Recompute the target assignment when the group epoch moved past it (no tasks while
@@ -347,7 +328,7 @@ class StreamsGroupMachine:
         streams.shutdown_requested = streams.shutdown_requested and bool(streams.members)
         out += [CancelTimer(key) for key in member_timers(streams.group_id, member_id)]
         stored: list[tuple[bytes, bytes | None]] = list(streams.member_tombstones(member_id))
-        self._bump(streams, f"member {member_id} {reason}", stored, out)
+        bump_epoch(streams, f"member {member_id} {reason}", stored, out)
         configured = (streams_topology.configure(streams.topology, topics, self.internal)
                       if streams.topology is not None else streams_topology.Configured())
         self._assign(streams, configured.tasks, stored)

@@ -16,7 +16,17 @@ from tests.ecosystem import test_kafka_streams as streams_test
 from tests.support.broker_process import BrokerProcess
 from tests.support.clients import ConfluentClient, create_topic, end_offsets
 from tests.support.cluster import kill_and_restart_leader, object_storage_pair
-from tests.support.connect_worker import CLASSES, ConnectCluster, ConnectWorker, TopicReader, append, wait_lines
+from tests.support.connect_worker import (
+    CLASSES,
+    EXACTLY_ONCE_WORKER,
+    SINK,
+    SOURCE,
+    ConnectCluster,
+    ConnectWorker,
+    TopicReader,
+    append,
+    wait_lines,
+)
 from tests.support.member_process import wait_for
 from tests.support.mirror_maker import LIB as MM2_LIB
 from tests.support.mirror_maker import SOURCE as MM2_SOURCE
@@ -27,16 +37,6 @@ from tests.support.streams_application import StreamsInstance
 
 # One worker runs the module, so its brokers and Connect group start once (--dist loadgroup).
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("broker_failover")]
-SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
-SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
-WORKER_SETTINGS = {
-    "exactly.once.source.support": "enabled",
-    "consumer.isolation.level": "read_committed",
-    "offset.flush.interval.ms": "1000",
-    "session.timeout.ms": "6000",
-    "heartbeat.interval.ms": "1000",
-    "scheduled.rebalance.max.delay.ms": "2000",
-}
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +51,7 @@ def connect(cluster, tmp_path_factory):
         pytest.fail("Kafka Connect is not installed: run scripts/setup-ecosystem")
     directory = tmp_path_factory.mktemp("connect")
     group = f"connect-{uuid.uuid4().hex[:8]}"
-    workers = [ConnectWorker(directory / f"worker-{n}", cluster.bootstrap, group, WORKER_SETTINGS).start()
+    workers = [ConnectWorker(directory / f"worker-{n}", cluster.bootstrap, group, EXACTLY_ONCE_WORKER).start()
                for n in range(2)]
     try:
         for worker in workers:

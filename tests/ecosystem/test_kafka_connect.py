@@ -17,33 +17,33 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 
 from tests.support.broker_process import BrokerProcess
 from tests.support.clients import create_topic
-from tests.support.connect_worker import CLASSES, ConnectCluster, ConnectWorker, TopicReader, append, lines, wait_lines
+from tests.support.connect_worker import (
+    CLASSES,
+    EXACTLY_ONCE_WORKER,
+    SINK,
+    SOURCE,
+    ConnectCluster,
+    ConnectWorker,
+    TopicReader,
+    append,
+    lines,
+    wait_lines,
+)
 from tests.support.kafka_reference import kafka_broker  # noqa: F401 - a fixture
 from tests.support.member_process import wait_for
 
 # One worker runs the module, so its brokers and Connect clusters start once (--dist loadgroup).
 pytestmark = pytest.mark.xdist_group("connect")
-SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
-SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
 # Partitions Connect is asked to create its offset and status topics with (Kafka's defaults are
 # 25 and 5), and one topic config passed through to the status topic's creation (KIP-605).
 OFFSET_PARTITIONS = 3
 STATUS_PARTITIONS = 2
 STATUS_MAX_MESSAGE_BYTES = "2097152"
 WORKER_SETTINGS = {
-    "exactly.once.source.support": "enabled",
+    **EXACTLY_ONCE_WORKER,
     "offset.storage.partitions": str(OFFSET_PARTITIONS),
     "status.storage.partitions": str(STATUS_PARTITIONS),
     "status.storage.max.message.bytes": STATUS_MAX_MESSAGE_BYTES,
-    # A sink reads only committed records: the aborted transaction of a killed source task is not
-    # copied to the sink file.
-    "consumer.isolation.level": "read_committed",
-    "offset.flush.interval.ms": "1000",
-    # A worker killed with kill -9 leaves the group after this, and its tasks are handed out again
-    # this long after, not Kafka's defaults of 10 s and 5 min.
-    "session.timeout.ms": "6000",
-    "heartbeat.interval.ms": "1000",
-    "scheduled.rebalance.max.delay.ms": "2000",
 }
 
 

@@ -19,6 +19,20 @@ from tests.support.member_process import wait_for
 
 LIB, CLASSES = INSTALL / "connect" / "lib", INSTALL / "connect" / "classes"
 STRING_CONVERTER = "org.apache.kafka.connect.storage.StringConverter"
+SOURCE = "org.apache.kafka.connect.file.FileStreamSourceConnector"
+SINK = "org.apache.kafka.connect.file.FileStreamSinkConnector"
+EXACTLY_ONCE_WORKER = {
+    "exactly.once.source.support": "enabled",
+    # A sink reads only committed records: the aborted transaction of a killed source task is not
+    # copied to the sink file.
+    "consumer.isolation.level": "read_committed",
+    "offset.flush.interval.ms": "1000",
+    # A worker killed with kill -9 leaves the group after this, and its tasks are handed out again
+    # this long after, not Kafka's defaults of 10 s and 5 min.
+    "session.timeout.ms": "6000",
+    "heartbeat.interval.ms": "1000",
+    "scheduled.rebalance.max.delay.ms": "2000",
+}
 
 
 class ConnectWorker(JavaApplication):
