@@ -22,3 +22,15 @@ class EffectLedger:
 
     def other(self, effect) -> None:
         """An effect of another kind: ignored unless the driver follows it."""
+
+    def advance(self, ms: int) -> None:
+        """Move the clock on, firing each timer due by then, earliest first (a timer a fired
+        one cancelled does not fire)."""
+        self.now += ms
+        for key, deadline in sorted(self.timers.items(), key=lambda item: item[1]):
+            if deadline <= self.now and key in self.timers:
+                del self.timers[key]
+                self.fire(key)
+
+    def fire(self, key: TimerKey) -> None:
+        raise NotImplementedError("the driver says how its machine fires a timer")

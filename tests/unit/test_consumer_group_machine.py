@@ -36,13 +36,6 @@ class Driver(EffectLedger):
         self.carry_out(step.effects)
         return step.reply
 
-    def advance(self, ms):
-        self.now += ms
-        for key, deadline in sorted(self.timers.items(), key=lambda item: item[1]):
-            if deadline <= self.now and key in self.timers:
-                del self.timers[key]
-                self.fire(key)
-
     def fire(self, key: TimerKey):
         self.carry_out(self.machine.timer_fired(self.now, key, TOPICS))
 

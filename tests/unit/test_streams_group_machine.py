@@ -70,12 +70,8 @@ class Driver(EffectLedger):
         self.carry_out(step.effects)
         return step.reply
 
-    def advance(self, ms):
-        self.now += ms
-        for key, deadline in sorted(self.timers.items(), key=lambda item: item[1]):
-            if deadline <= self.now and key in self.timers:
-                del self.timers[key]
-                self.carry_out(self.machine.timer_fired(self.now, key, READY))
+    def fire(self, key):
+        self.carry_out(self.machine.timer_fired(self.now, key, READY))
 
     @property
     def streams(self) -> StreamsGroup:
