@@ -142,9 +142,14 @@ class SharedMetadataStore(MetadataStore):
         return list(names)
 
     def watch(self, path: str, callback: Callable[[], None], children: bool = False) -> None:
+        """Armed at the server before any later request of this connection is served; and, as
+        the ZooKeeper store's watches do, fired once now: the read the callback makes comes
+        after the arming, so a change between the caller's earlier read and the arming (another
+        worker registering meanwhile, which a worker once never heard of) is not missed."""
         ident = next(self._ids)
         self._watches[ident] = callback
         self._send(Kind.WATCH, ident, path, children)
+        asyncio.get_running_loop().call_soon(callback)
 
     def on_session(self, callback: Callable[[Session], None]) -> None:
         self._session_callbacks.append(callback)

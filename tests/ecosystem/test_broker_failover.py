@@ -115,8 +115,8 @@ def streams(cluster, tmp_path_factory):
     instances = [StreamsInstance(directory / f"instance-{n}", cluster.bootstrap, application,
                                  streams_test.SETTINGS) for n in range(2)]
     try:
-        yield streams_test.Run(cluster.bootstrap, application, instances, streams_test.Output(consumer),
-                               streams_test.counts(600))
+        yield streams_test.Run(("kgate-pair", "classic"), cluster.bootstrap, application, instances,
+                               streams_test.Output(consumer), streams_test.counts(600))
     finally:
         consumer.close()
         for instance in instances:

@@ -152,6 +152,8 @@ async def ephemeral_nodes_go(embedded, worker, other):
     other.watch("/brokers", lambda: heard.append("children"), children=True)
     other.watch("/brokers/1", lambda: heard.append("node"))
     await other.get("/brokers/1")  # the watches are armed before this answer: requests go in order
+    assert sorted(heard) == ["children", "node"]  # each fired once when armed, as ZooKeeper's do
+    heard.clear()
     worker._writer.transport.abort()  # as the kernel does for a process killed with kill -9
 
     async def gone():
