@@ -195,31 +195,34 @@ def test_a_stopped_worker_loses_its_session_and_is_replaced(supervisor):
 
 def test_sigterm_on_the_supervisor_stops_every_worker_cleanly(tmp_path_factory):
     supervisor = start(tmp_path_factory, "stopped")
-    create(supervisor, "sealed")
-    pids = workers_of(supervisor)
-    assert sorted(pids) == [0, 1]
-    assert supervisor.stop(timeout=60) == 0
-    for pid in pids.values():
-        wait_for(lambda pid=pid: not alive(pid), 10, f"worker pid {pid} gone")
-    lines = log_lines(supervisor)
-    for index in (0, 1):
-        assert any(f" worker={index} " in line and "sealed and handed over" in line for line in lines)
+    try:
+        create(supervisor, "sealed")
+        pids = workers_of(supervisor)
+        assert sorted(pids) == [0, 1]
+        assert supervisor.stop(timeout=60) == 0
+        for pid in pids.values():
+            wait_for(lambda pid=pid: not alive(pid), 10, f"worker pid {pid} gone")
+        lines = log_lines(supervisor)
+        for index in (0, 1):
+            assert any(f" worker={index} " in line and "sealed and handed over" in line for line in lines)
+    finally:
+        supervisor.stop(timeout=60)  # a no-op once the test has stopped it
 
 
 def test_a_supervisor_killed_takes_its_workers_and_a_new_one_reads_everything_back(tmp_path_factory):
     supervisor = start(tmp_path_factory, "restarted")
-    create(supervisor, "kept")
-    producer = AckedProducer("confluent", supervisor.bootstrap, "kept", 800, per_second=4000,
-                             **{"enable.idempotence": True}).start().join(60)
-    assert not producer.failed
-    pids = workers_of(supervisor)
-    supervisor.kill()
-    for pid in pids.values():
-        wait_for(lambda pid=pid: not alive(pid), 10, f"worker pid {pid} gone with its supervisor")
-    supervisor.port = free_port_pair()  # the last run's ports may be taken by now
-    supervisor.start(timeout=60)
     try:
+        create(supervisor, "kept")
+        producer = AckedProducer("confluent", supervisor.bootstrap, "kept", 800, per_second=4000,
+                                 **{"enable.idempotence": True}).start().join(60)
+        assert not producer.failed
+        pids = workers_of(supervisor)
+        supervisor.kill()
+        for pid in pids.values():
+            wait_for(lambda pid=pid: not alive(pid), 10, f"worker pid {pid} gone with its supervisor")
+        supervisor.port = free_port_pair()  # the last run's ports may be taken by now
+        supervisor.start(timeout=60)
         wait_leaders(supervisor, "kept", {0, 1})
         check_delivery(read_all(supervisor.bootstrap, "kept", PARTITIONS), producer.acked)
     finally:
-        supervisor.stop(timeout=60)
+        supervisor.stop(timeout=60)  # by PID, whichever of the two supervisors runs (none: a no-op)
