@@ -1,7 +1,7 @@
 """What ``kgate serve --workers N`` gives each worker: its id, its ports, the supervisor's store."""
 import pytest
 
-from kgate.broker_commands.workers import WorkerPlan, worker_count
+from kgate.broker_commands.supervisor import WorkerPlan, worker_count
 from kgate.gateway.config import Settings
 
 

@@ -7,7 +7,7 @@ import argparse
 import asyncio
 import sys
 
-from kgate.broker_commands import workers
+from kgate.broker_commands import supervisor
 from kgate.gateway import logs
 from kgate.gateway.config import ConfigError, Settings
 from kgate.gateway.server import serve
@@ -42,7 +42,7 @@ def add_parser(commands) -> None:
     run.add_argument("--broker-id", metavar="N", help="this broker's id (broker.id; default derived once, then kept)")
     run.add_argument("--advertise", metavar="HOST:PORT",
                      help="the address clients are told to use (advertised.listeners)")
-    run.add_argument("--workers", metavar="N|auto", type=workers.worker_count, default=1,
+    run.add_argument("--workers", metavar="N|auto", type=supervisor.worker_count, default=1,
                      help="broker processes on this host, one cluster over the embedded metadata store "
                           "(auto: one per core; default 1). Worker i is broker broker.id+i on each listener's "
                           "port + i; a worker that dies is started again")
@@ -65,7 +65,7 @@ def run(args) -> int:
     logs.configure(settings["log.level"], args.worker)
     try:
         if args.workers > 1:
-            return asyncio.run(workers.supervise(workers.WorkerPlan(_worker_command(args, overrides), settings,
+            return asyncio.run(supervisor.supervise(supervisor.WorkerPlan(_worker_command(args, overrides), settings,
                                                                     args.workers)))
         asyncio.run(serve(settings))
     except (ConfigError, DuplicateBroker, MissingExtra) as exc:
