@@ -114,6 +114,7 @@ class ConsumerMember:
 @dataclass(eq=False)
 class ConsumerGroup(ModernGroup):
     FAMILY = "consumer"
+    MEMBER = ConsumerMember
     group_id: str
     epoch: int = 0
     assignment_epoch: int = 0
@@ -164,12 +165,6 @@ class ConsumerGroup(ModernGroup):
 
     # -- record form ------------------------------------------------------------------------
 
-    def load_member(self, kind: str, member_id: str, value) -> None:
-        member = self.members.setdefault(member_id, ConsumerMember(member_id))
-        if kind == "member":
-            member.load_metadata(value)
-        else:
-            member.load_assignment(value)
 
 
 @functools.lru_cache(maxsize=256)

@@ -16,7 +16,8 @@ Partitions = dict[uuid.UUID, set[int]]
 class ModernGroup:
     """Mixed into a group dataclass with ``group_id``, ``epoch``, ``assignment_epoch``,
     ``members`` (each with ``metadata_record`` and ``assignment_record``) and ``target``."""
-    FAMILY: str  # "consumer" or "share"
+    FAMILY: str  # "consumer", "share" or "streams"
+    MEMBER: Any  # the kind's member class, for the default load_member
     group_id: str
     epoch: int
     assignment_epoch: int
@@ -74,8 +75,13 @@ class ModernGroup:
             self.load_member(kind, member_id, value)
 
     def load_member(self, kind: str, member_id: str, value) -> None:
-        """A member's subscription ("member") or current assignment ("current") record."""
-        raise NotImplementedError
+        """A member's subscription ("member") or current assignment ("current") record, read by
+        the kind's ``MEMBER`` class (``load_metadata``, ``load_assignment``)."""
+        member = self.members.setdefault(member_id, self.MEMBER(member_id))
+        if kind == "member":
+            member.load_metadata(value)
+        else:
+            member.load_assignment(value)
 
 
 def topic_partition_list(cls, partitions: Partitions) -> list:

@@ -106,6 +106,7 @@ class StreamsMember:
 @dataclass(eq=False)
 class StreamsGroup(ModernGroup):
     FAMILY = "streams"
+    MEMBER = StreamsMember
     group_id: str
     epoch: int = 0
     assignment_epoch: int = 0
@@ -176,12 +177,6 @@ class StreamsGroup(ModernGroup):
         else:
             super().load(kind, member_id, value)
 
-    def load_member(self, kind: str, member_id: str, value) -> None:
-        member = self.members.setdefault(member_id, StreamsMember(member_id))
-        if kind == "member":
-            member.load_metadata(value)
-        else:
-            member.load_assignment(value)
 
 
 def task_list(cls, tasks: Tasks) -> list:
