@@ -11,7 +11,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from confluent_kafka import ConsumerGroupState
+from confluent_kafka import ConsumerGroupState, KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
 
 import clients
@@ -215,13 +215,25 @@ def _wait_for_split(broker: Broker, group_id: str, members: list[Future]) -> lis
             if member.done():
                 member.result()  # a member that gave up: its failure is the cell's
                 raise CheckFailed(f"a member finished before the group shared its partitions ({seen})")
-        described = broker.consumer_group(group_id)
-        seen = [sorted(tp.partition for tp in m.assignment.topic_partitions) for m in described.members]
-        if described.state == ConsumerGroupState.STABLE and sorted(seen) == [[0], [1]]:
+        seen, stable = _split(broker, group_id)
+        if stable and sorted(seen) == [[0], [1]]:
             return seen
         time.sleep(0.2)
     raise CheckFailed(f"the group did not share its partitions between two members within {SPLIT_TIMEOUT} s: "
                       f"last described {seen}")
+
+
+def _split(broker: Broker, group_id: str) -> tuple[list, bool]:
+    """Each member's partitions and whether the group is Stable; no members before the first
+    has joined (a JVM member starts slowly, and the group does not exist until it does)."""
+    try:
+        described = broker.consumer_group(group_id)
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError.GROUP_ID_NOT_FOUND:
+            raise
+        return [], False
+    seen = [sorted(tp.partition for tp in m.assignment.topic_partitions) for m in described.members]
+    return seen, described.state == ConsumerGroupState.STABLE
 
 
 def share(row: Row, topic: str, broker: Broker) -> bool:
