@@ -10,10 +10,12 @@ import subprocess
 import sys
 import time
 
+from . import warm_start
+
 READY_PREFIX = "kgate listening on "
 
 
-def terminate(process: subprocess.Popen, timeout: float) -> None:
+def terminate(process: "subprocess.Popen | warm_start.ForkedProcess", timeout: float) -> None:
     """SIGTERM ``process`` (by its PID), then SIGKILL if it has not exited within ``timeout``."""
     if process.poll() is None:
         process.send_signal(signal.SIGTERM)
@@ -43,7 +45,7 @@ class BrokerProcess:
         self.port = port
         self.ports = {protocol: 0 for protocol in listeners}
         self.log_path = log_path or os.path.join(data_dir, "broker.log")
-        self.process: subprocess.Popen | None = None
+        self.process: subprocess.Popen | warm_start.ForkedProcess | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -54,19 +56,20 @@ class BrokerProcess:
 
     def start(self, timeout: float = 30.0) -> "BrokerProcess":
         os.makedirs(self.data_dir, exist_ok=True)
-        command = [*self.wrapper, sys.executable, "-m", "kgate", "serve", "--listen", f"{self.host}:{self.port}",
-                   "--data-dir", self.data_dir]
+        arguments = ["serve", "--listen", f"{self.host}:{self.port}", "--data-dir", self.data_dir]
         for protocol, port in self.ports.items():
-            command += ["--listen", f"{protocol}://{self.host}:{port}"]
+            arguments += ["--listen", f"{protocol}://{self.host}:{port}"]
         for key, value in self.settings.items():
-            command += ["--set", f"{key}={value}"]
+            arguments += ["--set", f"{key}={value}"]
         if self.workers > 1:
-            command += ["--workers", str(self.workers)]
-        log = open(self.log_path, "ab")
-        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log,
-                                        cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+            arguments += ["--workers", str(self.workers)]
+        with open(self.log_path, "ab") as log:
+            if warm_start.can_fork(self.wrapper):
+                self.process = warm_start.spawn(arguments, warm_start.ROOT, log.fileno())
+            else:
+                self.process = subprocess.Popen([*self.wrapper, sys.executable, "-m", "kgate", *arguments],
+                                                stdout=subprocess.PIPE, stderr=log, cwd=warm_start.ROOT)
         self._stdout = b""
-        log.close()
         self.worker_ports = []
         for _ in range(self.workers * (1 + len(self.ports))):
             line = self._read_line(timeout)
