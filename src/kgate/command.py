@@ -4,27 +4,40 @@
 from ``kgate.broker_commands``, which sees the server (``kgate.gateway``); every other
 command speaks the Kafka protocol to any cluster and comes from ``kgate.cli``. This is the
 one module that sees both.
+
+A command's module is imported only when that command runs: a broker starts without the
+client commands' imports (a third of its start-up), and a client command without the
+broker's. ``kgate --help`` and a mistyped command import them all to list them.
 """
 import argparse
+import importlib
 import logging
 import os
 import sys
 from typing import NoReturn
 
 from kgate import cli
-from kgate.broker_commands import serve, storage, users
 
-COMMANDS = (serve, users, storage, *cli.FAMILIES)
+COMMANDS = {
+    "serve": "kgate.broker_commands.serve",
+    "users": "kgate.broker_commands.users",
+    "storage": "kgate.broker_commands.storage",
+    **cli.COMMANDS,
+}
 
 
-def parser() -> argparse.ArgumentParser:
+def parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The parser of the command ``argv`` names (of every command when it names none)."""
+    named = next((arg for arg in (sys.argv[1:] if argv is None else argv) if not arg.startswith("-")), None)
+    modules = [COMMANDS[named]] if named in COMMANDS else list(dict.fromkeys(COMMANDS.values()))
     root = argparse.ArgumentParser(prog="kgate", description="A Kafka-protocol gateway over a shared log.")
     commands = root.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in COMMANDS:
+    for name in modules:
+        module = importlib.import_module(name)
         before = set(commands.choices)
         module.add_parser(commands)
-        for name in set(commands.choices) - before:
-            commands.choices[name].set_defaults(run=module.run)
+        for added in set(commands.choices) - before:
+            commands.choices[added].set_defaults(run=module.run)
     _mark_leaves(root)
     return root
 
@@ -42,7 +55,7 @@ def _mark_leaves(node: argparse.ArgumentParser) -> None:
 
 
 def main(argv=None) -> int:
-    args, unknown = parser().parse_known_args(argv)
+    args, unknown = parser(argv).parse_known_args(argv)
     if unknown:
         args.command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     return args.run(args)
