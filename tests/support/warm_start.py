@@ -170,7 +170,9 @@ def spawn(argv: list[str], cwd: str, stderr_fd: int) -> ForkedProcess:
 
 def _serve(control: socket.socket) -> None:
     """Fork a broker per request until the test process closes the socket; reap them all."""
-    import kgate.command  # noqa: F401 - the point of this process: every broker starts with it imported
+    # The point of this process: every broker it forks starts with these imported.
+    import kgate.broker_commands.serve  # noqa: F401
+    import kgate.command  # noqa: F401
 
     statuses: dict[int, int] = {}  # child PID -> the write end of its status pipe
     wake_read, wake_write = os.pipe()
