@@ -350,7 +350,8 @@ def test_reset_offsets_plans_then_executes_and_refuses_a_live_group(broker_facto
                      what="an assignment")
             refused = kgate("groups", "reset-offsets", "R", "--topic", "events", "--to-latest", "--execute",
                             "--bootstrap-server", broker.bootstrap)
-            assert_fails(refused, 1, "'R'", "Stable")
+            # Stable, or rebalancing if a heartbeat came late on a loaded machine: live either way.
+            assert_fails(refused, 1, "'R'", "only be reset when it is Empty or Dead")
             assert committed(admin, "R") == {("events", 0): 0, ("events", 1): 0}
         finally:
             member.close(autocommit=False)
