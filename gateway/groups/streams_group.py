@@ -13,6 +13,7 @@ from . import records
 from .modern_group import ModernGroup
 
 Tasks = dict[str, set[int]]  # subtopology id -> partitions
+TaskOffsets = dict[str, dict[int, int]]  # subtopology id -> partition -> changelog offset sum
 Endpoint = tuple[str, int]  # host, port
 
 
@@ -69,6 +70,11 @@ class StreamsMember:
     state: MemberState = MemberState.STABLE
     assigned: Assignment = field(default_factory=Assignment)
     pending_revocation: Assignment = field(default_factory=Assignment)
+    # What the member last reported of its tasks' changelogs (KIP-1071's TaskOffsets and
+    # TaskEndOffsets), every streams.task.offset.interval.ms; kept in memory only, as Kafka
+    # keeps them, so a coordinator move leaves them empty until the next report.
+    task_offsets: TaskOffsets = field(default_factory=dict)
+    task_end_offsets: TaskOffsets = field(default_factory=dict)
 
     def metadata_record(self, group_id: str) -> tuple[bytes, bytes]:
         value = records.StreamsGroupMemberMetadataValue
