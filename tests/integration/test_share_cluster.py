@@ -24,6 +24,8 @@ import sys
 import time
 import uuid
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 from confluent_kafka import KafkaException, Producer, ShareConsumer
@@ -90,6 +92,12 @@ class Accepter:
         self.consumer.subscribe([topic])
         self.accepted: Counter[int] = Counter()
         self.delivery_counts: dict[int, int] = {}
+
+    def __enter__(self) -> "Accepter":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.consumer.close()
 
     def round(self) -> int:
         """One poll and its acknowledgements; how many records came."""
@@ -173,91 +181,78 @@ def placed_group(cluster: KgateCluster) -> tuple[str, str, SharePartitionKey, di
     return topic, group, key, owners
 
 
-def start_holder(cluster: KgateCluster, group: str, topic: str) -> tuple[subprocess.Popen, list[int]]:
-    """A HOLDER process and the offsets it holds."""
+@contextmanager
+def holding(cluster: KgateCluster, group: str, topic: str) -> Iterator[tuple[subprocess.Popen, list[int]]]:
+    """A HOLDER process and the offsets it holds; stopped by PID on the way out."""
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, cluster.bootstrap, group, topic],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    ready, _, _ = select.select([holder.stdout], [], [], 60)
-    held = [offset for _, offset, _ in json.loads((holder.stdout.readline() if ready else "") or "[]")]
-    if not held:
-        stopped = holder.poll() is not None
+    try:
+        ready, _, _ = select.select([holder.stdout], [], [], 60)
+        held = [offset for _, offset, _ in json.loads((holder.stdout.readline() if ready else "") or "[]")]
+        assert held, f"the holder got nothing: {holder.stderr.read() if holder.poll() is not None else ''}"
+        yield holder, held
+    finally:
         terminate(holder, 5)
-        raise AssertionError(f"the holder got nothing: {holder.stderr.read() if stopped else ''}")
-    return holder, held
 
 
 def test_unfinished_records_of_a_killed_owner_are_redelivered_by_the_next_and_each_is_accepted_once(cluster):
     topic, group, key, owners = placed_group(cluster)
-    holder, held = start_holder(cluster, group, topic)
-    accepter = None
-    try:
+    with holding(cluster, group, topic) as (holder, held):
         assert cluster.leaders("__share_group_state")[partition_for(key.coordinator_key(), STATE_PARTITIONS)] \
             == owners["state"], "the state partition's owner is the one every broker computes"
-        accepter = Accepter(cluster.bootstrap, group, topic)
-        accepter.until_quiet()
-        assert not set(held) & set(accepter.accepted), "locked records went to nobody else"
-        assert len(accepter.accepted) < RECORDS
+        with Accepter(cluster.bootstrap, group, topic) as accepter:
+            accepter.until_quiet()
+            assert not set(held) & set(accepter.accepted), "locked records went to nobody else"
+            assert len(accepter.accepted) < RECORDS
 
-        holder.kill()  # kill -9: what it holds stays acquired at the topic partition's owner
-        holder.wait(10)
-        cluster.brokers[owners["data"]].kill()
-        survivors = set(cluster.brokers) - {owners["data"]}
-        cluster.wait_live(survivors)
-        accepter.until_accepted(range(RECORDS), timeout=LOCK_MS / 1000 * 0.75)
-        assert cluster.leaders(topic)[0] in survivors
-        assert set(accepter.accepted.values()) == {1}, "every record accepted exactly once"
-        assert all(accepter.delivery_counts[offset] >= 2 for offset in held), \
-            "the killed consumer's records came again, counted as delivered twice"
+            holder.kill()  # kill -9: what it holds stays acquired at the topic partition's owner
+            holder.wait(10)
+            cluster.brokers[owners["data"]].kill()
+            survivors = set(cluster.brokers) - {owners["data"]}
+            cluster.wait_live(survivors)
+            accepter.until_accepted(range(RECORDS), timeout=LOCK_MS / 1000 * 0.75)
+            assert cluster.leaders(topic)[0] in survivors
+            assert set(accepter.accepted.values()) == {1}, "every record accepted exactly once"
+            assert all(accepter.delivery_counts[offset] >= 2 for offset in held), \
+                "the killed consumer's records came again, counted as delivered twice"
 
-        # Asked of the group's coordinator, the offsets come from the state's owner (another broker).
-        with Wire(cluster.brokers[owners["coordinator"]].bootstrap) as wire:
-            D = DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup
-            [described] = wire.call(DescribeShareGroupOffsetsRequest(groups=[D(group_id=group, topics=[
-                D.DescribeShareGroupOffsetsRequestTopic(topic_name=topic, partitions=[0])])]), 1).groups
-        [[offsets]] = [t.partitions for t in described.topics]
-        assert (offsets.error_code, offsets.start_offset, offsets.lag) == (0, RECORDS, 0)
+            # Asked of the group's coordinator, the offsets come from the state's owner (another broker).
+            with Wire(cluster.brokers[owners["coordinator"]].bootstrap) as wire:
+                D = DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup
+                [described] = wire.call(DescribeShareGroupOffsetsRequest(groups=[D(group_id=group, topics=[
+                    D.DescribeShareGroupOffsetsRequestTopic(topic_name=topic, partitions=[0])])]), 1).groups
+            [[offsets]] = [t.partitions for t in described.topics]
+            assert (offsets.error_code, offsets.start_offset, offsets.lag) == (0, RECORDS, 0)
 
-        # The state's owner goes too: the records produced now are written to its next owner.
-        cluster.brokers[owners["state"]].kill()
-        cluster.wait_live(survivors - {owners["state"]})
-        produce(cluster.bootstrap, topic, RECORDS, RECORDS)
-        accepter.until_accepted(range(2 * RECORDS), timeout=60)
-        assert set(accepter.accepted.values()) == {1}, "every record accepted exactly once"
-    finally:
-        if accepter is not None:
-            accepter.consumer.close()
-        terminate(holder, 5)
+            # The state's owner goes too: the records produced now are written to its next owner.
+            cluster.brokers[owners["state"]].kill()
+            cluster.wait_live(survivors - {owners["state"]})
+            produce(cluster.bootstrap, topic, RECORDS, RECORDS)
+            accepter.until_accepted(range(2 * RECORDS), timeout=60)
+            assert set(accepter.accepted.values()) == {1}, "every record accepted exactly once"
 
 
 def test_records_of_a_member_whose_session_expired_go_back_at_the_partition_owner(steady_cluster):
     """The member is removed by the group's coordinator, the records are held by another broker."""
     cluster = steady_cluster
     topic, group, _, owners = placed_group(cluster)
-    holder, held = start_holder(cluster, group, topic)
-    accepter = None
-    try:
+    with holding(cluster, group, topic) as (holder, held):
         holder.kill()  # kill -9: no leave; its session (6 s) expires at the coordinator
         holder.wait(10)
-        accepter = Accepter(cluster.bootstrap, group, topic)
-        # Half the lock: only the coordinator's word can have freed them so soon.
-        accepter.until_accepted(range(RECORDS), timeout=LOCK_MS / 1000 / 2)
-        assert set(accepter.accepted.values()) == {1}, "every record accepted exactly once"
-        assert all(accepter.delivery_counts[offset] == 2 for offset in held), "the held records came again"
-        assert cluster.leaders(topic)[0] == owners["data"] != owners["coordinator"]
-    finally:
-        if accepter is not None:
-            accepter.consumer.close()
-        terminate(holder, 5)
+        with Accepter(cluster.bootstrap, group, topic) as accepter:
+            # Half the lock: only the coordinator's word can have freed them so soon.
+            accepter.until_accepted(range(RECORDS), timeout=LOCK_MS / 1000 / 2)
+    assert set(accepter.accepted.values()) == {1}, "every record accepted exactly once"
+    assert all(accepter.delivery_counts[offset] == 2 for offset in held), "the held records came again"
+    assert cluster.leaders(topic)[0] == owners["data"] != owners["coordinator"]
 
 
 def test_a_deleted_group_made_again_starts_afresh_at_the_partition_owner(steady_cluster):
     cluster = steady_cluster
     topic, group, _, owners = placed_group(cluster)
-    first = Accepter(cluster.bootstrap, group, topic)
-    try:
+    with Accepter(cluster.bootstrap, group, topic) as first:
         first.until_accepted(range(RECORDS), timeout=60)
-    finally:
-        first.consumer.close()  # leaves the group: it is empty, so it may be deleted
+    # Its consumer closed, it left the group: the group is empty, so it may be deleted.
     admin = cluster.admin(cluster.brokers[owners["coordinator"]].bootstrap)
     deadline = time.monotonic() + 30
     while True:
@@ -268,10 +263,7 @@ def test_a_deleted_group_made_again_starts_afresh_at_the_partition_owner(steady_
             assert time.monotonic() < deadline, f"the group could not be deleted: {error}"
             time.sleep(0.2)
     configure(cluster, group)
-    again = Accepter(cluster.bootstrap, group, topic)
-    try:
+    with Accepter(cluster.bootstrap, group, topic) as again:
         again.until_accepted(range(RECORDS), timeout=60)
-        assert set(again.accepted.values()) == {1}
-        assert set(again.delivery_counts.values()) == {1}, "the new group's first deliveries"
-    finally:
-        again.consumer.close()
+    assert set(again.accepted.values()) == {1}
+    assert set(again.delivery_counts.values()) == {1}, "the new group's first deliveries"
