@@ -125,6 +125,9 @@ class StreamsGroup(ModernGroup):
     topic_partitions: dict[str, int] = field(default_factory=dict)
     # Not stored: the status of the topology's topics at the last heartbeat ((code, detail) pairs).
     status: list[tuple[int, str]] = field(default_factory=list)
+    # Not stored: the partition count each internal topic is to have, as the last heartbeat
+    # configured the topology (a member sends 0); what StreamsGroupDescribe shows, as Kafka does.
+    internal_partitions: dict[str, int] = field(default_factory=dict)
     # Not stored: moves when any member's current tasks change, telling clients to refresh
     # the partitions each endpoint serves (interactive queries).
     endpoint_epoch: int = 0

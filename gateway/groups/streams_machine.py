@@ -215,7 +215,7 @@ class StreamsGroupMachine:
                                            f"group's {streams.topology.epoch}."))  # type: ignore[attr-defined]
         configured = (streams_topology.configure(streams.topology, topics, self.internal)
                       if streams.topology is not None else streams_topology.Configured())
-        streams.status = configured.status
+        streams.status, streams.internal_partitions = configured.status, configured.partitions
         if moved or configured.signature != streams.topic_partitions:
             streams.topic_partitions = configured.signature
             bump_epoch(streams, f"member {member.member_id} {'joined' if joined else 'changed'}", stored, out)

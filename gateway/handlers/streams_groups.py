@@ -127,7 +127,7 @@ async def _create(ctx: Context, missing: dict[str, tuple[int, dict[str, str]]]) 
             await broker.create_topic(name, partitions, configs)
         except TopicExists:
             pass
-    status = [(MISSING_INTERNAL_TOPICS, f"Internal topics are missing: [{', '.join(sorted(missing))}]")]
+    status = [(MISSING_INTERNAL_TOPICS, f"Internal topics are missing: {', '.join(sorted(missing))}")]
     if refused:
         status.append((MISSING_INTERNAL_TOPICS, f"Unauthorized to CREATE on topics {', '.join(refused)}."))
     return status
@@ -171,7 +171,7 @@ async def streams_group_describe(ctx: Context, request):
             error_code=ErrorCode.NONE, error_message=None, group_id=group_id, group_state=streams.state,
             group_epoch=streams.epoch, assignment_epoch=streams.assignment_epoch,
             topology=None if topology is None else D.Topology(epoch=topology.epoch, subtopologies=None if streams.status
-                                                              else [_described_subtopology(D, s)
+                                                              else [_described_subtopology(D, s, streams)
                                                                     for s in topology.subtopologies]),
             members=[M(member_id=m.member_id, member_epoch=m.epoch, instance_id=m.instance_id, rack_id=m.rack_id,
                        client_id=m.client_id, client_host=m.client_host, topology_epoch=m.topology_epoch,
@@ -193,11 +193,13 @@ async def streams_group_describe(ctx: Context, request):
         ctx, request, D, lambda group: group.streams, "Group {} is not a streams group.", described))
 
 
-def _described_subtopology(D, s):
+def _described_subtopology(D, s, streams):
+    """As configured: internal topics with the partition counts the group gives them."""
     T = D.Topology.Subtopology
 
     def info(t):
-        return T.TopicInfo(name=t.name, partitions=t.partitions, replication_factor=t.replication_factor,
+        return T.TopicInfo(name=t.name, partitions=streams.internal_partitions.get(t.name, t.partitions),
+                           replication_factor=t.replication_factor,
                            topic_configs=[T.TopicInfo.KeyValue(key=c.key, value=c.value) for c in t.topic_configs])
     return T(subtopology_id=s.subtopology_id, source_topics=list(s.source_topics),
              repartition_sink_topics=list(s.repartition_sink_topics),

@@ -306,8 +306,11 @@ def test_kafka_streams_groups_describes_the_group_on_kgate_as_on_kafka(run):
 
 def _join(wire: Wire, group: str, topic: str):
     """The join's answer, once the group's coordinator is there (a fresh broker loads it first)."""
-    topology = HEARTBEAT.Topology(epoch=0, subtopologies=[HEARTBEAT.Topology.Subtopology(
-        subtopology_id="0", source_topics=[topic], source_topic_regex=[], state_changelog_topics=[],
+    S = HEARTBEAT.Topology.Subtopology
+    changelog = S.TopicInfo(name=f"{group}-store-changelog", partitions=0, replication_factor=0,
+                            topic_configs=[S.TopicInfo.KeyValue(key="cleanup.policy", value="compact")])
+    topology = HEARTBEAT.Topology(epoch=0, subtopologies=[S(
+        subtopology_id="0", source_topics=[topic], source_topic_regex=[], state_changelog_topics=[changelog],
         repartition_sink_topics=[], repartition_source_topics=[], copartition_groups=[])])
     deadline = time.monotonic() + 60
     while True:
@@ -326,8 +329,9 @@ def _join(wire: Wire, group: str, topic: str):
 def test_a_member_is_told_the_offset_interval_and_recovery_lag_and_its_reports_are_described(kind, request):
     """On the wire, beside the application: a member is told how often to report its tasks'
     changelog offsets and the lag under which it counts as caught up (the brokers' defaults),
-    it reports them, and StreamsGroupDescribe shows the last report. Neither broker gives a
-    warm-up task (Kafka 4.4's assignment refinement keeps the target assignment)."""
+    it reports them, and StreamsGroupDescribe shows the last report, and the topology as
+    configured (its changelog sized, where the member sent 0). Neither broker gives a warm-up
+    task (Kafka 4.4's assignment refinement keeps the target assignment)."""
     broker = request.getfixturevalue(kind)
     topic, group = f"clicks-{uuid.uuid4().hex[:8]}", f"app-{uuid.uuid4().hex[:8]}"
     create_topic(broker.bootstrap, topic, 2)
@@ -336,6 +340,8 @@ def test_a_member_is_told_the_offset_interval_and_recovery_lag_and_its_reports_a
         joined = _join(wire, group, topic)
         assert joined.error_code == ErrorCode.NONE, joined
         assert (joined.task_offset_interval_ms, joined.acceptable_recovery_lag) == (60_000, 10_000)
+        assert (3, f"Internal topics are missing: {group}-store-changelog") in [
+            (s.status_code, s.status_detail) for s in joined.status], joined.status
         member, epoch, beat = joined.member_id, joined.member_epoch, joined
         deadline = time.monotonic() + 30
         while not beat.active_tasks:  # until the member has its tasks (Kafka's first come after a delay)
@@ -355,6 +361,8 @@ def test_a_member_is_told_the_offset_interval_and_recovery_lag_and_its_reports_a
         assert reported.error_code == ErrorCode.NONE, reported
         [described] = wire.call(StreamsGroupDescribeRequest(group_ids=[group], include_authorized_operations=False),
                                 0).groups
+    [[changelog]] = [s.state_changelog_topics for s in described.topology.subtopologies]
+    assert (changelog.name, changelog.partitions) == (f"{group}-store-changelog", 2), "sized as configured"
     [described_member] = described.members
     assert [(t.subtopology_id, t.partition, t.offset) for t in described_member.task_offsets] == [("0", 0, 5)]
     assert sorted((t.subtopology_id, t.partition, t.offset) for t in described_member.task_end_offsets) == [

@@ -87,6 +87,10 @@ def test_the_topology_gives_a_task_per_partition_and_sizes_its_internal_topics()
     assert configured.status[0][0] == MISSING_INTERNAL_TOPICS and not configured.tasks
     assert configured.missing == {"app-by-page-repartition": (3, {}),
                                   "app-counts-changelog": (3, {"cleanup.policy": "compact"})}
+    assert configured.status[0][1] == ("Internal topics are missing: app-by-page-repartition, "
+                                       "app-counts-changelog"), "Kafka 4.4's words, no brackets"
+    assert configured.partitions == {"app-by-page-repartition": 3, "app-counts-changelog": 3}, \
+        "what StreamsGroupDescribe shows of the internal topics (the member sent 0)"
     assert configure(topology(), READY).tasks == {"0": 3, "1": 3}
 
 
