@@ -59,6 +59,7 @@ from .response_budget import ResponseBytesBudget
 from .sasl import CredentialStore
 from .sasl.login_limiter import LoginLimiter
 from .shares.coordinator import SHARE_STATE_TOPIC, ShareCoordinator
+from .shares.departures import ShareDepartures
 from .shares.leader import ShareLeaders
 from .shares.persister import SharePersister
 from .shares.sessions import ShareSessionCache
@@ -117,6 +118,8 @@ class Broker:
         self.share_persister = SharePersister(self.shares, self.node_id, lambda: self.peers, self.clock)
         self.share_leaders = ShareLeaders(self.share_persister, self.clock, self.group_configs.share_config)
         self.share_sessions = ShareSessionCache(settings["group.share.max.share.sessions"])
+        self.share_departures = ShareDepartures(self.node_id, self.shares, self.share_sessions, self.share_leaders,
+                                                lambda: list(self.cluster.brokers), lambda: self.peers)
         self.log_cleaner = LogCleaner(self)
         self.fetch_sessions = FetchSessionCache(settings["max.incremental.fetch.session.cache.slots"])
         self.credentials = CredentialStore(metadata)
@@ -214,6 +217,7 @@ class Broker:
         await self.groups.close()
         await self.transactions.close()
         self.share_leaders.close()
+        self.share_departures.close()
         await self.shares.close()
         await self.followers.close()
         self.peers.close()
@@ -553,9 +557,7 @@ class Broker:
         return zone_broker(brokers, zone, topic, index)
 
     async def _share_member_gone(self, group_id: str, member_id: str) -> None:
-        """A share group member left or expired: its share sessions end and its records go back."""
-        self.share_sessions.drop_member(group_id, member_id)
-        await self.share_leaders.release_member(group_id, member_id)
+        await self.share_departures.member_gone(group_id, member_id)
 
     @staticmethod
     def is_internal(name: str) -> bool:

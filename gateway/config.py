@@ -239,6 +239,8 @@ BROKER_SETTINGS: dict[str, tuple[object, tuple]] = {
     "group.streams.min.heartbeat.interval.ms": (5000, _POSITIVE),
     "group.streams.max.heartbeat.interval.ms": (15_000, _POSITIVE),
     "group.streams.max.standby.replicas": (2, _NON_NEGATIVE),
+    "group.streams.task.offset.interval.ms": (60_000, _POSITIVE),
+    "group.streams.acceptable.recovery.lag": (10_000, _NON_NEGATIVE),
     # Transactions, with Kafka's names and defaults.
     "transaction.state.log.num.partitions": (50, _POSITIVE),
     "transaction.max.timeout.ms": (900_000, _POSITIVE),
@@ -318,7 +320,8 @@ INT_SETTINGS = frozenset({
     "group.streams.session.timeout.ms", "group.streams.heartbeat.interval.ms", "group.streams.num.standby.replicas",
     "group.streams.max.size", "group.streams.min.session.timeout.ms", "group.streams.max.session.timeout.ms",
     "group.streams.min.heartbeat.interval.ms", "group.streams.max.heartbeat.interval.ms",
-    "group.streams.max.standby.replicas",
+    "group.streams.max.standby.replicas", "group.streams.task.offset.interval.ms",
+    "group.streams.acceptable.recovery.lag",
     "group.min.session.timeout.ms", "log.retention.hours", "log.retention.minutes", "log.roll.hours",
     "log.segment.bytes", "max.connections", "max.connections.per.ip",
     "max.incremental.fetch.session.cache.slots", "message.max.bytes", "num.partitions", "offset.metadata.max.bytes",

@@ -188,6 +188,11 @@ SETTING_DOCS: dict[str, SettingDoc] = {
     "group.streams.max.heartbeat.interval.ms": _kafka("The most streams.heartbeat.interval.ms a group config "
                                                       "may set."),
     "group.streams.max.standby.replicas": _kafka("The most streams.num.standby.replicas a group config may set."),
+    "group.streams.task.offset.interval.ms": _kafka(
+        "How often a streams group's members report their tasks' changelog offsets (told in every heartbeat)."),
+    "group.streams.acceptable.recovery.lag": _kafka(
+        "The changelog lag under which a member counts as caught up with a task (told in every heartbeat; "
+        "Kafka 4.4 and kgate give no warm-up tasks, so nothing else reads it)."),
     "share.coordinator.state.topic.num.partitions": _kafka("Partitions of `__share_group_state`; a share-partition's "
                                                            "state lives on partition abs(hash(group:topic id:"
                                                            "partition)) % this."),

@@ -181,6 +181,14 @@ class KgateForwardResponse(ApiMessage, load_json=schemas):  # type: ignore[call-
     pass
 
 
+class KgateShareGoneRequest(ApiMessage, load_json=schemas):  # type: ignore[call-arg]
+    pass
+
+
+class KgateShareGoneResponse(ApiMessage, load_json=schemas):  # type: ignore[call-arg]
+    pass
+
+
 _MODULES = (admin, consumer, metadata, producer, sasl)
 _OWN = (ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, ConsumerGroupDescribeRequest,
         ConsumerGroupDescribeResponse, ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse,
@@ -193,7 +201,8 @@ _OWN = (ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, ConsumerG
         DeleteShareGroupStateRequest, DeleteShareGroupStateResponse, ReadShareGroupStateSummaryRequest,
         ReadShareGroupStateSummaryResponse, StreamsGroupHeartbeatRequest, StreamsGroupHeartbeatResponse,
         StreamsGroupDescribeRequest, StreamsGroupDescribeResponse, KgateReadEndRequest, KgateReadEndResponse,
-        KgateProduceReferenceRequest, KgateProduceReferenceResponse, KgateForwardRequest, KgateForwardResponse)
+        KgateProduceReferenceRequest, KgateProduceReferenceResponse, KgateForwardRequest, KgateForwardResponse,
+        KgateShareGoneRequest, KgateShareGoneResponse)
 
 
 def _classes(suffix: str) -> dict:

@@ -1,17 +1,18 @@
-"""Kafka's simple share-group assignor (KIP-932): which members read which partitions.
+"""Kafka's simple share-group assignor (KIP-932, as Kafka 4.1 on balances it): which members read which partitions.
 
 Members of a share group may share a partition, since each record is handed to one of
-them at a time. Kafka's ``SimpleAssignor`` rules: each member is hashed to one of the
-partitions it subscribes to; partitions no member hashed to and no member holds are
-dealt round-robin among the members subscribing to their topic; and members keep what
-they hold of topics they still subscribe to. So every member reads something when
-there are more members than partitions, and every partition is read when there are
-fewer.
+them at a time, but a member reads faster from partitions it does not share: so the
+assignor balances first and keeps what members hold second. Each partition is read by
+``ceil(members / partitions)`` members (one while there are at least as many partitions
+as members), and the members' counts differ by one at most. What a member holds stays
+with it while that holds: a member over its count gives up the excess, a partition read
+by more members than it should be loses the excess, and what is left unread goes to the
+members still under their count. When every member subscribes to the same topics the
+balance is over all their partitions together; otherwise it is struck topic by topic,
+among the members subscribing to each.
 """
+import math
 import uuid
-from collections import defaultdict
-
-from .placement import java_string_hash
 
 TopicPartition = tuple[uuid.UUID, int]
 Partitions = dict[uuid.UUID, set[int]]
@@ -21,31 +22,67 @@ def assign(subscriptions: dict[str, list[uuid.UUID]], partition_counts: dict[uui
            current: dict[str, Partitions]) -> dict[str, Partitions]:
     """``subscriptions``: each member's subscribed topic ids, in member order; ``current``: what
     each member holds now. Every member gets an entry, empty when it gets nothing."""
-    targets = {member: [(topic, p) for topic in sorted(topics) for p in range(partition_counts.get(topic, 0))]
-               for member, topics in subscriptions.items()}
-    chosen: dict[TopicPartition, list[str]] = defaultdict(list)
-    for member, partitions in targets.items():
-        if partitions:
-            chosen[partitions[abs(java_string_hash(member)) % len(partitions)]].append(member)
-    held = {(topic, p) for partitions in current.values() for topic, parts in partitions.items() for p in parts}
-    subscribers: dict[uuid.UUID, list[str]] = defaultdict(list)
-    for member, topics in subscriptions.items():
-        for topic in sorted(topics):
-            subscribers[topic].append(member)
-    unassigned: dict[uuid.UUID, list[TopicPartition]] = defaultdict(list)
-    for partitions in targets.values():
-        for tp in partitions:
-            if tp not in chosen and tp not in held and tp not in unassigned[tp[0]]:
-                unassigned[tp[0]].append(tp)
-    for topic, partitions in unassigned.items():
-        for i, tp in enumerate(partitions):
-            chosen[tp].append(subscribers[topic][i % len(subscribers[topic])])
+    held = {member: {(topic, p) for topic, parts in current.get(member, {}).items() for p in parts}
+            for member in subscriptions}
+    topics = sorted({topic for subscribed in subscriptions.values() for topic in subscribed})
+    if len({frozenset(subscribed) for subscribed in subscriptions.values()}) <= 1:
+        groups = [(list(subscriptions), topics)]
+    else:
+        groups = [([m for m, subscribed in subscriptions.items() if topic in subscribed], [topic]) for topic in topics]
     result: dict[str, Partitions] = {member: {} for member in subscriptions}
-    for member, holding in current.items():
-        for topic, parts in holding.items():
-            if member in result and topic in subscriptions[member]:
-                result[member].setdefault(topic, set()).update(p for p in parts if p < partition_counts.get(topic, 0))
-    for (topic, p), members in chosen.items():
-        for member in members:
-            result[member].setdefault(topic, set()).add(p)
+    for members, group_topics in groups:
+        targets = [(topic, p) for topic in group_topics for p in range(partition_counts.get(topic, 0))]
+        for member, partitions in _balance(members, targets, held).items():
+            for topic, p in partitions:
+                result[member].setdefault(topic, set()).add(p)
     return result
+
+
+def _balance(members: list[str], targets: list[TopicPartition],
+             held: dict[str, set[TopicPartition]]) -> dict[str, set[TopicPartition]]:
+    """The balanced assignment of ``targets`` among ``members``, moving as little of ``held`` as it may."""
+    if not members or not targets:
+        return {}
+    sharing = math.ceil(len(members) / len(targets))
+    share = sharing * len(targets) / len(members)
+    wanted = {member: math.ceil(share * (i + 1)) - math.ceil(share * i) for i, member in enumerate(members)}
+    wanted_set = set(targets)
+    kept = {member: sorted(held.get(member, set()) & wanted_set)[:wanted[member]] for member in members}
+    readers: dict[TopicPartition, list[str]] = {tp: [] for tp in targets}
+    for member in members:
+        for tp in kept[member]:
+            readers[tp].append(member)
+    for tp, members_of in readers.items():
+        for member in members_of[sharing:]:  # read by more members than the balance wants
+            kept[member].remove(tp)
+        del members_of[sharing:]
+    assigned = {member: set(parts) for member, parts in kept.items()}
+    _fill(members, targets, readers, assigned, wanted, sharing)
+    return assigned
+
+
+def _fill(members: list[str], targets: list[TopicPartition], readers: dict[TopicPartition, list[str]],
+          assigned: dict[str, set[TopicPartition]], wanted: dict[str, int], sharing: int) -> None:
+    """Deal the partitions read by too few members to the members under their count, in turn;
+    a partition every such member already reads is left as it is."""
+    unfilled = [member for member in members if len(assigned[member]) < wanted[member]]
+    turn = 0
+    for tp in targets:
+        if not unfilled:
+            return
+        tried = 0
+        while len(readers[tp]) < sharing and tried < len(unfilled):
+            turn %= len(unfilled)
+            member = unfilled[turn]
+            if tp in assigned[member]:
+                turn, tried = turn + 1, tried + 1
+                continue
+            assigned[member].add(tp)
+            readers[tp].append(member)
+            tried = 0
+            if len(assigned[member]) >= wanted[member]:
+                unfilled.pop(turn)
+                if not unfilled:
+                    return
+            else:
+                turn += 1

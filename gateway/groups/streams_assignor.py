@@ -10,8 +10,8 @@ Tasks move as little as possible, since a task that moves must rebuild its state
   processes than its active one's (a process is one Streams instance, which may run
   several members), preferring members that had the task before, else the least loaded.
 
-Warm-up tasks are not given (``acceptable.recovery.lag`` is not used): a task goes
-straight to its new owner, which restores its state before processing it.
+No warm-up tasks, as Kafka 4.4 gives none: a task goes straight to its new owner, which
+restores its state before processing it (streams_machine.py says why).
 """
 import math
 from dataclasses import dataclass

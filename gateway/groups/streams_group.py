@@ -13,6 +13,7 @@ from . import records
 from .modern_group import ModernGroup
 
 Tasks = dict[str, set[int]]  # subtopology id -> partitions
+TaskOffsets = dict[str, dict[int, int]]  # subtopology id -> partition -> changelog offset sum
 Endpoint = tuple[str, int]  # host, port
 
 
@@ -69,6 +70,11 @@ class StreamsMember:
     state: MemberState = MemberState.STABLE
     assigned: Assignment = field(default_factory=Assignment)
     pending_revocation: Assignment = field(default_factory=Assignment)
+    # What the member last reported of its tasks' changelogs (KIP-1071's TaskOffsets and
+    # TaskEndOffsets), every streams.task.offset.interval.ms; kept in memory only, as Kafka
+    # keeps them, so a coordinator move leaves them empty until the next report.
+    task_offsets: TaskOffsets = field(default_factory=dict)
+    task_end_offsets: TaskOffsets = field(default_factory=dict)
 
     def metadata_record(self, group_id: str) -> tuple[bytes, bytes]:
         value = records.StreamsGroupMemberMetadataValue
@@ -119,6 +125,9 @@ class StreamsGroup(ModernGroup):
     topic_partitions: dict[str, int] = field(default_factory=dict)
     # Not stored: the status of the topology's topics at the last heartbeat ((code, detail) pairs).
     status: list[tuple[int, str]] = field(default_factory=list)
+    # Not stored: the partition count each internal topic is to have, as the last heartbeat
+    # configured the topology (a member sends 0); what StreamsGroupDescribe shows, as Kafka does.
+    internal_partitions: dict[str, int] = field(default_factory=dict)
     # Not stored: moves when any member's current tasks change, telling clients to refresh
     # the partitions each endpoint serves (interactive queries).
     endpoint_epoch: int = 0

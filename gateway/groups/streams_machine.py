@@ -31,7 +31,12 @@ status and, when they changed, the tasks it may run now. Kafka's rules:
   share group's id is GROUP_ID_NOT_FOUND (a classic group left with only offsets becomes a
   streams group), and the other protocols refuse a streams group's id.
 
-Warm-up tasks and the initial rebalance delay are not built: tasks move at once.
+Warm-up tasks are given as Kafka 4.4 gives them: never. Its members report their tasks'
+changelog offsets every ``streams.task.offset.interval.ms`` (kept per member and described)
+and are told ``streams.acceptable.recovery.lag``, but the refinement step that would turn a
+move to a lagging member into a warm-up (Kafka's ``AssignmentRefiner``) hands the target
+assignment back unchanged, ``streams.num.warmup.replicas`` notwithstanding. The initial
+rebalance delay is not built either: tasks move at once.
 """
 import dataclasses
 import logging
@@ -46,7 +51,16 @@ from .group import Group
 from .modern_rules import bump_epoch, restate_client, take_over
 from .records import group_key
 from .streams_assignor import MemberSpec
-from .streams_group import Assignment, Endpoint, MemberState, StreamsGroup, StreamsMember, Tasks, copy_tasks
+from .streams_group import (
+    Assignment,
+    Endpoint,
+    MemberState,
+    StreamsGroup,
+    StreamsMember,
+    TaskOffsets,
+    Tasks,
+    copy_tasks,
+)
 from .streams_topology import SHUTDOWN_APPLICATION, STALE_TOPOLOGY, Topics
 
 LEAVE_EPOCH = -1
@@ -70,6 +84,8 @@ class StreamsHeartbeat:
     client_tags: dict[str, str] | None = None  # None: unchanged
     endpoint_epoch: int = -1
     shutdown_application: bool = False
+    task_offsets: TaskOffsets | None = None  # None: unchanged
+    task_end_offsets: TaskOffsets | None = None  # None: unchanged
 
 
 @dataclass(slots=True)
@@ -199,7 +215,7 @@ class StreamsGroupMachine:
                                            f"group's {streams.topology.epoch}."))  # type: ignore[attr-defined]
         configured = (streams_topology.configure(streams.topology, topics, self.internal)
                       if streams.topology is not None else streams_topology.Configured())
-        streams.status = configured.status
+        streams.status, streams.internal_partitions = configured.status, configured.partitions
         if moved or configured.signature != streams.topic_partitions:
             streams.topic_partitions = configured.signature
             bump_epoch(streams, f"member {member.member_id} {'joined' if joined else 'changed'}", stored, out)
@@ -232,6 +248,10 @@ class StreamsGroupMachine:
             member.client_tags = dict(request.client_tags)
         if request.topology is not None:
             member.topology_epoch = request.topology.epoch  # type: ignore[attr-defined]
+        if request.task_offsets is not None:
+            member.task_offsets = request.task_offsets
+        if request.task_end_offsets is not None:
+            member.task_end_offsets = request.task_end_offsets
         return before != (member.process_id, member.rack_id, member.client_tags, member.user_endpoint,
                           member.instance_id, member.topology_epoch)
 

@@ -40,6 +40,8 @@ class Configured:
     missing: dict[str, tuple[int, dict[str, str]]] = field(default_factory=dict)
     # The partition counts of every topic the topology uses that exists (a change moves the group epoch).
     signature: dict[str, int] = field(default_factory=dict)
+    # The partition count each internal topic is to have, once the source topics are all there.
+    partitions: dict[str, int] = field(default_factory=dict)
 
 
 def sources(subtopology, topics: Topics, internal) -> list[str]:
@@ -82,6 +84,7 @@ def configure(topology, topics: Topics, internal=lambda _name: False) -> Configu
             wanted[info.name] = repartition.get(info.name, 0), {c.key: c.value for c in info.topic_configs}
         for info in s.state_changelog_topics:
             wanted[info.name] = tasks[s.subtopology_id], {c.key: c.value for c in info.topic_configs}
+    out.partitions = {name: partitions for name, (partitions, _) in wanted.items()}
     wrong = sorted(name for name, (partitions, _) in wanted.items() if name in counts and counts[name] != partitions)
     if wrong:
         out.status.append((INCORRECTLY_PARTITIONED_TOPICS,
@@ -89,7 +92,7 @@ def configure(topology, topics: Topics, internal=lambda _name: False) -> Configu
         return out
     out.missing = {name: want for name, want in wanted.items() if name not in counts and want[0] > 0}
     if out.missing:
-        out.status.append((MISSING_INTERNAL_TOPICS, f"Internal topics are missing: [{', '.join(sorted(out.missing))}]"))
+        out.status.append((MISSING_INTERNAL_TOPICS, f"Internal topics are missing: {', '.join(sorted(out.missing))}"))
         return out
     out.tasks = tasks
     return out

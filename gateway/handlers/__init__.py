@@ -100,6 +100,7 @@ from . import (  # noqa: E402,F401
     records,
     sasl,
     share_fetch,
+    share_gone,
     share_offsets,
     share_state,
     streams_groups,

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from ..sasl import CredentialStore
     from ..sasl.login_limiter import LoginLimiter
     from ..shares.coordinator import ShareCoordinator
+    from ..shares.departures import ShareDepartures
     from ..shares.leader import ShareLeaders
     from ..shares.persister import SharePersister
     from ..shares.sessions import ShareSessionCache
@@ -65,6 +66,7 @@ class BrokerView(Protocol):
     share_leaders: "ShareLeaders"
     share_persister: "SharePersister"
     share_sessions: "ShareSessionCache"
+    share_departures: "ShareDepartures"
     markers: "BrokerMarkerWriter"
     credentials: "CredentialStore"
     login_limiter: "LoginLimiter"

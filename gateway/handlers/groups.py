@@ -235,8 +235,7 @@ async def delete_groups(ctx: Context, request):
             ctx.require(Operation.DELETE, ResourceType.GROUP, group_id)
             error = await ctx.broker.groups.delete_group(group_id)
             if error == ErrorCode.NONE:
-                await ctx.broker.shares.delete_group(group_id)  # a share group's delivery state, if it was one
-                ctx.broker.share_leaders.drop_group(group_id)
+                await ctx.broker.share_departures.group_deleted(group_id)  # a share group's, if it was one
         except KafkaError as exc:
             error = exc.code
         results.append(DeleteGroupsResponse.DeletableGroupResult(group_id=group_id, error_code=error))

@@ -17,7 +17,7 @@ from kgate.protocol.messages import StreamsGroupDescribeResponse, StreamsGroupHe
 
 from ..config import ConfigError
 from ..groups.records import StreamsGroupTopologyValue
-from ..groups.streams_group import Assignment, tasks_of
+from ..groups.streams_group import Assignment, TaskOffsets, tasks_of
 from ..groups.streams_machine import StreamsHeartbeat, StreamsHeartbeatReply
 from ..groups.streams_topology import MISSING_INTERNAL_TOPICS
 from ..topic_configs import check as check_topic_config
@@ -41,7 +41,8 @@ async def streams_group_heartbeat(ctx: Context, request):
         user_endpoint=None if request.user_endpoint is None else (request.user_endpoint.host,
                                                                   request.user_endpoint.port),
         client_tags=None if request.client_tags is None else {t.key: t.value for t in request.client_tags},
-        endpoint_epoch=request.endpoint_information_epoch, shutdown_application=request.shutdown_application)
+        endpoint_epoch=request.endpoint_information_epoch, shutdown_application=request.shutdown_application,
+        task_offsets=_offsets(request.task_offsets), task_end_offsets=_offsets(request.task_end_offsets))
     try:
         ctx.require(Operation.READ, ResourceType.GROUP, request.group_id)
         if topology is not None and not all(ctx.allowed(Operation.DESCRIBE, ResourceType.TOPIC, name)
@@ -83,6 +84,22 @@ def _named_topics(topology) -> set[str]:
                          *(t.name for t in (*s.state_changelog_topics, *s.repartition_source_topics)))}
 
 
+def _offsets(reported) -> TaskOffsets | None:
+    if reported is None:
+        return None
+    offsets: TaskOffsets = {}
+    for task in reported:
+        offsets.setdefault(task.subtopology_id, {})[task.partition] = task.offset
+    return offsets
+
+
+def _described_offsets(offsets: TaskOffsets) -> list:
+    T = StreamsGroupDescribeResponse.DescribedGroup.Member.TaskOffset
+    return [T(subtopology_id=subtopology, partition=partition, offset=offset)
+            for subtopology, by_partition in sorted(offsets.items())
+            for partition, offset in sorted(by_partition.items())]
+
+
 def _owned(request) -> Assignment | None:
     kinds = (request.active_tasks, request.standby_tasks, request.warmup_tasks)
     if all(kind is None for kind in kinds):
@@ -110,7 +127,7 @@ async def _create(ctx: Context, missing: dict[str, tuple[int, dict[str, str]]]) 
             await broker.create_topic(name, partitions, configs)
         except TopicExists:
             pass
-    status = [(MISSING_INTERNAL_TOPICS, f"Internal topics are missing: [{', '.join(sorted(missing))}]")]
+    status = [(MISSING_INTERNAL_TOPICS, f"Internal topics are missing: {', '.join(sorted(missing))}")]
     if refused:
         status.append((MISSING_INTERNAL_TOPICS, f"Unauthorized to CREATE on topics {', '.join(refused)}."))
     return status
@@ -120,13 +137,16 @@ def _answer(ctx: Context, group_id: str, reply: StreamsHeartbeatReply):
     """Kafka's answer: an error leaves the fields at their defaults; a member that left is
     given no interval."""
     failed = reply.error != ErrorCode.NONE
-    interval = 0 if failed or reply.member_epoch < 0 else ctx.broker.groups.streams_heartbeat_ms(group_id)
+    live = not failed and reply.member_epoch >= 0
+    interval = ctx.broker.groups.streams_heartbeat_ms(group_id) if live else 0
+    settings = ctx.broker.settings
     tasks = ({"active_tasks": None, "standby_tasks": None, "warmup_tasks": None} if reply.assignment is None
              else reply.assignment.fields(R.TaskIds))
     return R(throttle_time_ms=0, error_code=reply.error, error_message=reply.message,
              member_id=None if failed else reply.member_id, member_epoch=0 if failed else reply.member_epoch,
-             heartbeat_interval_ms=interval, acceptable_recovery_lag_legacy=0, task_offset_interval_ms=0,
-             acceptable_recovery_lag=-1,
+             heartbeat_interval_ms=interval, acceptable_recovery_lag_legacy=0,
+             task_offset_interval_ms=settings["group.streams.task.offset.interval.ms"] if live else 0,
+             acceptable_recovery_lag=settings["group.streams.acceptable.recovery.lag"] if live else -1,
              status=None if failed else [R.Status(status_code=code, status_detail=detail)
                                          for code, detail in reply.status],
              **tasks, endpoint_information_epoch=reply.endpoint_epoch,
@@ -151,7 +171,7 @@ async def streams_group_describe(ctx: Context, request):
             error_code=ErrorCode.NONE, error_message=None, group_id=group_id, group_state=streams.state,
             group_epoch=streams.epoch, assignment_epoch=streams.assignment_epoch,
             topology=None if topology is None else D.Topology(epoch=topology.epoch, subtopologies=None if streams.status
-                                                              else [_described_subtopology(D, s)
+                                                              else [_described_subtopology(D, s, streams)
                                                                     for s in topology.subtopologies]),
             members=[M(member_id=m.member_id, member_epoch=m.epoch, instance_id=m.instance_id, rack_id=m.rack_id,
                        client_id=m.client_id, client_host=m.client_host, topology_epoch=m.topology_epoch,
@@ -159,7 +179,8 @@ async def streams_group_describe(ctx: Context, request):
                        user_endpoint=None if m.user_endpoint is None else M.Endpoint(host=m.user_endpoint[0],
                                                                                      port=m.user_endpoint[1]),
                        client_tags=[M.KeyValue(key=k, value=v) for k, v in sorted(m.client_tags.items())],
-                       task_offsets=[], task_end_offsets=[],
+                       task_offsets=_described_offsets(m.task_offsets),
+                       task_end_offsets=_described_offsets(m.task_end_offsets),
                        assignment=M.Assignment(**m.assigned.fields(M.Assignment.TaskIds)),
                        target_assignment=M.Assignment(**streams.target.get(m.member_id, Assignment()).fields(
                            M.Assignment.TaskIds)),
@@ -172,11 +193,13 @@ async def streams_group_describe(ctx: Context, request):
         ctx, request, D, lambda group: group.streams, "Group {} is not a streams group.", described))
 
 
-def _described_subtopology(D, s):
+def _described_subtopology(D, s, streams):
+    """As configured: internal topics with the partition counts the group gives them."""
     T = D.Topology.Subtopology
 
     def info(t):
-        return T.TopicInfo(name=t.name, partitions=t.partitions, replication_factor=t.replication_factor,
+        return T.TopicInfo(name=t.name, partitions=streams.internal_partitions.get(t.name, t.partitions),
+                           replication_factor=t.replication_factor,
                            topic_configs=[T.TopicInfo.KeyValue(key=c.key, value=c.value) for c in t.topic_configs])
     return T(subtopology_id=s.subtopology_id, source_topics=list(s.source_topics),
              repartition_sink_topics=list(s.repartition_sink_topics),

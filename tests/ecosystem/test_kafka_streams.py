@@ -17,7 +17,9 @@ DeleteRecords; with the streams protocol, kafka-streams-groups must describe the
 on kgate as on Kafka.
 
 One run per broker and protocol is shared by the module's tests (it takes a minute): the tests
-then look at what it left.
+then look at what it left. Beside the application, a member driven on the wire on each broker
+is told the brokers' task offset interval and acceptable recovery lag, and its reported task
+offsets are described alike (neither broker gives a warm-up task).
 """
 import re
 import subprocess
@@ -28,12 +30,16 @@ from dataclasses import dataclass, field
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
+from kafka.protocol.metadata import FindCoordinatorRequest
 
 from conformance.kafka_broker import tool_command
+from kgate.protocol.error_codes import ErrorCode
+from kgate.protocol.messages import StreamsGroupDescribeRequest, StreamsGroupHeartbeatRequest
 from tests.support.clients import create_topic
 from tests.support.kafka_reference import broker_under_test
 from tests.support.member_process import wait_for
 from tests.support.streams_application import CLASSES, StreamsInstance
+from tests.support.wire import Wire
 
 # One worker runs the module, so its brokers start once (scripts/test: --dist loadgroup).
 pytestmark = pytest.mark.xdist_group("streams")
@@ -69,6 +75,9 @@ STREAMS_GROUPS = {
 DESCRIBE_VIEWS = {"offsets": (), "members": ("--members",), "state": ("--state",),
                   "members verbose": ("--members", "--verbose"), "state verbose": ("--state", "--verbose")}
 DESCRIBED: dict[tuple[str, str], dict[str, tuple[int, list[str]]]] = {}
+HEARTBEAT = StreamsGroupHeartbeatRequest
+COORDINATOR_AWAY = (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                    ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
 
 
 @pytest.fixture(scope="module")
@@ -293,3 +302,73 @@ def test_kafka_streams_groups_describes_the_group_on_kgate_as_on_kafka(run):
         assert "Stable 1" in " ".join(views["state"][1]), views["state"]
     if kind == "kafka":
         assert views == DESCRIBED[("kgate", protocol)]
+
+
+def _join(wire: Wire, group: str, topic: str):
+    """The join's answer, once the group's coordinator is there (a fresh broker loads it first)."""
+    S = HEARTBEAT.Topology.Subtopology
+    changelog = S.TopicInfo(name=f"{group}-store-changelog", partitions=0, replication_factor=0,
+                            topic_configs=[S.TopicInfo.KeyValue(key="cleanup.policy", value="compact")])
+    topology = HEARTBEAT.Topology(epoch=0, subtopologies=[S(
+        subtopology_id="0", source_topics=[topic], source_topic_regex=[], state_changelog_topics=[changelog],
+        repartition_sink_topics=[], repartition_source_topics=[], copartition_groups=[])])
+    deadline = time.monotonic() + 60
+    while True:
+        # FindCoordinator makes Kafka create __consumer_offsets; a heartbeat alone does not.
+        wire.call(FindCoordinatorRequest(key=group, key_type=0), 1)
+        joined = wire.call(HEARTBEAT(group_id=group, member_id=f"member-{uuid.uuid4()}", member_epoch=0,
+                                     endpoint_information_epoch=0, rebalance_timeout_ms=30_000, topology=topology,
+                                     active_tasks=[], standby_tasks=[], warmup_tasks=[],
+                                     process_id=str(uuid.uuid4())), 1)
+        if joined.error_code not in COORDINATOR_AWAY or time.monotonic() > deadline:
+            return joined
+        time.sleep(0.2)
+
+
+@pytest.mark.parametrize("kind", ["kgate", "kafka"])
+def test_a_member_is_told_the_offset_interval_and_recovery_lag_and_its_reports_are_described(kind, request):
+    """On the wire, beside the application: a member is told how often to report its tasks'
+    changelog offsets and the lag under which it counts as caught up (the brokers' defaults),
+    it reports them, and StreamsGroupDescribe shows the last report, and the topology as
+    configured (its changelog sized, where the member sent 0). Neither broker gives a warm-up
+    task (Kafka 4.4's assignment refinement keeps the target assignment)."""
+    broker = request.getfixturevalue(kind)
+    topic, group = f"clicks-{uuid.uuid4().hex[:8]}", f"app-{uuid.uuid4().hex[:8]}"
+    create_topic(broker.bootstrap, topic, 2)
+    T = HEARTBEAT.TaskOffset
+    with Wire(broker.bootstrap) as wire:
+        joined = _join(wire, group, topic)
+        assert joined.error_code == ErrorCode.NONE, joined
+        assert (joined.task_offset_interval_ms, joined.acceptable_recovery_lag) == (60_000, 10_000)
+        member, epoch, beat = joined.member_id, joined.member_epoch, joined
+        statuses = set()
+        deadline = time.monotonic() + 30
+        while True:  # until the member has its tasks (Kafka's first come after a delay)
+            statuses |= {(status.status_code, status.status_detail) for status in beat.status or ()}
+            if beat.active_tasks:
+                break
+            assert time.monotonic() < deadline, "no tasks within 30 s"
+            time.sleep(0.2)
+            beat = wire.call(HEARTBEAT(group_id=group, member_id=member, member_epoch=epoch,
+                                       endpoint_information_epoch=0), 1)
+            assert beat.error_code == ErrorCode.NONE, beat
+            epoch = beat.member_epoch
+        # Told once (Kafka's coordinator may see the source topic a heartbeat or two after it is made).
+        assert (3, f"Internal topics are missing: {group}-store-changelog") in statuses, statuses
+        assert not beat.warmup_tasks
+        reported = wire.call(HEARTBEAT(group_id=group, member_id=member, member_epoch=epoch,
+                                       endpoint_information_epoch=0, active_tasks=beat.active_tasks,
+                                       standby_tasks=[], warmup_tasks=[],
+                                       task_offsets=[T(subtopology_id="0", partition=0, offset=5)],
+                                       task_end_offsets=[T(subtopology_id="0", partition=0, offset=9),
+                                                         T(subtopology_id="0", partition=1, offset=3)]), 1)
+        assert reported.error_code == ErrorCode.NONE, reported
+        [described] = wire.call(StreamsGroupDescribeRequest(group_ids=[group], include_authorized_operations=False),
+                                0).groups
+    [[changelog]] = [s.state_changelog_topics for s in described.topology.subtopologies]
+    assert (changelog.name, changelog.partitions) == (f"{group}-store-changelog", 2), "sized as configured"
+    [described_member] = described.members
+    assert [(t.subtopology_id, t.partition, t.offset) for t in described_member.task_offsets] == [("0", 0, 5)]
+    assert sorted((t.subtopology_id, t.partition, t.offset) for t in described_member.task_end_offsets) == [
+        ("0", 0, 9), ("0", 1, 3)]
+    assert not described_member.assignment.warmup_tasks

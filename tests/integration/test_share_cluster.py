@@ -11,6 +11,11 @@ minute) could have run out, and every record is accepted exactly once; the group
 coordinator describes the offsets from the state's owner. Then the state's
 owner is killed, and the records produced after are still accepted exactly once, their
 state written to the state partition's next owner.
+
+What the coordinator decides reaches the topic partition's owner: a member killed holding
+records is removed when its session expires, and what it held goes back at once, well
+before its lock runs out; a deleted group is forgotten there, so a group made again under
+its id starts afresh.
 """
 import json
 import select
@@ -19,6 +24,8 @@ import sys
 import time
 import uuid
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 from confluent_kafka import KafkaException, Producer, ShareConsumer
@@ -66,6 +73,15 @@ def cluster(tmp_path, ensemble):  # noqa: F811
     started.stop()
 
 
+@pytest.fixture(scope="module")
+def steady_cluster(tmp_path_factory, ensemble):  # noqa: F811
+    """A cluster no test kills a broker of."""
+    started = KgateCluster(str(tmp_path_factory.mktemp("steady")), ensemble.address,
+                           f"/kgate-{uuid.uuid4().hex[:8]}", 3, **SETTINGS).start()
+    yield started
+    started.stop()
+
+
 class Accepter:
     """A share consumer accepting every record it gets; an acceptance counts once its commit succeeded."""
 
@@ -76,6 +92,12 @@ class Accepter:
         self.consumer.subscribe([topic])
         self.accepted: Counter[int] = Counter()
         self.delivery_counts: dict[int, int] = {}
+
+    def __enter__(self) -> "Accepter":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.consumer.close()
 
     def round(self) -> int:
         """One poll and its acknowledgements; how many records came."""
@@ -135,60 +157,113 @@ def produce(bootstrap: str, topic: str, first: int, count: int) -> None:
     assert producer.flush(60) == 0, "records undelivered"
 
 
-def test_unfinished_records_of_a_killed_owner_are_redelivered_by_the_next_and_each_is_accepted_once(cluster):
+def configure(cluster: KgateCluster, group: str) -> None:
+    """The group reads from the start of the log, and locks records for LOCK_MS."""
+    admin = cluster.admin()  # held: its futures fail once it is gone
+    for future in admin.incremental_alter_configs([ConfigResource(
+            ResourceType.GROUP, group, incremental_configs=[
+                ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET),
+                ConfigEntry("share.record.lock.duration.ms", str(LOCK_MS),
+                            incremental_operation=AlterConfigOpType.SET)])]).values():
+        future.result(timeout=30)
+
+
+def placed_group(cluster: KgateCluster) -> tuple[str, str, SharePartitionKey, dict[str, int]]:
+    """A fresh one-partition topic with RECORDS records, and a configured group placed by :func:`placed`."""
     topic = f"work-{uuid.uuid4().hex[:6]}"
-    admin = cluster.admin()
+    admin = cluster.admin()  # held: its futures fail once it is gone
     for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
         future.result(timeout=30)
     cluster.wait_leaders(topic, 1, set(cluster.brokers))
     group, key, owners = placed(cluster, topic)
-    for future in admin.incremental_alter_configs([ConfigResource(ResourceType.GROUP, group, incremental_configs=[
-            ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET),
-            ConfigEntry("share.record.lock.duration.ms", str(LOCK_MS),
-                        incremental_operation=AlterConfigOpType.SET)])]).values():
-        future.result(timeout=30)
+    configure(cluster, group)
     produce(cluster.bootstrap, topic, 0, RECORDS)
+    return topic, group, key, owners
 
+
+@contextmanager
+def holding(cluster: KgateCluster, group: str, topic: str) -> Iterator[tuple[subprocess.Popen, list[int]]]:
+    """A HOLDER process and the offsets it holds; stopped by PID on the way out."""
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, cluster.bootstrap, group, topic],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    accepter = None
     try:
         ready, _, _ = select.select([holder.stdout], [], [], 60)
         held = [offset for _, offset, _ in json.loads((holder.stdout.readline() if ready else "") or "[]")]
         assert held, f"the holder got nothing: {holder.stderr.read() if holder.poll() is not None else ''}"
+        yield holder, held
+    finally:
+        terminate(holder, 5)
+
+
+def test_unfinished_records_of_a_killed_owner_are_redelivered_by_the_next_and_each_is_accepted_once(cluster):
+    topic, group, key, owners = placed_group(cluster)
+    with holding(cluster, group, topic) as (holder, held):
         assert cluster.leaders("__share_group_state")[partition_for(key.coordinator_key(), STATE_PARTITIONS)] \
             == owners["state"], "the state partition's owner is the one every broker computes"
-        accepter = Accepter(cluster.bootstrap, group, topic)
-        accepter.until_quiet()
-        assert not set(held) & set(accepter.accepted), "locked records went to nobody else"
-        assert len(accepter.accepted) < RECORDS
+        with Accepter(cluster.bootstrap, group, topic) as accepter:
+            accepter.until_quiet()
+            assert not set(held) & set(accepter.accepted), "locked records went to nobody else"
+            assert len(accepter.accepted) < RECORDS
 
-        holder.kill()  # kill -9: what it holds stays acquired at the topic partition's owner
+            holder.kill()  # kill -9: what it holds stays acquired at the topic partition's owner
+            holder.wait(10)
+            cluster.brokers[owners["data"]].kill()
+            survivors = set(cluster.brokers) - {owners["data"]}
+            cluster.wait_live(survivors)
+            accepter.until_accepted(range(RECORDS), timeout=LOCK_MS / 1000 * 0.75)
+            assert cluster.leaders(topic)[0] in survivors
+            assert set(accepter.accepted.values()) == {1}, "every record accepted exactly once"
+            assert all(accepter.delivery_counts[offset] >= 2 for offset in held), \
+                "the killed consumer's records came again, counted as delivered twice"
+
+            # Asked of the group's coordinator, the offsets come from the state's owner (another broker).
+            with Wire(cluster.brokers[owners["coordinator"]].bootstrap) as wire:
+                D = DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup
+                [described] = wire.call(DescribeShareGroupOffsetsRequest(groups=[D(group_id=group, topics=[
+                    D.DescribeShareGroupOffsetsRequestTopic(topic_name=topic, partitions=[0])])]), 1).groups
+            [[offsets]] = [t.partitions for t in described.topics]
+            assert (offsets.error_code, offsets.start_offset, offsets.lag) == (0, RECORDS, 0)
+
+            # The state's owner goes too: the records produced now are written to its next owner.
+            cluster.brokers[owners["state"]].kill()
+            cluster.wait_live(survivors - {owners["state"]})
+            produce(cluster.bootstrap, topic, RECORDS, RECORDS)
+            accepter.until_accepted(range(2 * RECORDS), timeout=60)
+            assert set(accepter.accepted.values()) == {1}, "every record accepted exactly once"
+
+
+def test_records_of_a_member_whose_session_expired_go_back_at_the_partition_owner(steady_cluster):
+    """The member is removed by the group's coordinator, the records are held by another broker."""
+    cluster = steady_cluster
+    topic, group, _, owners = placed_group(cluster)
+    with holding(cluster, group, topic) as (holder, held):
+        holder.kill()  # kill -9: no leave; its session (6 s) expires at the coordinator
         holder.wait(10)
-        cluster.brokers[owners["data"]].kill()
-        survivors = set(cluster.brokers) - {owners["data"]}
-        cluster.wait_live(survivors)
-        accepter.until_accepted(range(RECORDS), timeout=LOCK_MS / 1000 * 0.75)
-        assert cluster.leaders(topic)[0] in survivors
-        assert set(accepter.accepted.values()) == {1}, "every record accepted exactly once"
-        assert all(accepter.delivery_counts[offset] >= 2 for offset in held), \
-            "the killed consumer's records came again, counted as delivered twice"
+        with Accepter(cluster.bootstrap, group, topic) as accepter:
+            # Half the lock: only the coordinator's word can have freed them so soon.
+            accepter.until_accepted(range(RECORDS), timeout=LOCK_MS / 1000 / 2)
+    assert set(accepter.accepted.values()) == {1}, "every record accepted exactly once"
+    assert all(accepter.delivery_counts[offset] == 2 for offset in held), "the held records came again"
+    assert cluster.leaders(topic)[0] == owners["data"] != owners["coordinator"]
 
-        # Asked of the group's coordinator, the offsets come from the state's owner (another broker).
-        with Wire(cluster.brokers[owners["coordinator"]].bootstrap) as wire:
-            D = DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup
-            [described] = wire.call(DescribeShareGroupOffsetsRequest(groups=[D(group_id=group, topics=[
-                D.DescribeShareGroupOffsetsRequestTopic(topic_name=topic, partitions=[0])])]), 1).groups
-        [[offsets]] = [t.partitions for t in described.topics]
-        assert (offsets.error_code, offsets.start_offset, offsets.lag) == (0, RECORDS, 0)
 
-        # The state's owner goes too: the records produced now are written to its next owner.
-        cluster.brokers[owners["state"]].kill()
-        cluster.wait_live(survivors - {owners["state"]})
-        produce(cluster.bootstrap, topic, RECORDS, RECORDS)
-        accepter.until_accepted(range(2 * RECORDS), timeout=60)
-        assert set(accepter.accepted.values()) == {1}, "every record accepted exactly once"
-    finally:
-        if accepter is not None:
-            accepter.consumer.close()
-        terminate(holder, 5)
+def test_a_deleted_group_made_again_starts_afresh_at_the_partition_owner(steady_cluster):
+    cluster = steady_cluster
+    topic, group, _, owners = placed_group(cluster)
+    with Accepter(cluster.bootstrap, group, topic) as first:
+        first.until_accepted(range(RECORDS), timeout=60)
+    # Its consumer closed, it left the group: the group is empty, so it may be deleted.
+    admin = cluster.admin(cluster.brokers[owners["coordinator"]].bootstrap)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            admin.delete_consumer_groups([group])[group].result(timeout=30)
+            break
+        except KafkaException as error:  # NON_EMPTY_GROUP until the leave is applied
+            assert time.monotonic() < deadline, f"the group could not be deleted: {error}"
+            time.sleep(0.2)
+    configure(cluster, group)
+    with Accepter(cluster.bootstrap, group, topic) as again:
+        again.until_accepted(range(RECORDS), timeout=60)
+    assert set(again.accepted.values()) == {1}
+    assert set(again.delivery_counts.values()) == {1}, "the new group's first deliveries"

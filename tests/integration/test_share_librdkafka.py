@@ -110,6 +110,31 @@ def test_three_members_on_two_partitions_each_accept_records_exactly_once(broker
     assert not any(reader.errors for reader in readers)
 
 
+def _assigned(bootstrap: str, group: str) -> list[list[int]]:
+    """Each member's assigned partitions, as the group describes them."""
+    return [sorted(p for topic in member.assignment.topic_partitions for p in topic.partitions)
+            for member in describe_share_group(bootstrap, group).members]
+
+
+def test_members_joining_one_by_one_split_the_partitions_evenly(broker):
+    """The first member takes every partition; each member joining after it takes its share
+    from the others, so no partition is read by two members while there are enough of them
+    (two members draining one partition while the rest wait was the old rule's stall)."""
+    topic, group = _group(broker.bootstrap, 0, partitions=6)
+    readers = []
+    try:
+        for count in (1, 2, 3):
+            readers.append(ShareReader(broker.bootstrap, topic, group, lambda _m: ACCEPT).start())
+            wanted = sorted([6 // count + (i < 6 % count) for i in range(count)])
+            wait_until(lambda wanted=wanted: sorted(map(len, _assigned(broker.bootstrap, group))) == wanted, 60,
+                       f"{count} member(s) holding {wanted} partitions")
+        assigned = _assigned(broker.bootstrap, group)
+        assert sorted(p for parts in assigned for p in parts) == list(range(6)), assigned
+    finally:
+        for reader in readers:
+            reader.stop()
+
+
 def test_records_a_killed_member_held_go_to_the_others_once_their_locks_expire(broker):
     topic, group = _group(broker.bootstrap, 100)
     holder = subprocess.Popen([sys.executable, "-m", "tests.support.share_consumers", "hold", broker.bootstrap, topic,

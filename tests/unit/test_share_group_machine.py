@@ -100,14 +100,44 @@ def test_three_members_on_two_partitions_each_read_at_least_one():
     assert set().union(*held) == {0, 1}
 
 
-def test_the_simple_assignor_deals_unheld_partitions_round_robin_and_keeps_what_members_hold():
+def test_the_simple_assignor_deals_every_partition_to_one_member_while_there_are_enough_of_them():
     a, b = "member-a", "member-b"
     fresh = assign({a: [U], b: [U]}, {U: 3}, {})
-    assert set().union(*(parts[U] for parts in fresh.values())) == {0, 1, 2}
-    assert all(fresh[m][U] for m in (a, b))
-    kept = assign({a: [U], b: [U]}, {U: 3}, {a: {U: {0, 1, 2}}})
-    assert kept[a][U] == {0, 1, 2} and kept[b][U]
+    assert sorted([len(fresh[a][U]), len(fresh[b][U])]) == [1, 2] and fresh[a][U] | fresh[b][U] == {0, 1, 2}
+    assert not fresh[a][U] & fresh[b][U], "no partition is shared while there are more partitions than members"
     assert assign({a: [T]}, {T: 2}, {a: {U: {0}}}) == {a: {T: {0, 1}}}, "an unsubscribed topic is dropped"
+
+
+def test_a_member_holding_every_partition_gives_the_newcomers_their_share_and_keeps_the_rest():
+    """The first member of a group takes every partition; those who join after it get an even
+    share of them, taken from it, so no member reads from a partition another one drains."""
+    first, members = "m0", ["m0", "m1", "m2"]
+    held = {first: {U: set(range(16))}}
+    balanced = assign({m: [U] for m in members}, {U: 16}, held)
+    counts = sorted(len(balanced[m][U]) for m in members)
+    assert counts == [5, 5, 6]
+    assert set().union(*(balanced[m][U] for m in members)) == set(range(16))
+    assert sum(len(balanced[m][U]) for m in members) == 16, "each partition read by one member"
+    assert balanced[first][U] <= held[first][U], "the first member keeps part of what it held"
+    again = assign({m: [U] for m in members}, {U: 16}, balanced)
+    assert again == balanced, "a balanced assignment stays as it is"
+
+
+def test_more_members_than_partitions_share_each_partition_evenly():
+    members = [f"m{i}" for i in range(5)]
+    fresh = assign({m: [T] for m in members}, {T: 2}, {})
+    assert sorted(len(fresh[m].get(T, ())) for m in members) == [1, 1, 1, 1, 2], "every member reads"
+    assert [sum(p in fresh[m][T] for m in members) for p in (0, 1)] == [3, 3], "ceil(5 / 2) readers each"
+    shrunk = assign({m: [T] for m in members[:2]}, {T: 2}, {m: fresh[m] for m in members[:2]})
+    assert shrunk[members[0]][T] | shrunk[members[1]][T] == {0, 1}, "fewer members: every partition still read"
+
+
+def test_members_of_different_subscriptions_are_balanced_topic_by_topic():
+    both, only_t, only_u = "m-both", "m-t", "m-u"
+    result = assign({both: [T, U], only_t: [T], only_u: [U]}, {T: 2, U: 4}, {})
+    assert len(result[both][T]) == 1 and len(result[only_t][T]) == 1, "t's two partitions between its two readers"
+    assert len(result[both][U]) == 2 and len(result[only_u][U]) == 2
+    assert T not in result[only_u] and U not in result[only_t]
 
 
 def test_a_member_leaving_moves_the_epoch_and_its_partitions_to_the_others():

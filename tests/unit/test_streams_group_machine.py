@@ -87,6 +87,10 @@ def test_the_topology_gives_a_task_per_partition_and_sizes_its_internal_topics()
     assert configured.status[0][0] == MISSING_INTERNAL_TOPICS and not configured.tasks
     assert configured.missing == {"app-by-page-repartition": (3, {}),
                                   "app-counts-changelog": (3, {"cleanup.policy": "compact"})}
+    assert configured.status[0][1] == ("Internal topics are missing: app-by-page-repartition, "
+                                       "app-counts-changelog"), "Kafka 4.4's words, no brackets"
+    assert configured.partitions == {"app-by-page-repartition": 3, "app-counts-changelog": 3}, \
+        "what StreamsGroupDescribe shows of the internal topics (the member sent 0)"
     assert configure(topology(), READY).tasks == {"0": 3, "1": 3}
 
 
@@ -135,6 +139,36 @@ def test_standby_tasks_go_to_another_process_than_the_active_one():
         for subtopology, parts in target[member].standby.items():
             assert parts <= target[other].active.get(subtopology, set())
     assert count(target["a"].standby) + count(target["b"].standby) == 6
+
+
+def test_members_task_offsets_are_kept_as_last_reported():
+    """KIP-1071's TaskOffsets and TaskEndOffsets: a report replaces the last, none leaves it."""
+    d = Driver()
+    d.beat("a", task_offsets={"1": {0: 40, 1: 7}}, task_end_offsets={"1": {0: 50, 1: 7}})
+    member = d.streams.members["a"]
+    assert (member.task_offsets, member.task_end_offsets) == ({"1": {0: 40, 1: 7}}, {"1": {0: 50, 1: 7}})
+    d.advance(1000)
+    d.beat("a", 1, task_offsets={"1": {0: 50}})
+    assert member.task_offsets == {"1": {0: 50}}, "a new report replaces the last whole"
+    assert member.task_end_offsets == {"1": {0: 50, 1: 7}}, "what is not reported stays"
+    d.beat("a", 1)
+    assert member.task_offsets == {"1": {0: 50}}
+
+
+def test_a_task_moving_to_a_member_far_behind_goes_straight_to_it_with_no_warm_up():
+    """Kafka 4.4 hands out no warm-up task: its refinement keeps the target assignment, whatever
+    the lag the members report and however many warm-up replicas the group allows."""
+    d = Driver(standby=1)
+    d.beat("a", task_offsets={"1": {0: 1000, 1: 1000, 2: 1000}})
+    everything = d.streams.members["a"].assigned.copy()
+    d.beat("b", task_offsets={})
+    d.advance(1000)
+    a = d.beat("a", 1, owned=everything)
+    d.beat("a", 1, owned=Assignment(a.assignment.active, a.assignment.standby))
+    b = d.beat("b", 2, owned=Assignment())
+    assert count(b.assignment.active) == 3, "the lagging member is given its active tasks at once"
+    assert not any(m.assigned.warmup for m in d.streams.members.values())
+    assert not any(t.warmup for t in d.streams.target.values())
 
 
 def test_the_sticky_assignor_keeps_tasks_where_they_were_and_balances_by_count():
