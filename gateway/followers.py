@@ -27,7 +27,7 @@ from kgate.metadata.store import MetadataStore
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.messages import KgateReadEndRequest
 from kgate.storage.followed_ledger import FollowedLedger
-from kgate.storage.ledger import FollowingUnsupported, LedgerStore
+from kgate.storage.ledger import CorruptLedger, FollowingUnsupported, LedgerStore
 
 from .chain_records import MetadataChainRecord
 from .partition import Partition
@@ -136,6 +136,7 @@ class Followers:
             return {(p.topic, p.index): ErrorCode.NOT_LEADER_FOR_PARTITION for p in partitions}
         served = {(p.topic, p.index): p for p in partitions}
         errors: dict[tuple[str, int], ErrorCode] = {}
+        catching_up = []
         for topic in response.topics:
             for answer in topic.partitions:
                 answered = served.pop((topic.name, answer.partition_index), None)
@@ -144,14 +145,11 @@ class Followers:
                 if answer.error_code != ErrorCode.NONE:
                     errors[(topic.name, answer.partition_index)] = ErrorCode(answer.error_code)
                     continue
-                ledger = answered.ledger
-                assert isinstance(ledger, FollowedLedger)
-                try:
-                    # Shielded: a long poll cut short must not leave a view half caught up.
-                    await asyncio.shield(ledger.catch_up(answer.high_watermark, answer.log_start_offset))
-                except (OSError, FollowingUnsupported) as exc:
-                    log.warning("%s-%d: cannot follow its ledgers here: %s", topic.name, answer.partition_index, exc)
-                    errors[(topic.name, answer.partition_index)] = ErrorCode.NOT_LEADER_FOR_PARTITION
+                catching_up.append(_catch_up(answered, answer))
+        # Together: on object storage the views of one owner's ledgers share one LIST of its WAL objects.
+        for key, error in await asyncio.gather(*catching_up):
+            if error is not None:
+                errors[key] = error
         for key in served:  # not answered for: treated as not servable here
             errors[key] = ErrorCode.NOT_LEADER_FOR_PARTITION
         return errors
@@ -160,3 +158,16 @@ class Followers:
         for _, partition in self._followed.values():
             await partition.ledger.close()
         self._followed.clear()
+
+
+async def _catch_up(partition: Partition, answer) -> tuple[tuple[str, int], ErrorCode | None]:
+    """Catch ``partition``'s view up to the high watermark its owner answered."""
+    ledger = partition.ledger
+    assert isinstance(ledger, FollowedLedger)
+    try:
+        # Shielded: a long poll cut short must not leave a view half caught up.
+        await asyncio.shield(ledger.catch_up(answer.high_watermark, answer.log_start_offset))
+    except (OSError, CorruptLedger, FollowingUnsupported) as exc:
+        log.warning("%s-%d: cannot follow its ledgers here: %s", partition.topic, partition.index, exc)
+        return (partition.topic, partition.index), ErrorCode.NOT_LEADER_FOR_PARTITION
+    return (partition.topic, partition.index), None

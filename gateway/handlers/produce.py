@@ -9,7 +9,6 @@ since the ledger store is the replication); acks=0 gets no answer at all.
 import asyncio
 import logging
 import time
-import uuid
 from dataclasses import dataclass
 
 from kafka.protocol.api_key import ApiKey
@@ -283,9 +282,8 @@ async def _by_reference(ctx: Context, request, topic_name: str, data, turn: Turn
     store = broker.ledgers
     if not isinstance(store, Staging):
         raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"{type(store).__name__} cannot stage record sets")
-    staged = f"{broker.node_id}-{uuid.uuid4().hex}"
     try:
-        await store.stage(staged, records)
+        staged = await store.stage(f"{broker.node_id}-", records)
     except OSError as exc:
         raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"staging for broker {owner.node_id} failed: {exc}") from None
     await turn.wait()

@@ -1,0 +1,166 @@
+"""Ledgers another broker writes, read here as they grow (LedgerStore.open_follower): zone
+reads on object storage (storage.followed_ledger).
+
+A follower finds a ledger's entries the way a recovery does (storage.stores.ledger_records):
+its index pieces, then the indexes of its writer's WAL objects after the last piece; but it
+never fences, seals or writes a record (DESIGN rule 5), and it keeps up as the writer goes
+on. What it shows is only what it found in objects; which of that is confirmed is the
+owner's high watermark's to say (the followed ledger never reads past it).
+
+Keeping up costs a LIST per writer, not per ledger: a ``WriterTail`` lists the writer's WAL
+objects after the last it knows, reads each new one's index once (a ranged GET of its
+tail) and keeps the runs of the last MAX_TAIL_OBJECTS objects for every followed ledger of
+that writer. Catch-ups that arrive while a LIST is out share the next one, so the
+partitions of one owner caught up together make one LIST. A writer has at most
+REORDER_OBJECTS PUTs out at once and an object may land before the ones cut ahead of it,
+so each LIST starts that many objects back (and takes only objects it did not know).
+"""
+import asyncio
+import logging
+from collections import OrderedDict
+
+from ..ledger import Ledger
+from .ledger_records import LedgerRecords, Runs
+from .object_layout import wal_key, wal_seq
+from .object_ledger import LedgerHome, S3Ledger
+from .s3_wal import MAX_INFLIGHT_PUTS
+from .wal_object import HEAD_BYTES
+
+log = logging.getLogger(__name__)
+
+# WAL objects whose runs a writer's tail keeps (about 13 s of the S3 WAL at 40 objects/s):
+# a follower that falls further behind reads its ledger's index pieces again.
+MAX_TAIL_OBJECTS = 512
+# How far back each LIST starts: objects still being PUT when a later one landed.
+REORDER_OBJECTS = 2 * MAX_INFLIGHT_PUTS
+
+
+class WriterTail:
+    """The runs in one writer's newest WAL objects, from object ``start`` on."""
+
+    def __init__(self, records: LedgerRecords, writer: str, start: int):
+        self._records = records
+        self.writer = writer
+        self._runs: OrderedDict[int, Runs] = OrderedDict()  # by object sequence number, in listing order
+        self.floor = start  # objects at or below this one are not kept here
+        self._dropped = False  # whether objects after ``start`` were let go (then ``floor`` is the newest)
+        self.listed = start  # the newest object listed
+        self.users = 0
+        self._listing = asyncio.Lock()
+        self._next: asyncio.Future | None = None
+
+    async def refresh(self) -> None:
+        """Take in the objects stored before this call (by a LIST begun after it)."""
+        if self._next is None:
+            self._next = asyncio.ensure_future(self._list_in_turn())
+        await asyncio.shield(self._next)
+
+    async def _list_in_turn(self) -> None:
+        async with self._listing:
+            self._next = None  # whoever asks from now on needs a LIST begun later
+            start = max(self.floor, self.listed - REORDER_OBJECTS)
+            keys = await self._records.client.keys(f"wal/{self.writer}/",
+                                                   after=wal_key(self.writer, start) if start >= 0 else None)
+            new = [key for key in keys if wal_seq(key) not in self._runs]
+            for key, runs in zip(new, await asyncio.gather(*(self._records.object_runs(key) for key in new))):
+                self._runs[wal_seq(key)] = [(key, run) for run in runs]
+            self.listed = max([self.listed, *(wal_seq(key) for key in keys)])
+            while len(self._runs) > MAX_TAIL_OBJECTS:
+                seq, _ = self._runs.popitem(last=False)
+                self.floor, self._dropped = max(self.floor, seq), True
+
+    def runs_of(self, ledger_id: int, after: int) -> Runs | None:
+        """The runs of ``ledger_id`` in the objects after ``after`` kept here; None when some of
+        those objects were let go. (Objects at or below the one the tail began after are not
+        asked for: a follower that needs them read them itself.)"""
+        if self._dropped and after < self.floor:
+            return None
+        return [(key, run) for seq, runs in self._runs.items() if seq > after
+                for key, run in runs if run.ledger_id == ledger_id]
+
+
+class WriterTails:
+    """One tail per writer some follower reads, dropped when its last follower is."""
+
+    def __init__(self, records: LedgerRecords):
+        self._records = records
+        self._tails: dict[str, WriterTail] = {}
+
+    def take(self, writer: str, start: int) -> WriterTail:
+        tail = self._tails.get(writer)
+        if tail is None:
+            tail = self._tails[writer] = WriterTail(self._records, writer, start)
+        tail.users += 1
+        return tail
+
+    def give_back(self, tail: WriterTail) -> None:
+        tail.users -= 1
+        if tail.users == 0 and self._tails.get(tail.writer) is tail:
+            del self._tails[tail.writer]
+
+
+class FollowerLedger(S3Ledger):
+    """A read-only view of a ledger another broker writes: indexed from the bucket, never writing."""
+
+    def __init__(self, home: LedgerHome, ledger_id: int, records: LedgerRecords, tails: WriterTails):
+        super().__init__(home, ledger_id)
+        self._records = records
+        self._tails = tails
+        self._tail: WriterTail | None = None
+        self._seen = -1  # the tail's newest object when the runs were last taken
+        self._head_base = 0  # the entry ``_heads[0]`` is the head of
+
+    async def catch_up(self) -> int:
+        if self._tail is None:
+            if not self.sealed:
+                await self._start()
+        else:
+            await self._tail.refresh()
+            runs = self._tail.runs_of(self.ledger_id, self._seen - REORDER_OBJECTS)
+            if runs is None:  # fallen behind what the tail keeps: from the pieces again
+                await self._start()
+            else:
+                self._take(runs, self._tail.listed)
+        return self.last_add_confirmed
+
+    async def _start(self) -> None:
+        writer = await self._records.writer_record(self.ledger_id)
+        if writer is None:
+            return  # no entry confirmed yet: the writer writes this record first
+        runs, self.sealed, covered = await self._records.pieced_runs(self.ledger_id, writer)
+        if self.sealed:
+            self._take(runs, -1)
+            return
+        if self._tail is None:
+            self._tail = self._tails.take(writer["writer"], covered)
+        await self._tail.refresh()
+        if covered < self._tail.floor:
+            # The tail keeps only later objects: these once, by a LIST of their own. Every
+            # object up to the floor had landed (a piece or an object past it was confirmed).
+            runs += await self._records.runs_in_wal(self.ledger_id, writer["writer"], covered)
+        runs += self._tail.runs_of(self.ledger_id, max(covered, self._tail.floor)) or []
+        self._take(runs, self._tail.listed)
+
+    def _take(self, runs: Runs, seen: int) -> None:
+        self.load(runs, None)
+        self._seen = seen
+
+    def may_have_moved(self) -> bool:
+        return True  # the writer may have sealed it since, and a compaction moved its entries
+
+    async def read_heads(self, first: int, last: int, size: int) -> list[tuple[int, bytes]]:
+        """From the heads the objects' indexes hold (no GET), each given once; entries whose
+        heads were given already are read."""
+        last = min(last, self.last_add_confirmed)
+        base = self._head_base
+        if size > HEAD_BYTES or first < base or last - base >= len(self._heads):
+            return await Ledger.read_heads(self, first, last, size)
+        heads = [(self.index.entry_len[i], self._heads[i - base][:size]) for i in range(first, last + 1)]
+        del self._heads[:last + 1 - base]
+        self._head_base = last + 1
+        return heads
+
+    def release(self) -> None:
+        if self._tail is not None:
+            self._tails.give_back(self._tail)
+            self._tail = None

@@ -1,0 +1,88 @@
+"""Record sets a zone's broker takes for partitions owned in other zones, staged on object
+storage (storage.store_capabilities.Staging) inside its own WAL objects.
+
+A staged set is one more entry in the next WAL object, beside the entries of every ledger
+this broker writes (with ``--wal s3`` the very object they go in; with a local WAL, an
+object WAL of its own), so staging costs no request of its own: one PUT per commit
+interval carries every set taken in it. The reference the owner is sent names the object
+(writer and sequence number), where the set's frame starts and its length; the owner GETs
+that range and checks the frame's CRC32C, so a missing or damaged object appends nothing.
+
+The staged runs belong to no ledger (``STAGED_LEDGER``): no index piece names them and no
+recovery takes them. Nothing needs a set once the owner has answered, and the object is
+shared, so nothing is deleted set by set: garbage collection deletes the object once none of
+its ledgers is live and it is older than the longest a reference may wait
+(object_inventory.STAGED_GRACE_SECONDS). A restarted broker's leftovers go the same way.
+"""
+import asyncio
+import re
+
+from ..ledger import CorruptLedger
+from . import wal_object
+from .block_reader import BlockReader
+from .object_layout import STAGED_LEDGER, wal_key
+from .object_ledger import LedgerHome, S3Ledger
+from .wal_object import FRAME, Run
+
+_REFERENCE = re.compile(r"([0-9A-Za-z-]+)_(\d+)_(\d+)_(\d+)")
+
+
+class StagedSets(S3Ledger):
+    """What the WAL sees of staged sets: a ledger whose entries each stand alone. A failed PUT
+    fails the sets in it, never the next ones, and nothing is kept once a set's place is known."""
+
+    def __init__(self, home: LedgerHome, wal):
+        super().__init__(home, STAGED_LEDGER)
+        self._wal = wal
+        self._next = 0
+        self._stored: dict[int, asyncio.Future] = {}  # per set: its object's PUT
+        self._placed: dict[int, tuple[str, int, int]] = {}
+
+    @property
+    def last_add_confirmed(self) -> int:
+        return -1  # every set added is still to be written
+
+    async def stage(self, data) -> tuple[str, int, int]:
+        """Put ``data`` in the next WAL object; (object key, frame start, length) once it is stored."""
+        entry_id, self._next = self._next, self._next + 1
+        self._wal.add(self, entry_id, [data])
+        stored = self._stored.pop(entry_id)
+        try:
+            await asyncio.shield(stored)
+        except Exception as exc:
+            self._placed.pop(entry_id, None)
+            raise OSError(f"staged record set not stored: {exc}") from None
+        return self._placed.pop(entry_id)
+
+    def waiting(self, entry_id: int, done: asyncio.Future) -> None:
+        self._stored[entry_id] = done
+
+    def confirmed(self, key: str, run: Run, data: memoryview) -> bool:
+        for entry_id, (start, length) in enumerate(zip(run.positions(), run.lengths), run.first_entry):
+            self._placed[entry_id] = (key, start, length)
+        return True
+
+    def fail(self, failure: BaseException) -> None:
+        """Each set's own wait hears of its object's failure; later sets go on."""
+
+
+def reference(writer: str, key: str, start: int, length: int) -> str:
+    """The name the owner is sent (a STAGED_NAME): writer, object sequence, frame start, length."""
+    return f"{writer}_{int(key.rsplit('/', 1)[1])}_{start}_{length}"
+
+
+async def read_staged(reader: BlockReader, name: str) -> bytes:
+    """The record set ``name`` refers to, read by one ranged GET and checked against its CRC32C;
+    OSError when the name is not a reference, or the object is missing, short or damaged."""
+    match = _REFERENCE.fullmatch(name)
+    if match is None:
+        raise FileNotFoundError(f"{name!r} names no staged record set")
+    writer, seq, start, length = match.group(1), *map(int, match.groups()[1:])
+    location = (wal_key(writer, seq), start, start + FRAME.size + length)
+    try:
+        # Not cached: a staged set is read once, by its partition's owner.
+        data = await reader.fetch(STAGED_LEDGER, location, cache=False)
+        [payload] = wal_object.read_frames(data, STAGED_LEDGER, seq, [length])
+    except (CorruptLedger, ValueError) as exc:
+        raise OSError(f"staged record set {name}: {exc}") from None
+    return bytes(payload)
