@@ -3,6 +3,7 @@ ledger directory, with real clients that say their zone (``client.rack``, and a
 ``kgate_az=`` token in ``client.id``). Record bytes must reach a client from a broker of
 its own zone, whichever broker owns the partition, and the metrics must show it.
 """
+import asyncio
 import subprocess
 import sys
 import threading
@@ -22,6 +23,14 @@ from confluent_kafka.admin import (
 )
 from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 
+from kgate.protocol.error_codes import ErrorCode
+from kgate.storage.stores.bucket_location import BucketLocation
+from kgate.storage.stores.object_client import ObjectClient
+from kgate.storage.stores.object_layout import wal_key
+from kgate.storage.stores.s3_store import S3LedgerStore
+from kgate.storage.stores.wal_object import FRAME
+from tests.integration.test_peer_link import outcome as appended
+from tests.integration.test_peer_link import peer_link, reference
 from tests.support import records as R
 from tests.support.clients import ConfluentClient
 from tests.support.cluster import AckedProducer, KgateCluster, check_delivery, read_all
@@ -30,6 +39,7 @@ from tests.support.scrape import scrape, value
 from tests.support.transactions import read_to_end, transactional
 from tests.support.wire import Wire
 from tests.support.zookeeper import Ensemble
+from tests.unit.record_batches import build_batch
 
 # One worker runs the module, so its module-scoped servers start once (scripts/test: --dist loadgroup).
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("zones")]
@@ -554,3 +564,47 @@ def test_with_acls_zoned_clients_write_and_read_in_their_zone_as_themselves(tmp_
         assert served[1] == 0 and served[0] > 0, f"the owner in zone b served record bytes: {served}"
     finally:
         cluster.stop()
+
+
+async def test_on_object_storage_a_reference_to_a_missing_or_damaged_set_is_refused_and_appends_nothing(
+        zoned_on_s3):
+    """The owner of a partition is sent references over a peer link: one naming a WAL object
+    that is not there, one whose object's bytes were damaged since (the frame's CRC32C fails),
+    and one whose length is not the set's. Each is refused with KAFKA_STORAGE_ERROR and nothing
+    is appended; a sound reference then appends at offset 0, so nothing else stood in the way."""
+    cluster = zoned_on_s3
+    topic = "zoned-references"
+    owner = cluster.brokers[create(cluster, topic, partitions=1)[0]]
+    client = ObjectClient(BucketLocation.parse(cluster.storage_at))
+    zone_broker = S3LedgerStore(client, "99-1", commit_interval_ms=0)  # writes as another zone's broker would
+    records = build_batch([b"referenced"])
+    try:
+        sound, damaged = [await zone_broker.stage("99-", records) for _ in range(2)]
+    finally:
+        zone_broker.close()
+    writer, seq, start, length = damaged.split("_")
+    key = wal_key(writer, int(seq))
+    data = bytearray(await client.get(key) or b"")
+    data[int(start) + FRAME.size + len(records) // 2] ^= 0xFF  # a byte in the middle of the set's payload
+    await client.put(key, bytes(data))
+    missing = f"{writer}_{int(seq) + 1000}_{start}_{length}"
+    wrong_length = f"{writer}_{sound.split('_')[1]}_{start}_{int(length) - 1}"
+    link = peer_link(owner.bootstrap)
+    try:
+        for name, size in ((missing, len(records)), (damaged, len(records)), (wrong_length, len(records) - 1)):
+            answer = await asyncio.wait_for(await link.send(reference(topic, 0, name, size), 0), 30)
+            assert appended(answer) == (ErrorCode.KAFKA_STORAGE_ERROR, -1), name
+        assert end_offset(cluster, topic) == 0
+        answer = await asyncio.wait_for(await link.send(reference(topic, 0, sound, len(records)), 0), 30)
+        assert appended(answer) == (ErrorCode.NONE, 0)
+    finally:
+        link.close()
+    assert end_offset(cluster, topic) == 1
+
+
+def end_offset(cluster, topic: str) -> int:
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "end-offsets"})
+    try:
+        return consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10, cached=False)[1]
+    finally:
+        consumer.close()
