@@ -35,8 +35,7 @@ class StagedSets(S3Ledger):
         super().__init__(home, STAGED_LEDGER)
         self._wal = wal
         self._next = 0
-        self._stored: dict[int, asyncio.Future] = {}  # per set: its object's PUT
-        self._placed: dict[int, tuple[str, int, int]] = {}
+        self._places: dict[int, asyncio.Future] = {}  # per set still to be stored: where it will be
 
     @property
     def last_add_confirmed(self) -> int:
@@ -45,25 +44,29 @@ class StagedSets(S3Ledger):
     async def stage(self, data) -> tuple[str, int, int]:
         """Put ``data`` in the next WAL object; (object key, frame start, length) once it is stored."""
         entry_id, self._next = self._next, self._next + 1
+        place = self._places[entry_id] = asyncio.get_running_loop().create_future()
         self._wal.add(self, entry_id, [data])
-        stored = self._stored.pop(entry_id)
-        try:
-            await asyncio.shield(stored)
-        except Exception as exc:
-            self._placed.pop(entry_id, None)
-            raise OSError(f"staged record set not stored: {exc}") from None
-        return self._placed.pop(entry_id)
+        return await place
 
     def waiting(self, entry_id: int, done: asyncio.Future) -> None:
-        self._stored[entry_id] = done
+        done.add_done_callback(lambda stored: self._unstored(entry_id, stored))
 
     def confirmed(self, key: str, run: Run, data: memoryview) -> bool:
         for entry_id, (start, length) in enumerate(zip(run.positions(), run.lengths), run.first_entry):
-            self._placed[entry_id] = (key, start, length)
+            place = self._places.pop(entry_id, None)
+            if place is not None and not place.done():
+                place.set_result((key, start, length))
         return True
 
+    def _unstored(self, entry_id: int, stored: asyncio.Future) -> None:
+        """The object a set went into failed (a set whose place is known is gone from ``_places``)."""
+        place = self._places.pop(entry_id, None)
+        if place is not None and not place.done():
+            failure = "cancelled" if stored.cancelled() else stored.exception()
+            place.set_exception(OSError(f"staged record set not stored: {failure}"))
+
     def fail(self, failure: BaseException) -> None:
-        """Each set's own wait hears of its object's failure; later sets go on."""
+        """Each set hears of its own object's failure; later sets go on."""
 
 
 def reference(writer: str, key: str, start: int, length: int) -> str:

@@ -68,9 +68,9 @@ class S3LedgerStore(LedgerStore, Staging, Housekeeping, Instrumented):
         self.tails = WriterTails(self.records)
         # Staged record sets ride in the WAL objects of this broker's ledgers (with a local
         # WAL, which writes objects behind, in objects of their own, one per interval too).
-        staging_wal = self.wal if isinstance(self.wal, ObjectWal) else \
+        self._staging_wal = self.wal if isinstance(self.wal, ObjectWal) else \
             ObjectWal(self, client, self.objects, Unleased(), interval)
-        self.staged = StagedSets(self, staging_wal)
+        self.staged = StagedSets(self, self._staging_wal)
 
     def _spawn(self, coroutine) -> asyncio.Task:
         """A background task, cancelled when the store closes; its failure only logged (the
@@ -211,6 +211,8 @@ class S3LedgerStore(LedgerStore, Staging, Housekeeping, Instrumented):
 
     def close(self) -> None:
         self.wal.close()
+        if self._staging_wal is not self.wal:
+            self._staging_wal.close()
         for task in list(self._background):
             task.cancel()
 

@@ -109,3 +109,14 @@ async def test_followers_of_one_writers_ledgers_caught_up_together_share_one_lis
     for follower in followers:
         follower.release()
     owner.close()
+
+
+async def test_a_failed_put_fails_the_sets_in_it_and_the_next_set_is_staged():
+    bucket = MemoryBucket()
+    zone_broker, owner = store(bucket, "1-1"), store(bucket, "2-1")
+    bucket.failing_puts = 1
+    with pytest.raises(OSError, match="not stored"):
+        await zone_broker.stage("1-", b"lost")
+    name = await zone_broker.stage("1-", b"kept")
+    assert await owner.read_staged(name) == b"kept"
+    zone_broker.close()
