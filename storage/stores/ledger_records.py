@@ -63,7 +63,7 @@ class LedgerRecords:
 
     def __init__(self, client, gets: asyncio.Semaphore):
         self.client = client
-        self._gets = gets
+        self.gets = gets
 
     def create_writer_record(self, ledger_id: int, fields: dict):
         return self.client.create(writer_key(ledger_id), json.dumps(fields).encode())
@@ -115,7 +115,7 @@ class LedgerRecords:
     async def object_runs(self, key: str) -> list[Run]:
         """The runs in WAL object ``key``'s index; none when it was collected since it was listed
         (it then held no live ledger's entries: a live ledger's objects are never collected)."""
-        async with self._gets:
+        async with self.gets:
             try:
                 return await wal_object.fetch_object_index(self.client, key)
             except FileNotFoundError:

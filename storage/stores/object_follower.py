@@ -8,23 +8,30 @@ on. What it shows is only what it found in objects; which of that is confirmed i
 owner's high watermark's to say (the followed ledger never reads past it).
 
 Keeping up costs a LIST per writer, not per ledger: a ``WriterTail`` lists the writer's WAL
-objects after the last it knows, reads each new one's index once (a ranged GET of its
-tail) and keeps the runs of the last MAX_TAIL_OBJECTS objects for every followed ledger of
-that writer. Catch-ups that arrive while a LIST is out share the next one, so the
-partitions of one owner caught up together make one LIST. A writer has at most
-REORDER_OBJECTS PUTs out at once and an object may land before the ones cut ahead of it,
-so each LIST starts that many objects back (and takes only objects it did not know).
+objects after the last it knows, GETs each new one whole, once, and keeps the runs of the
+last MAX_TAIL_OBJECTS objects for every followed ledger of that writer. The blocks of the
+ledgers followed here go into the read cache from that GET, so a zone's tail reads cost one
+GET per WAL object, not one per ledger in it (and the sets staged in it, when this broker
+owns their partitions, are read from the same bytes). Catch-ups that arrive while a LIST
+is out share the next one, so the partitions of one owner caught up together make one
+LIST. A writer has at most REORDER_OBJECTS PUTs out at once and an object may land before
+the ones cut ahead of it, so each LIST starts that many objects back (and takes only
+objects it did not know).
 """
 import asyncio
 import logging
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 
-from ..ledger import Ledger
+from ..ledger import CorruptLedger, Ledger
+from . import wal_object
+from .block_cache import BlockCache
+from .block_index import BlockIndex
 from .ledger_records import LedgerRecords, Runs
-from .object_layout import wal_key, wal_seq
+from .object_layout import STAGED_LEDGER, wal_key, wal_seq
 from .object_ledger import LedgerHome, S3Ledger
+from .object_staging import StagedReader
 from .s3_wal import MAX_INFLIGHT_PUTS
-from .wal_object import HEAD_BYTES
+from .wal_object import HEAD_BYTES, Run
 
 log = logging.getLogger(__name__)
 
@@ -38,14 +45,16 @@ REORDER_OBJECTS = 2 * MAX_INFLIGHT_PUTS
 class WriterTail:
     """The runs in one writer's newest WAL objects, from object ``start`` on."""
 
-    def __init__(self, records: LedgerRecords, writer: str, start: int):
+    def __init__(self, records: LedgerRecords, cache: BlockCache, staged: StagedReader, writer: str, start: int):
         self._records = records
+        self._cache = cache
+        self._staged = staged
         self.writer = writer
+        self.followed: Counter[int] = Counter()  # the ledgers followed here, by how many views
         self._runs: OrderedDict[int, Runs] = OrderedDict()  # by object sequence number, in listing order
         self.floor = start  # objects at or below this one are not kept here
         self._dropped = False  # whether objects after ``start`` were let go (then ``floor`` is the newest)
         self.listed = start  # the newest object listed
-        self.users = 0
         self._listing = asyncio.Lock()
         self._next: asyncio.Future | None = None
 
@@ -62,12 +71,35 @@ class WriterTail:
             keys = await self._records.client.keys(f"wal/{self.writer}/",
                                                    after=wal_key(self.writer, start) if start >= 0 else None)
             new = [key for key in keys if wal_seq(key) not in self._runs]
-            for key, runs in zip(new, await asyncio.gather(*(self._records.object_runs(key) for key in new))):
+            for key, runs in zip(new, await asyncio.gather(*(self._object_runs(key) for key in new))):
                 self._runs[wal_seq(key)] = [(key, run) for run in runs]
             self.listed = max([self.listed, *(wal_seq(key) for key in keys)])
             while len(self._runs) > MAX_TAIL_OBJECTS:
                 seq, _ = self._runs.popitem(last=False)
                 self.floor, self._dropped = max(self.floor, seq), True
+
+    async def _object_runs(self, key: str) -> list[Run]:
+        """The runs in WAL object ``key``, from one GET of it whole; the blocks of the ledgers
+        followed here (and the object, if it holds staged sets) go into the read cache."""
+        async with self._records.gets:
+            data = await self._records.client.get(key)
+        if data is None:
+            return []  # collected since listed: it held no live ledger's entries
+        whole = memoryview(data)
+        try:
+            runs = wal_object.read_object_index(whole, key)
+        except CorruptLedger as exc:
+            log.warning("%s: %s (its runs are left to whoever reads them)", key, exc)
+            return []
+        for run in runs:
+            if run.ledger_id == STAGED_LEDGER:
+                self._staged.keep(key, whole)
+            elif run.ledger_id in self.followed:
+                index = BlockIndex()
+                for number in index.add_run(key, run):
+                    _key, start, end = index.location(number)  # type: ignore[misc]
+                    self._cache.reads.put((key, run.ledger_id, start), whole[start:end])
+        return runs
 
     def runs_of(self, ledger_id: int, after: int) -> Runs | None:
         """The runs of ``ledger_id`` in the objects after ``after`` kept here; None when some of
@@ -82,20 +114,24 @@ class WriterTail:
 class WriterTails:
     """One tail per writer some follower reads, dropped when its last follower is."""
 
-    def __init__(self, records: LedgerRecords):
+    def __init__(self, records: LedgerRecords, cache: BlockCache, staged: StagedReader):
         self._records = records
+        self._cache = cache
+        self._staged = staged
         self._tails: dict[str, WriterTail] = {}
 
-    def take(self, writer: str, start: int) -> WriterTail:
+    def take(self, writer: str, start: int, ledger_id: int) -> WriterTail:
         tail = self._tails.get(writer)
         if tail is None:
-            tail = self._tails[writer] = WriterTail(self._records, writer, start)
-        tail.users += 1
+            tail = self._tails[writer] = WriterTail(self._records, self._cache, self._staged, writer, start)
+        tail.followed[ledger_id] += 1
         return tail
 
-    def give_back(self, tail: WriterTail) -> None:
-        tail.users -= 1
-        if tail.users == 0 and self._tails.get(tail.writer) is tail:
+    def give_back(self, tail: WriterTail, ledger_id: int) -> None:
+        tail.followed[ledger_id] -= 1
+        if tail.followed[ledger_id] <= 0:
+            del tail.followed[ledger_id]
+        if not tail.followed and self._tails.get(tail.writer) is tail:
             del self._tails[tail.writer]
 
 
@@ -132,7 +168,7 @@ class FollowerLedger(S3Ledger):
             self._take(runs, -1)
             return
         if self._tail is None:
-            self._tail = self._tails.take(writer["writer"], covered)
+            self._tail = self._tails.take(writer["writer"], covered, self.ledger_id)
         await self._tail.refresh()
         if covered < self._tail.floor:
             # The tail keeps only later objects: these once, by a LIST of their own. Every
@@ -162,5 +198,5 @@ class FollowerLedger(S3Ledger):
 
     def release(self) -> None:
         if self._tail is not None:
-            self._tails.give_back(self._tail)
+            self._tails.give_back(self._tail, self.ledger_id)
             self._tail = None

@@ -6,7 +6,9 @@ this broker writes (with ``--wal s3`` the very object they go in; with a local W
 object WAL of its own), so staging costs no request of its own: one PUT per commit
 interval carries every set taken in it. The reference the owner is sent names the object
 (writer and sequence number), where the set's frame starts and its length; the owner GETs
-that range and checks the frame's CRC32C, so a missing or damaged object appends nothing.
+the object whole into its read cache at the first reference to it (the next ones, sent
+for the other sets of the same interval, are read from memory) and checks the frame's
+CRC32C, so a missing or damaged object appends nothing.
 
 The staged runs belong to no ledger (``STAGED_LEDGER``): no index piece names them and no
 recovery takes them. Nothing needs a set once the owner has answered, and the object is
@@ -19,7 +21,7 @@ import re
 
 from ..ledger import CorruptLedger
 from . import wal_object
-from .block_reader import BlockReader
+from .block_cache import BlockCache
 from .object_layout import STAGED_LEDGER, wal_key
 from .object_ledger import LedgerHome, S3Ledger
 from .wal_object import FRAME, Run
@@ -74,18 +76,57 @@ def reference(writer: str, key: str, start: int, length: int) -> str:
     return f"{writer}_{int(key.rsplit('/', 1)[1])}_{start}_{length}"
 
 
-async def read_staged(reader: BlockReader, name: str) -> bytes:
-    """The record set ``name`` refers to, read by one ranged GET and checked against its CRC32C;
-    OSError when the name is not a reference, or the object is missing, short or damaged."""
-    match = _REFERENCE.fullmatch(name)
-    if match is None:
-        raise FileNotFoundError(f"{name!r} names no staged record set")
-    writer, seq, start, length = match.group(1), *map(int, match.groups()[1:])
-    location = (wal_key(writer, seq), start, start + FRAME.size + length)
-    try:
-        # Not cached: a staged set is read once, by its partition's owner.
-        data = await reader.fetch(STAGED_LEDGER, location, cache=False)
-        [payload] = wal_object.read_frames(data, STAGED_LEDGER, seq, [length])
-    except (CorruptLedger, ValueError) as exc:
-        raise OSError(f"staged record set {name}: {exc}") from None
-    return bytes(payload)
+class StagedReader:
+    """An owner's reads of staged sets: the first reference to an object GETs it whole (once,
+    however many references arrive meanwhile) into the read cache, and the sets the zone's
+    broker put in it with the rest are sliced from memory: one GET per object, not per set."""
+
+    def __init__(self, client, cache: BlockCache, gets: asyncio.Semaphore):
+        self._client = client
+        self._cache = cache
+        self._gets = gets
+        self._fetching: dict[str, asyncio.Future] = {}
+
+    async def read(self, name: str) -> bytes:
+        """The record set ``name`` refers to, checked against its CRC32C; OSError when the name
+        is not a reference, or the object is missing, short or damaged."""
+        match = _REFERENCE.fullmatch(name)
+        if match is None:
+            raise FileNotFoundError(f"{name!r} names no staged record set")
+        writer, seq, start, length = match.group(1), *map(int, match.groups()[1:])
+        data = await self.object(wal_key(writer, seq))
+        end = start + FRAME.size + length
+        if len(data) < end:
+            raise OSError(f"staged record set {name}: the object holds {len(data)} bytes")
+        try:
+            [payload] = wal_object.read_frames(data[start:end], STAGED_LEDGER, seq, [length])
+        except CorruptLedger as exc:
+            raise OSError(f"staged record set {name}: {exc}") from None
+        return bytes(payload)
+
+    async def object(self, key: str) -> memoryview:
+        cached = self._cache.get((key, STAGED_LEDGER, 0))
+        if cached is not None:
+            return cached
+        fetching = self._fetching.get(key)
+        if fetching is not None:
+            return await asyncio.shield(fetching)
+        future = self._fetching[key] = asyncio.get_running_loop().create_future()
+        try:
+            async with self._gets:
+                data = await self._client.get(key)
+            if data is None:
+                raise FileNotFoundError(f"{key}: no such object")
+            self.keep(key, memoryview(data))
+            future.set_result(memoryview(data))
+            return memoryview(data)
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()
+            raise
+        finally:
+            del self._fetching[key]
+
+    def keep(self, key: str, data: memoryview) -> None:
+        """``data`` is WAL object ``key`` whole (read for another reason): its sets are read from it."""
+        self._cache.reads.put((key, STAGED_LEDGER, 0), data)

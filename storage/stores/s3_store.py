@@ -34,7 +34,7 @@ from .object_follower import FollowerLedger, WriterTails
 from .object_inventory import LiveLedgers
 from .object_layout import ledger_prefix
 from .object_ledger import S3Ledger
-from .object_staging import StagedSets, read_staged, reference
+from .object_staging import StagedReader, StagedSets, reference
 from .s3_wal import ObjectWal
 from .wal_seam import Wal, WalObjects
 
@@ -65,7 +65,8 @@ class S3LedgerStore(LedgerStore, Staging, Housekeeping, Instrumented):
                          ObjectWal(self, client, self.objects, lease or Unleased(), interval))
         self.compactor = Compactor(client, writer, self.reader, self.records)
         self.collector = GarbageCollector(client)
-        self.tails = WriterTails(self.records)
+        self.staged_reader = StagedReader(client, self.cache, gets)
+        self.tails = WriterTails(self.records, self.cache, self.staged_reader)
         # Staged record sets ride in the WAL objects of this broker's ledgers (with a local
         # WAL, which writes objects behind, in objects of their own, one per interval too).
         self._staging_wal = self.wal if isinstance(self.wal, ObjectWal) else \
@@ -145,7 +146,7 @@ class S3LedgerStore(LedgerStore, Staging, Housekeeping, Instrumented):
         return reference(self.writer, key, start, length)
 
     async def read_staged(self, name: str) -> bytes:
-        return await read_staged(self.reader, name)
+        return await self.staged_reader.read(name)
 
     def unstage(self, name: str) -> None:
         """Nothing to delete one by one: the object is shared, and garbage collection deletes it."""

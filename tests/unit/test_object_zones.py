@@ -1,6 +1,6 @@
 """The object store's zone parts against an in-memory bucket: record sets staged for other
 zones' owners ride in the WAL objects of the staging broker and are read back by ranged GET,
-checked, and collected with their objects; a follower indexes a ledger another store writes,
+checked, and collected with their objects (an owner GETs each object once); a follower indexes a ledger another store writes,
 from the bucket alone, without writing anything, and followers of one writer share a LIST."""
 import asyncio
 
@@ -27,7 +27,9 @@ async def test_sets_staged_in_one_interval_share_one_wal_object_with_ledger_entr
     await ledger.sync(entry)
     wal = [key for key in bucket.puts if key.startswith("wal/")]
     assert len(wal) == 1, f"one object for the entry and both sets: {bucket.puts}"
+    gets = bucket.calls["get"]
     assert [await owner.read_staged(name) for name in names] == [b"first set", b"second"]
+    assert bucket.calls["get"] - gets == 1, "one GET for both sets"
     zone_broker.unstage(names[0])  # the object is shared: nothing goes set by set
     assert await owner.read_staged(names[0]) == b"first set"
     zone_broker.close()
@@ -47,7 +49,7 @@ async def test_a_reference_to_a_missing_or_damaged_set_is_an_oserror_and_a_malfo
     damaged[int(start) + FRAME.size] ^= 0xFF
     bucket.objects[key] = bytes(damaged)
     with pytest.raises(OSError, match="CRC"):
-        await owner.read_staged(name)
+        await store(bucket, "3-1").read_staged(name)  # an owner that has not read the object yet
     for malformed in ("../secret", "1-1_x_0_4", "1-1_0_0"):
         with pytest.raises(FileNotFoundError):
             await owner.read_staged(malformed)
@@ -82,7 +84,9 @@ async def test_a_follower_indexes_another_stores_ledger_as_it_grows_and_writes_n
     for i in range(3, 6):
         await ledger.sync(ledger.add_entry([payload(9, i)]))
     assert await followed.catch_up() == 5
+    gets = bucket.calls["get"]
     assert [bytes(e) for e in await followed.read_range(0, 5)] == [payload(9, i) for i in range(6)]
+    assert bucket.calls["get"] == gets, "read from the blocks its catch-ups' GETs brought in"
     heads = await followed.read_heads(3, 5, 16)
     assert [head for _, head in heads] == [payload(9, i)[:16] for i in range(3, 6)]
     puts = list(bucket.puts)
