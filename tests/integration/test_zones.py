@@ -608,3 +608,27 @@ def end_offset(cluster, topic: str) -> int:
         return consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10, cached=False)[1]
     finally:
         consumer.close()
+
+
+def test_on_object_storage_an_owner_killed_under_a_zone_producer_loses_no_acknowledged_record(zoned_on_s3):
+    """kill -9 of the zone-b broker while an idempotent acks=all producer in zone a writes, through
+    the zone-a broker alone, to partitions owned in every zone (zone b's by reference, some sent
+    and appended but not yet answered when it dies): its partitions move to the other brokers,
+    which recover its ledgers from the bucket; the producer sees retriable errors only, and every
+    acknowledged record is read back once, at the offset it was acknowledged with. (Last in the
+    module: the broker is started again for nothing after it.)"""
+    cluster = zoned_on_s3
+    topic = "zoned-owner-killed"
+    create(cluster, topic)
+    writer = AckedProducer("confluent", cluster.brokers[0].bootstrap, topic, 3000, per_second=1000,
+                           **{"client.id": "writer-a,kgate_az=a", "enable.idempotence": True}).start()
+    wait_for(lambda: len(writer.acked) >= 500, 30, "acknowledgements through the zone-a broker")
+    cluster.brokers[1].kill()
+    try:
+        writer.join(150)
+        assert not writer.failed, writer.failed[:3]
+        assert len(writer.acked) == 3000
+        check_delivery(read_all(cluster.bootstrap, topic, PARTITIONS), writer.acked)
+        assert cross_zone_client_bytes(cluster) == 0
+    finally:
+        cluster.brokers[1].restart(timeout=60)
