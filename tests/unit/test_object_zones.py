@@ -1,7 +1,8 @@
 """The object store's zone parts against an in-memory bucket: record sets staged for other
-zones' owners ride in the WAL objects of the staging broker and are read back by ranged GET,
-checked, and collected with their objects (an owner GETs each object once); a follower indexes a ledger another store writes,
-from the bucket alone, without writing anything, and followers of one writer share a LIST."""
+zones' owners ride in the WAL objects of the staging broker, are read back (one GET per
+object), checked, and collected with their objects; a follower indexes a ledger another
+store writes, from the bucket alone, without writing anything, reads its entries from the
+objects its catch-ups fetched, and followers of one writer share a LIST."""
 import asyncio
 
 import pytest
