@@ -125,3 +125,24 @@ async def test_a_failed_put_fails_the_sets_in_it_and_the_next_set_is_staged():
     name = await zone_broker.stage("1-", b"kept")
     assert await owner.read_staged(name) == b"kept"
     zone_broker.close()
+
+
+async def test_a_follower_of_a_ledger_compacted_and_collected_since_reads_its_compacted_objects():
+    bucket = MemoryBucket()
+    owner, reader = store(bucket, "2-1"), store(bucket, "1-1")
+    ledger = owner.create_ledger(9)
+    await settle()
+    for i in range(3):
+        await ledger.sync(ledger.add_entry([payload(9, i)]))
+    followed = await reader.open_follower(9)  # while it is written: its index names WAL objects
+    await ledger.close()
+    assert await owner.compact_round() == 1
+
+    async def live() -> set[int]:
+        return {9}
+
+    assert await owner.collect_garbage(live) > 0 and not [key for key in bucket.objects if key.startswith("wal/")]
+    reader.cache.drop_ledger(9)  # what its catch-up brought in: the read must go to the bucket
+    assert [bytes(e) for e in await followed.read_range(0, 2)] == [payload(9, i) for i in range(3)]
+    followed.release()
+    owner.close()
