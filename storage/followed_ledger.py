@@ -56,7 +56,8 @@ class FollowedLedger(ManagedLedger):
     async def _catch_up(self, high_watermark: int, log_start: int) -> None:
         if log_start != self._log_start:
             await self._reload()
-        if self._indexed_end() < high_watermark:  # else nothing to look for (a store's catch-up may cost a LIST)
+        # Served up to there already: nothing to look for (on object storage, a catch-up costs a LIST).
+        if high_watermark != self._high_watermark:
             await self._index(high_watermark)
             if self._indexed_end() < high_watermark:
                 await self._reload()
