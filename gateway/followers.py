@@ -30,6 +30,7 @@ from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.messages import KgateReadEndRequest
 from kgate.storage.followed_ledger import FollowedLedger
 from kgate.storage.ledger import CorruptLedger, FollowingUnsupported, LedgerStore
+from kgate.storage.store_capabilities import TailHints
 
 from .chain_records import MetadataChainRecord
 from .partition import Partition
@@ -136,6 +137,9 @@ class Followers:
             log.debug("asking broker %d for high watermarks failed after %.3f s: %s", owner,
                       time.monotonic() - began, exc)
             return {(p.topic, p.index): ErrorCode.NOT_LEADER_FOR_PARTITION for p in partitions}
+        store = self._broker.ledgers
+        if response.store_position and isinstance(store, TailHints):
+            store.heard(response.store_position)
         served = {(p.topic, p.index): p for p in partitions}
         errors: dict[tuple[str, int], ErrorCode] = {}
         catching_up = []

@@ -37,6 +37,20 @@ class Staging(ABC):
         """Delete everything staged under names starting with ``prefix`` (a restarted broker's leftovers)."""
 
 
+class TailHints(ABC):
+    """A store whose followers find a writer's new data faster when told how far it got: the
+    owner names its position in each high-watermark answer (a few bytes), and a follower's
+    broker hands it to its own store, which then reads the new objects without listing them."""
+
+    @abstractmethod
+    def position(self) -> str | None:
+        """How far this broker's writes are stored, for another broker's :meth:`heard`; None: nowhere yet."""
+
+    @abstractmethod
+    def heard(self, position: str) -> None:
+        """What another broker's :meth:`position` said (before the high watermark it came with is used)."""
+
+
 class Housekeeping(ABC):
     """A store that packs many ledgers into shared objects: what a deleted ledger held is freed
     later, in the background, and sealed ledgers are rewritten into a faster layout."""

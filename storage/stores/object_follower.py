@@ -7,7 +7,9 @@ never fences, seals or writes a record (DESIGN rule 5), and it keeps up as the w
 on. What it shows is only what it found in objects; which of that is confirmed is the
 owner's high watermark's to say (the followed ledger never reads past it).
 
-Keeping up costs a LIST per writer, not per ledger: a ``WriterTail`` lists the writer's WAL
+Keeping up costs no LIST when the owner names its newest confirmed WAL object in its
+high-watermark answers (TailHints: the objects up to there are read by key), and otherwise
+a LIST per writer, not per ledger: a ``WriterTail`` lists the writer's WAL
 objects after the last it knows, GETs each new one whole, once, and keeps the runs of the
 last MAX_TAIL_OBJECTS objects for every followed ledger of that writer. The blocks of the
 ledgers followed here go into the read cache from that GET, so a zone's tail reads cost one
@@ -54,7 +56,12 @@ class WriterTail:
         self._runs: OrderedDict[int, Runs] = OrderedDict()  # by object sequence number, in listing order
         self.floor = start  # objects at or below this one are not kept here
         self._dropped = False  # whether objects after ``start`` were let go (then ``floor`` is the newest)
-        self.listed = start  # the newest object listed
+        self.listed = start  # the newest object listed (or, told of, fetched)
+        # The newest object its owner said is confirmed, and the newest up to which every
+        # object was fetched or found missing: those between are read without a LIST.
+        self.confirmed = -1
+        self.told = False  # whether the owner said so since the last refresh began (else: a LIST)
+        self._resolved = start
         self._listing = asyncio.Lock()
         self._next: asyncio.Future | None = None
 
@@ -67,6 +74,12 @@ class WriterTail:
     async def _list_in_turn(self) -> None:
         async with self._listing:
             self._next = None  # whoever asks from now on needs a LIST begun later
+            told, self.told = self.told, False
+            if told and self.confirmed <= self._resolved:
+                return  # nothing confirmed since: the high watermark it came with is in what is here
+            if told and self.confirmed <= self._resolved + MAX_TAIL_OBJECTS:
+                await self._fetch_told()
+                return
             start = max(self.floor, self.listed - REORDER_OBJECTS)
             keys = await self._records.client.keys(f"wal/{self.writer}/",
                                                    after=wal_key(self.writer, start) if start >= 0 else None)
@@ -74,9 +87,27 @@ class WriterTail:
             for key, runs in zip(new, await asyncio.gather(*(self._object_runs(key) for key in new))):
                 self._runs[wal_seq(key)] = [(key, run) for run in runs]
             self.listed = max([self.listed, *(wal_seq(key) for key in keys)])
-            while len(self._runs) > MAX_TAIL_OBJECTS:
-                seq, _ = self._runs.popitem(last=False)
-                self.floor, self._dropped = max(self.floor, seq), True
+            self._resolved = max(self._resolved, self.listed - REORDER_OBJECTS)
+            self._let_go()
+
+    def _let_go(self) -> None:
+        """Keep the runs of the newest MAX_TAIL_OBJECTS objects only."""
+        while len(self._runs) > MAX_TAIL_OBJECTS:
+            seq, _ = self._runs.popitem(last=False)
+            self.floor, self._dropped = max(self.floor, seq), True
+
+    async def _fetch_told(self) -> None:
+        """The objects after the last resolved through the one its owner said is confirmed,
+        by key, with no LIST: each of them was stored before the owner said so, or never
+        will hold a confirmed entry (its PUT failed, or it was never cut)."""
+        seqs = [seq for seq in range(self._resolved + 1, self.confirmed + 1) if seq not in self._runs]
+        found = await asyncio.gather(*(self._object_runs(wal_key(self.writer, seq)) for seq in seqs))
+        for seq, runs in zip(seqs, found):
+            if runs:
+                self._runs[seq] = [(wal_key(self.writer, seq), run) for run in runs]
+        self._resolved = self.confirmed
+        self.listed = max(self.listed, self.confirmed)
+        self._let_go()
 
     async def _object_runs(self, key: str) -> list[Run]:
         """The runs in WAL object ``key``, from one GET of it whole; the blocks of the ledgers
@@ -119,6 +150,12 @@ class WriterTails:
         self._cache = cache
         self._staged = staged
         self._tails: dict[str, WriterTail] = {}
+
+    def heard(self, writer: str, seq: int) -> None:
+        """Writer ``writer`` has confirmed its objects through ``seq`` (its owner said so)."""
+        tail = self._tails.get(writer)
+        if tail is not None:
+            tail.confirmed, tail.told = max(tail.confirmed, seq), True
 
     def take(self, writer: str, start: int, ledger_id: int) -> WriterTail:
         tail = self._tails.get(writer)

@@ -21,7 +21,7 @@ import asyncio
 import logging
 
 from ..ledger import CorruptLedger, LedgerFenced, LedgerStore
-from ..store_capabilities import Housekeeping, Instrumented, Staging
+from ..store_capabilities import Housekeeping, Instrumented, Staging, TailHints
 from .block_cache import BlockCache
 from .block_index import BlockIndex
 from .block_reader import MAX_INFLIGHT_GETS, BlockReader
@@ -41,7 +41,7 @@ from .wal_seam import Wal, WalObjects
 log = logging.getLogger(__name__)
 
 
-class S3LedgerStore(LedgerStore, Staging, Housekeeping, Instrumented):
+class S3LedgerStore(LedgerStore, Staging, TailHints, Housekeeping, Instrumented):
     """``local_wal`` (a directory) makes entries durable in a local WAL first
     (storage.stores.local_wal); without it, in WAL objects."""
 
@@ -137,6 +137,16 @@ class S3LedgerStore(LedgerStore, Staging, Housekeeping, Instrumented):
         ledger = FollowerLedger(self, ledger_id, self.records, self.tails)
         await ledger.catch_up()
         return ledger
+
+    def position(self) -> str | None:
+        """This writer and its newest confirmed WAL object."""
+        seq = self.objects.newest_confirmed
+        return f"{self.writer}:{seq}" if seq >= 0 else None
+
+    def heard(self, position: str) -> None:
+        writer, _, seq = position.rpartition(":")
+        if seq.isdigit():
+            self.tails.heard(writer, int(seq))
 
     # -- staging for other zones' owners -------------------------------------------------
 

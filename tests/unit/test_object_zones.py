@@ -146,3 +146,27 @@ async def test_a_follower_of_a_ledger_compacted_and_collected_since_reads_its_co
     assert [bytes(e) for e in await followed.read_range(0, 2)] == [payload(9, i) for i in range(3)]
     followed.release()
     owner.close()
+
+
+async def test_told_the_owners_position_a_follower_reads_the_new_objects_by_key_without_a_list():
+    bucket = MemoryBucket()
+    owner, reader = store(bucket, "2-1"), store(bucket, "1-1")
+    ledger = owner.create_ledger(9)
+    await settle()
+    await ledger.sync(ledger.add_entry([payload(9, 0)]))
+    followed = await reader.open_follower(9)
+    for i in range(1, 4):
+        await ledger.sync(ledger.add_entry([payload(9, i)]))
+    lists = bucket.calls["list"]
+    position = owner.position()
+    assert position is not None and position.startswith("2-1:")
+    reader.heard(position)
+    assert await followed.catch_up() == 3
+    reader.heard(position)  # nothing new since: nothing read
+    gets = bucket.calls["get"]
+    assert await followed.catch_up() == 3
+    assert bucket.calls["list"] == lists and bucket.calls["get"] == gets
+    assert await followed.catch_up() == 3  # not told this time: a LIST
+    assert bucket.calls["list"] == lists + 1
+    followed.release()
+    owner.close()
