@@ -1,7 +1,8 @@
 """Zone-aware routing: through a broker of the client's own zone against direct to the owner.
 
-    .venv/bin/python -m bench.zones [--runs 3] [--records 40000] [--paced-mb-s 1] [--paced-seconds 5]
-                                    [--tail-mb-s 4] [--tail-seconds 10]
+    .venv/bin/python -m bench.zones [--storage file|s3] [--quick] [--runs 3] [--records 40000]
+                                    [--paced-mb-s 1] [--paced-seconds 5] [--tail-mb-s 4] [--tail-seconds 10]
+                                    [--traffic-seconds 20]
 
 Traffic between availability zones is billed per byte, so kgate lets a client in zone a
 write and read partitions owned in zones b and c through the zone-a broker (README,
@@ -27,11 +28,25 @@ b or c owns (broker a owns none of them):
   its send time: end-to-end latency p50/p99 (send to receipt), the first second left out
   as warm-up.
 
+- cross-zone traffic, as the zone tests run it: in each of the three zones an idempotent
+  acks=all producer and a consumer that both know only their zone's broker, on a fresh
+  topic owned in every zone, for ``--traffic-seconds``; once batched (2,000 x 1 KiB
+  records/s per producer, linger 250 ms) and once with small requests (300 x 1 KiB/s,
+  linger 5 ms). Printed per setting: the bytes brokers sent to brokers of other zones as a
+  share of the payload produced, the client bytes that crossed zones (must be 0), and the
+  object store's requests (PUT, GET, LIST) per GB produced, each GB also read once in
+  every zone. It is a separate table: its figures are not ratios of two ways.
+
+``--storage s3`` runs the same on a SeaweedFS started here (the S3 WAL, 100 ms commit
+interval; zone reads and references go through WAL objects) instead of a shared ``file:``
+directory. ``--quick``: one run, 10,000 records, 3 s paced, a 5 s tail, 10 s of traffic.
+
 The ordering of the two ways alternates from run to run. Each client runs in a process of
 its own (bench/produce_consume.py's children). Printed: each figure's median over the runs
 with min and max, and the proxied/direct ratio, the median of the ratios taken run by run.
 """
 import argparse
+import contextlib
 import multiprocessing
 import os
 import statistics
@@ -48,6 +63,7 @@ from bench.mirror import cpu_seconds
 from bench.produce_consume import MB, finish_child, percentiles_ms, start_child
 from tests.support.cluster import KgateCluster
 from tests.support.scrape import scrape, value
+from tests.support.seaweedfs import SeaweedFS
 from tests.support.zookeeper import ZooKeeperServer, free_ports
 
 ZONES = {0: "a", 1: "b", 2: "c"}
@@ -271,6 +287,96 @@ def tail(cluster: KgateCluster, ways: dict, args) -> dict[str, float]:
     return figures
 
 
+# (label, records per second per producer, linger ms) of the cross-zone traffic settings.
+TRAFFIC = (("batched: 2000 x 1 KiB/s, linger 250 ms", 2000, 250), ("small: 300 x 1 KiB/s, linger 5 ms", 300, 5))
+OBJECT_REQUESTS = ("put", "get", "list")
+
+
+def mixed_topic(cluster: KgateCluster) -> str:
+    """A fresh topic with partitions owned in every zone."""
+    for _ in range(5):
+        name = f"zones-{uuid.uuid4().hex[:8]}"
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        admin.create_topics([NewTopic(name, PARTITIONS, 1)])[name].result(30)
+        if set(cluster.wait_leaders(name, PARTITIONS, set(cluster.brokers)).values()) == set(ZONES):
+            return name
+    raise RuntimeError("no topic owned in every zone in five tries")
+
+
+def meters(cluster: KgateCluster, topic: str) -> dict[str, float]:
+    """The counters the traffic figures are differences of, all brokers together."""
+    out = {"payload": 0.0, "crossed": 0.0, "client_crossed": 0.0, **dict.fromkeys(OBJECT_REQUESTS, 0.0)}
+    for node_id, broker in cluster.brokers.items():
+        samples = scrape(broker.metrics_url)
+        out["payload"] += value(samples, "kgate_topic_bytes_in_total", topic=topic)
+        out["crossed"] += sum(value(samples, "kgate_interbroker_bytes_total", direction="sent",
+                                    local_zone=ZONES[node_id], peer_zone=peer) for peer in ZONES.values()
+                              if peer != ZONES[node_id])
+        for kind in OBJECT_REQUESTS:
+            out[kind] += value(samples, "kgate_object_requests_total", kind=kind)
+        for (name, labels), sample in samples.items():
+            labels = dict(labels)
+            if name == "kgate_client_bytes_total" and labels["client_zone"] not in ("", labels["broker_zone"]):
+                out["client_crossed"] += sample
+    return out
+
+
+def traffic(cluster: KgateCluster, rate: int, linger_ms: int, seconds: float) -> dict[str, float]:
+    """A producer and a consumer in every zone, each through its zone's broker (see the module's doc)."""
+    topic = mixed_topic(cluster)
+    partitions = list(range(PARTITIONS))
+    count = int(rate * seconds)
+    limit = 2 * seconds + 120
+    before = meters(cluster, topic)
+    readers = []
+    for node_id, zone in ZONES.items():
+        config = {"client.rack": zone, "client.id": f"bench-{zone},kgate_az={zone}", "fetch.wait.max.ms": 500}
+        ready = multiprocessing.get_context("spawn").Event()
+        readers.append((start_child(read, cluster.brokers[node_id].bootstrap, topic, partitions,
+                                    count * len(ZONES), limit, config, ready), ready))
+    for _, ready in readers:
+        if not ready.wait(60):
+            raise RuntimeError("a zone's reader did not start within 60 s")
+    writers = [start_child(produce, cluster.brokers[node_id].bootstrap, topic, partitions, count, limit,
+                           {"client.id": f"bench-{zone},kgate_az={zone}", "enable.idempotence": True,
+                            "linger.ms": linger_ms}, rate * VALUE)
+               for node_id, zone in ZONES.items()]
+    for writer in writers:
+        finish_child(writer, limit + 30)
+    for reader, _ in readers:
+        finish_child(reader, limit + 30)
+    after = meters(cluster, topic)
+    moved = {key: after[key] - before[key] for key in after}
+    gb = moved["payload"] / 1e9
+    return {"crossed_pct": 100 * moved["crossed"] / moved["payload"], "client_crossed": moved["client_crossed"],
+            **{f"{kind}_per_gb": moved[kind] / gb for kind in OBJECT_REQUESTS}}
+
+
+@contextlib.contextmanager
+def storage_for(kind: str, base: str):
+    """What the brokers' ``kgate.storage`` names: a shared directory, or a SeaweedFS bucket started here."""
+    if kind == "file":
+        yield None
+        return
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", "bench")
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "bench")
+    with SeaweedFS.started(os.path.join(base, "seaweedfs")) as weed:
+        weed.make_bucket("bench")
+        yield f"s3://bench/zones?endpoint={weed.endpoint}&region=us-east-1"
+
+
+def print_traffic(runs: list[dict[str, float]], args) -> None:
+    print(f"\ncross-zone traffic on {args.storage}: a producer and a consumer in each of 3 zones, "
+          f"{args.traffic_seconds:.0f} s; medians of {len(runs)} runs")
+    columns = ["inter-broker cross-zone (% of payload)", "client bytes across zones",
+               *(f"{kind.upper()}s per GB" for kind in OBJECT_REQUESTS)]
+    print(f"{'setting':<42}" + "".join(f"{c:>24}" for c in columns))
+    for label, _rate, _linger in TRAFFIC:
+        cells = [statistics.median(r[f"{label}/{key}"] for r in runs)
+                 for key in ("crossed_pct", "client_crossed", *(f"{k}_per_gb" for k in OBJECT_REQUESTS))]
+        print(f"{label:<42}{cells[0]:>23.2f}%{cells[1]:>24.0f}" + "".join(f"{c:>24.0f}" for c in cells[2:]))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -281,24 +387,34 @@ def main() -> None:
     parser.add_argument("--tail-mb-s", type=float, default=4.0, help="the tail read's producer's rate")
     parser.add_argument("--tail-seconds", type=float, default=10.0)
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds allowed per flat-out produce or read")
+    parser.add_argument("--traffic-seconds", type=float, default=20.0, help="each cross-zone traffic setting's length")
+    parser.add_argument("--storage", choices=("file", "s3"), default="file")
+    parser.add_argument("--quick", action="store_true", help="one short run (see the module's doc)")
     args = parser.parse_args()
+    if args.quick:
+        args.runs, args.records, args.paced_seconds, args.tail_seconds, args.traffic_seconds = 1, 10_000, 3.0, 5.0, 10.0
     runs: list[dict[str, float]] = []
-    with tempfile.TemporaryDirectory(prefix="kgate-zones-bench-") as base:
+    with tempfile.TemporaryDirectory(prefix="kgate-zones-bench-") as base, storage_for(args.storage, base) as storage:
         zookeeper = ZooKeeperServer(os.path.join(base, "zk"), free_ports(1)[0]).start().wait_serving()
-        cluster = KgateCluster(base, zookeeper.address, "/bench")
+        cluster = KgateCluster(base, zookeeper.address, "/bench", storage=storage)
         try:
             for node_id, zone in ZONES.items():
                 cluster.start_broker(node_id, **{"broker.rack": zone, "kgate.metrics.listener": "127.0.0.1:0"})
             cluster.wait_live(set(ZONES))
             for number in range(args.runs):
                 began = time.monotonic()
-                runs.append(one_run(cluster, number, args))
+                figures = one_run(cluster, number, args)
+                for label, rate, linger_ms in TRAFFIC:
+                    figures.update({f"{label}/{key}": measured for key, measured
+                                    in traffic(cluster, rate, linger_ms, args.traffic_seconds).items()})
+                runs.append(figures)
                 print(f"run {number + 1} ({time.monotonic() - began:.0f} s): "
                       + ", ".join(f"{k} {v:.1f}" for k, v in runs[-1].items()), file=sys.stderr, flush=True)
         finally:
             for broker in cluster.brokers.values():
                 broker.stop()
             zookeeper.stop()
+    print(f"storage: {args.storage}")
     print(f"{args.records} x 1 KiB flat out, acks=all; paced produce at {args.paced_mb_s} MB/s, tail at "
           f"{args.tail_mb_s} MB/s; "
           f"medians of {args.runs} runs (min-max); proxied/direct: median of the run-by-run ratios")
@@ -310,6 +426,7 @@ def main() -> None:
             line += f"{statistics.median(values):>9.1f} ({min(values):.1f}-{max(values):.1f})".rjust(22)
         ratio = statistics.median(r[f"{key}/proxied"] / r[f"{key}/direct"] for r in runs if r[f"{key}/direct"])
         print(line + f"{ratio:>16.2f}")
+    print_traffic(runs, args)
 
 
 if __name__ == "__main__":

@@ -6,13 +6,15 @@ zones. What may be served is the owner's to say, so before each read the owner i
 asked for its high watermark with a small request over the pooled peer link
 (``KgateReadEnd``, gateway/handlers/read_end.py); a fetch that waits for data asks
 it to answer as soon as its high watermark moves (a long poll), so a tail read here
-lags the owner's acknowledgement by one small round trip and a read of the file.
+lags the owner's acknowledgement by one small round trip and a read of shared storage
+(on object storage, a LIST of the owner's new WAL objects and a GET of each one's index:
+the partitions of one owner answered together are caught up together and share them).
 The answer is not cached across fetches: one request of a few dozen bytes per fetch
 per owner is cheap, and a stale high watermark would answer OFFSET_OUT_OF_RANGE to a
 consumer that had just read further at the owner.
 
 Views are opened on first use and the least recently used are closed past
-``MAX_FOLLOWED`` (each holds its ledgers' file handles).
+``MAX_FOLLOWED`` (each holds its ledgers' file handles or indexes).
 """
 import asyncio
 import logging
@@ -27,7 +29,8 @@ from kgate.metadata.store import MetadataStore
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.messages import KgateReadEndRequest
 from kgate.storage.followed_ledger import FollowedLedger
-from kgate.storage.ledger import FollowingUnsupported, LedgerStore
+from kgate.storage.ledger import CorruptLedger, FollowingUnsupported, LedgerStore
+from kgate.storage.store_capabilities import TailHints
 
 from .chain_records import MetadataChainRecord
 from .partition import Partition
@@ -134,8 +137,12 @@ class Followers:
             log.debug("asking broker %d for high watermarks failed after %.3f s: %s", owner,
                       time.monotonic() - began, exc)
             return {(p.topic, p.index): ErrorCode.NOT_LEADER_FOR_PARTITION for p in partitions}
+        store = self._broker.ledgers
+        if response.store_position and isinstance(store, TailHints):
+            store.heard(response.store_position)
         served = {(p.topic, p.index): p for p in partitions}
         errors: dict[tuple[str, int], ErrorCode] = {}
+        catching_up = []
         for topic in response.topics:
             for answer in topic.partitions:
                 answered = served.pop((topic.name, answer.partition_index), None)
@@ -144,14 +151,11 @@ class Followers:
                 if answer.error_code != ErrorCode.NONE:
                     errors[(topic.name, answer.partition_index)] = ErrorCode(answer.error_code)
                     continue
-                ledger = answered.ledger
-                assert isinstance(ledger, FollowedLedger)
-                try:
-                    # Shielded: a long poll cut short must not leave a view half caught up.
-                    await asyncio.shield(ledger.catch_up(answer.high_watermark, answer.log_start_offset))
-                except (OSError, FollowingUnsupported) as exc:
-                    log.warning("%s-%d: cannot follow its ledgers here: %s", topic.name, answer.partition_index, exc)
-                    errors[(topic.name, answer.partition_index)] = ErrorCode.NOT_LEADER_FOR_PARTITION
+                catching_up.append(_catch_up(answered, answer))
+        # Together: on object storage the views of one owner's ledgers share one LIST of its WAL objects.
+        for key, error in await asyncio.gather(*catching_up):
+            if error is not None:
+                errors[key] = error
         for key in served:  # not answered for: treated as not servable here
             errors[key] = ErrorCode.NOT_LEADER_FOR_PARTITION
         return errors
@@ -160,3 +164,16 @@ class Followers:
         for _, partition in self._followed.values():
             await partition.ledger.close()
         self._followed.clear()
+
+
+async def _catch_up(partition: Partition, answer) -> tuple[tuple[str, int], ErrorCode | None]:
+    """Catch ``partition``'s view up to the high watermark its owner answered."""
+    ledger = partition.ledger
+    assert isinstance(ledger, FollowedLedger)
+    try:
+        # Shielded: a long poll cut short must not leave a view half caught up.
+        await asyncio.shield(ledger.catch_up(answer.high_watermark, answer.log_start_offset))
+    except (OSError, CorruptLedger, FollowingUnsupported) as exc:
+        log.warning("%s-%d: cannot follow its ledgers here: %s", partition.topic, partition.index, exc)
+        return (partition.topic, partition.index), ErrorCode.NOT_LEADER_FOR_PARTITION
+    return (partition.topic, partition.index), None

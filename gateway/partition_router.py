@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from kgate.metadata.cluster import BrokerInfo, Topic
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
-from kgate.storage.ledger import FollowingUnsupported
+from kgate.storage.ledger import CorruptLedger, FollowingUnsupported
 
 if TYPE_CHECKING:
     from .handlers.broker_view import BrokerView
@@ -118,7 +118,7 @@ async def _elsewhere(broker: "BrokerView", client: Client, topic: Topic, index: 
         return ByReference(owner)
     try:
         partition = await broker.followers.partition(topic, index)
-    except (OSError, FollowingUnsupported) as exc:
+    except (OSError, CorruptLedger, FollowingUnsupported) as exc:
         log.warning("%s-%d: cannot follow its ledgers here: %s", topic.name, index, exc)
         return Refused(ErrorCode.NOT_LEADER_FOR_PARTITION)
     if operation is Operation.DESCRIBE:

@@ -56,10 +56,12 @@ class FollowedLedger(ManagedLedger):
     async def _catch_up(self, high_watermark: int, log_start: int) -> None:
         if log_start != self._log_start:
             await self._reload()
-        await self._index(high_watermark)
-        if self._indexed_end() < high_watermark:
-            await self._reload()
+        # Served up to there already: nothing to look for (on object storage, a catch-up costs a LIST).
+        if high_watermark != self._high_watermark:
             await self._index(high_watermark)
+            if self._indexed_end() < high_watermark:
+                await self._reload()
+                await self._index(high_watermark)
         end = min(high_watermark, self._indexed_end())
         if end > self._high_watermark or end < self._high_watermark:
             # Down only when a new owner's recovery kept less than an earlier owner said (never

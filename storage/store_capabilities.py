@@ -14,24 +14,41 @@ class Staging(ABC):
     taken for a partition owned in another zone and sends the owner only its name."""
 
     @abstractmethod
-    async def stage(self, name: str, data) -> None:
-        """Store ``data`` under ``name`` where every broker can read it (:meth:`read_staged`).
+    async def stage(self, prefix: str, data) -> str:
+        """Store ``data`` where every broker can read it (:meth:`read_staged`); the name to send.
 
-        It need not be durable: the owner answers only once it has appended a copy to its
-        own ledger, and the asker deletes it after that answer.
+        The store picks the name: a file of its own, starting with ``prefix`` (the staging
+        broker's, for :meth:`unstage_all`), or where the set lies in a shared object. It need
+        not be durable: the owner answers only once it has appended a copy to its own ledger,
+        and the asker unstages it after that answer.
         """
 
     @abstractmethod
     async def read_staged(self, name: str) -> bytes:
-        """What :meth:`stage` stored under ``name``; FileNotFoundError when there is none."""
+        """What :meth:`stage` stored under ``name``; OSError when there is none or it is damaged."""
 
     @abstractmethod
     def unstage(self, name: str) -> None:
-        """Delete what :meth:`stage` stored under ``name`` (nothing when it is gone already)."""
+        """Delete what :meth:`stage` stored under ``name`` (nothing when it is gone already, or
+        when the store collects it on its own)."""
 
     @abstractmethod
     def unstage_all(self, prefix: str) -> int:
         """Delete everything staged under names starting with ``prefix`` (a restarted broker's leftovers)."""
+
+
+class TailHints(ABC):
+    """A store whose followers find a writer's new data faster when told how far it got: the
+    owner names its position in each high-watermark answer (a few bytes), and a follower's
+    broker hands it to its own store, which then reads the new objects without listing them."""
+
+    @abstractmethod
+    def position(self) -> str | None:
+        """How far this broker's writes are stored, for another broker's :meth:`heard`; None: nowhere yet."""
+
+    @abstractmethod
+    def heard(self, position: str) -> None:
+        """What another broker's :meth:`position` said (before the high watermark it came with is used)."""
 
 
 class Housekeeping(ABC):

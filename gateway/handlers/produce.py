@@ -9,7 +9,6 @@ since the ledger store is the replication); acks=0 gets no answer at all.
 import asyncio
 import logging
 import time
-import uuid
 from dataclasses import dataclass
 
 from kafka.protocol.api_key import ApiKey
@@ -57,8 +56,10 @@ class _Outcome:
     log_start: int = -1
     # The broker's time the records were stamped with, on a LogAppendTime topic.
     log_append_time: int = -1
-    # Sent to the owner by reference (gateway/zones.py): ``durable`` is the owner's answer then.
+    # Sent to the owner by reference (gateway/zones.py): ``durable`` is the owner's answer then,
+    # once ``sending`` (staging, then sending the reference in the connection's turn) is done.
     by_reference: bool = False
+    sending: asyncio.Task | None = None
 
     def fail(self, error: ErrorCode) -> None:
         self.error, self.base_offset, self.log_append_time = error, -1, -1
@@ -146,19 +147,53 @@ async def _append_all(ctx: Context, request, turn: "Turn") -> dict[tuple[str, in
     """Each partition's records appended (or refused with the Kafka error), in request order."""
     results: dict[tuple[str, int], _Outcome] = {}
     inflation = _Inflation(ctx.broker.settings)
-    for topic_data in request.topic_data:
-        for data in topic_data.partition_data:
-            key = (topic_data.name, data.index)
+    try:
+        for topic_data in request.topic_data:
+            for data in topic_data.partition_data:
+                key = (topic_data.name, data.index)
+                try:
+                    results[key] = await _append(ctx, request, topic_data.name, data, turn, inflation)
+                except RejectedRecords as rejected:
+                    results[key] = _Outcome(rejected.code, message=rejected.message,
+                                            record_errors=rejected.record_errors)
+                except KafkaError as refused:
+                    if refused.message:
+                        log.warning("produce to %s-%d from %s refused (%s): %s", key[0], key[1],
+                                    ctx.connection.peer, refused.code.name, refused.message)
+                    results[key] = _Outcome(refused.code)
+    except BaseException:
+        _give_up_references(results)
+        raise
+    await _references_sent(results)
+    return results
+
+
+async def _references_sent(results: dict[tuple[str, int], "_Outcome"]) -> None:
+    """Wait until each partition going by reference is staged and its reference sent.
+
+    A request's partitions are staged together (on object storage, into one WAL object, a
+    PUT's wait for them all rather than one each) while this waits, holding the request's
+    turn: its references go out before those of the connection's next produce."""
+    try:
+        for key, result in results.items():
+            if result.sending is None:
+                continue
             try:
-                results[key] = await _append(ctx, request, topic_data.name, data, turn, inflation)
-            except RejectedRecords as rejected:
-                results[key] = _Outcome(rejected.code, message=rejected.message, record_errors=rejected.record_errors)
+                result.durable = await result.sending
             except KafkaError as refused:
                 if refused.message:
-                    log.warning("produce to %s-%d from %s refused (%s): %s", key[0], key[1],
-                                ctx.connection.peer, refused.code.name, refused.message)
+                    log.warning("produce to %s-%d by reference refused (%s): %s", key[0], key[1],
+                                refused.code.name, refused.message)
                 results[key] = _Outcome(refused.code)
-    return results
+    finally:
+        _give_up_references(results)
+
+
+def _give_up_references(results: dict[tuple[str, int], "_Outcome"]) -> None:
+    """The request was given up (or is answered): no reference of it goes to an owner any more."""
+    for result in results.values():
+        if result.sending is not None and not result.sending.done():
+            result.sending.cancel()
 
 
 def _settle(ctx: Context, result: "_Outcome") -> None:
@@ -223,7 +258,7 @@ async def _append(ctx: Context, request, topic_name, data, turn: Turn, inflation
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     decision = await route(broker, Client.of(ctx.connection), topic, data.index, Route.PRODUCE)
     if isinstance(decision, ByReference):
-        return await _by_reference(ctx, request, topic_name, data, turn, decision.owner)
+        return _by_reference(ctx, request, topic_name, data, turn, decision.owner)
     if isinstance(decision, Refused):
         raise KafkaError(decision.error)
     assert isinstance(decision, Local)  # what the router answers a produce
@@ -263,8 +298,9 @@ async def _append(ctx: Context, request, topic_name, data, turn: Turn, inflation
     return _Outcome(ErrorCode.NONE, base, durable, partition, log_append_time=append_time)
 
 
-async def _by_reference(ctx: Context, request, topic_name: str, data, turn: Turn, owner: BrokerInfo) -> _Outcome:
-    """Stage the record set in shared storage and send the owner only a reference to it.
+def _by_reference(ctx: Context, request, topic_name: str, data, turn: Turn, owner: BrokerInfo) -> _Outcome:
+    """Stage the record set in shared storage and send the owner only a reference to it (in
+    the background: :func:`_references_sent` waits for it).
 
     The owner reads the bytes from storage (in the region, not across zones), appends them
     exactly as a direct produce (validation, idempotent sequences, fencing, transactions)
@@ -276,16 +312,24 @@ async def _by_reference(ctx: Context, request, topic_name: str, data, turn: Turn
     which keeps that order (gateway/handlers/produce_reference.py), so a producer's batches
     reach the owner in the order it sent them.
     """
-    broker = ctx.broker
     records = data.records
     if not records:
         raise KafkaError(ErrorCode.INVALID_RECORD, "empty record set")
-    store = broker.ledgers
+    store = ctx.broker.ledgers
     if not isinstance(store, Staging):
         raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"{type(store).__name__} cannot stage record sets")
-    staged = f"{broker.node_id}-{uuid.uuid4().hex}"
+    sending = asyncio.ensure_future(_send_reference(ctx, request, topic_name, data, turn, owner, store))
+    return _Outcome(ErrorCode.NONE, by_reference=True, sending=sending)
+
+
+async def _send_reference(ctx: Context, request, topic_name: str, data, turn: Turn, owner: BrokerInfo,
+                          store: Staging) -> asyncio.Future:
+    """Stage ``data``'s records, then, in the connection's turn, send the owner the reference;
+    the owner's answer to come."""
+    broker = ctx.broker
+    records = data.records
     try:
-        await store.stage(staged, records)
+        staged = await store.stage(f"{broker.node_id}-", records)
     except OSError as exc:
         raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"staging for broker {owner.node_id} failed: {exc}") from None
     await turn.wait()
@@ -299,7 +343,7 @@ async def _by_reference(ctx: Context, request, topic_name: str, data, turn: Turn
         store.unstage(staged)
         raise KafkaError(ErrorCode.NOT_LEADER_FOR_PARTITION, str(exc)) from None
     answer.add_done_callback(lambda _: store.unstage(staged))
-    return _Outcome(ErrorCode.NONE, durable=answer, by_reference=True)
+    return answer
 
 
 def _settle_reference(result: _Outcome, answer: asyncio.Future) -> None:

@@ -19,6 +19,7 @@ import asyncio
 import logging
 import os
 import struct
+import uuid
 from array import array
 from bisect import bisect_right
 
@@ -274,14 +275,17 @@ class FileLedgerStore(LedgerStore, Staging):
             raise FileNotFoundError(f"no staged record set can be named {name!r}")
         return os.path.join(self._dir, STAGING_DIR, name)
 
-    async def stage(self, name: str, data) -> None:
-        """Written and closed, not fsynced: visible to the other brokers (close-to-open on a
-        network filesystem), and durability is the owner's append's business.
+    async def stage(self, prefix: str, data) -> str:
+        """A file named ``prefix`` and a random part, written and closed, not fsynced: visible
+        to the other brokers (close-to-open on a network filesystem), and durability is the
+        owner's append's business.
 
         Always off the event loop, however small: unlike a read from the page cache, making
         a file is a metadata write (a server round trip on a network filesystem, a journal
         entry here), and a zone's broker makes one per partition batch it takes for an owner."""
+        name = f"{prefix}{uuid.uuid4().hex}"
         await asyncio.get_running_loop().run_in_executor(None, _write_file, self._staged(name), data)
+        return name
 
     async def read_staged(self, name: str) -> bytes:
         path = self._staged(name)

@@ -63,7 +63,7 @@ class LedgerRecords:
 
     def __init__(self, client, gets: asyncio.Semaphore):
         self.client = client
-        self._gets = gets
+        self.gets = gets
 
     def create_writer_record(self, ledger_id: int, fields: dict):
         return self.client.create(writer_key(ledger_id), json.dumps(fields).encode())
@@ -75,6 +75,14 @@ class LedgerRecords:
     async def stored_runs(self, ledger_id: int, writer: dict) -> tuple[Runs, bool, int]:
         """Every run of ``ledger_id`` the bucket knows of (duplicates possible), whether it is
         sealed, and the last WAL object of its writer the index pieces cover."""
+        runs, sealed, covered = await self.pieced_runs(ledger_id, writer)
+        if not sealed:
+            runs += await self.runs_in_wal(ledger_id, writer["writer"], covered)
+        return runs, sealed, covered
+
+    async def pieced_runs(self, ledger_id: int, writer: dict) -> tuple[Runs, bool, int]:
+        """The runs of ``ledger_id`` its index pieces name, whether it is sealed, and the last
+        WAL object of its writer the pieces cover (the runs after it are in those objects only)."""
         for _attempt in range(3):
             listed = await self.client.keys(ledger_prefix(ledger_id))
             compacted = [key for key in listed if key.endswith(COMPACTED)]
@@ -89,8 +97,6 @@ class LedgerRecords:
         runs = [run for piece in pieces for run in piece if run[1].ledger_id == ledger_id]
         sealed = bool(compacted) or any(key.endswith(".sealed") for key in keys)
         covered = max((piece_seq(key) for key in keys if "/index-" in key), default=writer["first_seq"] - 1)
-        if not sealed:
-            runs += await self._runs_in_wal(ledger_id, writer["writer"], covered)
         return runs, sealed, covered
 
     async def _read_piece(self, key: str) -> Runs:
@@ -99,22 +105,21 @@ class LedgerRecords:
             raise MissingObject(f"{key}: listed but missing")
         return wal_object.read_index_piece(data, key)
 
-    async def _runs_in_wal(self, ledger_id: int, writer: str, covered: int) -> Runs:
+    async def runs_in_wal(self, ledger_id: int, writer: str, covered: int) -> Runs:
+        """The runs of ``ledger_id`` in the WAL objects of ``writer`` after object ``covered``."""
         after = wal_key(writer, covered) if covered >= 0 else None
         keys = await self.client.keys(f"wal/{writer}/", after=after)
+        found = await asyncio.gather(*(self.object_runs(key) for key in keys))
+        return [(key, run) for key, runs in zip(keys, found) for run in runs if run.ledger_id == ledger_id]
 
-        async def runs_of(key: str) -> Runs:
-            async with self._gets:
-                try:
-                    runs = await wal_object.fetch_object_index(self.client, key)
-                except FileNotFoundError:
-                    # Collected since it was listed: it held none of this ledger's entries
-                    # (a live ledger's objects are never collected).
-                    return []
-            return [(key, run) for run in runs if run.ledger_id == ledger_id]
-
-        found = await asyncio.gather(*(runs_of(key) for key in keys))
-        return [run for runs in found for run in runs]
+    async def object_runs(self, key: str) -> list[Run]:
+        """The runs in WAL object ``key``'s index; none when it was collected since it was listed
+        (it then held no live ledger's entries: a live ledger's objects are never collected)."""
+        async with self.gets:
+            try:
+                return await wal_object.fetch_object_index(self.client, key)
+            except FileNotFoundError:
+                return []
 
     async def seal_recovered(self, ledger_id: int, kept: Runs, covered: int) -> None:
         """Record where recovery ended, so later opens read pieces only and agree on the end."""

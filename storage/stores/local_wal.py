@@ -275,7 +275,7 @@ class LocalWal(Wal):
         if not stored:
             await asyncio.sleep(RETRY_SECONDS)
         if taken:
-            self._objects.confirmed()
+            self._objects.confirmed(key)
         done.set_result(None)
 
     # -- draining what a crash or a lost partition left ------------------------------------

@@ -22,6 +22,10 @@ its WAL objects. Brokers that opened it before read its index again when an obje
 were told of is gone; ``COMPACTED_GRACE_SECONDS`` keeps its WAL objects a while anyway,
 so a reader in the middle of a read rarely has to.
 
+Record sets staged for other brokers (storage.stores.object_staging) ride in WAL objects as
+runs of no ledger: an object holding one is kept ``STAGED_GRACE_SECONDS`` whatever else it
+holds, so an owner still reading the set finds it.
+
 Referenced but missing: every object a live ledger's current pieces name (its compacted
 piece once there is one, else its index pieces) must be in the bucket. (Runs a writer
 confirmed since its last piece are known only from the WAL objects themselves and that
@@ -39,7 +43,7 @@ from dataclasses import dataclass, field
 from ..ledger import CorruptLedger
 from . import wal_object
 from .object_client import ObjectClient
-from .object_layout import piece_seq, writer_key
+from .object_layout import STAGED_LEDGER, piece_seq, writer_key
 from .orphan_objects import ORPHAN_MIN_AGE, Holding, orphans
 
 log = logging.getLogger(__name__)
@@ -50,6 +54,9 @@ LiveLedgers = Callable[[], Awaitable[set[int]]]
 RECORD_GRACE_SECONDS = 600.0
 # How long a compacted ledger still holds on to its WAL objects.
 COMPACTED_GRACE_SECONDS = 60.0
+# How long a WAL object holding staged record sets is kept whatever else it holds: far longer
+# than a reference waits for its owner's answer (a produce's timeout, 30 s by default).
+STAGED_GRACE_SECONDS = 300.0
 # WAL object indexes read per survey (each one ranged GET): a first pass over a large bucket
 # spreads over several surveys instead of one burst.
 MAX_INDEX_READS = 1000
@@ -103,7 +110,8 @@ class ObjectInventory:
         needing = live - {ledger_id for ledger_id, age in compacted.items() if age > COMPACTED_GRACE_SECONDS}
         for key in sorted(wal):
             ledgers = self._ledgers_in.get(key)
-            if ledgers is not None and not ledgers & needing:
+            if ledgers is not None and not ledgers & needing \
+                    and (STAGED_LEDGER not in ledgers or ages[key] > STAGED_GRACE_SECONDS):
                 survey.unreferenced.append(key)
         records = _ledger_records(ages, live, survey)
         if check_references:

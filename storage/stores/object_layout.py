@@ -6,12 +6,16 @@ end (storage.stores.wal_object). ``ledgers/<id>/writer``: which writer wrote the
 from which WAL object on (and through which local WAL, if any). ``ledgers/<id>/index-<seq>``
 (``.sealed`` when closed or recovered): index pieces, its runs through WAL object ``seq``.
 ``ledgers/<id>/data-*`` and ``ledgers/<id>/compacted``: a compacted ledger's own objects and
-the piece naming them all.
+the piece naming them all. Record sets staged for other brokers ride in WAL objects as
+runs of ``STAGED_LEDGER``.
 """
 from ..ledger import CorruptLedger
 
 # The piece that lists every run of a compacted ledger, all in its own objects.
 COMPACTED = "compacted"
+# The ledger id of the runs of record sets staged for other brokers (storage.stores.object_staging):
+# no ledger has it (ids are positive), so no index piece names them and no recovery takes them.
+STAGED_LEDGER = -1
 
 
 class ObjectStoreUnavailable(OSError):

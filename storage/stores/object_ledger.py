@@ -126,6 +126,10 @@ class S3Ledger(Ledger):
         """Sealed, with entries still in WAL objects (shared with other ledgers, in small runs)."""
         return self.sealed and any(key.startswith("wal/") for key in self.index.keys)
 
+    def may_have_moved(self) -> bool:
+        """Whether a compaction may have moved the entries (only a sealed ledger's move)."""
+        return self.sealed
+
     def fail(self, failure: BaseException) -> None:
         """Give up every unconfirmed entry: nothing more is taken, the owner rolls to a new ledger."""
         if self._failure is None:
@@ -149,7 +153,7 @@ class S3Ledger(Ledger):
             try:
                 block = await self.home.block_bytes(self.ledger_id, index, number)
             except MissingObject:
-                if refreshed or not self.sealed:
+                if refreshed or not self.may_have_moved():
                     raise
                 # Compacted (by this broker or another) and its old objects collected since.
                 await self.home.refresh_index(self)

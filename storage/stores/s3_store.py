@@ -21,7 +21,7 @@ import asyncio
 import logging
 
 from ..ledger import CorruptLedger, LedgerFenced, LedgerStore
-from ..store_capabilities import Housekeeping, Instrumented
+from ..store_capabilities import Housekeeping, Instrumented, Staging, TailHints
 from .block_cache import BlockCache
 from .block_index import BlockIndex
 from .block_reader import MAX_INFLIGHT_GETS, BlockReader
@@ -30,18 +30,22 @@ from .garbage_collection import GarbageCollector
 from .ledger_records import LedgerRecords, Unleased, WriterLease
 from .local_wal import LocalWal
 from .object_client import ObjectClient
+from .object_follower import FollowerLedger, WriterTails
 from .object_inventory import LiveLedgers
 from .object_layout import ledger_prefix
 from .object_ledger import S3Ledger
+from .object_staging import StagedReader, StagedSets, reference
 from .s3_wal import ObjectWal
 from .wal_seam import Wal, WalObjects
 
 log = logging.getLogger(__name__)
 
 
-class S3LedgerStore(LedgerStore, Housekeeping, Instrumented):
+class S3LedgerStore(LedgerStore, Staging, TailHints, Housekeeping, Instrumented):
     """``local_wal`` (a directory) makes entries durable in a local WAL first
     (storage.stores.local_wal); without it, in WAL objects."""
+
+    follows = True  # every broker reads the bucket: another's ledgers are indexed from their objects
 
     def __init__(self, client: ObjectClient, writer: str, lease: WriterLease | None = None,
                  commit_interval_ms: int = 100, cache_bytes: int = 256 * 1024 * 1024,
@@ -61,6 +65,13 @@ class S3LedgerStore(LedgerStore, Housekeeping, Instrumented):
                          ObjectWal(self, client, self.objects, lease or Unleased(), interval))
         self.compactor = Compactor(client, writer, self.reader, self.records)
         self.collector = GarbageCollector(client)
+        self.staged_reader = StagedReader(client, self.cache, gets)
+        self.tails = WriterTails(self.records, self.cache, self.staged_reader)
+        # Staged record sets ride in the WAL objects of this broker's ledgers (with a local
+        # WAL, which writes objects behind, in objects of their own, one per interval too).
+        self._staging_wal = self.wal if isinstance(self.wal, ObjectWal) else \
+            ObjectWal(self, client, self.objects, Unleased(), interval)
+        self.staged = StagedSets(self, self._staging_wal)
 
     def _spawn(self, coroutine) -> asyncio.Task:
         """A background task, cancelled when the store closes; its failure only logged (the
@@ -121,6 +132,38 @@ class S3LedgerStore(LedgerStore, Housekeeping, Instrumented):
         self._ledgers[ledger_id] = ledger
         return ledger
 
+    async def open_follower(self, ledger_id: int) -> FollowerLedger:
+        """Read-only, indexed from the bucket: nothing is fenced, sealed or written."""
+        ledger = FollowerLedger(self, ledger_id, self.records, self.tails)
+        await ledger.catch_up()
+        return ledger
+
+    def position(self) -> str | None:
+        """This writer and its newest confirmed WAL object."""
+        seq = self.objects.newest_confirmed
+        return f"{self.writer}:{seq}" if seq >= 0 else None
+
+    def heard(self, position: str) -> None:
+        writer, _, seq = position.rpartition(":")
+        if seq.isdigit():
+            self.tails.heard(writer, int(seq))
+
+    # -- staging for other zones' owners -------------------------------------------------
+
+    async def stage(self, prefix: str, data) -> str:
+        """In the next WAL object; the name is where (storage.stores.object_staging), not ``prefix``."""
+        key, start, length = await self.staged.stage(data)
+        return reference(self.writer, key, start, length)
+
+    async def read_staged(self, name: str) -> bytes:
+        return await self.staged_reader.read(name)
+
+    def unstage(self, name: str) -> None:
+        """Nothing to delete one by one: the object is shared, and garbage collection deletes it."""
+
+    def unstage_all(self, prefix: str) -> int:
+        return 0  # likewise: a previous run's objects go with garbage collection
+
     # -- reading -----------------------------------------------------------------------
 
     async def block_bytes(self, ledger_id: int, index: BlockIndex, number: int) -> memoryview:
@@ -179,6 +222,8 @@ class S3LedgerStore(LedgerStore, Housekeeping, Instrumented):
 
     def close(self) -> None:
         self.wal.close()
+        if self._staging_wal is not self.wal:
+            self._staging_wal.close()
         for task in list(self._background):
             task.cancel()
 

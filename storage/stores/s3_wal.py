@@ -137,7 +137,7 @@ class ObjectWal(Wal):
             batch.done.exception()  # retrieved: each waiter reads its ledger's failure instead
             return
         batch.done.set_result(None)
-        self._objects.confirmed()
+        self._objects.confirmed(key)
 
     def close(self) -> None:
         if self._task is not None:

@@ -12,7 +12,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 
 from ..ledger import TailUnreachable
-from .object_layout import wal_key
+from .object_layout import wal_key, wal_seq
 from .object_ledger import S3Ledger
 
 # Index pieces are written every this many WAL objects, and no sooner than CHECKPOINT_SECONDS
@@ -36,6 +36,7 @@ class WalObjects:
         self._since_checkpoint = 0
         self._last_checkpoint = -CHECKPOINT_SECONDS
         self._checkpoint = checkpoint
+        self.newest_confirmed = -1  # every object of this writer that will ever hold a confirmed entry is at or below
 
     @property
     def next_seq(self) -> int:
@@ -49,8 +50,9 @@ class WalObjects:
         self.objects += 1
         self.bytes += size
 
-    def confirmed(self) -> None:
-        """Count an object whose runs were taken."""
+    def confirmed(self, key: str) -> None:
+        """Count object ``key``, whose runs were taken (objects are confirmed in order)."""
+        self.newest_confirmed = max(self.newest_confirmed, wal_seq(key))
         self._since_checkpoint += 1
         now = time.monotonic()
         if self._since_checkpoint >= CHECKPOINT_OBJECTS and now - self._last_checkpoint >= CHECKPOINT_SECONDS:

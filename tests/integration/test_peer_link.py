@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, AdminClient, NewTopic
 from confluent_kafka.admin import ResourcePatternType as Pattern
 from confluent_kafka.admin import ResourceType as Resource
@@ -18,6 +19,9 @@ from kgate.gateway.sasl.login import Login
 from kgate.gateway.zones import broker_client_id
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.messages import KgateProduceReferenceRequest, KgateReadEndRequest
+from kgate.storage.stores.bucket_location import BucketLocation
+from kgate.storage.stores.object_client import ObjectClient
+from kgate.storage.stores.s3_store import S3LedgerStore
 from tests.support.clients import create_topic
 from tests.unit.record_batches import build_batch
 
@@ -37,12 +41,22 @@ def peer_link(bootstrap: str, login=None) -> Link:
     return Link(address(bootstrap), broker_client_id(99, None), lambda _direction, _size: None, login)
 
 
-def stage(broker, name: str, records: bytes) -> None:
-    """Put a record set where the broker's file store looks for staged ones (its ledger directory)."""
+async def stage(broker, name: str, records: bytes) -> str:
+    """Put a record set where the broker reads staged ones and return the name to send: a file
+    ``name`` in its ledger directory, or on object storage a set in a WAL object of its bucket
+    (written by a store of another writer, as a zone's broker would)."""
+    storage = broker.settings.get("kgate.storage")
+    if storage is not None and storage.startswith("s3://"):
+        store = S3LedgerStore(ObjectClient(BucketLocation.parse(storage)), "99-1", commit_interval_ms=0)
+        try:
+            return await store.stage("99-", records)
+        finally:
+            store.close()
     staged = os.path.join(broker.data_dir, "ledgers", "staged")
     os.makedirs(staged, exist_ok=True)
     with open(os.path.join(staged, name), "wb") as out:
         out.write(records)
+    return name
 
 
 def reference(topic: str, index: int, name: str, size: int, principal: str | None = None):
@@ -62,8 +76,8 @@ async def test_a_produce_by_reference_is_answered_while_a_read_end_long_poll_wai
     waits, and the poll is answered as soon as a second reference appends to partition 1."""
     create_topic(broker.bootstrap, "linked", 2)
     records = build_batch([b"first", b"second"])
-    stage(broker, "ref-0", records)
-    stage(broker, "ref-1", records)
+    await stage(broker, "ref-0", records)
+    await stage(broker, "ref-1", records)
     link = peer_link(broker.bootstrap)
     try:
         poll = await link.send(END(max_wait_ms=60_000, topics=[END.ReadEndTopic(name="linked", partitions=[
@@ -103,7 +117,7 @@ async def test_a_logged_in_link_renews_its_login_before_each_session_ends_and_ke
         deadline = asyncio.get_running_loop().time() + 4.0  # past two sessions of 1.5 s
         while asyncio.get_running_loop().time() < deadline:
             name = f"renewed-{len(appended)}"
-            stage(owner, name, records)
+            await stage(owner, name, records)
             answer = await link.send(reference("renewed", 0, name, len(records)), 0)
             appended.append(outcome(await asyncio.wait_for(answer, WAIT)))
             await asyncio.sleep(0.2)  # paces the traffic across the sessions; nothing waits on it
@@ -116,14 +130,17 @@ async def test_a_logged_in_link_renews_its_login_before_each_session_ends_and_ke
     assert text.count("re-authenticated as kgate-broker") >= 2 and "SASL session" not in text
 
 
+@pytest.mark.parametrize("storage", ["files", "s3"])
 async def test_with_an_authorizer_the_owner_takes_references_only_from_a_logged_in_peer_and_as_the_client(
-        broker_factory, tmp_path):
+        broker_factory, tmp_path, request, storage):
     """With ACLs on, a reference over an anonymous link is refused (CLUSTER_AUTHORIZATION_FAILED); over a
     link logged in with SCRAM as a super user, the produce is authorized as the principal the reference
-    names: alice, who may write the topic, appends; bob, who may not, is refused."""
+    names: alice, who may write the topic, appends; bob, who may not, is refused. On a file store and
+    on object storage (the set in a WAL object)."""
     users(str(tmp_path / "owner"))
+    on_s3 = {"kgate.storage": request.getfixturevalue("bucket_url")} if storage == "s3" else {}
     owner = broker_factory("owner", listeners=("SASL_PLAINTEXT",), **{
-        "authorizer.class.name": "acl", "super.users": "User:admin;User:kgate-broker"})
+        "authorizer.class.name": "acl", "super.users": "User:admin;User:kgate-broker", **on_s3})
     sasl = owner.address("SASL_PLAINTEXT")
     admin = AdminClient({"bootstrap.servers": sasl, "security.protocol": "SASL_PLAINTEXT",
                          "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "admin",
@@ -133,17 +150,16 @@ async def test_with_an_authorizer_the_owner_takes_references_only_from_a_logged_
                                                 AclOperation.WRITE, AclPermissionType.ALLOW)]).values():
         future.result(WAIT)
     records = build_batch([b"guarded"])
-    for name in ("anonymous", "alice", "bob"):
-        stage(owner, name, records)
+    names = {name: await stage(owner, name, records) for name in ("anonymous", "alice", "bob")}
 
     anonymous = peer_link(owner.bootstrap)
     logged_in = peer_link(sasl, Login("SCRAM-SHA-512", "kgate-broker", PASSWORDS["kgate-broker"]))
     try:
         refused = await asyncio.wait_for(await anonymous.send(
-            reference("guarded", 0, "anonymous", len(records), principal="alice"), 0), WAIT)
+            reference("guarded", 0, names["anonymous"], len(records), principal="alice"), 0), WAIT)
         assert outcome(refused) == (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, -1)
-        as_alice = await logged_in.send(reference("guarded", 0, "alice", len(records), principal="alice"), 0)
-        as_bob = await logged_in.send(reference("guarded", 0, "bob", len(records), principal="bob"), 0)
+        as_alice = await logged_in.send(reference("guarded", 0, names["alice"], len(records), principal="alice"), 0)
+        as_bob = await logged_in.send(reference("guarded", 0, names["bob"], len(records), principal="bob"), 0)
         assert outcome(await asyncio.wait_for(as_alice, WAIT)) == (ErrorCode.NONE, 0)
         assert outcome(await asyncio.wait_for(as_bob, WAIT)) == (ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1)
     finally:

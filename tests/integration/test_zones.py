@@ -3,6 +3,7 @@ ledger directory, with real clients that say their zone (``client.rack``, and a
 ``kgate_az=`` token in ``client.id``). Record bytes must reach a client from a broker of
 its own zone, whichever broker owns the partition, and the metrics must show it.
 """
+import asyncio
 import subprocess
 import sys
 import threading
@@ -22,6 +23,14 @@ from confluent_kafka.admin import (
 )
 from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 
+from kgate.protocol.error_codes import ErrorCode
+from kgate.storage.stores.bucket_location import BucketLocation
+from kgate.storage.stores.object_client import ObjectClient
+from kgate.storage.stores.object_layout import wal_key
+from kgate.storage.stores.s3_store import S3LedgerStore
+from kgate.storage.stores.wal_object import FRAME
+from tests.integration.test_peer_link import outcome as appended
+from tests.integration.test_peer_link import peer_link, reference
 from tests.support import records as R
 from tests.support.clients import ConfluentClient
 from tests.support.cluster import AckedProducer, KgateCluster, check_delivery, read_all
@@ -30,6 +39,7 @@ from tests.support.scrape import scrape, value
 from tests.support.transactions import read_to_end, transactional
 from tests.support.wire import Wire
 from tests.support.zookeeper import Ensemble
+from tests.unit.record_batches import build_batch
 
 # One worker runs the module, so its module-scoped servers start once (scripts/test: --dist loadgroup).
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("zones")]
@@ -44,17 +54,52 @@ def zookeeper(tmp_path_factory):
     server.stop()
 
 
-@pytest.fixture
-def zoned(tmp_path, zookeeper):
+def start_zones(cluster: KgateCluster) -> KgateCluster:
     """Brokers 0, 1, 2 in zones a, b, c, each with a metrics endpoint."""
+    for node_id, zone in ZONES.items():
+        cluster.start_broker(node_id, **{"broker.rack": zone, "kgate.metrics.listener": "127.0.0.1:0"})
+    cluster.wait_live(set(ZONES))
+    return cluster
+
+
+@pytest.fixture
+def zoned_on_files(tmp_path, zookeeper):
+    """Three zones over one shared ledger directory, for this test alone."""
     cluster = KgateCluster(str(tmp_path), zookeeper.address, f"/kgate-{uuid.uuid4().hex[:8]}")
     try:
-        for node_id, zone in ZONES.items():
-            cluster.start_broker(node_id, **{"broker.rack": zone, "kgate.metrics.listener": "127.0.0.1:0"})
-        cluster.wait_live(set(ZONES))
-        yield cluster
+        yield start_zones(cluster)
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def zoned_on_s3(tmp_path_factory, zookeeper, s3_engine):
+    """Three zones over a prefix of the session's S3 engine with the S3 WAL, shared by the
+    module's tests (each uses topics of its own and measures what it caused): no shared
+    filesystem, so zone reads and produces by reference go through WAL objects."""
+    from tests.conftest import S3_ACCESS_KEY, S3_BUCKET, S3_SECRET_KEY
+
+    storage = f"s3://{S3_BUCKET}/{uuid.uuid4().hex}?endpoint={s3_engine.endpoint}&region=us-east-1"
+    cluster = KgateCluster(str(tmp_path_factory.mktemp("zoned-s3")), zookeeper.address,
+                           f"/kgate-{uuid.uuid4().hex[:8]}", storage=storage,
+                           **{"kgate.s3.wal.commit.interval.ms": S3_COMMIT_INTERVAL_MS})
+    try:
+        with pytest.MonkeyPatch.context() as env:
+            env.setenv("AWS_ACCESS_KEY_ID", S3_ACCESS_KEY)
+            env.setenv("AWS_SECRET_ACCESS_KEY", S3_SECRET_KEY)
+            yield start_zones(cluster)
+    finally:
+        cluster.stop()
+
+
+# The S3 WAL's commit interval in the S3 deployment (the broker's default is 100 ms).
+S3_COMMIT_INTERVAL_MS = 50
+
+
+@pytest.fixture(params=["files", "s3"])
+def zoned(request):
+    """Three zones over each store that lets another broker read a ledger being written."""
+    return request.getfixturevalue(f"zoned_on_{request.param}")
 
 
 def create(cluster, name, partitions=PARTITIONS):
@@ -90,6 +135,7 @@ def test_a_consumer_reads_every_partition_from_its_own_zone_through_preferred_re
     assert set(leaders.values()) == set(ZONES), f"every zone owns some partitions: {leaders}"
     ConfluentClient.produce(zoned.bootstrap, topic, 1000)
     zone_a = zoned.brokers[0]
+    asked_before = zone_a_asked(zoned)
     consumer = Consumer({"bootstrap.servers": zone_a.bootstrap, "group.id": "zoned-reader", "enable.auto.commit": False,
                          "client.rack": "a", "client.id": "reader,kgate_az=a", "fetch.wait.max.ms": 500})
     try:
@@ -105,10 +151,15 @@ def test_a_consumer_reads_every_partition_from_its_own_zone_through_preferred_re
     served = fetched_bytes(zoned, topic)
     assert served[1] == served[2] == 0, f"owners in other zones served record bytes: {served}"
     assert served[0] > 0
-    samples = scrape(zone_a.metrics_url)
-    asked = sum(value(samples, "kgate_interbroker_bytes_total", direction=direction, local_zone="a", peer_zone=peer)
-                for direction in ("sent", "received") for peer in ("b", "c"))
+    asked = zone_a_asked(zoned) - asked_before
     assert 0 < asked < served[0], f"inter-broker bytes {asked} against {served[0]} bytes of records"
+
+
+def zone_a_asked(cluster) -> float:
+    """Bytes between the zone-a broker and the brokers of zones b and c, both ways."""
+    samples = scrape(cluster.brokers[0].metrics_url)
+    return sum(value(samples, "kgate_interbroker_bytes_total", direction=direction, local_zone="a", peer_zone=peer)
+               for direction in ("sent", "received") for peer in ("b", "c"))
 
 
 def cross_zone_client_bytes(cluster) -> float:
@@ -131,6 +182,7 @@ def test_producers_write_through_a_broker_of_their_own_zone_by_reference(zoned):
     owners were sent references, not the record bytes."""
     topic = "zoned-writes"
     create(zoned, topic)
+    crossed_before = cross_zone_interbroker_bytes(zoned)
     writers = [
         AckedProducer("kafka-python", zoned.brokers[1].bootstrap, topic, 1500, per_second=3000,
                       client_id="writer-b,kgate_az=b"),
@@ -148,11 +200,7 @@ def test_producers_write_through_a_broker_of_their_own_zone_by_reference(zoned):
     assert cross_zone_client_bytes(zoned) == 0
     payload = sum(value(scrape(b.metrics_url), "kgate_topic_bytes_in_total", topic=topic)
                   for b in zoned.brokers.values())
-    crossed = 0.0
-    for node_id, broker in zoned.brokers.items():
-        samples = scrape(broker.metrics_url)
-        crossed += sum(value(samples, "kgate_interbroker_bytes_total", direction="sent", local_zone=ZONES[node_id],
-                             peer_zone=peer) for peer in ZONES.values() if peer != ZONES[node_id])
+    crossed = cross_zone_interbroker_bytes(zoned) - crossed_before
     assert 0 < crossed < payload / 4, f"{crossed} inter-broker bytes for {payload} bytes of records"
 
 
@@ -227,10 +275,11 @@ def test_a_zoned_transactional_producer_commits_and_aborts_through_its_zone(zone
     assert cross_zone_client_bytes(zoned) == 0
 
 
-def test_when_a_zone_loses_its_broker_its_clients_go_to_the_owners_and_lose_nothing(zoned):
+def test_when_a_zone_loses_its_broker_its_clients_go_to_the_owners_and_lose_nothing(zoned_on_files):
     """kill -9 of the only zone-a broker while a zone-a idempotent producer writes through it:
     the producer falls back to the owners in other zones (counted as fallbacks) and every
     acknowledged record is read back at its offset."""
+    zoned = zoned_on_files
     topic = "zone-failover"
     create(zoned, topic)
     bootstrap = ",".join(zoned.brokers[n].bootstrap for n in (0, 1, 2))
@@ -400,6 +449,7 @@ def test_under_load_in_three_zones_no_client_byte_crosses_zones_and_every_record
     with."""
     topic = "zoned-load"
     leaders = create(zoned, topic)
+    crossed_before, requests_before = cross_zone_interbroker_bytes(zoned), requests_by_api(zoned)
     assert set(leaders.values()) == set(ZONES), f"every zone owns some partitions: {leaders}"
     clients = {"a": ("confluent", "confluent"), "b": ("kafka-python", "kafka-python"),
                "c": ("kafka-python", "confluent")}
@@ -436,10 +486,11 @@ def test_under_load_in_three_zones_no_client_byte_crosses_zones_and_every_record
     payload = sum(value(scrape(b.metrics_url), "kgate_topic_bytes_in_total", topic=topic)
                   for b in zoned.brokers.values())
     assert payload >= total * LOAD_VALUE
-    crossed = cross_zone_interbroker_bytes(zoned)
+    crossed = cross_zone_interbroker_bytes(zoned) - crossed_before
+    requests = {api: count - requests_before.get(api, 0) for api, count in requests_by_api(zoned).items()}
     assert 0 < crossed <= payload / 100, \
         f"{crossed:.0f} inter-broker bytes crossed zones for {payload:.0f} bytes of records " \
-        f"({crossed / payload:.2%}); requests answered: {requests_by_api(zoned)}"
+        f"({crossed / payload:.2%}); requests answered: {requests}"
 
 
 PASSWORDS = {"admin": "admin-secret", "kgate-broker": "peer-secret", "alice": "alice-secret"}
@@ -513,3 +564,71 @@ def test_with_acls_zoned_clients_write_and_read_in_their_zone_as_themselves(tmp_
         assert served[1] == 0 and served[0] > 0, f"the owner in zone b served record bytes: {served}"
     finally:
         cluster.stop()
+
+
+async def test_on_object_storage_a_reference_to_a_missing_or_damaged_set_is_refused_and_appends_nothing(
+        zoned_on_s3):
+    """The owner of a partition is sent references over a peer link: one naming a WAL object
+    that is not there, one whose object's bytes were damaged since (the frame's CRC32C fails),
+    and one whose length is not the set's. Each is refused with KAFKA_STORAGE_ERROR and nothing
+    is appended; a sound reference then appends at offset 0, so nothing else stood in the way."""
+    cluster = zoned_on_s3
+    topic = "zoned-references"
+    owner = cluster.brokers[create(cluster, topic, partitions=1)[0]]
+    client = ObjectClient(BucketLocation.parse(cluster.storage_at))
+    zone_broker = S3LedgerStore(client, "99-1", commit_interval_ms=0)  # writes as another zone's broker would
+    records = build_batch([b"referenced"])
+    try:
+        sound, damaged = [await zone_broker.stage("99-", records) for _ in range(2)]
+    finally:
+        zone_broker.close()
+    writer, seq, start, length = damaged.split("_")
+    key = wal_key(writer, int(seq))
+    data = bytearray(await client.get(key) or b"")
+    data[int(start) + FRAME.size + len(records) // 2] ^= 0xFF  # a byte in the middle of the set's payload
+    await client.put(key, bytes(data))
+    missing = f"{writer}_{int(seq) + 1000}_{start}_{length}"
+    wrong_length = f"{writer}_{sound.split('_')[1]}_{start}_{int(length) - 1}"
+    link = peer_link(owner.bootstrap)
+    try:
+        for name, size in ((missing, len(records)), (damaged, len(records)), (wrong_length, len(records) - 1)):
+            answer = await asyncio.wait_for(await link.send(reference(topic, 0, name, size), 0), 30)
+            assert appended(answer) == (ErrorCode.KAFKA_STORAGE_ERROR, -1), name
+        assert end_offset(cluster, topic) == 0
+        answer = await asyncio.wait_for(await link.send(reference(topic, 0, sound, len(records)), 0), 30)
+        assert appended(answer) == (ErrorCode.NONE, 0)
+    finally:
+        link.close()
+    assert end_offset(cluster, topic) == 1
+
+
+def end_offset(cluster, topic: str) -> int:
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "end-offsets"})
+    try:
+        return consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10, cached=False)[1]
+    finally:
+        consumer.close()
+
+
+def test_on_object_storage_an_owner_killed_under_a_zone_producer_loses_no_acknowledged_record(zoned_on_s3):
+    """kill -9 of the zone-b broker while an idempotent acks=all producer in zone a writes, through
+    the zone-a broker alone, to partitions owned in every zone (zone b's by reference, some sent
+    and appended but not yet answered when it dies): its partitions move to the other brokers,
+    which recover its ledgers from the bucket; the producer sees retriable errors only, and every
+    acknowledged record is read back once, at the offset it was acknowledged with. (Last in the
+    module: the broker is started again for nothing after it.)"""
+    cluster = zoned_on_s3
+    topic = "zoned-owner-killed"
+    create(cluster, topic)
+    writer = AckedProducer("confluent", cluster.brokers[0].bootstrap, topic, 3000, per_second=1000,
+                           **{"client.id": "writer-a,kgate_az=a", "enable.idempotence": True}).start()
+    wait_for(lambda: len(writer.acked) >= 500, 30, "acknowledgements through the zone-a broker")
+    cluster.brokers[1].kill()
+    try:
+        writer.join(150)
+        assert not writer.failed, writer.failed[:3]
+        assert len(writer.acked) == 3000
+        check_delivery(read_all(cluster.bootstrap, topic, PARTITIONS), writer.acked)
+        assert cross_zone_client_bytes(cluster) == 0
+    finally:
+        cluster.brokers[1].restart(timeout=60)

@@ -145,4 +145,4 @@ def test_each_store_declares_what_it_can_do(tmp_path):
     assert isinstance(files, Staging) and not isinstance(files, Housekeeping | Instrumented)
     objects = S3LedgerStore(MemoryBucket(), "w1")  # type: ignore[arg-type]
     assert isinstance(objects, Housekeeping) and isinstance(objects, Instrumented)
-    assert not isinstance(objects, Staging)
+    assert isinstance(objects, Staging) and objects.follows and files.follows

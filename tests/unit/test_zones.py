@@ -74,7 +74,10 @@ async def test_a_staged_name_that_is_not_one_plain_component_reaches_no_file(tmp
     (tmp_path / "secret").write_bytes(b"not records")
     with pytest.raises(FileNotFoundError):
         await store.read_staged(name)
-    with pytest.raises(FileNotFoundError):
-        await store.stage(name, b"records")
+    if name:  # as a prefix it makes no plain name either
+        with pytest.raises(FileNotFoundError):
+            await store.stage(name, b"records")
+    else:  # no prefix: the name is the store's own, in its staging directory
+        assert await store.read_staged(await store.stage(name, b"records")) == b"records"
     store.unstage("../secret")
     assert (tmp_path / "secret").exists()
