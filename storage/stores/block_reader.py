@@ -14,6 +14,7 @@ from ..ledger import CorruptLedger
 from .block_cache import BlockCache
 from .block_index import BlockIndex
 from .object_layout import MissingObject
+from .single_flight import shared
 
 READ_AHEAD_BLOCKS = 2
 # GETs in flight at once, reads ahead and compaction's reads included.
@@ -51,29 +52,19 @@ class BlockReader:
     async def fetch(self, ledger_id: int, location: tuple[str, int, int], cache: bool = True) -> memoryview:
         """One block by range GET (shared with a GET of it already on its way); ``cache``
         False for a reader that will not come back (compaction)."""
+        key = (location[0], ledger_id, location[1])
+        return await shared(self._fetching, key, lambda: self._get_range(ledger_id, location, cache))
+
+    async def _get_range(self, ledger_id: int, location: tuple[str, int, int], cache: bool) -> memoryview:
         object_key, start, end = location
-        key = (object_key, ledger_id, start)
-        fetching = self._fetching.get(key)
-        if fetching is not None:
-            return await asyncio.shield(fetching)
-        future = asyncio.get_running_loop().create_future()
-        self._fetching[key] = future
-        try:
-            async with self.gets:
-                try:
-                    data = await self.client.get_range(object_key, start, end)
-                except FileNotFoundError as exc:
-                    # Damage, unlike an unreachable store (whose errors pass through as they are).
-                    raise MissingObject(f"ledger {ledger_id}: object {object_key} is missing") from exc
-            if len(data) != end - start:
-                raise CorruptLedger(f"ledger {ledger_id}: object {object_key} is cut short")
-            if cache:
-                self.cache.reads.put(key, data)
-            future.set_result(data)
-            return data
-        except BaseException as exc:
-            future.set_exception(exc)
-            future.exception()
-            raise
-        finally:
-            del self._fetching[key]
+        async with self.gets:
+            try:
+                data = await self.client.get_range(object_key, start, end)
+            except FileNotFoundError as exc:
+                # Damage, unlike an unreachable store (whose errors pass through as they are).
+                raise MissingObject(f"ledger {ledger_id}: object {object_key} is missing") from exc
+        if len(data) != end - start:
+            raise CorruptLedger(f"ledger {ledger_id}: object {object_key} is cut short")
+        if cache:
+            self.cache.reads.put((object_key, ledger_id, start), data)
+        return data

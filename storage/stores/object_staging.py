@@ -24,6 +24,7 @@ from . import wal_object
 from .block_cache import BlockCache
 from .object_layout import STAGED_LEDGER, wal_key
 from .object_ledger import LedgerHome, S3Ledger
+from .single_flight import shared
 from .wal_object import FRAME, Run
 
 _REFERENCE = re.compile(r"([0-9A-Za-z-]+)_(\d+)_(\d+)_(\d+)")
@@ -108,24 +109,15 @@ class StagedReader:
         cached = self._cache.get((key, STAGED_LEDGER, 0))
         if cached is not None:
             return cached
-        fetching = self._fetching.get(key)
-        if fetching is not None:
-            return await asyncio.shield(fetching)
-        future = self._fetching[key] = asyncio.get_running_loop().create_future()
-        try:
-            async with self._gets:
-                data = await self._client.get(key)
-            if data is None:
-                raise FileNotFoundError(f"{key}: no such object")
-            self.keep(key, memoryview(data))
-            future.set_result(memoryview(data))
-            return memoryview(data)
-        except BaseException as exc:
-            future.set_exception(exc)
-            future.exception()
-            raise
-        finally:
-            del self._fetching[key]
+        return await shared(self._fetching, key, lambda: self._get(key))
+
+    async def _get(self, key: str) -> memoryview:
+        async with self._gets:
+            data = await self._client.get(key)
+        if data is None:
+            raise FileNotFoundError(f"{key}: no such object")
+        self.keep(key, memoryview(data))
+        return memoryview(data)
 
     def keep(self, key: str, data: memoryview) -> None:
         """``data`` is WAL object ``key`` whole (read for another reason): its sets are read from it."""

@@ -17,6 +17,17 @@ def store(bucket: MemoryBucket, writer: str, interval_ms: int = 0) -> S3LedgerSt
     return S3LedgerStore(bucket, writer, commit_interval_ms=interval_ms)  # type: ignore[arg-type]
 
 
+async def written(entries: int):
+    """An owner's store and a reader's on one bucket, the owner's ledger 9 holding ``entries``."""
+    bucket = MemoryBucket()
+    owner, reader = store(bucket, "2-1"), store(bucket, "1-1")
+    ledger = owner.create_ledger(9)
+    await settle()
+    for i in range(entries):
+        await ledger.sync(ledger.add_entry([payload(9, i)]))
+    return bucket, owner, reader, ledger
+
+
 async def test_sets_staged_in_one_interval_share_one_wal_object_with_ledger_entries_and_read_back():
     bucket = MemoryBucket()
     zone_broker, owner = store(bucket, "1-1", interval_ms=50), store(bucket, "2-1")
@@ -74,12 +85,7 @@ async def test_an_object_of_staged_sets_alone_is_collected_only_after_its_grace(
 
 
 async def test_a_follower_indexes_another_stores_ledger_as_it_grows_and_writes_nothing():
-    bucket = MemoryBucket()
-    owner, reader = store(bucket, "2-1"), store(bucket, "1-1")
-    ledger = owner.create_ledger(9)
-    await settle()
-    for i in range(3):
-        await ledger.sync(ledger.add_entry([payload(9, i)]))
+    bucket, owner, reader, ledger = await written(3)
     followed = await reader.open_follower(9)
     assert followed.last_add_confirmed == 2
     for i in range(3, 6):
@@ -128,12 +134,7 @@ async def test_a_failed_put_fails_the_sets_in_it_and_the_next_set_is_staged():
 
 
 async def test_a_follower_of_a_ledger_compacted_and_collected_since_reads_its_compacted_objects():
-    bucket = MemoryBucket()
-    owner, reader = store(bucket, "2-1"), store(bucket, "1-1")
-    ledger = owner.create_ledger(9)
-    await settle()
-    for i in range(3):
-        await ledger.sync(ledger.add_entry([payload(9, i)]))
+    bucket, owner, reader, ledger = await written(3)
     followed = await reader.open_follower(9)  # while it is written: its index names WAL objects
     await ledger.close()
     assert await owner.compact_round() == 1
@@ -149,11 +150,7 @@ async def test_a_follower_of_a_ledger_compacted_and_collected_since_reads_its_co
 
 
 async def test_told_the_owners_position_a_follower_reads_the_new_objects_by_key_without_a_list():
-    bucket = MemoryBucket()
-    owner, reader = store(bucket, "2-1"), store(bucket, "1-1")
-    ledger = owner.create_ledger(9)
-    await settle()
-    await ledger.sync(ledger.add_entry([payload(9, 0)]))
+    bucket, owner, reader, ledger = await written(1)
     followed = await reader.open_follower(9)
     for i in range(1, 4):
         await ledger.sync(ledger.add_entry([payload(9, i)]))
