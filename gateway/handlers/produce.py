@@ -57,7 +57,8 @@ class _Outcome:
     # The broker's time the records were stamped with, on a LogAppendTime topic.
     log_append_time: int = -1
     # Sent to the owner by reference (gateway/zones.py): ``durable`` is the owner's answer then,
-    # once ``sending`` (staging, then sending the reference in the connection's turn) is done.
+    # once ``sending`` (staging, then sending the reference in the connection's turn) is done
+    # (_append_all waits for it).
     by_reference: bool = False
     sending: asyncio.Task | None = None
 
@@ -144,56 +145,44 @@ async def produce_in_turn(ctx: Context, request, turn: "Turn"):
 
 
 async def _append_all(ctx: Context, request, turn: "Turn") -> dict[tuple[str, int], "_Outcome"]:
-    """Each partition's records appended (or refused with the Kafka error), in request order."""
+    """Each partition's records appended (or refused with the Kafka error), in request order.
+
+    Partitions going by reference are staged together (on object storage, into one WAL
+    object: a PUT's wait for them all rather than one each), and the request holds its turn
+    until their references are sent, so they go out before the connection's next produce's."""
     results: dict[tuple[str, int], _Outcome] = {}
+    sending: dict[tuple[str, int], asyncio.Task] = {}
     inflation = _Inflation(ctx.broker.settings)
     try:
         for topic_data in request.topic_data:
             for data in topic_data.partition_data:
                 key = (topic_data.name, data.index)
                 try:
-                    results[key] = await _append(ctx, request, topic_data.name, data, turn, inflation)
+                    results[key] = outcome = await _append(ctx, request, topic_data.name, data, turn, inflation)
                 except RejectedRecords as rejected:
                     results[key] = _Outcome(rejected.code, message=rejected.message,
                                             record_errors=rejected.record_errors)
                 except KafkaError as refused:
-                    if refused.message:
-                        log.warning("produce to %s-%d from %s refused (%s): %s", key[0], key[1],
-                                    ctx.connection.peer, refused.code.name, refused.message)
-                    results[key] = _Outcome(refused.code)
-    except BaseException:
-        _give_up_references(results)
-        raise
-    await _references_sent(results)
+                    results[key] = _refused(ctx, key, refused)
+                else:
+                    if outcome.sending is not None:
+                        sending[key] = outcome.sending
+        for key, task in sending.items():
+            try:
+                results[key].durable = await task
+            except KafkaError as refused:
+                results[key] = _refused(ctx, key, refused)
+    finally:  # given up (or answered): no reference of it goes to an owner any more
+        for task in sending.values():
+            task.cancel()
     return results
 
 
-async def _references_sent(results: dict[tuple[str, int], "_Outcome"]) -> None:
-    """Wait until each partition going by reference is staged and its reference sent.
-
-    A request's partitions are staged together (on object storage, into one WAL object, a
-    PUT's wait for them all rather than one each) while this waits, holding the request's
-    turn: its references go out before those of the connection's next produce."""
-    try:
-        for key, result in results.items():
-            if result.sending is None:
-                continue
-            try:
-                result.durable = await result.sending
-            except KafkaError as refused:
-                if refused.message:
-                    log.warning("produce to %s-%d by reference refused (%s): %s", key[0], key[1],
-                                refused.code.name, refused.message)
-                results[key] = _Outcome(refused.code)
-    finally:
-        _give_up_references(results)
-
-
-def _give_up_references(results: dict[tuple[str, int], "_Outcome"]) -> None:
-    """The request was given up (or is answered): no reference of it goes to an owner any more."""
-    for result in results.values():
-        if result.sending is not None and not result.sending.done():
-            result.sending.cancel()
+def _refused(ctx: Context, key: tuple[str, int], refused: KafkaError) -> "_Outcome":
+    if refused.message:
+        log.warning("produce to %s-%d from %s refused (%s): %s", key[0], key[1], ctx.connection.peer,
+                    refused.code.name, refused.message)
+    return _Outcome(refused.code)
 
 
 def _settle(ctx: Context, result: "_Outcome") -> None:
@@ -300,7 +289,7 @@ async def _append(ctx: Context, request, topic_name, data, turn: Turn, inflation
 
 def _by_reference(ctx: Context, request, topic_name: str, data, turn: Turn, owner: BrokerInfo) -> _Outcome:
     """Stage the record set in shared storage and send the owner only a reference to it (in
-    the background: :func:`_references_sent` waits for it).
+    the background: :func:`_append_all` waits for it).
 
     The owner reads the bytes from storage (in the region, not across zones), appends them
     exactly as a direct produce (validation, idempotent sequences, fencing, transactions)

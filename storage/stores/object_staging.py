@@ -22,7 +22,7 @@ import re
 from ..ledger import CorruptLedger
 from . import wal_object
 from .block_cache import BlockCache
-from .object_layout import STAGED_LEDGER, wal_key
+from .object_layout import STAGED_LEDGER, wal_key, wal_seq
 from .object_ledger import LedgerHome, S3Ledger
 from .single_flight import shared
 from .wal_object import FRAME, Run
@@ -74,7 +74,7 @@ class StagedSets(S3Ledger):
 
 def reference(writer: str, key: str, start: int, length: int) -> str:
     """The name the owner is sent (a STAGED_NAME): writer, object sequence, frame start, length."""
-    return f"{writer}_{int(key.rsplit('/', 1)[1])}_{start}_{length}"
+    return f"{writer}_{wal_seq(key)}_{start}_{length}"
 
 
 class StagedReader:
