@@ -7,7 +7,7 @@ asked for its high watermark with a small request over the pooled peer link
 (``KgateReadEnd``, gateway/handlers/read_end.py); a fetch that waits for data asks
 it to answer as soon as its high watermark moves (a long poll), so a tail read here
 lags the owner's acknowledgement by one small round trip and a read of shared storage
-(on object storage, a LIST of the owner's new WAL objects and a GET of each one's index:
+(on object storage, a GET of each of the owner's new WAL objects, which its answer names:
 the partitions of one owner answered together are caught up together and share them).
 The answer is not cached across fetches: one request of a few dozen bytes per fetch
 per owner is cheap, and a stale high watermark would answer OFFSET_OUT_OF_RANGE to a
