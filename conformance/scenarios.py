@@ -478,6 +478,7 @@ def log_append_time(s: Session):
     plain = topic(s, "createtime")
     produce(s, "CreateTime records", plain, [b"a"], timestamps=producer_times[:1])
     incremental_alter(s, "set LogAppendTime", TOPIC, plain, [("message.timestamp.type", SET, "LogAppendTime")])
+    await_config(s, plain, "message.timestamp.type", "LogAppendTime", TOPIC)
     produce(s, "after the change", plain, [b"b"], timestamps=producer_times[1:2])
     # From offset 1: Kafka rolls a segment before the broker-dated batch (its first batch's
     # producer time is older than segment.ms before it), and a fetch reads one segment.

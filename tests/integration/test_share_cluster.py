@@ -38,6 +38,7 @@ from kgate.metadata.assignment import assign
 from kgate.protocol.messages import DescribeShareGroupOffsetsRequest
 from tests.support.broker_process import terminate
 from tests.support.cluster import KgateCluster
+from tests.support.member_process import wait_for
 from tests.support.wire import Wire
 from tests.support.zookeeper import ensemble  # noqa: F401 - a fixture
 
@@ -133,11 +134,16 @@ class Accepter:
 def placed(cluster: KgateCluster, topic: str) -> tuple[str, SharePartitionKey, dict[str, int]]:
     """A group whose share-partition of ``topic``-0 has its data, its state and its group
     coordinator on three different brokers, as every broker computes the owners."""
-    with Wire(cluster.bootstrap.split(",")[0]) as wire:
-        [described] = wire.call(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)],
+    def led():
+        with Wire(cluster.bootstrap.split(",")[0]) as wire:
+            [found] = wire.call(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)],
                                                 allow_auto_topic_creation=False), 12).topics
+        return found if not found.error_code and found.partitions[0].leader_id in cluster.brokers else None
+    # One answer gives both the topic's id and its leader: a broker that has not yet seen the
+    # new topic answers without either, and two asks may reach two brokers.
+    described = wait_for(led, 60, f"a leader of {topic}", interval=0.25)
     brokers = sorted(cluster.brokers)
-    data = cluster.leaders(topic)[0]
+    data = described.partitions[0].leader_id
     for n in range(1000):
         group = f"sg-{topic}-{n}"
         key = SharePartitionKey(group, described.topic_id, 0)
@@ -174,7 +180,6 @@ def placed_group(cluster: KgateCluster) -> tuple[str, str, SharePartitionKey, di
     admin = cluster.admin()  # held: its futures fail once it is gone
     for future in admin.create_topics([NewTopic(topic, 1, 1)]).values():
         future.result(timeout=30)
-    cluster.wait_leaders(topic, 1, set(cluster.brokers))
     group, key, owners = placed(cluster, topic)
     configure(cluster, group)
     produce(cluster.bootstrap, topic, 0, RECORDS)

@@ -9,6 +9,7 @@ import time
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from tests.support.broker_process import terminate
+from tests.support.member_process import wait_for  # noqa: F401 - the tests of processing wait with it
 
 BROKER_SETTINGS = {"group.initial.rebalance.delay.ms": 0, "group.min.session.timeout.ms": 1000}
 """A group forms at once, and a killed member leaves within its (short) session timeout."""
@@ -141,8 +142,3 @@ def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
         consumer.close()
 
 
-def wait_for(condition, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"{what} not reached within {timeout} s"
-        time.sleep(0.05)
