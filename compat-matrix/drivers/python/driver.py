@@ -14,6 +14,7 @@ import importlib
 import json
 import os
 import sys
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -89,6 +90,23 @@ def emit_topic(partitions: int) -> None:
     print(json.dumps({"described_partitions": partitions}), flush=True)
 
 
+def watchdog(timeout: float) -> None:
+    """Exit once ``timeout`` (and a grace for a clean stop) has passed, whatever the library
+    is doing: an old release can loop forever in a call no deadline of ours reaches (kafka-python
+    2.0.2 resets offsets on and on after a failed login), and the runner would otherwise wait
+    for its own, longer, margin."""
+    def expire():
+        sys.stderr.write(f"TimeoutError: did not finish within {timeout:.0f} s\n")
+        sys.stderr.flush()
+        os._exit(3)
+    timer = threading.Timer(timeout + WATCHDOG_GRACE, expire)
+    timer.daemon = True
+    timer.start()
+
+
+WATCHDOG_GRACE = 5  # seconds past --timeout for the adapter's own deadline to end it cleanly
+
+
 class Shortfall(Exception):
     def __init__(self, seen: int, wanted: int):
         super().__init__(f"read {seen} of {wanted} records")
@@ -96,6 +114,7 @@ class Shortfall(Exception):
 
 if __name__ == "__main__":
     options = arguments(sys.argv[1:])
+    watchdog(options.timeout)
     adapter = importlib.import_module(options.library)
     try:
         getattr(adapter, options.mode)(options)
