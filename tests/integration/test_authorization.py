@@ -45,6 +45,7 @@ from kgate.protocol.messages import (
     ShareGroupHeartbeatRequest,
     StreamsGroupHeartbeatRequest,
 )
+from tests.support.clients import UserDirectories
 from tests.support.compat_matrix import clients
 from tests.support.member_process import wait_for
 from tests.support.wire import Wire, connect, encode_request, read_response
@@ -58,11 +59,14 @@ def kgate(*args, check=True) -> subprocess.CompletedProcess:
                           check=check)
 
 
+@pytest.fixture(scope="module")
+def users(tmp_path_factory) -> UserDirectories:
+    return UserDirectories(tmp_path_factory.mktemp("users"), PASSWORDS)
+
+
 @pytest.fixture
-def secured(broker_factory, tmp_path):
-    data_dir = str(tmp_path / "secured")
-    for user, password in PASSWORDS.items():
-        kgate("users", "--data-dir", data_dir, "--create", "add", user, "--password", password)
+def secured(broker_factory, tmp_path, users):
+    users.make(str(tmp_path / "secured"))
     return broker_factory("secured", listeners=("SASL_PLAINTEXT",),
                           **{"authorizer.class.name": "acl", "super.users": "User:admin"})
 

@@ -7,14 +7,12 @@ back, and, where it has groups, consumes in a group that commits and resumes; wh
 wrote is read by today's confluent-kafka at the same offsets. SASL cells log in with
 PLAIN, and SCRAM where the client has it.
 """
-import subprocess
-import sys
 
 import pytest
 
 from kgate.storage import entry_formats
 from tests.support import records
-from tests.support.clients import ConfluentClient, create_topic
+from tests.support.clients import ConfluentClient, UserDirectories, create_topic
 from tests.support.compat_matrix import clients
 
 Sasl = clients.Sasl
@@ -102,11 +100,14 @@ SASL_CELLS = [
 ]
 
 
+@pytest.fixture(scope="module")
+def users(tmp_path_factory) -> UserDirectories:
+    return UserDirectories(tmp_path_factory.mktemp("users"), {USER: PASSWORD})
+
+
 @pytest.mark.parametrize("client, sasl", SASL_CELLS, ids=[f"{c.name}-{s.mechanism}" for c, s in SASL_CELLS])
-def test_old_clients_log_in(broker_factory, tmp_path, client, sasl):
-    data_dir = str(tmp_path / "sasl")
-    subprocess.run([sys.executable, "-m", "kgate", "users", "--create", "--data-dir", data_dir, "add", USER,
-                    "--password", PASSWORD], check=True, capture_output=True, timeout=60)
+def test_old_clients_log_in(broker_factory, tmp_path, client, sasl, users):
+    users.make(str(tmp_path / "sasl"))
     broker = broker_factory("sasl", listeners=("SASL_PLAINTEXT",))
     address = broker.address("SASL_PLAINTEXT")
     create_topic(broker.bootstrap, "secured", PARTITIONS)

@@ -19,7 +19,7 @@ from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.frames import frame_prefix
-from tests.support.clients import kgate_users
+from tests.support.clients import UserDirectories, kgate_users
 from tests.support.member_process import wait_for
 from tests.support.wire import TIMEOUT, encode_request, read_response, recv_exactly
 
@@ -31,12 +31,16 @@ SCRAM = ["SCRAM-SHA-256", "SCRAM-SHA-512"]
 COUNT = 200
 
 
+@pytest.fixture(scope="module")
+def alice(tmp_path_factory) -> UserDirectories:
+    return UserDirectories(tmp_path_factory.mktemp("users"), {USER: PASSWORD})
+
+
 @pytest.fixture
-def secured(broker_factory, tmp_path, request):
+def secured(broker_factory, tmp_path, request, alice):
     """A broker with PLAINTEXT (for setup), SASL_PLAINTEXT and the given extra listeners, and user alice."""
     settings = getattr(request, "param", {})
-    data_dir = str(tmp_path / "secured")
-    kgate_users(data_dir, "--create", "add", USER, "--password", PASSWORD)
+    alice.make(str(tmp_path / "secured"))
     listeners = ("SASL_PLAINTEXT",) + tuple(settings.pop("listeners", ()))
     return broker_factory("secured", listeners=listeners, **settings)
 
@@ -270,10 +274,9 @@ def certificate(tmp_path_factory) -> tuple[str, str]:
     return str(keystore), str(cert)
 
 
-def test_ssl_and_sasl_ssl_listeners(broker_factory, tmp_path, certificate):
+def test_ssl_and_sasl_ssl_listeners(broker_factory, tmp_path, certificate, alice):
     keystore, ca = certificate
-    data_dir = str(tmp_path / "tls")
-    kgate_users(data_dir, "--create", "add", USER, "--password", PASSWORD)
+    alice.make(str(tmp_path / "tls"))
     broker = broker_factory("tls", listeners=("SSL", "SASL_SSL"), **{"ssl.keystore.location": keystore})
     confluent_round_trip(broker.address("SSL"), "over-tls", **{"security.protocol": "SSL", "ssl.ca.location": ca})
     # Requests far larger than one TLS record or one read of the socket arrive whole.

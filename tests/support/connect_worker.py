@@ -5,6 +5,7 @@ Its REST API listens on 127.0.0.1 on a port checked free; its settings file and 
 directory the caller owns; it is stopped by PID (SIGTERM, or kill -9 for a crash). The jars
 come from ``scripts/setup-ecosystem``.
 """
+import itertools
 import json
 import urllib.error
 import urllib.request
@@ -133,8 +134,19 @@ class ConnectCluster:
             raise AssertionError(f"{timed_out}\n{self.errors()}") from None
 
     def errors(self) -> str:
-        """Every worker's ERROR lines, for failure messages."""
-        return "\n".join(line for worker in self.workers for line in worker.log().splitlines() if " ERROR " in line)
+        """Every worker's ERROR lines with the exception and causes each one logged (a stack
+        trace's first line and its "Caused by" lines), for failure messages."""
+        kept = []
+        for worker in self.workers:
+            lines = worker.log().splitlines()
+            for i, line in enumerate(lines):
+                if " ERROR " not in line:
+                    continue
+                kept.append(f"worker {worker.worker_id}: {line}")
+                trace = itertools.takewhile(lambda later: later[:1] in ("\t", " ") or later.startswith(
+                    ("Caused by", "org.", "java.", "javax.")), lines[i + 1:])
+                kept += [f"    {later.strip()}" for later in trace if not later.lstrip().startswith(("at ", "..."))]
+        return "\n".join(kept)
 
 
 def lines(path: Path) -> list[str]:
