@@ -18,6 +18,9 @@ from tests.support.clients import create_topic
 from tests.support.kafka_reference import kafka_broker  # noqa: F401 - a fixture
 
 CI = select([], ci_only=True)
+# One worker runs the module, so Kafka and each pair start once (scripts/test: --dist loadgroup);
+# spread over the workers, each started its own, up to nine Kafka brokers in all.
+pytestmark = pytest.mark.xdist_group("conformance")
 
 
 @pytest.fixture(scope="module")
