@@ -4,8 +4,9 @@ Spark is an optional extra (``scripts/setup-spark`` in a checkout, or
 ``pip install '.[spark]'``), so pyspark is imported only
 once a job is about to run, and its absence is a usage error (exit 2) that says how
 to install it. The connection options are those of every client command, turned into
-the data source's ``kafka.*`` options; the data source's options are checked before
-Spark starts, so a typo costs no JVM start-up. A job that fails prints the data
+the data source's ``kafka.*`` options; the data source's options (and, on the kgate
+source, that the topics it names exist) are checked before Spark starts, so a typo costs no
+JVM start-up. A job that fails prints the data
 source's own message: exit 3 when the brokers could not be reached, 1 otherwise.
 """
 
@@ -115,9 +116,11 @@ def _run(args) -> None:
     if args.interval_ms is not None and args.interval_ms <= 0:
         raise UsageError("--interval-ms must be positive")
     try:
-        parse_read(source, streaming=True)
+        read = parse_read(source, streaming=True)
     except errors.OptionError as exc:
         raise UsageError(str(exc)) from None
+    if args.source == "kgate":
+        _check_subscription(read)
     from kgate.pipeline import jobs
     from kgate.pipeline.jobs.land import land
     from kgate.pipeline.jobs.minute_counts import minute_counts
@@ -145,6 +148,24 @@ def _run(args) -> None:
             raise _job_failure(exc) from None
     finally:
         spark.stop()
+
+
+def _check_subscription(read) -> None:
+    """What the kgate data source's planning would refuse first (a named topic that is not
+    there, brokers out of reach), asked before a Spark JVM starts rather than half a minute
+    after, in the data source's own words. Spark's Kafka connector waits for a missing topic
+    instead, so ``--source kafka`` is left to it."""
+    from kgate.pipeline.cluster import Cluster
+
+    cluster = Cluster(read.client)
+    try:
+        cluster.partitions(read.subscription)
+    except errors.UnknownTopicError as exc:
+        raise Failed(str(exc)) from None
+    except errors.BrokerError as exc:
+        raise ConnectError(str(exc)) from None
+    finally:
+        cluster.close()
 
 
 def _job_failure(exc: Exception):

@@ -5,6 +5,11 @@ kgate is installed, as it will for users; nor does it hide worker tracebacks, so
 tests see the data source's failures as users do. Spark's Python workers run this
 venv's interpreter. Spark's own Kafka connector (``format("kafka")``) is on the session's
 classpath when scripts/setup-spark has installed it.
+
+The modules form two xdist groups of about equal length, ``spark`` (batch reads and writes,
+streaming) and ``spark-jobs`` (the pipeline jobs, Spark's own Kafka connector), each run by
+one worker (scripts/test: --dist loadgroup) with one Spark JVM of about 1 GB: one worker for
+them all was twenty minutes of a suite run.
 """
 import os
 import sys

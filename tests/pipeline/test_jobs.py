@@ -16,9 +16,7 @@ from tests.support.clients import ConfluentClient, create_topic
 from .conftest import source_options
 from .spark_records import collect, run
 
-# Every Spark test runs in one worker (scripts/test: --dist loadgroup): one Spark JVM
-# (about 1 GB) for them all, not one per worker.
-pytestmark = pytest.mark.xdist_group("spark")
+pytestmark = pytest.mark.xdist_group("spark-jobs")  # one of the two Spark groups (conftest.py)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MINUTE_MS = 60_000

@@ -21,8 +21,7 @@ from tests.support.transactions import read_to_end, transactional
 
 from .conftest import KAFKA_CONNECTOR
 
-# One worker runs the Spark modules, so the SparkSession starts once (scripts/test: --dist loadgroup).
-pytestmark = pytest.mark.xdist_group("spark")
+pytestmark = pytest.mark.xdist_group("spark-jobs")  # one of the two Spark groups (conftest.py)
 PARTITIONS = 3
 
 

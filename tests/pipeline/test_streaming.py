@@ -14,9 +14,7 @@ from tests.support.clients import ConfluentClient, create_topic
 from .conftest import source_options
 from .spark_records import QUERY_TIMEOUT_S, collect, run
 
-# Every Spark test runs in one worker (scripts/test: --dist loadgroup): one Spark JVM
-# (about 1 GB) for them all, not one per worker.
-pytestmark = pytest.mark.xdist_group("spark")
+pytestmark = pytest.mark.xdist_group("spark")  # one of the two Spark groups (conftest.py)
 
 N, M = 2000, 700
 
