@@ -34,6 +34,10 @@ class Partition:
         # Why the ledger refused an append as fenced; every later append is refused alike until
         # the partition is opened again (see ``append``).
         self.fenced: LedgerFenced | None = None
+        # Record-set bytes appended and fetched since it was opened here: the load it puts on
+        # this broker, reported as rates for the balancer (gateway.balancer).
+        self.bytes_in = 0
+        self.bytes_out = 0
 
     @property
     def leader_epoch(self) -> int:

@@ -38,7 +38,14 @@ async def read(store: MetadataStore) -> Overrides:
 
 
 async def change(store: MetadataStore, edit: Callable[[Overrides], None]) -> None:
-    """Apply ``edit`` to the overrides as they are when written (compare-and-set, again on a lost race)."""
+    """Apply ``edit`` to the overrides as they are when written (compare-and-set, again on a lost
+    race); nothing is written when it changes nothing, so no broker is woken for nothing."""
+    node = await store.get(PLACEMENTS)
+    overrides = decode(node.data if node is not None else None)
+    edit(overrides)
+    if encode(overrides) == (node.data if node is not None else None):
+        return
+
     def changed(data: bytes | None) -> bytes | None:
         overrides = decode(data)
         edit(overrides)

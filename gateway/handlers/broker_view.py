@@ -137,6 +137,14 @@ class BrokerView(Protocol):
 
     async def next_producer_id(self) -> int: ...
 
+    def live_broker_ids(self) -> set[int]: ...
+
+    async def reassign(self, placed: Mapping[tuple[str, int], int | None]) -> None:
+        """Place each partition on the broker given (None: cancel its reassignment)."""
+
+    async def reassignments(self) -> dict[tuple[str, int], tuple[int | None, int]]:
+        """Reassignments in progress: (the broker holding the partition, the broker placed)."""
+
 
 async def per_partition(broker: BrokerView, client: Client, topic: str, asked: Iterable[Asked],
                         index: Callable[[Asked], int], answer: Callable[[Asked, Local | Followed], Awaitable[Answer]],
