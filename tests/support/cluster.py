@@ -136,6 +136,7 @@ class AckedProducer:
         self.config = config
         self.acked: list[tuple[int, int, int]] = []  # (partition, offset, record index)
         self.failed: list[str] = []
+        self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"producer-{client}", daemon=True)
 
     def start(self) -> "AckedProducer":
@@ -147,9 +148,16 @@ class AckedProducer:
         assert not self._thread.is_alive(), f"{self.client} producer still running after {timeout} s"
         return self
 
+    def stop(self) -> "AckedProducer":
+        """Send nothing more (what was sent is still delivered before ``join`` returns)."""
+        self._stopping.set()
+        return self
+
     def _paced(self):
         began = time.monotonic()
         for n, i in enumerate(self.indexes):
+            if self._stopping.is_set():
+                return
             ahead = began + n / self.per_second - time.monotonic()
             if ahead > 0:
                 time.sleep(ahead)

@@ -1,0 +1,223 @@
+"""Self-balancing: three brokers over ZooKeeper and one shared ledger directory, one of them
+given every hot partition with AlterPartitionReassignments, real producers and a consumer
+running while the balancer spreads the partitions.
+
+The load each broker carries is measured from its own Prometheus counters (record-set
+bytes in and out of the hot topic over a window), not from the load reports the
+balancer plans from.
+"""
+import threading
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka.admin import NewTopic
+from kafka import KafkaAdminClient
+from kafka import TopicPartition as KafkaPartition
+from kafka.protocol.admin import AlterPartitionReassignmentsRequest as APR
+from kazoo.client import KazooClient
+
+from kgate.metadata.assignment import assign
+from kgate.protocol.error_codes import ErrorCode
+from tests.integration.test_broker_configs import CLUSTER_DEFAULT, SET, alter
+from tests.support.cluster import AckedProducer, KgateCluster, check_delivery
+from tests.support.member_process import wait_for
+from tests.support.scrape import scrape, value
+from tests.support.wire import Wire
+from tests.support.zookeeper import Ensemble
+
+# One worker runs the module, so its module-scoped servers start once (scripts/test: --dist loadgroup).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("balancing")]
+HOT_PARTITIONS = 6
+# Fast rounds so a test sees several: a report a second, a round a second, two moves a round.
+BALANCER = {"kgate.balancer.load.report.interval.ms": 1000, "kgate.balancer.interval.ms": 1000,
+            "kgate.balancer.max.moves": 2, "kgate.balancer.move.cooldown.ms": 4000,
+            "kgate.balancer.tolerance.percent": 10}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """Three brokers with metrics endpoints and the balancer off until a test switches it on."""
+    zookeeper = Ensemble(str(tmp_path_factory.mktemp("zookeeper")), size=1).start()
+    chroot = f"/kgate-{uuid.uuid4().hex[:8]}"
+    cluster = KgateCluster(str(tmp_path_factory.mktemp("balancing")), zookeeper.address, chroot, **BALANCER)
+    try:
+        for node_id in range(3):
+            cluster.start_broker(node_id, **{"kgate.metrics.listener": "127.0.0.1:0"})
+        cluster.wait_live({0, 1, 2})
+        cluster.zookeeper_chroot = f"{zookeeper.address}{chroot}"
+        yield cluster
+    finally:
+        cluster.stop()
+        zookeeper.stop()
+
+
+@pytest.fixture(scope="module")
+def admin(cluster):
+    client = KafkaAdminClient(bootstrap_servers=cluster.bootstrap.split(","), request_timeout_ms=15_000)
+    yield client
+    client.close()
+
+
+def create(cluster, name, partitions):
+    client = cluster.admin()  # held: a client collected early cancels its futures
+    for future in client.create_topics([NewTopic(name, partitions, 1)]).values():
+        future.result(timeout=30)
+    return cluster.wait_leaders(name, partitions, set(cluster.brokers))
+
+
+def set_balancer(cluster, enabled: bool) -> None:
+    """Switch the balancer on or off for every broker (the cluster-wide dynamic default)."""
+    with Wire(cluster.bootstrap.split(",")[0]) as wire:
+        assert alter(wire, CLUSTER_DEFAULT, ("kgate.balancer.enable", SET, str(enabled).lower())) == ErrorCode.NONE
+
+
+def broker_bytes(cluster, topic) -> dict[int, float]:
+    """Bytes each broker has taken in and given out of ``topic`` since it started."""
+    totals = {}
+    for node_id, broker in cluster.brokers.items():
+        samples = scrape(broker.metrics_url)
+        totals[node_id] = (value(samples, "kgate_topic_bytes_in_total", topic=topic)
+                           + value(samples, "kgate_topic_bytes_out_total", topic=topic))
+    return totals
+
+
+def load_over(cluster, topic, seconds: float) -> dict[int, float]:
+    """Each broker's bytes of ``topic`` per second, in and out, over the next ``seconds``."""
+    before = broker_bytes(cluster, topic)
+    time.sleep(seconds)  # a measuring window, not a wait for a condition
+    after = broker_bytes(cluster, topic)
+    return {node_id: (after[node_id] - before[node_id]) / seconds for node_id in after}
+
+
+def balanced(cluster, topic) -> dict[int, float] | None:
+    """The brokers' loads over a short window if each is within 20% of their mean, else None."""
+    loads = load_over(cluster, topic, 2)
+    return loads if spread(loads) <= 0.2 else None
+
+
+def spread(loads: dict[int, float]) -> float:
+    """The largest distance of a broker's load from the mean, as a fraction of the mean."""
+    mean = sum(loads.values()) / len(loads)
+    return max(abs(load - mean) for load in loads.values()) / mean
+
+
+class Reader:
+    """A consumer assigned every partition from offset 0, keeping what it reads and every error."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int):
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4().hex[:6]}",
+                                  "enable.auto.commit": False, "topic.metadata.refresh.interval.ms": 1000})
+        self.consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        self.read: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(partitions)}
+        self.errors: list[KafkaError] = []
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="reader", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._done.is_set():
+            for message in self.consumer.consume(1000, timeout=0.2):
+                if message.error() is not None:
+                    self.errors.append(message.error())
+                else:
+                    self.read[message.partition()].append((message.offset(), message.key()))
+
+    def has(self, acked) -> bool:
+        ends = {}
+        for partition, offset, _ in acked:
+            ends[partition] = max(ends.get(partition, -1), offset)
+        return all(self.read[p] and self.read[p][-1][0] >= end for p, end in ends.items())
+
+    def close(self) -> None:
+        self._done.set()
+        self._thread.join(10)
+        self.consumer.close()
+
+
+def test_the_balancer_spreads_the_hot_partitions_one_broker_was_given(cluster, admin):
+    create(cluster, "hot", HOT_PARTITIONS)
+    assert set(admin.alter_partition_reassignments(
+        {KafkaPartition("hot", p): [0] for p in range(HOT_PARTITIONS)}).values()) == {None}
+    wait_for(lambda: set(cluster.leaders("hot").values()) == {0}, 30, "every hot partition on broker 0")
+    wait_for(lambda: admin.list_partition_reassignments() == {}, 30, "the reassignments to complete")
+    producer = AckedProducer("confluent", cluster.bootstrap, "hot", 60_000, per_second=800, value_size=200,
+                             **{"enable.idempotence": True}).start()
+    reader = Reader(cluster.bootstrap, "hot", HOT_PARTITIONS)
+    try:
+        wait_for(lambda: len(producer.acked) > 1000, 30, "acknowledgements")
+        before = load_over(cluster, "hot", 2)
+        assert before[0] == sum(before.values()) > 0, before
+        set_balancer(cluster, True)
+        started = time.monotonic()
+        after = wait_for(lambda: balanced(cluster, "hot"), 40, "every broker within 20% of the mean load")
+        balanced_in = time.monotonic() - started
+    finally:
+        set_balancer(cluster, False)
+        producer.stop().join(120)
+        wait_for(lambda: reader.has(producer.acked), 60, "the reader to reach every acknowledgement")
+        reader.close()
+    assert not producer.failed, producer.failed[:3]
+    assert {partition for partition, _, _ in producer.acked} == set(range(HOT_PARTITIONS))
+    # Every acknowledged record read exactly once, in order, in each partition.
+    check_delivery({(p, offset): key for p, records in reader.read.items() for offset, key in records},
+                   producer.acked)
+    for p, records in reader.read.items():
+        assert [offset for offset, _ in records] == list(range(len(records))), f"partition {p} read out of order"
+    assert all(error.retriable() for error in reader.errors), [e.str() for e in reader.errors if not e.retriable()]
+    moves = value(scrape(cluster.brokers[0].metrics_url), "kgate_balancer_moves_total", reason="load")
+    assert moves >= 2, f"balanced in {balanced_in:.1f} s by {moves} moves: {after}"
+
+
+def reassign(cluster, version: int, wanted: dict, **fields) -> dict:
+    """AlterPartitionReassignments of ``{(topic, partition): replicas}``: each partition's error code."""
+    by_topic: dict[str, list] = {}
+    for (topic, partition), replicas in wanted.items():
+        by_topic.setdefault(topic, []).append(APR.ReassignableTopic.ReassignablePartition(
+            partition_index=partition, replicas=replicas))
+    with Wire(cluster.bootstrap.split(",")[0]) as wire:
+        answer = wire.call(APR(timeout_ms=10_000, topics=[APR.ReassignableTopic(name=name, partitions=parts)
+                                                          for name, parts in by_topic.items()], **fields), version)
+    assert answer.error_code == ErrorCode.NONE
+    return {(t.name, p.partition_index): p.error_code for t in answer.responses for p in t.partitions}
+
+
+def test_reassignments_are_refused_as_kafka_refuses_them(cluster, admin):
+    leaders = create(cluster, "refused", 2)
+    assert reassign(cluster, 0, {("refused", 0): [], ("refused", 1): [1, 1], ("refused", 5): [1],
+                                 ("no-such-topic", 0): [1]}) == {
+        ("refused", 0): ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+        ("refused", 1): ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+        ("refused", 5): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ("no-such-topic", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+    assert reassign(cluster, 0, {("refused", 0): [7], ("refused", 1): None}) == {
+        ("refused", 0): ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
+        ("refused", 1): ErrorCode.NO_REASSIGNMENT_IN_PROGRESS}
+    assert reassign(cluster, 1, {("refused", 0): [0, 1]}, allow_replication_factor_change=False) == {
+        ("refused", 0): ErrorCode.INVALID_REPLICATION_FACTOR}
+    assert admin.list_partition_reassignments({"refused": [0, 1]}) == {}
+    assert cluster.leaders("refused") == leaders  # nothing moved
+
+
+def test_a_partition_placed_on_a_broker_that_dies_falls_back_to_the_hash(cluster, admin):
+    """Last in the module: it kills broker 2."""
+    leaders = create(cluster, "placed", 3)
+    moved = next(p for p, leader in leaders.items() if leader != 2)
+    assert admin.alter_partition_reassignments({KafkaPartition("placed", moved): [2]}) == \
+        {KafkaPartition("placed", moved): None}
+    wait_for(lambda: cluster.leaders("placed")[moved] == 2, 30, "the partition on broker 2")
+    zookeeper = KazooClient(hosts=cluster.zookeeper_chroot)
+    zookeeper.start()
+    try:
+        cluster.brokers[2].kill()
+        after = cluster.wait_leaders("placed", 3, {0, 1}, timeout=30)
+        assert after[moved] == assign("placed", 3, [0, 1])[moved]  # its hashed owner among the live brokers
+        # The next balancer round forgets the dead broker's override: it would not pull the
+        # partition back when it returns.
+        set_balancer(cluster, True)
+        wait_for(lambda: b'"placed"' not in (zookeeper.get("/placements")[0] or b""), 30,
+                 "the dead broker's override to be dropped")
+    finally:
+        set_balancer(cluster, False)
+        zookeeper.stop()
