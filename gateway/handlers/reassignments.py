@@ -38,7 +38,7 @@ async def alter_partition_reassignments(ctx: Context, request):
     broker = ctx.broker
     if not ctx.allowed(Operation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
         refused = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-        return _altered(refused, "Cluster authorization failed.", [
+        return _altered(request, refused, "Cluster authorization failed.", [
             (topic.name, [(p.partition_index, refused, None) for p in topic.partitions]) for topic in request.topics])
     one_replica = ctx.version >= 1 and not request.allow_replication_factor_change
     ongoing = await broker.reassignments()
@@ -56,7 +56,7 @@ async def alter_partition_reassignments(ctx: Context, request):
         answers.append((topic.name, results))
     if placed:
         await broker.reassign(placed)
-    return _altered(ErrorCode.NONE, None, answers)
+    return _altered(request, ErrorCode.NONE, None, answers)
 
 
 def _target(broker: BrokerView, name: str, part, one_replica: bool, in_progress: bool) -> int | None:
@@ -70,7 +70,7 @@ def _target(broker: BrokerView, name: str, part, one_replica: bool, in_progress:
     replicas = part.replicas
     if replicas is None:
         if not in_progress:
-            raise KafkaError(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, "No partition reassignment is in progress.")
+            raise KafkaError(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS)  # Kafka 4.4 says no more
         return None
     if not replicas:
         raise KafkaError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
@@ -91,8 +91,10 @@ def _target(broker: BrokerView, name: str, part, one_replica: bool, in_progress:
     return replicas[0]
 
 
-def _altered(error: int, message: str | None, answers: list):
-    return AR(throttle_time_ms=0, allow_replication_factor_change=True, error_code=error, error_message=message,
+def _altered(request, error: int, message: str | None, answers: list):
+    """The answer, echoing v1's AllowReplicationFactorChange as Kafka 4.4 does."""
+    return AR(throttle_time_ms=0, allow_replication_factor_change=request.allow_replication_factor_change,
+              error_code=error, error_message=message,
               responses=[AR.ReassignableTopicResponse(name=name, partitions=[
                   AR.ReassignableTopicResponse.ReassignablePartitionResponse(
                       partition_index=index, error_code=code, error_message=text) for index, code, text in results])
