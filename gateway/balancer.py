@@ -36,6 +36,8 @@ log = logging.getLogger(__name__)
 MOVES = "/balancer/moves"
 # Moves kept in MOVES: the recent history an operator reads, and every cooldown still running.
 MOVES_KEPT = 50
+# Of those, the moves DescribeConfigs answers.
+DESCRIBED_MOVES = 10
 
 
 class _Owners(Protocol):
@@ -75,8 +77,9 @@ class Balancer:
         self.report = LoadReport(broker.node_id, 0)  # this broker's latest, for its metrics
         # (topic, partition) -> (the partition reported, its bytes in and out then), and when.
         self._counted: dict[tuple[str, int], tuple[Partition, int, int]] = {}
-        self._counted_at = clock()
+        self._counted_at = time.monotonic()
         self._tasks: list[asyncio.Task] = []
+        self.history: list[dict] = []  # the cluster's recent moves, as last read or written
 
     def start(self) -> None:
         settings = self.broker.settings
@@ -103,23 +106,37 @@ class Balancer:
     # -- load reports ------------------------------------------------------------------------
 
     def measure(self) -> LoadReport:
-        """Each served partition's bytes in and out per second since the last measure (since it
-        was opened here, for a partition gained meanwhile)."""
-        now = self.clock()
-        elapsed = max(now - self._counted_at, 1e-3)
+        """Each served partition's bytes in and out per second since the last measure, or since
+        it was opened here for a partition gained meanwhile: a partition that just arrived
+        is not reported colder than it is, which would draw more partitions after it."""
+        now = time.monotonic()
         counted: dict[tuple[str, int], tuple[Partition, int, int]] = {}
         rates = {}
         for key, partition in list(self.broker.partitions.items()):
             before = self._counted.get(key)
-            base_in, base_out = (before[1], before[2]) if before is not None and before[0] is partition else (0, 0)
+            if before is not None and before[0] is partition:
+                base_in, base_out, since = before[1], before[2], self._counted_at
+            else:
+                base_in, base_out, since = 0, 0, max(partition.opened_at, self._counted_at)
+            elapsed = max(now - since, 1e-3)
             counted[key] = (partition, partition.bytes_in, partition.bytes_out)
             rates[key] = ((partition.bytes_in - base_in) / elapsed, (partition.bytes_out - base_out) / elapsed)
         self._counted, self._counted_at = counted, now
-        self.report = LoadReport(self.broker.node_id, int(now * 1000), rates)
+        self.report = LoadReport(self.broker.node_id, int(self.clock() * 1000), rates)
         return self.report
 
     async def publish(self) -> None:
         await load_reports.publish(self.broker.metadata, self.measure())
+        self.history = await recent_moves(self.broker.metadata)
+
+    def described(self) -> dict[str, str]:
+        """This broker's load and the cluster's recent moves, as read-only broker configs
+        (DescribeConfigs, so ``kgate brokers`` and any Kafka admin tool can read them)."""
+        report = self.report
+        return {"kgate.load.bytes.in.per.second": f"{report.bytes_in:.1f}",
+                "kgate.load.bytes.out.per.second": f"{report.bytes_out:.1f}",
+                "kgate.load.partitions": str(len(report.partitions)),
+                "kgate.balancer.recent.moves": json.dumps(self.history[-DESCRIBED_MOVES:])}
 
     # -- the balancer ----------------------------------------------------------------------
 
@@ -139,6 +156,9 @@ class Balancer:
                   for index, owner in enumerate(broker.ownership.owners(topic))}
         loads = partition_loads(reports, owners)
         history = await recent_moves(broker.metadata)
+        interval_ms = broker.settings["kgate.balancer.load.report.interval.ms"]
+        if history and not reported_since(reports, cluster.brokers, history[-1]["at"] + interval_ms):
+            return []  # the last moves' effect is not measured yet: planning now would overshoot
         moved_at = {(move["topic"], move["partition"]): move["at"] / 1000 for move in history}
         zones = {node_id: info.rack for node_id, info in cluster.brokers.items()}
         moves = plan(loads, owners, zones, self.limits(), moved_at, self.clock())
@@ -165,6 +185,7 @@ class Balancer:
                         del placed[index]
 
         await placements.change(broker.metadata, edit)
+        moves = [move for move in moves if move.source != move.target]  # a partition placed where it is
         if not moves:
             return
         now_ms = int(self.clock() * 1000)
@@ -175,6 +196,7 @@ class Balancer:
             return json.dumps(((json.loads(data) if data else []) + made)[-MOVES_KEPT:]).encode()
 
         await update_node(broker.metadata, MOVES, record)
+        self.history = (self.history + made)[-MOVES_KEPT:]
         for move in moves:
             broker.metrics.balancer_moved(move.reason)
             log.info("placed %s-%d on broker %d, from %d (%s, %.0f B/s)", move.topic, move.partition, move.target,
@@ -193,6 +215,12 @@ def partition_loads(reports: dict[int, LoadReport], owners: dict[tuple[str, int]
         if rates is not None:
             loads[key] = rates[0] + rates[1]
     return loads
+
+
+def reported_since(reports: dict[int, LoadReport], brokers, at_ms: int) -> bool:
+    """Whether every live broker has reported since ``at_ms``: a report interval after the
+    last move, each report then covers only traffic that came after it."""
+    return all(node_id in reports and reports[node_id].at_ms > at_ms for node_id in brokers)
 
 
 async def recent_moves(store: MetadataStore) -> list[dict]:

@@ -428,6 +428,9 @@ class Broker:
             log.info("topic %s grown from %d to %d partitions", name, topic.partitions, count)
             return grown
 
+    def load_described(self) -> dict[str, str]:
+        return self.balancer.described()
+
     def live_broker_ids(self) -> set[int]:
         return set(self.cluster.brokers)
 

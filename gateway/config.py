@@ -26,6 +26,7 @@ class ConfigError(ValueError):
 class ConfigSource(IntEnum):
     """Where a config value comes from, as DescribeConfigs and CreateTopics report it."""
 
+    UNKNOWN = 0  # kgate: this broker's load and recent moves, read-only, described as they are now
     DYNAMIC_TOPIC_CONFIG = 1
     DYNAMIC_BROKER_CONFIG = 2
     DYNAMIC_DEFAULT_BROKER_CONFIG = 3

@@ -139,6 +139,9 @@ class BrokerView(Protocol):
 
     def live_broker_ids(self) -> set[int]: ...
 
+    def load_described(self) -> dict[str, str]:
+        """This broker's load and the cluster's recent moves, by read-only config name."""
+
     async def reassign(self, placed: Mapping[tuple[str, int], int | None]) -> None:
         """Place each partition on the broker given (None: cancel its reassignment)."""
 

@@ -6,6 +6,7 @@ The load each broker carries is measured from its own Prometheus counters (recor
 bytes in and out of the hot topic over a window), not from the load reports the
 balancer plans from.
 """
+import json
 import threading
 import time
 import uuid
@@ -21,6 +22,7 @@ from kazoo.client import KazooClient
 from kgate.metadata.assignment import assign
 from kgate.protocol.error_codes import ErrorCode
 from tests.integration.test_broker_configs import CLUSTER_DEFAULT, SET, alter
+from tests.integration.test_cli import client
 from tests.support.cluster import AckedProducer, KgateCluster, check_delivery
 from tests.support.member_process import wait_for
 from tests.support.scrape import scrape, value
@@ -137,9 +139,10 @@ class Reader:
 
 
 def test_the_balancer_spreads_the_hot_partitions_one_broker_was_given(cluster, admin):
-    create(cluster, "hot", HOT_PARTITIONS)
+    leaders = create(cluster, "hot", HOT_PARTITIONS)
     assert set(admin.alter_partition_reassignments(
         {KafkaPartition("hot", p): [0] for p in range(HOT_PARTITIONS)}).values()) == {None}
+    reassigned = {("hot", p) for p, leader in leaders.items() if leader != 0}
     wait_for(lambda: set(cluster.leaders("hot").values()) == {0}, 30, "every hot partition on broker 0")
     wait_for(lambda: admin.list_partition_reassignments() == {}, 30, "the reassignments to complete")
     producer = AckedProducer("confluent", cluster.bootstrap, "hot", 60_000, per_second=800, value_size=200,
@@ -168,6 +171,26 @@ def test_the_balancer_spreads_the_hot_partitions_one_broker_was_given(cluster, a
     assert all(error.retriable() for error in reader.errors), [e.str() for e in reader.errors if not e.retriable()]
     moves = value(scrape(cluster.brokers[0].metrics_url), "kgate_balancer_moves_total", reason="load")
     assert moves >= 2, f"balanced in {balanced_in:.1f} s by {moves} moves: {after}"
+    # Visible: `kgate brokers moves` lists the reassignments and the balancer's moves.
+    listed = json.loads(client(cluster.brokers[1], "brokers", "moves", "--output", "json").stdout)
+    assert listed and {m["reason"] for m in listed} <= {"load", "count", "reassignment"}
+    if moves + len(reassigned) <= len(listed):  # (it lists the last ten)
+        assert [m["reason"] for m in listed].count("load") == moves
+        assert {(m["topic"], m["partition"]) for m in listed if m["reason"] == "reassignment"} == reassigned
+
+
+def test_brokers_list_shows_each_brokers_load(cluster):
+    """Traffic to one partition: its owner lists its bytes in and out, the others none of it."""
+    leaders = create(cluster, "shown", 1)
+    AckedProducer("confluent", cluster.bootstrap, "shown", 500, per_second=250, value_size=1000).start().join()
+    listed = {}
+
+    def reported():
+        listed.update({b["id"]: b for b in json.loads(
+            client(cluster.brokers[2], "brokers", "list", "--output", "json").stdout)["brokers"]})
+        return listed[leaders[0]]["bytes_in_per_second"] > 0 or None
+    wait_for(reported, 30, "the owner's load report to show the produced bytes")
+    assert set(listed) == {0, 1, 2} and all(b["partitions"] is not None for b in listed.values())
 
 
 def reassign(cluster, version: int, wanted: dict, **fields) -> dict:
@@ -216,8 +239,9 @@ def test_a_partition_placed_on_a_broker_that_dies_falls_back_to_the_hash(cluster
         # The next balancer round forgets the dead broker's override: it would not pull the
         # partition back when it returns.
         set_balancer(cluster, True)
-        wait_for(lambda: b'"placed"' not in (zookeeper.get("/placements")[0] or b""), 30,
-                 "the dead broker's override to be dropped")
+        def dropped():
+            return zookeeper.exists("/placements") is None or b'"placed"' not in zookeeper.get("/placements")[0]
+        wait_for(dropped, 30, "the dead broker's override to be dropped")
     finally:
         set_balancer(cluster, False)
         zookeeper.stop()
