@@ -43,7 +43,7 @@ from kafka import TopicPartition as KafkaPartition
 from kafka.protocol.admin import IncrementalAlterConfigsRequest
 
 from kgate.metadata.assignment import assign
-from tests.support.cluster import AckedProducer, KgateCluster
+from tests.support.cluster import AckedProducer, KgateCluster, spread
 from tests.support.member_process import wait_for
 from tests.support.scrape import scrape, value
 from tests.support.wire import Wire
@@ -72,25 +72,6 @@ def set_balancer(cluster: KgateCluster, enabled: bool) -> None:
             IAC.AlterableConfig(name="kgate.balancer.enable", config_operation=0, value=str(enabled).lower())])],
             validate_only=False), 1)
     assert answer.responses[0].error_code == 0, answer
-
-
-def topic_bytes(cluster: KgateCluster, topic: str) -> dict[int, float]:
-    totals = {}
-    for node_id, broker in cluster.brokers.items():
-        samples = scrape(broker.metrics_url)
-        totals[node_id] = (value(samples, "kgate_topic_bytes_in_total", topic=topic)
-                           + value(samples, "kgate_topic_bytes_out_total", topic=topic))
-    return totals
-
-
-def spread_over(cluster: KgateCluster, topic: str, seconds: float) -> float:
-    """The brokers' load spread over a window of ``seconds``: the largest distance from the mean, per mean."""
-    before = topic_bytes(cluster, topic)
-    time.sleep(seconds)  # the measuring window
-    after = topic_bytes(cluster, topic)
-    loads = [after[b] - before[b] for b in after]
-    mean = sum(loads) / len(loads)
-    return max(abs(load - mean) for load in loads) / mean if mean else 0.0
 
 
 def moves_made(cluster: KgateCluster) -> float:
@@ -130,13 +111,13 @@ def balancing(cluster: KgateCluster, admin: KafkaAdminClient, number: int, args)
     consuming = reader(cluster.bootstrap, topic, stop)
     try:
         wait_for(lambda: len(producer.acked) > args.rate, 30, "acknowledgements")
-        figures = {"before_spread_pct": 100 * spread_over(cluster, topic, 2)}
+        figures = {"before_spread_pct": 100 * spread(cluster.load_over(topic, 2))}
         moves = moves_made(cluster)
         set_balancer(cluster, True)
         began = time.monotonic()
-        wait_for(lambda: spread_over(cluster, topic, 1) <= BALANCED, args.timeout, "balance")
+        wait_for(lambda: spread(cluster.load_over(topic, 1)) <= BALANCED, args.timeout, "balance")
         figures["balance_s"] = time.monotonic() - began
-        figures["after_spread_pct"] = 100 * spread_over(cluster, topic, 2)
+        figures["after_spread_pct"] = 100 * spread(cluster.load_over(topic, 2))
         figures["moves"] = moves_made(cluster) - moves
     finally:
         set_balancer(cluster, False)

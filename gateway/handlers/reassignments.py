@@ -17,8 +17,6 @@ those, with the holder as the replica being removed and the target as the one ad
 as Kafka answers a move from one broker to another at replication factor 1. Where
 kgate differs: Metadata keeps answering one replica, the owner, whatever the list had.
 """
-from collections import Counter
-
 from kafka.protocol.admin import AlterPartitionReassignmentsResponse, ListPartitionReassignmentsResponse
 from kafka.protocol.api_key import ApiKey
 
@@ -28,6 +26,7 @@ from kgate.protocol.errors import KafkaError
 
 from . import Context, handles
 from .broker_view import BrokerView
+from .partitions import check_replica_list
 
 AR = AlterPartitionReassignmentsResponse
 LR = ListPartitionReassignmentsResponse
@@ -72,18 +71,7 @@ def _target(broker: BrokerView, name: str, part, one_replica: bool, in_progress:
         if not in_progress:
             raise KafkaError(ErrorCode.NO_REASSIGNMENT_IN_PROGRESS)  # Kafka 4.4 says no more
         return None
-    if not replicas:
-        raise KafkaError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
-                         "The manual partition assignment includes an empty replica list.")
-    live = broker.live_broker_ids()
-    for broker_id, times in sorted(Counter(replicas).items()):
-        if broker_id not in live:
-            raise KafkaError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
-                             f"The manual partition assignment includes broker {broker_id}, but no such broker is "
-                             "registered.")
-        if times > 1:
-            raise KafkaError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
-                             f"The manual partition assignment includes the broker {broker_id} more than once.")
+    check_replica_list(replicas, broker.live_broker_ids())
     if one_replica and len(replicas) != 1:
         raise KafkaError(ErrorCode.INVALID_REPLICATION_FACTOR,
                          f"The replication factor is changed from 1 to {len(replicas)} but "

@@ -23,7 +23,7 @@ from kgate.metadata.assignment import assign
 from kgate.protocol.error_codes import ErrorCode
 from tests.integration.test_broker_configs import CLUSTER_DEFAULT, SET, alter
 from tests.integration.test_cli import client
-from tests.support.cluster import AckedProducer, KgateCluster, check_delivery
+from tests.support.cluster import AckedProducer, KgateCluster, check_delivery, spread
 from tests.support.member_process import wait_for
 from tests.support.scrape import scrape, value
 from tests.support.wire import Wire
@@ -75,34 +75,10 @@ def set_balancer(cluster, enabled: bool) -> None:
         assert alter(wire, CLUSTER_DEFAULT, ("kgate.balancer.enable", SET, str(enabled).lower())) == ErrorCode.NONE
 
 
-def broker_bytes(cluster, topic) -> dict[int, float]:
-    """Bytes each broker has taken in and given out of ``topic`` since it started."""
-    totals = {}
-    for node_id, broker in cluster.brokers.items():
-        samples = scrape(broker.metrics_url)
-        totals[node_id] = (value(samples, "kgate_topic_bytes_in_total", topic=topic)
-                           + value(samples, "kgate_topic_bytes_out_total", topic=topic))
-    return totals
-
-
-def load_over(cluster, topic, seconds: float) -> dict[int, float]:
-    """Each broker's bytes of ``topic`` per second, in and out, over the next ``seconds``."""
-    before = broker_bytes(cluster, topic)
-    time.sleep(seconds)  # a measuring window, not a wait for a condition
-    after = broker_bytes(cluster, topic)
-    return {node_id: (after[node_id] - before[node_id]) / seconds for node_id in after}
-
-
 def balanced(cluster, topic) -> dict[int, float] | None:
     """The brokers' loads over a short window if each is within 20% of their mean, else None."""
-    loads = load_over(cluster, topic, 2)
+    loads = cluster.load_over(topic, 2)
     return loads if spread(loads) <= 0.2 else None
-
-
-def spread(loads: dict[int, float]) -> float:
-    """The largest distance of a broker's load from the mean, as a fraction of the mean."""
-    mean = sum(loads.values()) / len(loads)
-    return max(abs(load - mean) for load in loads.values()) / mean
 
 
 class Reader:
@@ -150,7 +126,7 @@ def test_the_balancer_spreads_the_hot_partitions_one_broker_was_given(cluster, a
     reader = Reader(cluster.bootstrap, "hot", HOT_PARTITIONS)
     try:
         wait_for(lambda: len(producer.acked) > 1000, 30, "acknowledgements")
-        before = load_over(cluster, "hot", 2)
+        before = cluster.load_over("hot", 2)
         assert before[0] == sum(before.values()) > 0, before
         set_balancer(cluster, True)
         started = time.monotonic()
@@ -182,14 +158,18 @@ def test_the_balancer_spreads_the_hot_partitions_one_broker_was_given(cluster, a
 def test_brokers_list_shows_each_brokers_load(cluster):
     """Traffic to one partition: its owner lists its bytes in and out, the others none of it."""
     leaders = create(cluster, "shown", 1)
-    AckedProducer("confluent", cluster.bootstrap, "shown", 500, per_second=250, value_size=1000).start().join()
+    producer = AckedProducer("confluent", cluster.bootstrap, "shown", 10_000, per_second=250, value_size=1000).start()
     listed = {}
 
     def reported():
         listed.update({b["id"]: b for b in json.loads(
             client(cluster.brokers[2], "brokers", "list", "--output", "json").stdout)["brokers"]})
         return listed[leaders[0]]["bytes_in_per_second"] > 0 or None
-    wait_for(reported, 30, "the owner's load report to show the produced bytes")
+    try:
+        wait_for(reported, 30, "the owner's load report to show the produced bytes")
+    finally:
+        producer.stop().join()
+    assert not producer.failed
     assert set(listed) == {0, 1, 2} and all(b["partitions"] is not None for b in listed.values())
 
 
