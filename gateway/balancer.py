@@ -126,8 +126,12 @@ class Balancer:
         return self.report
 
     async def publish(self) -> None:
-        await load_reports.publish(self.broker.metadata, self.measure())
-        self.history = await recent_moves(self.broker.metadata)
+        """Measure; write the report when another broker may read it (a single node has nothing
+        to balance, and its store is spared a write every interval)."""
+        report = self.measure()
+        if len(self.broker.cluster.brokers) > 1:
+            await load_reports.publish(self.broker.metadata, report)
+            self.history = await recent_moves(self.broker.metadata)
 
     def described(self) -> dict[str, str]:
         """This broker's load and the cluster's recent moves, as read-only broker configs
