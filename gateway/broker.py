@@ -306,13 +306,21 @@ class Broker:
         log.info("topic %s deleted", topic.name)
 
     async def _sweep(self) -> None:
-        """Delete deleted topics' ledgers; one broker does it, the live one with the lowest id."""
+        """Delete deleted topics' ledgers and placement overrides (a topic created again under the
+        name starts from the hash); one broker does it, the live one with the lowest id."""
         if self.cluster.brokers and min(self.cluster.brokers) != self.node_id:
             return
         for topic_id, paths in (await self.cluster.orphans()).items():
             for path in paths:
                 await ManagedLedger.destroy(self.ledgers, MetadataChainRecord(self.metadata, path))
             await self.cluster.forget_topic_id(topic_id)
+        if self.cluster.placements:
+            existing = await self.cluster.read_topics()
+
+            def forget_deleted(overrides: placements.Overrides) -> None:
+                for name in [name for name in overrides if name not in existing]:
+                    del overrides[name]
+            await placements.change(self.metadata, forget_deleted)
 
     def live_brokers(self, connection) -> dict[int, tuple[str, int, str | None]]:
         """Every live broker, by id, with the (host, port, rack) clients of this connection's

@@ -203,6 +203,29 @@ def test_reassignments_are_refused_as_kafka_refuses_them(cluster, admin):
     assert cluster.leaders("refused") == leaders  # nothing moved
 
 
+def placed_topics(zookeeper) -> set[str]:
+    """The topics with placement overrides, as the metadata store holds them."""
+    return set(json.loads(zookeeper.get("/placements")[0])) if zookeeper.exists("/placements") else set()
+
+
+def test_a_deleted_topics_overrides_go_with_it(cluster, admin):
+    leaders = create(cluster, "gone", 1)
+    target = (leaders[0] + 1) % 3
+    assert admin.alter_partition_reassignments({KafkaPartition("gone", 0): [target]}) == \
+        {KafkaPartition("gone", 0): None}
+    wait_for(lambda: cluster.leaders("gone")[0] == target, 30, "the partition on its new broker")
+    zookeeper = KazooClient(hosts=cluster.zookeeper_chroot)
+    zookeeper.start()
+    try:
+        assert "gone" in placed_topics(zookeeper)
+        client = cluster.admin()
+        for future in client.delete_topics(["gone"]).values():
+            future.result(timeout=30)
+        wait_for(lambda: "gone" not in placed_topics(zookeeper), 30, "the deleted topic's override to go")
+    finally:
+        zookeeper.stop()
+
+
 def test_a_partition_placed_on_a_broker_that_dies_falls_back_to_the_hash(cluster, admin):
     """Last in the module: it kills broker 2."""
     leaders = create(cluster, "placed", 3)
@@ -219,9 +242,7 @@ def test_a_partition_placed_on_a_broker_that_dies_falls_back_to_the_hash(cluster
         # The next balancer round forgets the dead broker's override: it would not pull the
         # partition back when it returns.
         set_balancer(cluster, True)
-        def dropped():
-            return zookeeper.exists("/placements") is None or b'"placed"' not in zookeeper.get("/placements")[0]
-        wait_for(dropped, 30, "the dead broker's override to be dropped")
+        wait_for(lambda: "placed" not in placed_topics(zookeeper), 30, "the dead broker's override to be dropped")
     finally:
         set_balancer(cluster, False)
         zookeeper.stop()
