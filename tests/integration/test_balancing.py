@@ -130,7 +130,7 @@ def test_the_balancer_spreads_the_hot_partitions_one_broker_was_given(cluster, a
         assert before[0] == sum(before.values()) > 0, before
         set_balancer(cluster, True)
         started = time.monotonic()
-        after = wait_for(lambda: balanced(cluster, "hot"), 40, "every broker within 20% of the mean load")
+        after = wait_for(lambda: balanced(cluster, "hot"), 60, "every broker within 20% of the mean load")
         balanced_in = time.monotonic() - started
     finally:
         set_balancer(cluster, False)
