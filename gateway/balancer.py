@@ -171,7 +171,8 @@ class Balancer:
 
     async def place(self, moves: list[Move], by: str, cancelled: Iterable[tuple[str, int]] = ()) -> None:
         """Write ``moves`` as overrides and drop those ``cancelled``, and those that name a broker
-        no longer live or the partition's hashed owner (they change nothing); record the moves."""
+        no longer live or the partition's hashed owner (they change nothing); record the moves.
+        Overrides of topics this broker does not know are left to the sweep of deleted topics."""
         broker = self.broker
         cluster = broker.cluster
         live = set(cluster.brokers)
@@ -183,7 +184,9 @@ class Balancer:
                 overrides.get(name, {}).pop(index, None)
             for name, placed in list(overrides.items()):
                 topic = cluster.topics.get(name)
-                hashed = assign(name, topic.partitions, live) if topic is not None else []
+                if topic is None:
+                    continue  # deleted (the sweep drops it), or created after this broker last looked
+                hashed = assign(name, topic.partitions, live)
                 for index, target in list(placed.items()):
                     if target not in live or index >= len(hashed) or hashed[index] == target:
                         del placed[index]
