@@ -7,7 +7,8 @@ PLAINTEXT listener's ANONYMOUS principal a super user, as an operator's admin ho
 be), and the same sequence of tool commands runs against each: create, describe, alter and
 delete topics; topic, broker and user (SCRAM) configs; a verifiable producer and consumer
 with their own delivery checks; consumer groups (describe, reset offsets, delete); offsets,
-record deletion, log dirs, features, ACLs, transactions (a transaction left open by a raw
+record deletion, log dirs, a partition reassignment (to the one broker each side has, executed
+and verified), features, ACLs, transactions (a transaction left open by a raw
 producer, then described, listed and aborted) and share groups (a group that read and left,
 then listed, described, reset, its offsets deleted, and deleted). Each command's exit status and output, after
 normalization (addresses, ids, times, paths; stack frames), are compared; a difference is
@@ -149,6 +150,10 @@ CASES = [
     Case("delete records", "kafka-delete-records", ("--offset-json-file", "{delete_json}")),
     Case("get offsets earliest", "kafka-get-offsets", ("--topic", P, "--time", "-2")),
     Case("log dirs", "kafka-log-dirs", ("--describe", "--topic-list", P)),
+    Case("reassign partitions execute", "kafka-reassign-partitions", ("--reassignment-json-file", "{reassign_json}",
+                                                                      "--execute"), ci=True),
+    Case("reassign partitions verify", "kafka-reassign-partitions", ("--reassignment-json-file", "{reassign_json}",
+                                                                     "--verify"), ci=True),
     Case("features describe", "kafka-features", ("describe",), ci=True),
     Case("acls add topic", "kafka-acls", ("--add", "--allow-principal", "User:alice", "--operation", "Read",
                                           "--topic", T), ci=True),
@@ -202,6 +207,7 @@ CASES = [
 
 _TIMES = [(re.compile(r'"timestamp":\d+'), '"timestamp":<t>'), (re.compile(r"Epoch: \d+"), "Epoch: <n>"),
           (re.compile(r"(TopicId: )\S+"), r"\1<id>"), (re.compile(r'"logDir":"[^"]*"'), '"logDir":"<dir>"'),
+          (re.compile(r'"log_dirs":\["[^"]*"\]'), '"log_dirs":["<dir>"]'),
           # a non-empty partition's size: the producer's batching and each store's framing decide it
           (re.compile(r'"size":[1-9]\d*'), '"size":<bytes>'),
           (re.compile(r"\b\d{13}\b"), "<time>"), (re.compile(r"\b\d\d:\d\d:\d\d\.\d{3}\b"), "<clock>"),
@@ -291,10 +297,13 @@ def run_all(bootstrap: str, token: str, workdir: str, cases: list[Case]) -> list
     names = {"topic": f"conf-tools-{token}", "produced": f"conf-produced-{token}", "group": f"conf-group-{token}",
              "txn": f"conf-txn-{token}", "share_topic": f"conf-share-tools-{token}",
              "share_group": f"conf-share-group-{token}", "busy_group": f"conf-busy-group-{token}",
-             "delete_json": "delete.json"}  # tools run in ``workdir``
+             "delete_json": "delete.json", "reassign_json": "reassign.json"}  # tools run in ``workdir``
     with open(os.path.join(workdir, names["delete_json"]), "w") as fh:
         json.dump({"version": 1, "partitions": [{"topic": names["produced"], "partition": 0,
                                                  "offset": DELETE_BEFORE}]}, fh)
+    with open(os.path.join(workdir, names["reassign_json"]), "w") as fh:  # to broker 0, the one each side has
+        json.dump({"version": 1, "partitions": [{"topic": names["topic"], "partition": p, "replicas": [0]}
+                                                for p in range(2)]}, fh)
     outcomes = []
     for case in cases:
         if case.name in SETUP:

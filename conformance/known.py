@@ -32,7 +32,7 @@ _VERSIONS = ("kgate advertises, from protocol/api_versions.py, exactly the versi
              "newer versions come when their behaviour does (e.g. KIP-890 transactions, share groups)")
 _ABSENT_API = ("APIs kgate does not serve: KRaft and inter-broker APIs (a kgate cluster keeps its metadata "
                "in ZooKeeper and shares storage), and client APIs not built yet (KIP-1296's streams topology "
-               "descriptions, client quotas, partition reassignment, telemetry)")
+               "descriptions, client quotas, telemetry)")
 _KRAFT_FEATURE = "a KRaft feature: a kgate cluster keeps its metadata in ZooKeeper and has no replicas"
 _MESSAGE = "free-text error messages are each broker's own; only their error codes are compared"
 

@@ -297,6 +297,35 @@ def create_partitions(s: Session):
     metadata(s, "after", [name])
 
 
+@scenario("topics")
+def partition_reassignments(s: Session):
+    """At replication factor 1, the only kind kgate has: a move to the partition's own broker,
+    and each refusal of Kafka's controller."""
+    name = topic(s, "moved", partitions=2)
+    M = R[ApiKey.Metadata]
+    node = s.call("setup", M(topics=[], allow_auto_topic_creation=False), 12, record=False).brokers[0].node_id
+    APR, LPR = R[ApiKey.AlterPartitionReassignments], R[ApiKey.ListPartitionReassignments]
+
+    def alter(label, target, partition, replicas, version=0, **fields):
+        s.call(label, APR(timeout_ms=30_000, topics=[APR.ReassignableTopic(name=target, partitions=[
+            APR.ReassignableTopic.ReassignablePartition(partition_index=partition, replicas=replicas)])], **fields),
+            version)
+    alter("to its own broker", name, 0, [node])
+    alter("to its own broker, v1", name, 1, [node], 1, allow_replication_factor_change=False)
+    alter("empty replica list", name, 0, [])
+    alter("a broker twice", name, 0, [node, node])
+    alter("an unknown broker", name, 0, [node + 100])
+    alter("an unknown partition", name, 5, [node])
+    alter("an unknown topic", s.name("nowhere"), 0, [node])
+    alter("cancel with none in progress", name, 1, None)
+    alter("more replicas, replication factor change refused", name, 0, [node, node + 100], 1,
+          allow_replication_factor_change=False)
+    s.call("list the topic's", LPR(timeout_ms=30_000, topics=[LPR.ListPartitionReassignmentsTopics(
+        name=name, partition_indexes=[0, 1])]), 0)
+    s.call("list an unknown topic's", LPR(timeout_ms=30_000, topics=[LPR.ListPartitionReassignmentsTopics(
+        name=s.name("nowhere"), partition_indexes=[0])]), 0)
+
+
 # -- configs -------------------------------------------------------------------------------------
 
 @scenario("configs")

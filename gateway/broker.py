@@ -13,7 +13,9 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from functools import partial
 
+from kgate.metadata import placements
 from kgate.metadata.acls import AclStore
+from kgate.metadata.balance_plan import Move
 from kgate.metadata.cluster import (
     BROKERS,
     OWNERS,
@@ -38,6 +40,7 @@ from kgate.storage.store_capabilities import Housekeeping, Instrumented, Staging
 
 from . import topic_configs
 from .authorizer import Authorizer
+from .balancer import Balancer
 from .broker_configs import BrokerConfigs
 from .chain_records import MetadataChainRecord, live_ledger_ids
 from .config import SHARED_METADATA, Settings, is_compacted
@@ -136,6 +139,7 @@ class Broker:
                                             self._settings_changed)
         self.events = EventManager(observe=self.metrics.metadata_event)
         self.ownership = Ownership(self)
+        self.balancer = Balancer(self)
         self.peers: PeerLinks = PeerLinks(self)
         self.followers = Followers(self)
         # How long a restarted broker waits for its previous session's registration to go.
@@ -162,6 +166,7 @@ class Broker:
         events, store = self.events, self.metadata
         for event, handler in ((Event.BROKERS, self._brokers_changed), (Event.TOPICS, self._topics_changed),
                                (Event.TOPIC, self._topic_changed), (Event.OWNERS, self._owners_changed),
+                               (Event.PLACEMENTS, self._placements_changed),
                                (Event.SESSION, self.ownership.session_changed), (Event.ACLS, self.authorizer.reload),
                                (Event.BROKER_CONFIGS, self.broker_configs.reload),
                                (Event.GROUP_CONFIGS, self.group_configs.reload)):
@@ -177,6 +182,7 @@ class Broker:
         await self.group_configs.start(events.poster(Event.GROUP_CONFIGS))
         store.watch(BROKERS, events.poster(Event.BROKERS), children=True)
         store.watch(TOPICS, events.poster(Event.TOPICS), children=True)
+        store.watch(placements.PLACEMENTS, events.poster(Event.PLACEMENTS))
         for topic in self.cluster.topics.values():
             self._watch_topic(topic.name)
         await self.groups.start()
@@ -187,6 +193,7 @@ class Broker:
         events.start()
         self._retention_task = asyncio.create_task(self._retention_loop())
         self.log_cleaner.start()
+        self.balancer.start()
         if isinstance(self.ledgers, Housekeeping):
             self._collection_task = asyncio.create_task(self._periodically(
                 "kgate.s3.gc.interval.ms", partial(self._collect_garbage, self.ledgers), "object garbage collection"))
@@ -213,6 +220,7 @@ class Broker:
             if task is not None:
                 task.cancel()
         await self.log_cleaner.close()
+        await self.balancer.close()
         await self.events.close()
         await self.groups.close()
         await self.transactions.close()
@@ -239,6 +247,12 @@ class Broker:
         async with self._topic_lock:
             await self.ownership.reconcile_all()
         await self._sweep()
+
+    async def _placements_changed(self, _key) -> None:
+        """A reassignment or the balancer placed partitions: hand over or take what moved."""
+        self.cluster.placements = await placements.read(self.metadata)
+        async with self._topic_lock:
+            await self.ownership.reconcile_all()
 
     async def _topics_changed(self, _key) -> None:
         """Topics created or deleted by any broker or by hand in the store."""
@@ -292,13 +306,21 @@ class Broker:
         log.info("topic %s deleted", topic.name)
 
     async def _sweep(self) -> None:
-        """Delete deleted topics' ledgers; one broker does it, the live one with the lowest id."""
+        """Delete deleted topics' ledgers and placement overrides (a topic created again under the
+        name starts from the hash); one broker does it, the live one with the lowest id."""
         if self.cluster.brokers and min(self.cluster.brokers) != self.node_id:
             return
         for topic_id, paths in (await self.cluster.orphans()).items():
             for path in paths:
                 await ManagedLedger.destroy(self.ledgers, MetadataChainRecord(self.metadata, path))
             await self.cluster.forget_topic_id(topic_id)
+        if self.cluster.placements:
+            existing = await self.cluster.read_topics()
+
+            def forget_deleted(overrides: placements.Overrides) -> None:
+                for name in [name for name in overrides if name not in existing]:
+                    del overrides[name]
+            await placements.change(self.metadata, forget_deleted)
 
     def live_brokers(self, connection) -> dict[int, tuple[str, int, str | None]]:
         """Every live broker, by id, with the (host, port, rack) clients of this connection's
@@ -413,6 +435,35 @@ class Broker:
             await self.ownership.reconcile(grown)
             log.info("topic %s grown from %d to %d partitions", name, topic.partitions, count)
             return grown
+
+    def load_described(self) -> dict[str, str]:
+        return self.balancer.described()
+
+    def live_broker_ids(self) -> set[int]:
+        return set(self.cluster.brokers)
+
+    async def reassign(self, placed: Mapping[tuple[str, int], int | None]) -> None:
+        """Place each partition on its broker (None: cancel its reassignment), as the balancer does."""
+        moves = []
+        for (name, index), target in placed.items():
+            if target is not None:
+                owners = self.ownership.owners(self.cluster.topics[name])
+                source = owners[index] if index < len(owners) else -1
+                moves.append(Move(name, index, source, target, 0.0, "reassignment"))
+        await self.balancer.place(moves, "reassignment", [key for key, target in placed.items() if target is None])
+
+    async def reassignments(self) -> dict[tuple[str, int], tuple[int | None, int]]:
+        """Partitions placed on a live broker that does not hold them yet: (the claim's holder,
+        the broker placed). Read from the store, so a reassignment just written is in progress
+        here before this broker's event manager has reached it."""
+        ongoing = {}
+        for name, placed in (await placements.read(self.metadata)).items():
+            for index, target in placed.items():
+                if target in self.cluster.brokers:
+                    holder = await self.cluster.claim_holder(name, index)
+                    if holder != target:
+                        ongoing[(name, index)] = (holder, target)
+        return ongoing
 
     def _client_topic(self, name: str) -> Topic:
         """The topic a client may delete, reconfigure or grow: it exists and is not internal."""

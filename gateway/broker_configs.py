@@ -5,7 +5,7 @@ Kafka 4.4 lets ``kafka-configs --entity-type brokers --alter`` change a setting 
 the broker runs when DescribeConfigs calls it not read-only. Of those kgate has, it
 honours a change at once: the log defaults topic configs fall back to (read on every
 produce, and re-applied to the ledgers served here), the log cleaner's (read each
-round) and the connection limits (from the next accept). A setting's value is then the
+round), the connection limits (from the next accept) and the balancer's (each round). A setting's value is then the
 first of Kafka's layers that holds one: this broker's dynamic value, the cluster-wide
 dynamic default, the server's configuration (file or ``--set``), the built-in default.
 DescribeConfigs reports the source of the first and the layers as synonyms.
@@ -45,6 +45,9 @@ DYNAMIC = frozenset({
     "log.cleaner.backoff.ms", "log.cleaner.dedupe.buffer.size",
     # Connection limits.
     "max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides",
+    # The balancer's (read each round): switched on and tuned across the cluster without a restart.
+    "kgate.balancer.enable", "kgate.balancer.interval.ms", "kgate.balancer.max.moves",
+    "kgate.balancer.move.cooldown.ms", "kgate.balancer.tolerance.percent", "kgate.balancer.load.report.interval.ms",
 })
 
 Layer = tuple[str, str, ConfigSource]  # (setting, value, source)

@@ -26,6 +26,7 @@ class ConfigError(ValueError):
 class ConfigSource(IntEnum):
     """Where a config value comes from, as DescribeConfigs and CreateTopics report it."""
 
+    UNKNOWN = 0  # kgate: this broker's load and recent moves, read-only, described as they are now
     DYNAMIC_TOPIC_CONFIG = 1
     DYNAMIC_BROKER_CONFIG = 2
     DYNAMIC_DEFAULT_BROKER_CONFIG = 3
@@ -119,6 +120,14 @@ BROKER_SETTINGS: dict[str, tuple[object, tuple]] = {
     # How often each broker compacts the sealed ledgers it holds out of WAL objects into
     # objects of their own (a bounded amount per round; storage/stores/compaction.py).
     "kgate.s3.compaction.interval.ms": (10_000, _POSITIVE),
+    # Self-balancing (gateway/balancer.py): every broker reports its bytes in and out per
+    # partition; the lowest live id moves partitions by load and count, a few per round.
+    "kgate.balancer.enable": (False, _ANY),
+    "kgate.balancer.interval.ms": (30_000, _POSITIVE),
+    "kgate.balancer.max.moves": (2, _POSITIVE),
+    "kgate.balancer.move.cooldown.ms": (120_000, _NON_NEGATIVE),
+    "kgate.balancer.tolerance.percent": (10, ("must be between 1 and 100", lambda v: 1 <= v <= 100)),
+    "kgate.balancer.load.report.interval.ms": (5000, _POSITIVE),
     "zookeeper.session.timeout.ms": (18_000, ("must be >= 1000", lambda v: v >= 1000)),
     # A `serve --workers` worker's session with its supervisor: ended, and the worker replaced,
     # when the supervisor hears nothing from it for this long (Kafka's broker-to-controller name).

@@ -102,7 +102,14 @@ class BrokerMetrics:
         self._zone_fallbacks = Counter("kgate_zone_fallbacks", "Requests of a client in a zone with no live "
                                        "broker, routed to partition owners in other zones", ["client_zone"],
                                        registry=self.registry)
+        moves = Counter("kgate_balancer_moves", "Partitions moved between brokers by the balancer or a "
+                        "reassignment, counted by the broker that placed them, by reason: load, count (the "
+                        "balancer's) or reassignment (AlterPartitionReassignments)", ["reason"], registry=self.registry)
+        self._moves = {reason: moves.labels(reason) for reason in ("load", "count", "reassignment")}
         self.registry.register(_StateCollector(broker))
+
+    def balancer_moved(self, reason: str) -> None:
+        self._moves[reason].inc()
 
     def log_cleaned(self, result: CompactionResult) -> None:
         self._cleaner_runs.inc()
@@ -238,6 +245,15 @@ class _StateCollector:
         for topic, count in sorted(collections.Counter(topic for topic, _ in list(broker.partitions)).items()):
             owned.add_metric([topic], count)
         yield owned
+        load = GaugeMetricFamily("kgate_load_bytes_per_second", "Record-set bytes per second this broker's "
+                                 "partitions took in and gave out over its last load report (what the balancer "
+                                 "plans from)", labels=["direction"])
+        load.add_metric(["in"], broker.balancer.report.bytes_in)
+        load.add_metric(["out"], broker.balancer.report.bytes_out)
+        yield load
+        yield GaugeMetricFamily("kgate_placement_overrides", "Partitions placed on a broker by a reassignment or the "
+                                "balancer rather than by the hash", value=sum(len(placed) for placed in
+                                                                             broker.cluster.placements.values()))
         yield GaugeMetricFamily("kgate_offline_partitions", "Partitions this broker owns but cannot serve "
                                 "(a damaged ledger): each answers KAFKA_STORAGE_ERROR", value=len(broker.offline))
         clients = GaugeMetricFamily("kgate_connections", "Open connections by client software (ApiVersions v3+)",

@@ -1,7 +1,7 @@
 """Partition ownership: the partitions this broker serves, kept true to the cluster.
 
-Every broker computes the same owners (metadata.assignment) from the live brokers and
-the topics. Owning is made safe by a claim, an ephemeral node only one broker can
+Every broker computes the same owners (metadata.assignment) from the live brokers, the
+topics and the placement overrides. Owning is made safe by a claim, an ephemeral node only one broker can
 hold: a broker serves a partition only after taking its claim, and opening the
 partition's log then fences whatever ledger the previous owner left open, so a
 writer that was superseded without knowing it (paused, cut off) can no longer
@@ -94,7 +94,7 @@ class Ownership:
         self._expired = False
         self._expiries_unhandled = 0  # expiries reported, their partitions not yet dropped
         self._session = Session.CONNECTED  # the latest state the store reported
-        # topic name -> ((partitions, live broker ids), owners): Metadata asks per partition,
+        # topic name -> ((partitions, live broker ids, overrides), owners): Metadata asks per partition,
         # and assigning costs a hash per partition and broker, so it runs once per change.
         self._assigned: dict[str, tuple[tuple, list[int]]] = {}
         # Offline partitions whose ledger tail waits for another broker's upload: tried again.
@@ -104,10 +104,12 @@ class Ownership:
 
     def owners(self, topic: Topic) -> list[int]:
         """The owner of each partition of ``topic``; [] when no broker is live."""
-        inputs = (topic.partitions, tuple(sorted(self.broker.cluster.brokers)))
+        cluster = self.broker.cluster
+        placed = cluster.placements.get(topic.name, {})
+        inputs = (topic.partitions, tuple(sorted(cluster.brokers)), tuple(sorted(placed.items())))
         known = self._assigned.get(topic.name)
         if known is None or known[0] != inputs:
-            known = inputs, assign(topic.name, topic.partitions, inputs[1])
+            known = inputs, assign(topic.name, topic.partitions, inputs[1], placed)
             self._assigned[topic.name] = known
         return known[1]
 

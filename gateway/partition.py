@@ -1,6 +1,7 @@
 """One partition as the broker serves it: its managed ledger, its producer state and its transactions."""
 import asyncio
 import logging
+import time
 
 from kgate.protocol import control_batch
 from kgate.protocol.record_batch import HEADER_SIZE, read_header, validate
@@ -34,6 +35,11 @@ class Partition:
         # Why the ledger refused an append as fenced; every later append is refused alike until
         # the partition is opened again (see ``append``).
         self.fenced: LedgerFenced | None = None
+        # Record-set bytes appended and fetched since it was opened here: the load it puts on
+        # this broker, reported as rates for the balancer (gateway.balancer).
+        self.bytes_in = 0
+        self.bytes_out = 0
+        self.opened_at = time.monotonic()
 
     @property
     def leader_epoch(self) -> int:

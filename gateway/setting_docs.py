@@ -55,6 +55,21 @@ SETTING_DOCS: dict[str, SettingDoc] = {
                                       "any more. Each pass lists the bucket."),
     "kgate.s3.compaction.interval.ms": _kgate("How often each broker rewrites the sealed ledgers it holds out of WAL "
                                               "objects into objects of their own (a bounded amount per round)."),
+    "kgate.balancer.enable": _kgate("Move partitions between brokers by load: the live broker with the lowest id "
+                                    "plans every `kgate.balancer.interval.ms` from the brokers' load reports and "
+                                    "places partitions (no data is copied: storage is shared). Off: ownership "
+                                    "follows the hash and AlterPartitionReassignments only.",
+                                    "Cruise Control's self-healing; AutoMQ's autobalancer.controller.enable"),
+    "kgate.balancer.interval.ms": _kgate("How often the balancer plans a round of moves."),
+    "kgate.balancer.max.moves": _kgate("The most partitions one round moves; each move costs the partition's "
+                                       "clients a retriable error and a metadata refresh."),
+    "kgate.balancer.move.cooldown.ms": _kgate("How long a partition the balancer moved stays where it went before it "
+                                              "may move again (long enough for its new owner's load reports)."),
+    "kgate.balancer.tolerance.percent": _kgate("A broker carrying at most this much more than the mean load, in "
+                                               "percent, is balanced: nothing moves from it by load."),
+    "kgate.balancer.load.report.interval.ms": _kgate("How often each broker writes its bytes in and out per second, "
+                                                     "per partition, to the metadata store (`kgate brokers list` "
+                                                     "shows them; the balancer plans from them)."),
     "broker.session.timeout.ms": _kafka("With `serve --workers N`, a worker's session with its supervisor, as "
                                         "Kafka's broker's with its controller: a worker the supervisor hears "
                                         "nothing from for this long (its event loop stopped: SIGSTOP, a hang) loses "

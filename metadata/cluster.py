@@ -11,6 +11,8 @@ Node layout (the same under ZooKeeper, below the chroot):
     /counters/ledger-id                      next ledger id
     /counters/producer-id                    next producer id block
     /counters/broker-id                      next derived broker id
+    /placements                              placement overrides (metadata.placements)
+    /loads/<id>                              ephemeral: the broker's load report (metadata.load_reports)
 
 Ledger chains and epochs are keyed by topic id, not name: a topic deleted and created
 again under the same name never meets its predecessor's ledgers, whichever broker
@@ -21,6 +23,7 @@ import json
 import uuid
 from dataclasses import dataclass, field
 
+from . import placements
 from .store import BadVersion, MetadataStore, NodeExists, NoNode
 
 TOPICS = "/topics"
@@ -107,6 +110,7 @@ class ClusterState:
         self.store = store
         self.topics: dict[str, Topic] = {}
         self.brokers: dict[int, BrokerInfo] = {}
+        self.placements: placements.Overrides = {}
 
     async def cluster_id(self, create: bool) -> str | None:
         """The cluster's id; a store without one holds no kgate cluster (yet): None,
@@ -123,6 +127,7 @@ class ClusterState:
     async def load(self) -> None:
         self.topics = await self.read_topics()
         self.brokers = await self.read_brokers()
+        self.placements = await placements.read(self.store)
 
     async def read_topics(self) -> dict[str, Topic]:
         topics = {}
@@ -174,6 +179,11 @@ class ClusterState:
         except NodeExists:
             node = await self.store.get(path)
             return node is not None and json.loads(node.data)["broker"] == broker_id
+
+    async def claim_holder(self, topic: str, partition: int) -> int | None:
+        """The broker holding the partition's claim, None when none does."""
+        node = await self.store.get(owner_path(topic, partition))
+        return json.loads(node.data)["broker"] if node is not None else None
 
     async def new_epoch(self, topic: Topic, partition: int, start_offset: int) -> list[list[int]]:
         """Open the next leader epoch of a partition at ``start_offset``; return the epoch

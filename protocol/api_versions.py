@@ -35,6 +35,9 @@ SUPPORTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.CreatePartitions: (0, 3),
     ApiKey.DeleteRecords: (0, 2),
     ApiKey.DescribeCluster: (0, 1),
+    # Moves ownership only: one replica per partition in shared storage (gateway/handlers/reassignments.py).
+    ApiKey.AlterPartitionReassignments: (0, 1),
+    ApiKey.ListPartitionReassignments: (0, 0),
     ApiKey.OffsetForLeaderEpoch: (0, 4),
     ApiKey.DescribeLogDirs: (0, 4),
     ApiKey.DescribeProducers: (0, 0),

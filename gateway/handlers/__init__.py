@@ -97,6 +97,7 @@ from . import (  # noqa: E402,F401
     producer_ids,
     producers,
     read_end,
+    reassignments,
     records,
     sasl,
     share_fetch,

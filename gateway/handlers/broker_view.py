@@ -137,6 +137,17 @@ class BrokerView(Protocol):
 
     async def next_producer_id(self) -> int: ...
 
+    def live_broker_ids(self) -> set[int]: ...
+
+    def load_described(self) -> dict[str, str]:
+        """This broker's load and the cluster's recent moves, by read-only config name."""
+
+    async def reassign(self, placed: Mapping[tuple[str, int], int | None]) -> None:
+        """Place each partition on the broker given (None: cancel its reassignment)."""
+
+    async def reassignments(self) -> dict[tuple[str, int], tuple[int | None, int]]:
+        """Reassignments in progress: (the broker holding the partition, the broker placed)."""
+
 
 async def per_partition(broker: BrokerView, client: Client, topic: str, asked: Iterable[Asked],
                         index: Callable[[Asked], int], answer: Callable[[Asked, Local | Followed], Awaitable[Answer]],

@@ -93,6 +93,9 @@ def _describe(ctx: Context, resource, documented: bool = False):
         if resource.resource_name not in ("", str(broker.node_id)):
             return _error(resource, ErrorCode.INVALID_REQUEST, f"this is broker {broker.node_id}")
         entries = _broker_entries(broker.broker_configs, resource.resource_name == "")
+        if resource.resource_name:
+            entries += [(name, value, True, ConfigSource.UNKNOWN, [], ConfigType.STRING)
+                        for name, value in broker.load_described().items()]
     else:
         return _error(resource, ErrorCode.INVALID_REQUEST, f"resource type {resource.resource_type} is not supported")
     # Secrets are described as Kafka describes them: sensitive, with no value.

@@ -334,6 +334,7 @@ async def _read_partition(broker: BrokerView, part, decision: Local | Followed, 
         if chunks and magic_of(chunks[0]) < 2:
             chunks[0] = message_set.from_offset(chunks[0], part.fetch_offset)
         records = RecordChunks(chunks)
+        partition.bytes_out += len(records)
         budget.spend(partition.topic, len(records), sum(stored.header.record_count for stored in entries[:len(chunks)]))
     return PD(partition_index=part.partition, error_code=error, high_watermark=hw, last_stable_offset=lso,
               log_start_offset=start, preferred_read_replica=-1, records=records,

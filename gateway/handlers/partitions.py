@@ -14,6 +14,7 @@ and growing the topic would strand every group's stored state. Adding more than
 records one operation may write.
 """
 from collections import Counter
+from collections.abc import Container
 
 from kafka.protocol.admin import CreatePartitionsResponse
 from kafka.protocol.api_key import ApiKey
@@ -79,19 +80,22 @@ def _check(broker: BrokerView, request_topic):
                            f"Attempted to add {additional} additional partition(s), but only {len(assignments)} "
                            "assignment(s) were specified.")
         for assignment in assignments:
-            _check_assignment(broker, assignment.broker_ids)
+            check_replica_list(assignment.broker_ids, {broker.node_id})
     return check
 
 
-def _check_assignment(broker: BrokerView, broker_ids):
+def check_replica_list(broker_ids, registered: Container[int]) -> None:
+    """Kafka's controller's check of a manual replica list (validateManualPartitionAssignment),
+    for CreatePartitions and AlterPartitionReassignments alike: KafkaError if it is empty,
+    names a broker not ``registered`` or one broker twice (checked in broker id order)."""
     if not broker_ids:
         raise KafkaError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
-                       "The manual partition assignment includes an empty replica list.")
-    for broker_id, times in Counter(broker_ids).items():
-        if broker_id != broker.node_id:
+                         "The manual partition assignment includes an empty replica list.")
+    for broker_id, times in sorted(Counter(broker_ids).items()):
+        if broker_id not in registered:
             raise KafkaError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
-                           f"The manual partition assignment includes broker {broker_id}, but no such broker is "
-                           "registered.")
+                             f"The manual partition assignment includes broker {broker_id}, but no such broker is "
+                             "registered.")
         if times > 1:
             raise KafkaError(ErrorCode.INVALID_REPLICATION_ASSIGNMENT,
-                           f"The manual partition assignment includes the broker {broker_id} more than once.")
+                             f"The manual partition assignment includes the broker {broker_id} more than once.")

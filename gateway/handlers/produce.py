@@ -283,6 +283,7 @@ async def _append(ctx: Context, request, topic_name, data, turn: Turn, inflation
         _writes_failed(ctx, partition, exc)
         raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR) from None
     partition.writes_succeeded()
+    partition.bytes_in += len(records)
     broker.metrics.produced(topic_name, len(records), produced.record_count)
     return _Outcome(ErrorCode.NONE, base, durable, partition, log_append_time=append_time)
 

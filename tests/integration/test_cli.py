@@ -361,11 +361,15 @@ def test_reset_offsets_plans_then_executes_and_refuses_a_live_group(broker_facto
 
 def test_brokers_list(broker):
     [row] = [line.split() for line in client(broker, "brokers", "list").stdout.splitlines()[1:]]
-    assert row == ["0", "127.0.0.1", str(broker.port), "-", "yes"]
+    assert row[:5] == ["0", "127.0.0.1", str(broker.port), "-", "yes"]
+    assert all(field.isdigit() for field in row[5:]) and len(row) == 8  # its partitions, bytes in and out per second
     listed = json.loads(client(broker, "brokers", "list", "--output", "json").stdout)
     assert listed["controller_id"] == 0 and listed["cluster_id"]
-    assert listed["brokers"] == [{"id": 0, "host": "127.0.0.1", "port": broker.port, "rack": None,
-                                  "controller": True}]
+    [described] = listed["brokers"]
+    assert described | {"partitions": 0, "bytes_in_per_second": 0.0, "bytes_out_per_second": 0.0} == \
+        {"id": 0, "host": "127.0.0.1", "port": broker.port, "rack": None, "controller": True, "partitions": 0,
+         "bytes_in_per_second": 0.0, "bytes_out_per_second": 0.0}
+    assert described["partitions"] >= 0 and described["bytes_in_per_second"] >= 0
 
 
 def test_bad_input_exits_with_one_line_and_the_documented_code(broker):

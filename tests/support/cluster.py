@@ -19,6 +19,7 @@ from confluent_kafka.admin import AdminClient
 from . import records as R
 from .broker_process import BrokerProcess
 from .member_process import wait_for
+from .scrape import scrape, value
 from .zookeeper import ZooKeeperServer, free_ports
 
 SESSION_TIMEOUT_MS = 4000
@@ -78,10 +79,33 @@ class KgateCluster:
             return leaders if len(leaders) == partitions and set(leaders.values()) <= among else None
         return wait_for(settled, timeout, f"leaders of {topic} among {sorted(among)}", interval=0.25)
 
+    def topic_bytes(self, topic: str) -> dict[int, float]:
+        """Record-set bytes each broker has taken in and given out of ``topic`` since it started,
+        from its metrics endpoint (brokers started with ``kgate.metrics.listener``)."""
+        totals = {}
+        for node_id, broker in self.brokers.items():
+            samples = scrape(broker.metrics_url)
+            totals[node_id] = (value(samples, "kgate_topic_bytes_in_total", topic=topic)
+                               + value(samples, "kgate_topic_bytes_out_total", topic=topic))
+        return totals
+
+    def load_over(self, topic: str, seconds: float) -> dict[int, float]:
+        """Each broker's bytes of ``topic`` per second, in and out, over the next ``seconds``."""
+        before = self.topic_bytes(topic)
+        time.sleep(seconds)  # a measuring window, not a wait for a condition
+        after = self.topic_bytes(topic)
+        return {node_id: (after[node_id] - before[node_id]) / seconds for node_id in after}
+
     def stop(self) -> None:
         for broker in self.brokers.values():
             if broker.alive():
                 broker.kill()
+
+
+def spread(loads: dict[int, float]) -> float:
+    """The largest distance of a broker's load from the mean, as a fraction of the mean (0 without load)."""
+    mean = sum(loads.values()) / len(loads)
+    return max(abs(load - mean) for load in loads.values()) / mean if mean else 0.0
 
 
 @contextmanager
@@ -136,6 +160,7 @@ class AckedProducer:
         self.config = config
         self.acked: list[tuple[int, int, int]] = []  # (partition, offset, record index)
         self.failed: list[str] = []
+        self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"producer-{client}", daemon=True)
 
     def start(self) -> "AckedProducer":
@@ -147,9 +172,16 @@ class AckedProducer:
         assert not self._thread.is_alive(), f"{self.client} producer still running after {timeout} s"
         return self
 
+    def stop(self) -> "AckedProducer":
+        """Send nothing more (what was sent is still delivered before ``join`` returns)."""
+        self._stopping.set()
+        return self
+
     def _paced(self):
         began = time.monotonic()
         for n, i in enumerate(self.indexes):
+            if self._stopping.is_set():
+                return
             ahead = began + n / self.per_second - time.monotonic()
             if ahead > 0:
                 time.sleep(ahead)

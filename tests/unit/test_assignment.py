@@ -39,7 +39,7 @@ def test_no_live_broker_no_owners():
     assert assign("orders", 3, []) == []
 
 
-def test_a_brokers_owners_follow_the_live_brokers_and_the_partition_count():
+def test_a_brokers_owners_follow_the_live_brokers_the_partition_count_and_the_overrides():
     """Ownership answers Metadata's per-partition question from one assignment per change."""
     import uuid
     from types import SimpleNamespace
@@ -47,10 +47,13 @@ def test_a_brokers_owners_follow_the_live_brokers_and_the_partition_count():
     from kgate.gateway.ownership import Ownership
     from kgate.metadata.cluster import Topic
 
-    broker = SimpleNamespace(cluster=SimpleNamespace(brokers={0: None, 1: None}))
+    broker = SimpleNamespace(cluster=SimpleNamespace(brokers={0: None, 1: None}, placements={}))
     ownership = Ownership(broker)
     topic = Topic("t", uuid.uuid4(), 6)
     assert ownership.owners(topic) == assign("t", 6, [0, 1])
     broker.cluster.brokers = {1: None, 2: None}
     assert ownership.owners(topic) == assign("t", 6, [1, 2])
     assert ownership.owners(Topic("t", topic.topic_id, 9)) == assign("t", 9, [1, 2])
+    hashed = ownership.owners(topic)[0]
+    broker.cluster.placements = {"t": {0: 3 - hashed}}
+    assert ownership.owners(topic)[0] == 3 - hashed

@@ -25,6 +25,7 @@ class Opening:
         self.damaged: dict = {}
         self.cluster = self
         self.brokers = {0: None}
+        self.placements: dict = {}
         self.failing = failing
         self.open_now = 0
         self.most_open = 0
