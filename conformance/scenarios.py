@@ -794,9 +794,13 @@ def transaction_flow(s: Session):
                                      T.TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=1)])]), 3)
     s.call("DescribeTransactions, ongoing", R[ApiKey.DescribeTransactions](transactional_ids=[txn]), 0)
     end_txn(s, "EndTxn abort", txn, pid, epoch, False)
-    # Kafka writes the abort marker after answering EndTxn; compare once it is written.
+    # Kafka writes the abort markers after answering EndTxn (kgate before); compare once they are
+    # written and the transaction is complete (until then Kafka answers CONCURRENT_TRANSACTIONS).
     eventually(lambda: list_offsets(s, "setup", name, LATEST, record=False).topics[0].partitions[0].offset == 3,
                "abort marker written")
+    described = R[ApiKey.DescribeTransactions](transactional_ids=[txn])
+    eventually(lambda: s.call("setup", described, 0, record=False).transaction_states[0].transaction_state
+               == "CompleteAbort", "transaction complete")
     fetch(s, "read_committed after abort", name, 0, isolation_level=1)
     fetch(s, "read_uncommitted after abort", name, 0)
     list_offsets(s, "latest after abort", name, LATEST)
