@@ -91,6 +91,8 @@ def test_a_batch_taken_from_the_producer_forgets_its_refusals(table):
     (KafkaError(ErrorCode.INVALID_RECORD, "not sent again"), records(389)),
     (RefusedBehind(ErrorCode.NOT_LEADER_FOR_PARTITION), records(389)),  # else each would renew the bound
     (NOT_LEADER, build_batch([b"v"])),  # not idempotent
+    # Transactional: its producer skips the sequences of records it failed with an aborted transaction.
+    (NOT_LEADER, build_batch([b"v"], producer_id=2000, producer_epoch=0, base_sequence=389, transactional=True)),
     (NOT_LEADER, b"\0" * 20),  # too short for a batch header
 ])
 def test_refusals_not_remembered(table, refusal, batch):
