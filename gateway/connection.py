@@ -46,6 +46,7 @@ from .connection_limits import ConnectionLimits
 from .handlers import Context, dispatch
 from .handlers.broker_view import BrokerView
 from .handlers.sasl import authenticate
+from .refused_batches import RefusedBatches
 from .request_budget import RequestBytesBudget
 from .response_budget import HeldResponses, ResponseBytesBudget
 from .sasl import AuthenticationFailed, Mechanism
@@ -104,6 +105,8 @@ class ConnectionInfo:
     # The newest produce request's turn (gateway/handlers/produce.py, Turn), done once it has
     # appended: the connection's next produce appends after it, keeping the order they were sent in.
     appending: asyncio.Future | None = None
+    # Idempotent batches refused before their sequence check: those pipelined behind them are refused alike.
+    refused_batches: RefusedBatches = field(default_factory=RefusedBatches)
     # The client's zone (gateway/zones.py), or the peer broker's id for a broker-to-broker
     # connection, known from the first request's client id; and how its bytes are counted.
     zone: str | None = None

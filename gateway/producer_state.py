@@ -56,7 +56,12 @@ class ActiveProducer:
 
 
 class SequenceError(KafkaError):
-    """An idempotent producer's batch out of sequence or epoch, with Kafka's code for it."""
+    """An idempotent producer's batch out of sequence or epoch, with Kafka's code for it, and
+    the sequence the partition expected when the batch skipped past it."""
+
+    def __init__(self, code: ErrorCode, message: str, expected: int | None = None):
+        super().__init__(code, message)
+        self.expected = expected
 
 
 class ProducerStateTable:
@@ -74,7 +79,7 @@ class ProducerStateTable:
             if header.base_sequence != 0:
                 raise SequenceError(ErrorCode.UNKNOWN_PRODUCER_ID,
                                     f"producer {header.producer_id} is unknown and starts at sequence "
-                                    f"{header.base_sequence}")
+                                    f"{header.base_sequence}", expected=0)
             return None
         if header.producer_epoch < producer.epoch:
             raise SequenceError(ErrorCode.INVALID_PRODUCER_EPOCH,
@@ -84,7 +89,7 @@ class ProducerStateTable:
             if header.base_sequence != 0:
                 raise SequenceError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
                                     f"new epoch {header.producer_epoch} must start at sequence 0, "
-                                    f"not {header.base_sequence}")
+                                    f"not {header.base_sequence}", expected=0)
             return None
         producer.forget_failed(log_end)
         for cached in producer.batches:
@@ -95,7 +100,7 @@ class ProducerStateTable:
         if header.base_sequence != expected:
             raise SequenceError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
                                 f"producer {header.producer_id} sent sequence {header.base_sequence}, "
-                                f"expected {expected}")
+                                f"expected {expected}", expected=expected)
         return None
 
     def record(self, header: BatchHeader, base_offset: int, durable: asyncio.Future | None) -> None:

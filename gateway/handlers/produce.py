@@ -30,6 +30,7 @@ from ..partition import Partition
 from ..partition_router import ByReference, Client, Local, Refused, route
 from ..partition_router import Operation as Route
 from ..peer_links import PeerUnavailable
+from ..producer_state import SequenceError
 from . import Context, handles
 from .waiters import wait_woken, wake
 
@@ -164,6 +165,7 @@ async def _append_all(ctx: Context, request, turn: "Turn") -> dict[tuple[str, in
                                             record_errors=rejected.record_errors)
                 except KafkaError as refused:
                     results[key] = _refused(ctx, key, refused)
+                    ctx.connection.refused_batches.refused(key, data.records or b"", refused)
                 else:
                     if outcome.sending is not None:
                         sending[key] = outcome.sending
@@ -274,6 +276,7 @@ async def _append(ctx: Context, request, topic_name, data, turn: Turn, inflation
     if broker.topic_config(topic, "message.timestamp.type") == log_append_time.LOG_APPEND_TIME:
         append_time = int(time.time() * 1000)
         produced = produced.stamped(append_time)
+    key = (topic_name, data.index)
     try:
         base, durable = await partition.append(produced, entry_format, codec)
     except LedgerFenced as exc:
@@ -282,6 +285,10 @@ async def _append(ctx: Context, request, topic_name, data, turn: Turn, inflation
     except StoreUnavailable as exc:
         _writes_failed(ctx, partition, exc)
         raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR) from None
+    except SequenceError as out_of_order:
+        assert produced.batch is not None  # only batches are sequence-checked
+        raise ctx.connection.refused_batches.answer(key, produced.batch, out_of_order) from None
+    ctx.connection.refused_batches.appended(key, produced.batch)
     partition.writes_succeeded()
     partition.bytes_in += len(records)
     broker.metrics.produced(topic_name, len(records), produced.record_count)

@@ -1,5 +1,6 @@
 """Cluster mode against a ZooKeeper that is down, lost, or shared by a broker with the same id."""
 import os
+import select
 import threading
 
 import pytest
@@ -31,11 +32,25 @@ def cluster_broker(tmp_path, zookeeper, node_id, name=None):
         "offsets.topic.num.partitions": 3})
 
 
-def produce_one(wire, topic):
-    request = ProduceRequest(transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[
+def produce_request(topic, records):
+    return ProduceRequest(transactional_id=None, acks=-1, timeout_ms=5000, topic_data=[
         ProduceRequest.TopicProduceData(name=topic, partition_data=[
-            ProduceRequest.TopicProduceData.PartitionProduceData(index=0, records=build_batch([b"v"]))])])
-    return wire.call(request, 7).responses[0].partition_responses[0].error_code
+            ProduceRequest.TopicProduceData.PartitionProduceData(index=0, records=records)])])
+
+
+def produce_one(wire, topic):
+    return wire.call(produce_request(topic, build_batch([b"v"])), 7).responses[0].partition_responses[0].error_code
+
+
+def idempotent_batch(topic, sequence, count=2):
+    """Producer 4242's batch of ``count`` records from ``sequence``, as a Produce request."""
+    values = [b"s%d" % (sequence + i) for i in range(count)]
+    return produce_request(topic, build_batch(values, producer_id=4242, producer_epoch=0, base_sequence=sequence))
+
+
+def answer(wire, request, correlation_id):
+    part = wire.read(request, 7, correlation_id).responses[0].partition_responses[0]
+    return ErrorCode(part.error_code), part.base_offset
 
 
 def test_a_broker_started_before_zookeeper_says_so_and_waits_for_it(tmp_path, zookeeper):
@@ -73,6 +88,45 @@ def test_produces_fail_retriably_while_zookeeper_is_lost_and_resume_after(tmp_pa
             zookeeper.start().wait_serving()
             wait_for(lambda: produce_one(wire, "guarded") == ErrorCode.NONE, 60,
                      "produces to be acknowledged again")
+    finally:
+        broker.stop()
+
+
+def test_batches_pipelined_behind_one_refused_before_the_partition_was_served_are_refused_alike(
+        tmp_path, zookeeper):
+    """Fault run seed 12: a producer's batch was refused while its partition was not yet served
+    (NOT_LEADER_FOR_PARTITION), and the batch it had already sent behind it arrived just after
+    the partition was served: answered OUT_OF_ORDER_SEQUENCE_NUMBER ("sent sequence 392, expected
+    389"), it made librdkafka start a new epoch and send every record not yet acknowledged again
+    under new sequences, duplicating one another owner had stored without acknowledging it. The
+    batch behind is refused like the first, so the client sends both again, in order."""
+    zookeeper.start().wait_serving()
+    broker = cluster_broker(tmp_path, zookeeper, 0).start(timeout=60)
+    try:
+        create_topic(broker.bootstrap, "pipelined", 1)
+        with Wire(broker.bootstrap) as producer, Wire(broker.bootstrap) as probe:
+            wait_for(lambda: produce_one(probe, "pipelined") == ErrorCode.NONE, 30, "the partition to be served")
+            first = idempotent_batch("pipelined", 0)
+            assert answer(producer, first, producer.send(first, 7))[0] == ErrorCode.NONE
+            zookeeper.stop()
+            wait_for(lambda: produce_one(probe, "pipelined") == ErrorCode.NOT_LEADER_FOR_PARTITION, 30,
+                     "produces to be refused once ZooKeeper is gone")
+            refused, behind = idempotent_batch("pipelined", 2), idempotent_batch("pipelined", 4)
+            refused_id = producer.send(refused, 7)
+            # Answered (unread, as a client that has not yet heard of it) before the partition is served again.
+            assert select.select([producer.sock], [], [], 20)[0], "the refused batch was not answered"
+            zookeeper.start().wait_serving()
+            wait_for(lambda: produce_one(probe, "pipelined") == ErrorCode.NONE, 60, "the partition to be served again")
+            behind_id = producer.send(behind, 7)
+            assert answer(producer, refused, refused_id)[0] == ErrorCode.NOT_LEADER_FOR_PARTITION
+            assert answer(producer, behind, behind_id)[0] == ErrorCode.NOT_LEADER_FOR_PARTITION
+            # Sent again in order, each is stored once, one after the other.
+            stored, base = answer(producer, refused, producer.send(refused, 7))
+            assert stored == ErrorCode.NONE
+            assert answer(producer, behind, producer.send(behind, 7)) == (ErrorCode.NONE, base + 2)
+            # A batch that skips sequences with nothing refused before it hears Kafka's answer.
+            skipping = idempotent_batch("pipelined", 9)
+            assert answer(producer, skipping, producer.send(skipping, 7))[0] == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
     finally:
         broker.stop()
 

@@ -46,7 +46,7 @@ def encode_request(request, version: int, correlation_id: int = 1, client_id: st
 
 
 class Wire:
-    """A long-lived raw connection: one request, one response."""
+    """A long-lived raw connection: one request, one response (or several sent before their answers are read)."""
 
     def __init__(self, bootstrap: str, client_id: str = "kgate-tests"):
         self.sock = connect(bootstrap)
@@ -54,9 +54,17 @@ class Wire:
         self.correlation_id = 0
 
     def call(self, request, version: int):
+        return self.read(request, version, self.send(request, version))
+
+    def send(self, request, version: int) -> int:
+        """Send ``request`` without reading its answer; its correlation id, for :meth:`read`."""
         self.correlation_id += 1
         self.sock.sendall(encode_request(request, version, self.correlation_id, self.client_id))
-        return read_response(self.sock, request.API_KEY, version, self.correlation_id)
+        return self.correlation_id
+
+    def read(self, request, version: int, correlation_id: int):
+        """The answer to ``request`` sent as ``correlation_id`` (answers come in the order sent)."""
+        return read_response(self.sock, request.API_KEY, version, correlation_id)
 
     def close(self) -> None:
         self.sock.close()

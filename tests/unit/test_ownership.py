@@ -108,3 +108,21 @@ async def test_claims_count_as_lost_from_the_expiry_report_until_its_partitions_
     await ownership.session_changed(Session.EXPIRED)
     assert not ownership.claims_lost and broker.partitions == {}
     assert sorted(broker.dropped) == [("t", 0), ("t", 1), ("t", 2)]
+
+
+async def test_one_drop_covers_every_expiry_reported_before_it():
+    """The event queue merges an expiry report into the one still waiting: two expiries 11 s
+    apart were dropped once, and a count of reports left the claims lost for good, every
+    partition refused, reads included (fault run seed 12: the drain read nothing)."""
+    broker = Opening()
+    broker.go.set()
+    ownership = Ownership(broker)  # type: ignore[arg-type]
+    await ownership.reconcile(Topic("t", uuid.uuid4(), 3), summary=False)
+    ownership.session_reported(Session.EXPIRED)
+    ownership.session_reported(Session.EXPIRED)  # merged into the event still waiting
+    await ownership.session_changed(Session.EXPIRED)
+    assert not ownership.claims_lost and broker.partitions == {}
+    ownership.session_reported(Session.EXPIRED)  # a later one waits for its own event
+    assert ownership.claims_lost
+    await ownership.session_changed(Session.EXPIRED)
+    assert not ownership.claims_lost
