@@ -43,6 +43,9 @@ class Session(enum.Enum):
 class Node:
     data: bytes
     version: int
+    # An ephemeral node this process's current session holds: one its own create made even when
+    # the create's answer was lost (a store that cannot tell says False).
+    held_here: bool = False
 
 
 class MetadataStore(ABC):

@@ -180,10 +180,13 @@ class ZooKeeperMetadataStore(MetadataStore):
 
     async def get(self, path: str) -> Node | None:
         try:
-            data, stat = await self._call(self._kazoo().get_async(path))
+            client = self._kazoo()
+            data, stat = await self._call(client.get_async(path))
         except NoNodeError:
             return None
-        return Node(data, stat.version)
+        session = client.client_id
+        return Node(data, stat.version, held_here=bool(stat.ephemeralOwner) and session is not None
+                    and stat.ephemeralOwner == session[0])
 
     async def create(self, path: str, data: bytes, ephemeral: bool = False, make_parents: bool = True) -> None:
         try:

@@ -12,6 +12,7 @@ import uuid
 import pytest
 from kazoo.client import KazooClient
 
+from kgate.metadata.cluster import BROKERS, BrokerInfo, ClusterState, DuplicateBroker
 from kgate.metadata.store import BadVersion, Node, NodeExists, NoNode, Session, StoreUnavailable
 from kgate.metadata.stores.embedded import EmbeddedMetadataStore
 from kgate.metadata.stores.zookeeper import ZooKeeperMetadataStore
@@ -124,6 +125,29 @@ async def test_a_zookeeper_session_that_expires_takes_its_ephemeral_nodes_and_sa
         assert await store.get("/claims/p0") is None
     finally:
         await store.close()
+
+
+async def test_a_registration_whose_create_reached_zookeeper_is_the_brokers_own_and_another_sessions_is_not(
+        zookeeper):
+    """A broker's registration whose create reached ZooKeeper though its answer did not (made
+    here by creating the node first): the node this session holds is the broker's own
+    registration, taken at once rather than refused for good (fault run seed 12). The same node
+    held by another session is another live broker's, refused once the wait is over."""
+    chroot = f"{zookeeper.address}/registered-{uuid.uuid4().hex[:8]}"
+    here, elsewhere = ZooKeeperMetadataStore(chroot, 4000), ZooKeeperMetadataStore(chroot, 4000)
+    await here.connect()
+    await elsewhere.connect()
+    me = BrokerInfo(3, {"PLAINTEXT": "127.0.0.1:9092"})
+    try:
+        await here.create(f"{BROKERS}/3", me.encode(), ephemeral=True)
+        assert (await here.get(f"{BROKERS}/3")).held_here
+        assert not (await elsewhere.get(f"{BROKERS}/3")).held_here
+        await asyncio.wait_for(ClusterState(here).register(me, wait_seconds=3600), 20)  # not an hour's wait
+        with pytest.raises(DuplicateBroker, match="127.0.0.1:9092"):
+            await asyncio.wait_for(ClusterState(elsewhere).register(me, wait_seconds=1), 20)
+    finally:
+        await elsewhere.close()
+        await here.close()
 
 
 async def test_a_zookeeper_client_that_stops_on_its_own_is_replaced_with_its_watches(zookeeper):
