@@ -76,6 +76,10 @@ class RefusedBatches:
         known.first_sequences.add(header.base_sequence)
         known.behind = MAX_CACHED_BATCHES - 1
 
+    def __bool__(self) -> bool:
+        """Whether any refusal is remembered: the produce path asks this before building a key."""
+        return bool(self._by_partition)
+
     def appended(self, key: tuple[str, int], header: BatchHeader | None) -> None:
         """A batch of the producer was taken: the refused ones were sent again (or never will be)."""
         known = self._by_partition.get(key)

@@ -276,7 +276,6 @@ async def _append(ctx: Context, request, topic_name, data, turn: Turn, inflation
     if broker.topic_config(topic, "message.timestamp.type") == log_append_time.LOG_APPEND_TIME:
         append_time = int(time.time() * 1000)
         produced = produced.stamped(append_time)
-    key = (topic_name, data.index)
     try:
         base, durable = await partition.append(produced, entry_format, codec)
     except LedgerFenced as exc:
@@ -287,8 +286,11 @@ async def _append(ctx: Context, request, topic_name, data, turn: Turn, inflation
         raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR) from None
     except SequenceError as out_of_order:
         assert produced.batch is not None  # only batches are sequence-checked
-        raise ctx.connection.refused_batches.answer(key, produced.batch, out_of_order) from None
-    ctx.connection.refused_batches.appended(key, produced.batch)
+        raise ctx.connection.refused_batches.answer((topic_name, data.index), produced.batch,
+                                                    out_of_order) from None
+    refused = ctx.connection.refused_batches
+    if refused:  # almost never: a refusal before the sequence check on this connection
+        refused.appended((topic_name, data.index), produced.batch)
     partition.writes_succeeded()
     partition.bytes_in += len(records)
     broker.metrics.produced(topic_name, len(records), produced.record_count)
