@@ -20,7 +20,6 @@ from kgate.protocol import log_append_time, message_set, record_batch, record_co
 from kgate.protocol.conversion import magic_of
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
-from kgate.protocol.messages import KgateProduceReferenceRequest
 from kgate.storage.entry_formats import EntryFormat, ProducedRecords
 from kgate.storage.ledger import LedgerFenced, StoreUnavailable
 from kgate.storage.store_capabilities import Staging
@@ -29,15 +28,14 @@ from ..config import COMPRESSION_TYPES, is_compacted
 from ..partition import Partition
 from ..partition_router import ByReference, Client, Local, Refused, route
 from ..partition_router import Operation as Route
-from ..peer_links import PeerUnavailable
 from ..producer_state import SequenceError
+from ..reference_outbox import Produce, ReferenceOutbox
 from . import Context, handles
 from .waiters import wait_woken, wake
 
 log = logging.getLogger(__name__)
 
 R = ProduceResponse
-_REF = KgateProduceReferenceRequest
 _RecordError = R.TopicProduceResponse.PartitionProduceResponse.BatchIndexAndErrorMessage
 # Produce v7 is the first version whose clients may send zstd (KIP-110).
 MIN_VERSION_FOR_ZSTD = 7
@@ -296,8 +294,9 @@ async def _append(ctx: Context, request, topic_name, data, turn: Turn, inflation
 
 class _References:
     """A request's partitions going by reference (gateway/zones.py): each record set staged in
-    shared storage as it comes, then one KgateProduceReference per owner naming all of that
-    owner's partitions, sent in the connection's turn.
+    shared storage as it comes, then, in the connection's turn, one produce per owner naming
+    all of that owner's partitions, put in the connection's outbox (gateway/reference_outbox.py:
+    pipelined produces staged together share one KgateProduceReference per owner).
 
     The owner reads the bytes from storage (in the region, not across zones), appends them
     exactly as a direct produce (validation, idempotent sequences, fencing, transactions)
@@ -331,7 +330,8 @@ class _References:
         return _Outcome(ErrorCode.NONE, by_reference=True, key=key)
 
     async def sent(self) -> dict[tuple[str, int], asyncio.Future | KafkaError]:
-        """Each partition's future answer from its owner (the owner's whole answer), or why it was not sent."""
+        """Each partition's future answer from its owner (the owner's answer to this produce), or
+        why it was not sent."""
         if not self.owners:
             return {}
         out: dict[tuple[str, int], asyncio.Future | KafkaError] = {}
@@ -341,34 +341,29 @@ class _References:
                 staged[key] = await task
             except OSError as exc:
                 out[key] = KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"staging failed: {exc}")
-        await self.turn.wait()
-        store = self.ctx.broker.ledgers
+        ctx, request, turn = self.ctx, self.request, self.turn
+        outbox = ctx.connection.references
+        if outbox is None:
+            outbox = ctx.connection.references = ReferenceOutbox(ctx.broker.peers, ctx.connection.principal,
+                                                                 ctx.connection.peer)
+        behind = turn.previous
+        outbox.staged(behind)
+        try:
+            await turn.wait()
+        finally:
+            outbox.turn_came(behind, turn.mine)
+        store = ctx.broker.ledgers
         assert isinstance(store, Staging)  # add() staged with it
         for owner, keys in self.owners.items():  # in the order each owner first appeared in the request
-            names = [(key, staged[key], size) for key, size in keys if key in staged]
+            names = [(topic, index, staged[(topic, index)], size) for (topic, index), size in keys
+                     if (topic, index) in staged]
             if not names:
                 continue
-            try:
-                answer = await self.ctx.broker.peers.send(owner, self._reference(names), 0)
-            except PeerUnavailable as exc:
-                for key, name, _ in names:
-                    store.unstage(name)
-                    out[key] = KafkaError(ErrorCode.NOT_LEADER_FOR_PARTITION, str(exc))
-                continue
-            answer.add_done_callback(_unstage_when_answered(store, [name for _, name, _ in names]))
-            out.update((key, answer) for key, _, _ in names)
+            produce = Produce(ctx.version, request.transactional_id, request.timeout_ms, names)
+            produce.answer.add_done_callback(_unstage_when_answered(store, [name for _, _, name, _ in names]))
+            outbox.add(owner, produce)
+            out.update(((topic, index), produce.answer) for topic, index, _, _ in names)
         return out
-
-    def _reference(self, names: list[tuple[tuple[str, int], str, int]]) -> KgateProduceReferenceRequest:
-        ctx, request = self.ctx, self.request
-        by_topic: dict[str, list] = {}
-        for (topic, index), name, size in names:
-            by_topic.setdefault(topic, []).append(_REF.ReferenceTopic.ReferencePartition(
-                index=index, staged=name, size=size))
-        return _REF(produce_version=ctx.version, principal=ctx.connection.principal,
-                    client_address=ctx.connection.peer, transactional_id=request.transactional_id,
-                    timeout_ms=request.timeout_ms,
-                    topics=[_REF.ReferenceTopic(name=topic, partitions=parts) for topic, parts in by_topic.items()])
 
     def cancel(self) -> None:
         for task in self.staging.values():
