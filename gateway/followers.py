@@ -143,7 +143,7 @@ class Followers:
                 continue
             by_owner.setdefault(owner.node_id, []).append(partition)
         for node_id, found in zip(by_owner, await asyncio.gather(
-                *(self._ask(node_id, asked, 0.0) for node_id, asked in by_owner.items())), strict=True):
+                *(self._ask(node_id, asked) for node_id, asked in by_owner.items())), strict=True):
             errors.update(found)
             learned = [p for p in by_owner[node_id] if (p.topic, p.index) not in found]
             if learned:
@@ -156,27 +156,28 @@ class Followers:
             poll = self._polls[owner] = _OwnerPoll(self, owner)
         return poll
 
-    async def _ask(self, owner: int, partitions: list[Partition], max_wait: float,
-                   known: dict[tuple[str, int], int] | None = None) -> dict[tuple[str, int], ErrorCode]:
-        """Ask ``owner`` for ``partitions``' high watermarks (with ``max_wait``: once one moves
-        past the one in ``known``, else past this view's) and catch their views up; the errors of
-        those not servable here. ``known`` is updated with what the owner answered."""
-        known = {} if known is None else known
-        by_topic: dict[str, list[Partition]] = {}
-        for partition in partitions:
-            by_topic.setdefault(partition.topic, []).append(partition)
-        request = Q(max_wait_ms=int(max_wait * 1000), topics=[
-            Q.ReadEndTopic(name=name, partitions=[Q.ReadEndTopic.ReadEndPartition(
-                partition_index=p.index, known_high_watermark=known.get((p.topic, p.index), p.ledger.high_watermark))
-                for p in asked])
-            for name, asked in by_topic.items()])
+    async def _ask(self, owner: int, partitions: list[Partition]) -> dict[tuple[str, int], ErrorCode]:
+        """Ask ``owner`` now for ``partitions``' high watermarks and catch their views up; the
+        errors of those not servable here."""
+        response = await self._request(owner, _request(partitions, 0.0, {}), 0, 0.0)
+        if response is None:
+            return {(p.topic, p.index): ErrorCode.NOT_LEADER_FOR_PARTITION for p in partitions}
+        return await self._learn(response, partitions, {}, True)
+
+    async def _request(self, owner: int, request, version: int, max_wait: float):
+        """The owner's answer, or None if it cannot be had (the owner is gone or its link failed)."""
         began = time.monotonic()
         try:
-            response = await self._broker.peers.request(owner, request, 0, max_wait + ASK_TIMEOUT_S)
+            return await self._broker.peers.request(owner, request, version, max_wait + ASK_TIMEOUT_S)
         except (TimeoutError, PeerUnavailable) as exc:
             log.debug("asking broker %d for high watermarks failed after %.3f s: %s", owner,
                       time.monotonic() - began, exc)
-            return {(p.topic, p.index): ErrorCode.NOT_LEADER_FOR_PARTITION for p in partitions}
+            return None
+
+    async def _learn(self, response, partitions: list[Partition], known: dict[tuple[str, int], int],
+                     complete: bool) -> dict[tuple[str, int], ErrorCode]:
+        """Catch the views the owner answered for up to what it said (``known`` keeps it); the
+        errors of those it refused, and, for a ``complete`` answer, of those it left out."""
         store = self._broker.ledgers
         if response.store_position and isinstance(store, TailHints):
             store.heard(response.store_position)
@@ -199,8 +200,9 @@ class Followers:
         for key, error in await asyncio.gather(*catching_up):
             if error is not None:
                 errors[key] = error
-        for key in served:  # not answered for: treated as not servable here
-            errors[key] = ErrorCode.NOT_LEADER_FOR_PARTITION
+        if complete:
+            for key in served:  # not answered for: treated as not servable here
+                errors[key] = ErrorCode.NOT_LEADER_FOR_PARTITION
         return errors
 
     async def close(self) -> None:
@@ -235,7 +237,8 @@ class _OwnerPoll:
         self._held: dict[tuple[str, int], Partition] = {}
         self._used: dict[tuple[str, int], float] = {}  # when a fetch last asked for each (time.monotonic())
         self._known: dict[tuple[str, int], int] = {}  # the high watermarks the owner last answered
-        self._changed = asyncio.get_running_loop().create_future()  # the held set changed: ask again
+        self._changed = asyncio.get_running_loop().create_future()  # the held set grew: open the poll again
+        self._reopen = False  # the held set shrank: open the poll again at the next turn
         self._task = asyncio.ensure_future(self._run())
         self.ended = False
 
@@ -268,20 +271,33 @@ class _OwnerPoll:
         self._task.cancel()
 
     async def _run(self) -> None:
+        """Open the poll over the held partitions, continue it while the owner answers, open it
+        again when the held set changes."""
+        epoch = 0  # 0: open (naming the partitions); else continue (naming none: the owner keeps them)
         try:
             while self._drop_idle():
-                asking = asyncio.ensure_future(self._followers._ask(self.owner, list(self._held.values()), POLL_WAIT_S,
-                                                                    self._known))
+                if self._reopen:
+                    epoch, self._reopen = 0, False
+                held = list(self._held.values())
+                request = _request(held if epoch == 0 else [], POLL_WAIT_S, self._known)
+                request.poll_epoch = epoch
+                asking = asyncio.ensure_future(self._followers._request(self.owner, request, 1, POLL_WAIT_S))
                 changed = self._changed
                 await asyncio.wait((asking, changed), return_when=asyncio.FIRST_COMPLETED)
                 if changed.done():
                     self._changed = asyncio.get_running_loop().create_future()
-                if not asking.done():
-                    asking.cancel()  # asked again over the new set at once
+                    if not asking.done():
+                        asking.cancel()
+                    epoch = 0
                     continue
-                errors = asking.result()
-                if len(errors) == len(self._held) and self._held:
+                response = asking.result()
+                if response is None:
                     break  # the owner is gone or its link failed: what was learned is dropped below
+                if response.error_code != ErrorCode.NONE:  # not the owner's poll any more: open it again
+                    epoch = 0
+                    continue
+                errors = await self._followers._learn(response, held, self._known, epoch == 0)
+                epoch = response.poll_epoch
                 for key in errors:
                     self.forget(key)
         finally:
@@ -289,8 +305,22 @@ class _OwnerPoll:
             self._held.clear()
 
     def _drop_idle(self) -> bool:
-        """Let go of the partitions no fetch asked for lately; whether any are left."""
+        """Let go of the partitions no fetch asked for lately (the poll is opened again without
+        them, so they keep the owner from answering no more); whether any are left."""
         since = time.monotonic() - IDLE_S
         for key in [key for key, used in self._used.items() if used < since]:
             self.forget(key)
+            self._reopen = True
         return bool(self._held)
+
+
+def _request(partitions: list[Partition], max_wait: float, known: dict[tuple[str, int], int]) -> KgateReadEndRequest:
+    """A KgateReadEnd naming ``partitions`` with the high watermarks known here (``known``, else the views')."""
+    by_topic: dict[str, list[Partition]] = {}
+    for partition in partitions:
+        by_topic.setdefault(partition.topic, []).append(partition)
+    return Q(max_wait_ms=int(max_wait * 1000), topics=[
+        Q.ReadEndTopic(name=name, partitions=[Q.ReadEndTopic.ReadEndPartition(
+            partition_index=p.index, known_high_watermark=known.get((p.topic, p.index), p.ledger.high_watermark))
+            for p in asked])
+        for name, asked in by_topic.items()])
