@@ -138,7 +138,7 @@ class Followers:
                 errors[key] = ErrorCode.NOT_LEADER_FOR_PARTITION
                 continue
             standing = self._polls.get(owner.node_id)
-            if (standing is not None and standing.holds(key, now) and offsets is not None
+            if (standing is not None and standing.holds(partition, now) and offsets is not None
                     and offsets.get(key, -1) <= partition.ledger.high_watermark):
                 continue
             by_owner.setdefault(owner.node_id, []).append(partition)
@@ -242,9 +242,11 @@ class _OwnerPoll:
         self._task = asyncio.ensure_future(self._run())
         self.ended = False
 
-    def holds(self, key: tuple[str, int], now: float) -> bool:
-        """Whether the view of ``key`` stands for this owner (and note that a fetch used it)."""
-        if key not in self._held:
+    def holds(self, partition: Partition, now: float) -> bool:
+        """Whether this view stands for this owner (and note that a fetch used it); not a view
+        opened since in its place (the topic made again)."""
+        key = (partition.topic, partition.index)
+        if self._held.get(key) is not partition:
             return False
         self._used[key] = now
         return True
