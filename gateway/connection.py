@@ -46,6 +46,8 @@ from .connection_limits import ConnectionLimits
 from .handlers import Context, dispatch
 from .handlers.broker_view import BrokerView
 from .handlers.sasl import authenticate
+from .read_end_poll import StandingPoll
+from .reference_outbox import ReferenceOutbox
 from .refused_batches import RefusedBatches
 from .request_budget import RequestBytesBudget
 from .response_budget import HeldResponses, ResponseBytesBudget
@@ -107,6 +109,10 @@ class ConnectionInfo:
     appending: asyncio.Future | None = None
     # Idempotent batches refused before their sequence check: those pipelined behind them are refused alike.
     refused_batches: RefusedBatches = field(default_factory=RefusedBatches)
+    # Its produces by reference on their way to the owners (gateway/reference_outbox.py), from the first.
+    references: ReferenceOutbox | None = None
+    # A peer's standing KgateReadEnd poll on this connection (gateway/handlers/read_end.py), once opened.
+    read_end_poll: StandingPoll | None = None
     # The client's zone (gateway/zones.py), or the peer broker's id for a broker-to-broker
     # connection, known from the first request's client id; and how its bytes are counted.
     zone: str | None = None

@@ -2,16 +2,23 @@
 
 A consumer in this zone is sent here by the owner (Fetch's preferred_read_replica) and
 reads from shared storage through a :class:`FollowedLedger`: no record byte crosses
-zones. What may be served is the owner's to say, so before each read the owner is
-asked for its high watermark with a small request over the pooled peer link
-(``KgateReadEnd``, gateway/handlers/read_end.py); a fetch that waits for data asks
-it to answer as soon as its high watermark moves (a long poll), so a tail read here
-lags the owner's acknowledgement by one small round trip and a read of shared storage
-(on object storage, a GET of each of the owner's new WAL objects, which its answer names:
-the partitions of one owner answered together are caught up together and share them).
-The answer is not cached across fetches: one request of a few dozen bytes per fetch
-per owner is cheap, and a stale high watermark would answer OFFSET_OUT_OF_RANGE to a
-consumer that had just read further at the owner.
+zones. What may be served is the owner's to say (``KgateReadEnd``,
+gateway/handlers/read_end.py). Per owner, this broker keeps one standing long poll over
+the partitions it serves for that owner (:class:`_OwnerPoll`): the owner answers once one
+of their high watermarks moves, the views are caught up to what it answered (waking the
+fetches waiting on them) and the poll goes out again. A fetch uses what the poll learned
+rather than asking per fetch; one cross-zone round trip per change of an owner's high
+watermarks, whatever the number of fetches (on object storage, at most one per WAL commit
+of the owner). The answer also names how far the owner's store has written, so the views
+read the owner's new WAL objects without listing them.
+
+What the poll learned is served only while it stands for the owner the metadata names: a
+partition that another broker owns now, an owner that refuses it, a poll that fails (the
+peer died, the link broke) drop it, and the next fetch asks the new owner (or the same one)
+before it reads. A fetch from past the view's high watermark (a consumer that read further
+at the owner a moment ago) asks too, rather than answering OFFSET_OUT_OF_RANGE from a
+learned value that lags. Partitions no fetch asked for in ``IDLE_S`` leave the poll, which
+ends with its last partition, so idle partitions keep nothing busy.
 
 Views are opened on first use and the least recently used are closed past
 ``MAX_FOLLOWED`` (each holds its ledgers' file handles or indexes).
@@ -42,6 +49,10 @@ Q = KgateReadEndRequest
 MAX_FOLLOWED = 200
 # An owner that does not answer a plain (not waiting) high-watermark request within this is treated as gone.
 ASK_TIMEOUT_S = 5.0
+# How long a standing poll's request may wait at the owner; it goes out again when answered.
+POLL_WAIT_S = 10.0
+# A partition no fetch asked for in this long leaves its owner's poll.
+IDLE_S = 10.0
 
 
 class FollowingBroker(Protocol):
@@ -66,6 +77,7 @@ class Followers:
         self._broker = broker
         self._followed: OrderedDict[tuple[str, int], tuple[uuid.UUID, Partition]] = OrderedDict()
         self._opening: dict[tuple[str, int], asyncio.Future] = {}
+        self._polls: dict[int, _OwnerPoll] = {}  # by owner
 
     @property
     def available(self) -> bool:
@@ -101,42 +113,71 @@ class Followers:
             await evicted.ledger.close()
         return partition
 
-    async def refresh(self, partitions: list[Partition], max_wait: float = 0.0) -> dict[tuple[str, int], ErrorCode]:
-        """Learn each partition's high watermark from its owner and catch its view up to it.
+    async def refresh(self, partitions: list[Partition],
+                      offsets: Mapping[tuple[str, int], int] | None = None) -> dict[tuple[str, int], ErrorCode]:
+        """Catch each partition's view up to its owner's high watermark, learned from the owner's
+        standing poll, or asked now (one question per owner) for those the poll does not hold
+        (or whose view is behind the offset in ``offsets`` a fetch reads from; with no
+        ``offsets`` every partition is asked now).
 
-        With ``max_wait`` an owner answers once a high watermark moves past the one known
-        here, or after that many seconds. The errors, by partition, of those that cannot be
-        served here now (the owner moved, is gone, or said why not): the client goes to the owner.
+        The errors, by partition, of those that cannot be served here now (the owner moved,
+        is gone, or said why not): the client goes to the owner.
         """
         broker = self._broker
         by_owner: dict[int, list[Partition]] = {}
         errors: dict[tuple[str, int], ErrorCode] = {}
+        now = time.monotonic()
         for partition in partitions:
+            key = (partition.topic, partition.index)
             topic = broker.topics.get(partition.topic)
             owner = broker.leader(topic, partition.index) if topic is not None else None
+            for node_id, poll in self._polls.items():
+                if owner is None or node_id != owner.node_id:
+                    poll.forget(key)  # owned elsewhere now: what that poll learned no longer stands
             if owner is None or owner.node_id == broker.node_id:
-                errors[(partition.topic, partition.index)] = ErrorCode.NOT_LEADER_FOR_PARTITION
-            else:
-                by_owner.setdefault(owner.node_id, []).append(partition)
-        for found in await asyncio.gather(*(self._ask(owner, asked, max_wait) for owner, asked in by_owner.items())):
+                errors[key] = ErrorCode.NOT_LEADER_FOR_PARTITION
+                continue
+            standing = self._polls.get(owner.node_id)
+            if (standing is not None and standing.holds(partition, now) and offsets is not None
+                    and offsets.get(key, -1) <= partition.ledger.high_watermark):
+                continue
+            by_owner.setdefault(owner.node_id, []).append(partition)
+        for node_id, found in zip(by_owner, await asyncio.gather(
+                *(self._ask(node_id, asked) for node_id, asked in by_owner.items())), strict=True):
             errors.update(found)
+            learned = [p for p in by_owner[node_id] if (p.topic, p.index) not in found]
+            if learned:
+                self._poll_for(node_id).add(learned, time.monotonic())
         return errors
 
-    async def _ask(self, owner: int, partitions: list[Partition], max_wait: float) -> dict[tuple[str, int], ErrorCode]:
-        by_topic: dict[str, list[Partition]] = {}
-        for partition in partitions:
-            by_topic.setdefault(partition.topic, []).append(partition)
-        request = Q(max_wait_ms=int(max_wait * 1000), topics=[
-            Q.ReadEndTopic(name=name, partitions=[Q.ReadEndTopic.ReadEndPartition(
-                partition_index=p.index, known_high_watermark=p.ledger.high_watermark) for p in asked])
-            for name, asked in by_topic.items()])
+    def _poll_for(self, owner: int) -> "_OwnerPoll":
+        poll = self._polls.get(owner)
+        if poll is None or poll.ended:
+            poll = self._polls[owner] = _OwnerPoll(self, owner)
+        return poll
+
+    async def _ask(self, owner: int, partitions: list[Partition]) -> dict[tuple[str, int], ErrorCode]:
+        """Ask ``owner`` now for ``partitions``' high watermarks and catch their views up; the
+        errors of those not servable here."""
+        response = await self._request(owner, _request(partitions, 0.0, {}), 0, 0.0)
+        if response is None:
+            return {(p.topic, p.index): ErrorCode.NOT_LEADER_FOR_PARTITION for p in partitions}
+        return await self._learn(response, partitions, {}, True)
+
+    async def _request(self, owner: int, request, version: int, max_wait: float):
+        """The owner's answer, or None if it cannot be had (the owner is gone or its link failed)."""
         began = time.monotonic()
         try:
-            response = await self._broker.peers.request(owner, request, 0, max_wait + ASK_TIMEOUT_S)
+            return await self._broker.peers.request(owner, request, version, max_wait + ASK_TIMEOUT_S)
         except (TimeoutError, PeerUnavailable) as exc:
             log.debug("asking broker %d for high watermarks failed after %.3f s: %s", owner,
                       time.monotonic() - began, exc)
-            return {(p.topic, p.index): ErrorCode.NOT_LEADER_FOR_PARTITION for p in partitions}
+            return None
+
+    async def _learn(self, response, partitions: list[Partition], known: dict[tuple[str, int], int],
+                     complete: bool) -> dict[tuple[str, int], ErrorCode]:
+        """Catch the views the owner answered for up to what it said (``known`` keeps it); the
+        errors of those it refused, and, for a ``complete`` answer, of those it left out."""
         store = self._broker.ledgers
         if response.store_position and isinstance(store, TailHints):
             store.heard(response.store_position)
@@ -151,16 +192,23 @@ class Followers:
                 if answer.error_code != ErrorCode.NONE:
                     errors[(topic.name, answer.partition_index)] = ErrorCode(answer.error_code)
                     continue
+                # What the owner said, not the view's end: a view that cannot index that far yet
+                # must not have the owner answer at once, again and again.
+                known[(topic.name, answer.partition_index)] = answer.high_watermark
                 catching_up.append(_catch_up(answered, answer))
         # Together: on object storage the views of one owner's ledgers share one LIST of its WAL objects.
         for key, error in await asyncio.gather(*catching_up):
             if error is not None:
                 errors[key] = error
-        for key in served:  # not answered for: treated as not servable here
-            errors[key] = ErrorCode.NOT_LEADER_FOR_PARTITION
+        if complete:
+            for key in served:  # not answered for: treated as not servable here
+                errors[key] = ErrorCode.NOT_LEADER_FOR_PARTITION
         return errors
 
     async def close(self) -> None:
+        for poll in self._polls.values():
+            poll.stop()
+        self._polls.clear()
         for _, partition in self._followed.values():
             await partition.ledger.close()
         self._followed.clear()
@@ -177,3 +225,104 @@ async def _catch_up(partition: Partition, answer) -> tuple[tuple[str, int], Erro
         log.warning("%s-%d: cannot follow its ledgers here: %s", partition.topic, partition.index, exc)
         return (partition.topic, partition.index), ErrorCode.NOT_LEADER_FOR_PARTITION
     return (partition.topic, partition.index), None
+
+
+class _OwnerPoll:
+    """The standing KgateReadEnd long poll to one owner over the partitions this broker serves
+    for it (see the module's doc): the views it holds are caught up to the owner's answers."""
+
+    def __init__(self, followers: Followers, owner: int):
+        self._followers = followers
+        self.owner = owner
+        self._held: dict[tuple[str, int], Partition] = {}
+        self._used: dict[tuple[str, int], float] = {}  # when a fetch last asked for each (time.monotonic())
+        self._known: dict[tuple[str, int], int] = {}  # the high watermarks the owner last answered
+        self._changed = asyncio.get_running_loop().create_future()  # the held set grew: open the poll again
+        self._reopen = False  # the held set shrank: open the poll again at the next turn
+        self._task = asyncio.ensure_future(self._run())
+        self.ended = False
+
+    def holds(self, partition: Partition, now: float) -> bool:
+        """Whether this view stands for this owner (and note that a fetch used it); not a view
+        opened since in its place (the topic made again)."""
+        key = (partition.topic, partition.index)
+        if self._held.get(key) is not partition:
+            return False
+        self._used[key] = now
+        return True
+
+    def add(self, partitions: list[Partition], now: float) -> None:
+        """Hold these views from now on (their owner answered for them a moment ago)."""
+        new = False
+        for partition in partitions:
+            key = (partition.topic, partition.index)
+            new = new or key not in self._held
+            self._held[key], self._used[key] = partition, now
+            self._known.pop(key, None)  # asked a moment ago: the view holds what the owner said
+        if new and not self._changed.done():
+            self._changed.set_result(None)
+
+    def forget(self, key: tuple[str, int]) -> None:
+        self._held.pop(key, None)
+        self._used.pop(key, None)
+        self._known.pop(key, None)
+
+    def stop(self) -> None:
+        self.ended = True
+        self._held.clear()
+        self._task.cancel()
+
+    async def _run(self) -> None:
+        """Open the poll over the held partitions, continue it while the owner answers, open it
+        again when the held set changes."""
+        epoch = 0  # 0: open (naming the partitions); else continue (naming none: the owner keeps them)
+        try:
+            while self._drop_idle():
+                if self._reopen:
+                    epoch, self._reopen = 0, False
+                held = list(self._held.values())
+                request = _request(held if epoch == 0 else [], POLL_WAIT_S, self._known)
+                request.poll_epoch = epoch
+                asking = asyncio.ensure_future(self._followers._request(self.owner, request, 1, POLL_WAIT_S))
+                changed = self._changed
+                await asyncio.wait((asking, changed), return_when=asyncio.FIRST_COMPLETED)
+                if changed.done():
+                    self._changed = asyncio.get_running_loop().create_future()
+                    if not asking.done():
+                        asking.cancel()
+                    epoch = 0
+                    continue
+                response = asking.result()
+                if response is None:
+                    break  # the owner is gone or its link failed: what was learned is dropped below
+                if response.error_code != ErrorCode.NONE:  # not the owner's poll any more: open it again
+                    epoch = 0
+                    continue
+                errors = await self._followers._learn(response, held, self._known, epoch == 0)
+                epoch = response.poll_epoch
+                for key in errors:
+                    self.forget(key)
+        finally:
+            self.ended = True
+            self._held.clear()
+
+    def _drop_idle(self) -> bool:
+        """Let go of the partitions no fetch asked for lately (the poll is opened again without
+        them, so they keep the owner from answering no more); whether any are left."""
+        since = time.monotonic() - IDLE_S
+        for key in [key for key, used in self._used.items() if used < since]:
+            self.forget(key)
+            self._reopen = True
+        return bool(self._held)
+
+
+def _request(partitions: list[Partition], max_wait: float, known: dict[tuple[str, int], int]) -> KgateReadEndRequest:
+    """A KgateReadEnd naming ``partitions`` with the high watermarks known here (``known``, else the views')."""
+    by_topic: dict[str, list[Partition]] = {}
+    for partition in partitions:
+        by_topic.setdefault(partition.topic, []).append(partition)
+    return Q(max_wait_ms=int(max_wait * 1000), topics=[
+        Q.ReadEndTopic(name=name, partitions=[Q.ReadEndTopic.ReadEndPartition(
+            partition_index=p.index, known_high_watermark=known.get((p.topic, p.index), p.ledger.high_watermark))
+            for p in asked])
+        for name, asked in by_topic.items()])

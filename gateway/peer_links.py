@@ -198,6 +198,7 @@ class Link:
         self._renew_at: float | None = None  # time.monotonic() when the login is renewed; None: never
         self._renewing: asyncio.Future | None = None
         self._client_id = client_id
+        self._named = False  # whether a request on this link carried the client id yet
         self._count = count  # count(direction, bytes): "out" sent, "in" received
         self._correlation = itertools.count(1)
         self._waiting: dict[int, tuple[asyncio.Future, int, int]] = {}
@@ -274,7 +275,10 @@ class Link:
     def _write(self, writer: asyncio.StreamWriter, request, version: int) -> asyncio.Future:
         correlation_id = next(self._correlation)
         request.API_VERSION = version
-        request.with_header(correlation_id=correlation_id, client_id=self._client_id)
+        # The peer knows who is on the link from its first request (gateway/connection.py): later
+        # ones leave the client id out, some 27 bytes each, a share of each small cross-zone request.
+        request.with_header(correlation_id=correlation_id, client_id=None if self._named else self._client_id)
+        self._named = True
         frame = request.encode(header=True, framed=True)
         answer = asyncio.get_running_loop().create_future()
         self._waiting[correlation_id] = (answer, request.API_KEY, version)

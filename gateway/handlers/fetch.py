@@ -146,12 +146,15 @@ async def _route(ctx: Context, wanted) -> list[_Target]:
 
 
 async def _catch_up(broker: BrokerView, targets: list[_Target]) -> None:
-    """Followed partitions learn their owners' high watermarks, one question per owner;
-    those an owner refuses are refused to the client too."""
+    """Followed partitions are caught up to their owners' high watermarks (as the owners'
+    standing polls told, or asked now: gateway/followers.py); those an owner refuses are
+    refused to the client too."""
     followed = [t.decision.partition for t in targets if isinstance(t.decision, Followed)]
     if not followed:
         return
-    refused = await broker.followers.refresh(followed)
+    offsets = {(t.decision.partition.topic, t.decision.partition.index): t.part.fetch_offset
+               for t in targets if isinstance(t.decision, Followed)}
+    refused = await broker.followers.refresh(followed, offsets)
     for target in targets:
         if isinstance(target.decision, Followed):
             partition = target.decision.partition
@@ -170,7 +173,7 @@ async def _read_until_ready(ctx: Context, request, targets: list[_Target]) -> tu
     held = ctx.connection.responses
     max_bytes = request.max_bytes if version >= 3 else 2**31 - 1
     deadline = time.monotonic() + request.max_wait_ms / 1000
-    followed, ledgers = _read_here(targets)
+    ledgers = _read_here(targets)
     # A client sent to another broker hears so at once, as from Kafka; with nothing read here, nothing to wait for.
     waits = bool(ledgers) and not any(isinstance(t.decision, Redirect) for t in targets)
     committed_only = _reads_committed(request, version)
@@ -196,31 +199,20 @@ async def _read_until_ready(ctx: Context, request, targets: list[_Target]) -> tu
         elif not waits or total >= request.min_bytes or remaining <= 0 or _has_errors(responses):
             break
         else:
-            await _wait_for_appends(broker, ledgers, followed, remaining)
+            # Partitions read here for their owners move when their owners' standing polls say so.
+            await appended(ledgers, remaining)
         stages["wait"].observe(time.monotonic() - now)
     held.take(total)  # no await since the reservation was given back: the room is still there
     return responses, total, served
 
 
-def _read_here(targets: list[_Target]) -> tuple[list, list]:
-    """The partitions read here for their owners, and the ledgers of every partition read here."""
-    read = [t.decision for t in targets if isinstance(t.decision, Local | Followed)]
-    return [d.partition for d in read if isinstance(d, Followed)], [d.partition.ledger for d in read]
+def _read_here(targets: list[_Target]) -> list:
+    """The ledgers of every partition read here (for its owner, a view of its ledgers)."""
+    return [t.decision.partition.ledger for t in targets if isinstance(t.decision, Local | Followed)]
 
 
 def _reads_committed(request, version: int) -> bool:
     return version >= 4 and request.isolation_level == READ_COMMITTED
-
-
-async def _wait_for_appends(broker: BrokerView, ledgers: list, followed: list, remaining: float) -> None:
-    """Until a ledger read confirms new entries or ``remaining`` seconds pass; partitions read
-    here for their owner move when the owner says so: a long poll."""
-    poll = asyncio.ensure_future(broker.followers.refresh(followed, remaining)) if followed else None
-    try:
-        await appended(ledgers, remaining)
-    finally:
-        if poll is not None and not poll.done():
-            poll.cancel()
 
 
 def _news(session, keys: list, responses: list) -> list:

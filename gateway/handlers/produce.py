@@ -20,7 +20,6 @@ from kgate.protocol import log_append_time, message_set, record_batch, record_co
 from kgate.protocol.conversion import magic_of
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
-from kgate.protocol.messages import KgateProduceReferenceRequest
 from kgate.storage.entry_formats import EntryFormat, ProducedRecords
 from kgate.storage.ledger import LedgerFenced, StoreUnavailable
 from kgate.storage.store_capabilities import Staging
@@ -29,15 +28,14 @@ from ..config import COMPRESSION_TYPES, is_compacted
 from ..partition import Partition
 from ..partition_router import ByReference, Client, Local, Refused, route
 from ..partition_router import Operation as Route
-from ..peer_links import PeerUnavailable
 from ..producer_state import SequenceError
+from ..reference_outbox import Produce, ReferenceOutbox
 from . import Context, handles
 from .waiters import wait_woken, wake
 
 log = logging.getLogger(__name__)
 
 R = ProduceResponse
-_REF = KgateProduceReferenceRequest
 _RecordError = R.TopicProduceResponse.PartitionProduceResponse.BatchIndexAndErrorMessage
 # Produce v7 is the first version whose clients may send zstd (KIP-110).
 MIN_VERSION_FOR_ZSTD = 7
@@ -57,11 +55,10 @@ class _Outcome:
     log_start: int = -1
     # The broker's time the records were stamped with, on a LogAppendTime topic.
     log_append_time: int = -1
-    # Sent to the owner by reference (gateway/zones.py): ``durable`` is the owner's answer then,
-    # once ``sending`` (staging, then sending the reference in the connection's turn) is done
-    # (_append_all waits for it).
+    # Sent to the owner by reference (gateway/zones.py): ``durable`` is the owner's answer then
+    # (to the reference naming this partition, ``key``, among others of the same owner).
     by_reference: bool = False
-    sending: asyncio.Task | None = None
+    key: tuple[str, int] = ("", -1)
 
     def fail(self, error: ErrorCode) -> None:
         self.error, self.base_offset, self.log_append_time = error, -1, -1
@@ -149,34 +146,31 @@ async def _append_all(ctx: Context, request, turn: "Turn") -> dict[tuple[str, in
     """Each partition's records appended (or refused with the Kafka error), in request order.
 
     Partitions going by reference are staged together (on object storage, into one WAL
-    object: a PUT's wait for them all rather than one each), and the request holds its turn
-    until their references are sent, so they go out before the connection's next produce's."""
+    object: a PUT's wait for them all rather than one each) and go to each owner in one
+    reference naming all of that owner's partitions; the request holds its turn until its
+    references are sent, so they go out before the connection's next produce's."""
     results: dict[tuple[str, int], _Outcome] = {}
-    sending: dict[tuple[str, int], asyncio.Task] = {}
+    references = _References(ctx, request, turn)
     inflation = _Inflation(ctx.broker.settings)
     try:
         for topic_data in request.topic_data:
             for data in topic_data.partition_data:
                 key = (topic_data.name, data.index)
                 try:
-                    results[key] = outcome = await _append(ctx, request, topic_data.name, data, turn, inflation)
+                    results[key] = await _append(ctx, request, topic_data.name, data, turn, inflation, references)
                 except RejectedRecords as rejected:
                     results[key] = _Outcome(rejected.code, message=rejected.message,
                                             record_errors=rejected.record_errors)
                 except KafkaError as refused:
                     results[key] = _refused(ctx, key, refused)
                     ctx.connection.refused_batches.refused(key, data.records or b"", refused)
-                else:
-                    if outcome.sending is not None:
-                        sending[key] = outcome.sending
-        for key, task in sending.items():
-            try:
-                results[key].durable = await task
-            except KafkaError as refused:
-                results[key] = _refused(ctx, key, refused)
+        for key, answer in (await references.sent()).items():
+            if isinstance(answer, KafkaError):
+                results[key] = _refused(ctx, key, answer)
+            else:
+                results[key].durable = answer
     finally:  # given up (or answered): no reference of it goes to an owner any more
-        for task in sending.values():
-            task.cancel()
+        references.cancel()
     return results
 
 
@@ -235,7 +229,8 @@ async def _all_done(futures, timeout: float | None) -> None:
             future.remove_done_callback(on_done)
 
 
-async def _append(ctx: Context, request, topic_name, data, turn: Turn, inflation: _Inflation) -> _Outcome:
+async def _append(ctx: Context, request, topic_name, data, turn: Turn, inflation: _Inflation,
+                  references: "_References") -> _Outcome:
     broker = ctx.broker
     version = ctx.version
     if request.acks not in (-1, 0, 1):
@@ -249,7 +244,7 @@ async def _append(ctx: Context, request, topic_name, data, turn: Turn, inflation
         raise KafkaError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     decision = await route(broker, Client.of(ctx.connection), topic, data.index, Route.PRODUCE)
     if isinstance(decision, ByReference):
-        return _by_reference(ctx, request, topic_name, data, turn, decision.owner)
+        return references.add(topic_name, data, decision.owner)
     if isinstance(decision, Refused):
         raise KafkaError(decision.error)
     assert isinstance(decision, Local)  # what the router answers a produce
@@ -297,65 +292,108 @@ async def _append(ctx: Context, request, topic_name, data, turn: Turn, inflation
     return _Outcome(ErrorCode.NONE, base, durable, partition, log_append_time=append_time)
 
 
-def _by_reference(ctx: Context, request, topic_name: str, data, turn: Turn, owner: BrokerInfo) -> _Outcome:
-    """Stage the record set in shared storage and send the owner only a reference to it (in
-    the background: :func:`_append_all` waits for it).
+class _References:
+    """A request's partitions going by reference (gateway/zones.py): each record set staged in
+    shared storage as it comes, then, in the connection's turn, one produce per owner naming
+    all of that owner's partitions, put in the connection's outbox (gateway/reference_outbox.py:
+    pipelined produces staged together share one KgateProduceReference per owner).
 
     The owner reads the bytes from storage (in the region, not across zones), appends them
     exactly as a direct produce (validation, idempotent sequences, fencing, transactions)
-    and answers once they are durable; this broker answers the client with that. Like Kafka's
-    forwarding (KIP-590's Envelope), the reference carries the client's principal and address,
-    and the owner authorizes the produce as that client; this broker checked the client's
-    Write before staging, so a refused client stages nothing. The
-    reference goes out in the connection's produce order, over the one link to the owner,
-    which keeps that order (gateway/handlers/produce_reference.py), so a producer's batches
-    reach the owner in the order it sent them.
+    and answers each partition on its own once durable; this broker answers the client with
+    that. Like Kafka's forwarding (KIP-590's Envelope), the reference carries the client's
+    principal and address, and the owner authorizes the produce as that client; this broker
+    checked the client's Write before staging, so a refused client stages nothing. References
+    go out in the connection's produce order, over the one link to each owner, which keeps
+    that order (gateway/handlers/produce_reference.py), so a producer's batches reach the
+    owner in the order it sent them.
     """
-    records = data.records
-    if not records:
-        raise KafkaError(ErrorCode.INVALID_RECORD, "empty record set")
-    store = ctx.broker.ledgers
-    if not isinstance(store, Staging):
-        raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"{type(store).__name__} cannot stage record sets")
-    sending = asyncio.ensure_future(_send_reference(ctx, request, topic_name, data, turn, owner, store))
-    return _Outcome(ErrorCode.NONE, by_reference=True, sending=sending)
+
+    __slots__ = ("ctx", "request", "turn", "staging", "owners")
+
+    def __init__(self, ctx: Context, request, turn: Turn):
+        self.ctx, self.request, self.turn = ctx, request, turn
+        self.staging: dict[tuple[str, int], asyncio.Task] = {}  # key -> the staged name
+        self.owners: dict[int, list[tuple[tuple[str, int], int]]] = {}  # owner -> (key, size) in request order
+
+    def add(self, topic_name: str, data, owner: BrokerInfo) -> _Outcome:
+        """Start staging ``data``'s records for ``owner``; the outcome is settled from its answer."""
+        records = data.records
+        if not records:
+            raise KafkaError(ErrorCode.INVALID_RECORD, "empty record set")
+        store = self.ctx.broker.ledgers
+        if not isinstance(store, Staging):
+            raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"{type(store).__name__} cannot stage record sets")
+        key = (topic_name, data.index)
+        self.staging[key] = asyncio.ensure_future(store.stage(f"{self.ctx.broker.node_id}-", records))
+        self.owners.setdefault(owner.node_id, []).append((key, len(records)))
+        return _Outcome(ErrorCode.NONE, by_reference=True, key=key)
+
+    async def sent(self) -> dict[tuple[str, int], asyncio.Future | KafkaError]:
+        """Each partition's future answer from its owner (the owner's answer to this produce), or
+        why it was not sent."""
+        if not self.owners:
+            return {}
+        out: dict[tuple[str, int], asyncio.Future | KafkaError] = {}
+        staged: dict[tuple[str, int], str] = {}
+        for key, task in self.staging.items():
+            try:
+                staged[key] = await task
+            except OSError as exc:
+                out[key] = KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"staging failed: {exc}")
+        ctx, request, turn = self.ctx, self.request, self.turn
+        outbox = ctx.connection.references
+        if outbox is None:
+            outbox = ctx.connection.references = ReferenceOutbox(ctx.broker.peers, ctx.connection.principal,
+                                                                 ctx.connection.peer)
+        behind = turn.previous
+        outbox.staged(behind)
+        try:
+            await turn.wait()
+        finally:
+            outbox.turn_came(behind, turn.mine)
+        store = ctx.broker.ledgers
+        assert isinstance(store, Staging)  # add() staged with it
+        for owner, keys in self.owners.items():  # in the order each owner first appeared in the request
+            names = [(topic, index, staged[(topic, index)], size) for (topic, index), size in keys
+                     if (topic, index) in staged]
+            if not names:
+                continue
+            produce = Produce(ctx.version, request.transactional_id, request.timeout_ms, names)
+            produce.answer.add_done_callback(_unstage_when_answered(store, [name for _, _, name, _ in names]))
+            outbox.add(owner, produce)
+            out.update(((topic, index), produce.answer) for topic, index, _, _ in names)
+        return out
+
+    def cancel(self) -> None:
+        for task in self.staging.values():
+            task.cancel()
 
 
-async def _send_reference(ctx: Context, request, topic_name: str, data, turn: Turn, owner: BrokerInfo,
-                          store: Staging) -> asyncio.Future:
-    """Stage ``data``'s records, then, in the connection's turn, send the owner the reference;
-    the owner's answer to come."""
-    broker = ctx.broker
-    records = data.records
-    try:
-        staged = await store.stage(f"{broker.node_id}-", records)
-    except OSError as exc:
-        raise KafkaError(ErrorCode.KAFKA_STORAGE_ERROR, f"staging for broker {owner.node_id} failed: {exc}") from None
-    await turn.wait()
-    reference = _REF(produce_version=ctx.version, principal=ctx.connection.principal,
-                     client_address=ctx.connection.peer, transactional_id=request.transactional_id,
-                     timeout_ms=request.timeout_ms, topics=[_REF.ReferenceTopic(name=topic_name, partitions=[
-                         _REF.ReferenceTopic.ReferencePartition(index=data.index, staged=staged, size=len(records))])])
-    try:
-        answer = await broker.peers.send(owner.node_id, reference, 0)
-    except PeerUnavailable as exc:
-        store.unstage(staged)
-        raise KafkaError(ErrorCode.NOT_LEADER_FOR_PARTITION, str(exc)) from None
-    answer.add_done_callback(lambda _: store.unstage(staged))
-    return answer
+def _unstage_when_answered(store: Staging, names: list[str]):
+    def unstage(_answer: asyncio.Future) -> None:
+        for name in names:
+            store.unstage(name)
+    return unstage
 
 
 def _settle_reference(result: _Outcome, answer: asyncio.Future) -> None:
     """The owner's answer to a produce sent by reference, as this broker's answer to the client."""
     if not answer.done():
         result.fail(ErrorCode.REQUEST_TIMED_OUT)
-    elif answer.cancelled() or answer.exception() is not None:
+        return
+    if answer.cancelled() or answer.exception() is not None:
         result.fail(ErrorCode.NOT_LEADER_FOR_PARTITION)  # the link to the owner failed: the client retries
-    else:
-        owner = answer.result().topics[0].partitions[0]
-        result.error, result.base_offset = ErrorCode(owner.error_code), owner.base_offset
-        result.log_append_time = owner.log_append_time_ms
-        result.log_start, result.message = owner.log_start_offset, owner.error_message
+        return
+    topic, index = result.key
+    owner = next((p for t in answer.result().topics if t.name == topic for p in t.partitions if p.index == index),
+                 None)
+    if owner is None:  # the owner did not answer for it: not appended there
+        result.fail(ErrorCode.NOT_LEADER_FOR_PARTITION)
+        return
+    result.error, result.base_offset = ErrorCode(owner.error_code), owner.base_offset
+    result.log_append_time = owner.log_append_time_ms
+    result.log_start, result.message = owner.log_start_offset, owner.error_message
 
 
 def _check_transactional(ctx: Context, transactional_id: str | None, header: record_batch.BatchHeader,

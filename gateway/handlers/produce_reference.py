@@ -17,8 +17,11 @@ each topic and on the transactional id, exactly as for the client's own Produce.
 Order: the asking broker sends a producer's references in the order the producer sent
 its batches, over its one link to this broker; this handler takes its place among the
 link's produces before it pauses to read the staged bytes, as a produce that pauses
-to inflate does, so they are appended in that order too.
+to inflate does, so they are appended in that order too. Version 1 carries several of a
+client connection's produces (those whose staging ended together, gateway/reference_outbox.py),
+each taking its place in the order listed and answered on its own.
 """
+import asyncio
 from dataclasses import replace
 
 from kafka.protocol.api_key import ApiKey
@@ -37,17 +40,28 @@ from .produce import Turn, produce_in_turn
 
 R = KgateProduceReferenceResponse
 P = R.ReferenceTopic.ReferencePartition
+A = R.ProduceAnswer.AnswerTopic
 Data = ProduceRequest.TopicProduceData
 
 
 @handles(KGATE_PRODUCE_REFERENCE)
 async def produce_reference(ctx: Context, request):
-    turn = Turn(ctx.connection)
+    if ctx.version == 0:
+        return R(throttle_time_ms=0, topics=await _produce(ctx, request, request, Turn(ctx.connection),
+                                                              R.ReferenceTopic, P))
+    turns = [Turn(ctx.connection) for _ in request.produces]  # their places, in the order listed
+    answered = await asyncio.gather(*(_produce(ctx, request, produce, turn, A, A.AnswerPartition)
+                                      for produce, turn in zip(request.produces, turns, strict=True)))
+    return R(throttle_time_ms=0, produces=[R.ProduceAnswer(topics=topics) for topics in answered])
+
+
+async def _produce(ctx: Context, request, produce, turn: Turn, topic_class, partition_class) -> list:
+    """One of the client's produces (``request`` names the client): each partition's answer, by topic."""
     try:
         refused: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
         topics = []
         permitted = ctx.allowed(Operation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
-        for topic in request.topics:
+        for topic in produce.topics:
             partitions = []
             for part in topic.partitions:
                 if not permitted:
@@ -76,23 +90,22 @@ async def produce_reference(ctx: Context, request):
         answers = []
         if topics:
             # acks=-1 whatever the client asked: the asking broker answers it (or not, for acks=0).
-            produce = ProduceRequest(transactional_id=request.transactional_id, acks=-1,
-                                     timeout_ms=request.timeout_ms, topic_data=topics)
-            header = RequestHeader(ApiKey.Produce, request.produce_version, ctx.header.correlation_id,
+            client_produce = ProduceRequest(transactional_id=produce.transactional_id, acks=-1,
+                                            timeout_ms=produce.timeout_ms, topic_data=topics)
+            header = RequestHeader(ApiKey.Produce, produce.produce_version, ctx.header.correlation_id,
                                    ctx.header.client_id)
             client = replace(ctx.connection, principal=request.principal, peer=request.client_address)
-            answered = await produce_in_turn(Context(ctx.broker, client, header), produce, turn)
+            answered = await produce_in_turn(Context(ctx.broker, client, header), client_produce, turn)
             answers = [(t.name, p) for t in answered.responses for p in t.partition_responses]
     finally:
         turn.release()
     by_topic: dict[str, list] = {}
     for (name, index), (code, message) in refused.items():
-        by_topic.setdefault(name, []).append(P(index=index, error_code=code, base_offset=-1, log_start_offset=-1,
-                                               error_message=message))
+        by_topic.setdefault(name, []).append(partition_class(index=index, error_code=code, base_offset=-1,
+                                                             log_start_offset=-1, error_message=message))
     for name, answer in answers:
-        by_topic.setdefault(name, []).append(P(
+        by_topic.setdefault(name, []).append(partition_class(
             index=answer.index, error_code=answer.error_code, base_offset=answer.base_offset,
             log_start_offset=answer.log_start_offset, error_message=getattr(answer, "error_message", None),
             log_append_time_ms=answer.log_append_time_ms))
-    return R(throttle_time_ms=0, topics=[R.ReferenceTopic(name=name, partitions=partitions)
-                                         for name, partitions in by_topic.items()])
+    return [topic_class(name=name, partitions=partitions) for name, partitions in by_topic.items()]

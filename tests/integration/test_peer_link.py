@@ -94,6 +94,39 @@ async def test_a_produce_by_reference_is_answered_while_a_read_end_long_poll_wai
         link.close()
 
 
+def standing(epoch: int, max_wait_ms: int, known: dict[int, int], topic: str = "standing"):
+    """A KgateReadEnd v1: opening the poll over ``known`` (epoch 0), or continuing it."""
+    return END(max_wait_ms=max_wait_ms, poll_epoch=epoch, topics=[END.ReadEndTopic(name=topic, partitions=[
+        END.ReadEndTopic.ReadEndPartition(partition_index=i, known_high_watermark=hw) for i, hw in known.items()])]
+        if known else [])
+
+
+async def test_a_standing_read_end_poll_continues_naming_no_partition_and_hears_only_what_moved(broker):
+    """KgateReadEnd v1: the poll opened over partitions 0 and 1 is answered for both; continued with
+    the epoch that answer gave and no partitions named, it waits, and a reference appending to
+    partition 1 wakes it with partition 1 alone; continued with the old epoch, it is refused with
+    INVALID_FETCH_SESSION_EPOCH."""
+    create_topic(broker.bootstrap, "standing", 2)
+    records = build_batch([b"moved"])
+    await stage(broker, "standing-1", records)
+    link = peer_link(broker.bootstrap)
+    try:
+        opened = await asyncio.wait_for(await link.send(standing(0, 0, {0: 0, 1: 0}), 1), WAIT)
+        assert opened.error_code == ErrorCode.NONE
+        assert sorted((p.partition_index, p.high_watermark) for t in opened.topics for p in t.partitions) == \
+            [(0, 0), (1, 0)]
+        waiting = await link.send(standing(opened.poll_epoch, 60_000, {}), 1)
+        produce = await link.send(reference("standing", 1, "standing-1", len(records)), 0)
+        assert outcome(await asyncio.wait_for(produce, WAIT)) == (ErrorCode.NONE, 0)
+        woken = await asyncio.wait_for(waiting, WAIT)
+        assert woken.error_code == ErrorCode.NONE and woken.poll_epoch != opened.poll_epoch
+        assert [(p.partition_index, p.high_watermark) for t in woken.topics for p in t.partitions] == [(1, 1)]
+        stale = await asyncio.wait_for(await link.send(standing(opened.poll_epoch, 0, {}), 1), WAIT)
+        assert (stale.error_code, stale.topics) == (ErrorCode.INVALID_FETCH_SESSION_EPOCH, [])
+    finally:
+        link.close()
+
+
 def users(data_dir: str) -> None:
     for user, password in PASSWORDS.items():
         subprocess.run([sys.executable, "-m", "kgate", "users", "--data-dir", data_dir, "--create", "add", user,

@@ -12,7 +12,7 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import (
     AclBinding,
     AclOperation,
@@ -23,13 +23,16 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
+from kafka.protocol.producer import ProduceRequest
 
+from kgate.protocol.api_versions import KGATE_PRODUCE_REFERENCE, KGATE_READ_END
 from kgate.protocol.error_codes import ErrorCode
 from kgate.storage.stores.bucket_location import BucketLocation
 from kgate.storage.stores.object_client import ObjectClient
 from kgate.storage.stores.object_layout import wal_key
 from kgate.storage.stores.s3_store import S3LedgerStore
 from kgate.storage.stores.wal_object import FRAME
+from tests.integration.test_balancing import reassign
 from tests.integration.test_peer_link import outcome as appended
 from tests.integration.test_peer_link import peer_link, reference
 from tests.support import records as R
@@ -689,3 +692,136 @@ def restart(cluster: KgateCluster, node_id: int) -> None:
     """Start a killed broker again and wait until every broker lists all three, for the module's next test."""
     cluster.brokers[node_id].restart(timeout=60)
     cluster.wait_live(set(ZONES), timeout=60)
+
+
+def owned_by(leaders: dict[int, int], node_id: int, at_least: int) -> list[int]:
+    owned = sorted(p for p, leader in leaders.items() if leader == node_id)
+    assert len(owned) >= at_least, f"broker {node_id} owns {owned} of {leaders}"
+    return owned
+
+
+def test_several_partitions_of_one_owner_go_in_one_reference_and_are_each_answered_on_their_own(zoned_on_s3):
+    """A Produce to the zone-a broker naming three partitions broker b owns, the middle one's
+    batch damaged (its CRC fails at the owner): b is sent one reference for the three, appends
+    the two good batches and refuses the damaged one, and each partition's answer is its own."""
+    cluster, topic = zoned_on_s3, "zoned-grouped"
+    owned = owned_by(create(cluster, topic, 9), 1, 3)[:3]
+    good = build_batch([b"one", b"two"])
+    damaged = bytearray(good)
+    damaged[-1] ^= 0xFF
+    before = requests_by_api(cluster).get(str(KGATE_PRODUCE_REFERENCE), 0)
+    batches = dict(zip(owned, (good, bytes(damaged), good), strict=True))
+    with Wire(cluster.brokers[0].bootstrap, client_id="grouped,kgate_az=a") as wire:
+        answer = wire.call(ProduceRequest(transactional_id=None, acks=-1, timeout_ms=30_000, topic_data=[
+            ProduceRequest.TopicProduceData(name=topic, partition_data=[
+                ProduceRequest.TopicProduceData.PartitionProduceData(index=p, records=batches[p]) for p in owned])]), 9)
+    got = {p.index: (ErrorCode(p.error_code), p.base_offset) for t in answer.responses for p in t.partition_responses}
+    assert got == {owned[0]: (ErrorCode.NONE, 0), owned[1]: (ErrorCode.CORRUPT_MESSAGE, -1),
+                   owned[2]: (ErrorCode.NONE, 0)}
+    assert requests_by_api(cluster).get(str(KGATE_PRODUCE_REFERENCE), 0) - before == 1
+    assert {p: end for p, end in end_offsets(cluster, topic, owned).items()} == {owned[0]: 2, owned[1]: 0,
+                                                                                 owned[2]: 2}
+
+
+def end_offsets(cluster, topic: str, partitions: list[int]) -> dict[int, int]:
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "ends"})
+    try:
+        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions}
+    finally:
+        consumer.close()
+
+
+def test_pipelined_produces_by_reference_are_appended_in_the_order_they_were_sent(zoned_on_s3):
+    """Eight Produce requests to one partition broker b owns, sent to the zone-a broker one after
+    the other without waiting for answers: each is appended after the one sent before it."""
+    cluster, topic = zoned_on_s3, "zoned-pipelined"
+    partition = owned_by(create(cluster, topic, 3), 1, 1)[0]
+    with Wire(cluster.brokers[0].bootstrap, client_id="pipelined,kgate_az=a") as wire:
+        sent = []
+        for n in range(8):
+            request = ProduceRequest(transactional_id=None, acks=-1, timeout_ms=30_000, topic_data=[
+                ProduceRequest.TopicProduceData(name=topic, partition_data=[
+                    ProduceRequest.TopicProduceData.PartitionProduceData(
+                        index=partition, records=build_batch([b"%d-%d" % (n, i) for i in range(n + 1)]))])])
+            sent.append((request, wire.send(request, 9)))
+        offsets = [wire.read(request, 9, correlation).responses[0].partition_responses[0] for request, correlation
+                   in sent]
+    assert [(ErrorCode(o.error_code), o.base_offset) for o in offsets] == \
+        [(ErrorCode.NONE, n * (n + 1) // 2) for n in range(8)]
+
+
+def consume_for(consumer, seconds: float) -> list:
+    """What ``consumer`` receives in ``seconds`` of polling."""
+    got = []
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        got += consumer.consume(10_000, timeout=min(left, 0.5))
+    return got
+
+
+def write(cluster, topic: str, records: list[tuple[int, bytes]]) -> None:
+    """Each (partition, value) written by a producer with no zone (straight to the owners), acknowledged."""
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    try:
+        for partition, payload in records:
+            producer.produce(topic, payload, partition=partition)
+        assert producer.flush(30) == 0
+    finally:
+        producer.close()
+
+
+def test_a_tail_read_through_the_zone_broker_waits_on_the_owners_standing_poll(zoned_on_s3):
+    """A zone-a consumer tails partitions brokers b and c own through the zone-a broker. While
+    nothing is written its fetches keep waiting and coming back, but the owners are not asked
+    per fetch: one standing poll per owner holds them. Records then written (to the owners) wake it
+    and it reads each, none of their bytes from another zone."""
+    cluster, topic = zoned_on_s3, "zoned-tail"
+    leaders = create(cluster, topic)
+    elsewhere = sorted(p for p, leader in leaders.items() if leader != 0)
+    consumer = Consumer({"bootstrap.servers": cluster.brokers[0].bootstrap, "group.id": "tail",
+                         "client.rack": "a", "client.id": "tail,kgate_az=a", "fetch.wait.max.ms": 50})
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in elsewhere])
+        assert consume_for(consumer, 1) == []
+        asked = requests_by_api(cluster)
+        assert consume_for(consumer, 3) == []  # some 60 fetches, each waiting up to 50 ms
+        now = requests_by_api(cluster)
+        fetches = now["Fetch"] - asked["Fetch"]
+        polls = now.get(str(KGATE_READ_END), 0) - asked.get(str(KGATE_READ_END), 0)
+        assert fetches >= 10 and polls <= 4, f"{polls} KgateReadEnd requests for {fetches} fetches"
+        out_before = fetched_bytes(cluster, topic)
+        write(cluster, topic, [(p, b"tail-%d" % n) for n, p in enumerate(elsewhere)])
+        got = read(consumer, len(elsewhere), timeout=30)
+        assert sorted(m.value for m in got) == sorted(b"tail-%d" % n for n in range(len(elsewhere)))
+        out = fetched_bytes(cluster, topic)
+        assert out[0] > out_before[0] and all(out[n] == out_before[n] for n in (1, 2))
+    finally:
+        consumer.close()
+
+
+def test_after_a_move_the_zone_broker_serves_the_new_owners_high_watermark(zoned_on_s3):
+    """A zone-a consumer reads a partition broker b owns through the zone-a broker (its standing
+    poll to b holds it); AlterPartitionReassignments moves it to c, and records written there
+    afterwards reach the consumer, still through the zone-a broker: the high watermark learned
+    from b was dropped and c asked."""
+    cluster, topic = zoned_on_s3, "zoned-moved"
+    partition = owned_by(create(cluster, topic, 3), 1, 1)[0]
+    write(cluster, topic, [(partition, b"before-%d" % n) for n in range(5)])
+    consumer = Consumer({"bootstrap.servers": cluster.brokers[0].bootstrap, "group.id": "moved",
+                         "client.rack": "a", "client.id": "moved,kgate_az=a", "fetch.wait.max.ms": 100,
+                         "topic.metadata.refresh.interval.ms": 1000})
+    try:
+        consumer.assign([TopicPartition(topic, partition, 0)])
+        assert [m.value for m in read(consumer, 5)] == [b"before-%d" % n for n in range(5)]
+        asked_c = value(scrape(cluster.brokers[2].metrics_url), "kgate_requests_total", api=str(KGATE_READ_END),
+                        version="0")
+        assert reassign(cluster, 0, {(topic, partition): [2]}) == {(topic, partition): ErrorCode.NONE}
+        wait_for(lambda: cluster.leaders(topic)[partition] == 2, 30, "the partition on broker c")
+        out_before = fetched_bytes(cluster, topic)[0]
+        write(cluster, topic, [(partition, b"after-%d" % n) for n in range(5)])
+        assert [m.value for m in read(consumer, 5)] == [b"after-%d" % n for n in range(5)]
+        assert fetched_bytes(cluster, topic)[0] > out_before
+        assert value(scrape(cluster.brokers[2].metrics_url), "kgate_requests_total", api=str(KGATE_READ_END),
+                     version="0") > asked_c
+    finally:
+        consumer.close()
