@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from bench.run_figures import print_runs
-from conformance.kafka_broker import KafkaBroker
+from conformance.kafka_broker import BROKER_JVM, KafkaBroker
 from conformance.run import run_scenario, select
 from tests.support.broker_process import BrokerProcess
 
@@ -28,7 +28,7 @@ def rss_mib(pid: int) -> float:
 
 
 def one_run(scratch: str) -> dict[str, float]:
-    kafka = KafkaBroker(f"{scratch}/kafka")
+    kafka = KafkaBroker(f"{scratch}/kafka", jvm_options=BROKER_JVM)
     started = time.monotonic()
     kafka.start()
     figures = {"kafka start to serving s": time.monotonic() - started,

@@ -29,7 +29,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from bench.produce_consume import create_topic
-from conformance.kafka_broker import KafkaBroker
+from conformance.kafka_broker import BROKER_JVM, KafkaBroker
 from kgate.processing import Processor
 from tests.support.broker_process import BrokerProcess, terminate
 from tests.support.processing import BROKER_SETTINGS, produce_keyed
@@ -157,8 +157,8 @@ def main(argv=None) -> int:
         brokers = {}
         try:
             for name in names:
-                brokers[name] = (KafkaBroker(f"{work_dir}/{name}", KAFKA_SETTINGS) if name == "kafka"
-                                 else BrokerProcess(f"{work_dir}/{name}", BROKER_SETTINGS)).start()
+                brokers[name] = (KafkaBroker(f"{work_dir}/{name}", KAFKA_SETTINGS, jvm_options=BROKER_JVM)
+                                 if name == "kafka" else BrokerProcess(f"{work_dir}/{name}", BROKER_SETTINGS)).start()
             for run in range(args.runs):
                 for processes in range(1, args.processes + 1):
                     for name, mode in ((name, mode) for name in names for mode in MODES):

@@ -524,9 +524,9 @@ def start_brokers(work_dir: str, peers: list[str], workers: int) -> dict:
         "kgate": lambda: BrokerProcess(os.path.join(work_dir, "kgate"), kgate_settings),
         "kgate-workers": lambda: BrokerProcess(os.path.join(work_dir, "kgate-workers"), kgate_settings,
                                                workers=workers),
-        "kafka": lambda: KafkaBroker(os.path.join(work_dir, "kafka")),
+        "kafka": lambda: KafkaBroker(os.path.join(work_dir, "kafka"), jvm_options=BROKER_JVM),
         "kafka-flush": lambda: KafkaBroker(os.path.join(work_dir, "kafka-flush"),
-                                           {"log.flush.interval.messages": "1"}),
+                                           {"log.flush.interval.messages": "1"}, jvm_options=BROKER_JVM),
         "tansu": lambda: TansuProcess(os.path.join(work_dir, "tansu.log")),
     }
     brokers: dict = {}

@@ -21,6 +21,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from conformance import class_archives
+
 ROOT = Path(__file__).resolve().parent.parent
 LIB = ROOT / ".cache" / "kafka" / "lib"
 READY_LINE = "Kafka Server started"
@@ -59,9 +61,16 @@ TOOL_JVM = ["-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Djava.a
 # the full JIT), so its figures are the ones a Kafka user gets from those scripts.
 PERF_TOOL_JVM = ["-Xmx512m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
                  "-Djava.awt.headless=true"]
-# The broker's: Kafka's own defaults (bin/kafka-server-start.sh) but a smaller heap, for a shared machine.
+# The broker's for figures (the benchmarks): Kafka's own defaults (bin/kafka-server-start.sh) but a
+# smaller heap, for a shared machine.
 BROKER_JVM = ["-Xms256m", "-Xmx1g", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-Djava.awt.headless=true",
               "-XX:+ExitOnOutOfMemoryError"]
+# The broker's otherwise (tests, conformance, scripts/kafka): the same behaviour, started for half the
+# CPU. A test's broker lives for seconds to minutes and moves little data, so C2's compilations
+# (half of a start's 12 s of CPU) never pay back; the serial collector does the little a small heap
+# needs without G1's concurrent threads. With the class archive (conformance/class_archives.py).
+QUICK_BROKER_JVM = ["-Xms128m", "-Xmx1g", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+                    "-Djava.awt.headless=true", "-XX:+ExitOnOutOfMemoryError"]
 
 LOG4J = """\
 Configuration:
@@ -88,7 +97,7 @@ def tool_command(name: str, *args: str) -> list[str]:
     """The command line that runs Kafka's tool ``name`` (as its bin/ script would) with ``args``."""
     if name not in TOOLS:
         raise ValueError(f"unknown Kafka tool {name!r}; known: {', '.join(sorted(TOOLS))}")
-    jvm = PERF_TOOL_JVM if name.endswith("-perf-test") else TOOL_JVM
+    jvm = PERF_TOOL_JVM if name.endswith("-perf-test") else [*TOOL_JVM, *class_archives.options("tools")]
     return ["java", *jvm, "-cp", classpath(), TOOLS[name], *args]
 
 
@@ -143,7 +152,8 @@ class KafkaBroker:
         self.scram_users = dict(scram_users or {})
         self.authorizer = authorizer
         self.super_users = super_users
-        self.jvm_options = list(BROKER_JVM if jvm_options is None else jvm_options)
+        # None: QUICK_BROKER_JVM and the class archive, as made when the broker starts.
+        self.jvm_options = None if jvm_options is None else list(jvm_options)
         self.port = quorum.port if quorum else 0
         self.sasl_port = 0
         self.controller_port = quorum.controller_port if quorum else 0
@@ -235,7 +245,10 @@ class KafkaBroker:
         self._format(config)
         log = open(self.log_path, "ab")
         self.log_offset = log.tell()
-        command = [*(self.quorum.wrapper if self.quorum else ()), "java", *self.jvm_options,
+        jvm = self.jvm_options
+        if jvm is None:
+            jvm = [*QUICK_BROKER_JVM, *class_archives.options("broker")]
+        command = [*(self.quorum.wrapper if self.quorum else ()), "java", *jvm,
                    f"-Dlog4j2.configurationFile={self.data_dir / 'log4j2.yaml'}",
                    "-cp", classpath(), "kafka.Kafka", str(config)]
         self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
