@@ -13,7 +13,7 @@ from kgate.pipeline.jobs.minute_counts import minute_counts
 from tests.support import records as R
 from tests.support.clients import ConfluentClient, create_topic
 
-from .conftest import source_options
+from .conftest import QUICK_JVM, source_options
 from .spark_records import collect, run
 
 pytestmark = pytest.mark.xdist_group("spark-jobs")  # one of the two Spark groups (conftest.py)
@@ -34,7 +34,8 @@ def kgate_cli(*args, timeout=240, python_code=None) -> subprocess.CompletedProce
 def land_command(broker, topic, tmp_path, *extra):
     return ["pipeline", "land", "--bootstrap-server", broker.bootstrap, "--subscribe", topic,
             "--checkpoint", str(tmp_path / "checkpoint"), "--output", str(tmp_path / "lake"),
-            "--master", "local[2]", "--conf", "spark.ui.enabled=false", *extra]
+            "--master", "local[2]", "--conf", "spark.ui.enabled=false",
+            "--conf", f"spark.driver.extraJavaOptions={QUICK_JVM}", *extra]
 
 
 @pytest.mark.parametrize("source", ["kgate", "kafka"])

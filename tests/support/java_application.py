@@ -10,9 +10,10 @@ from pathlib import Path
 from tests.support.broker_process import terminate
 
 INSTALL = Path(__file__).resolve().parents[2] / ".cache" / "ecosystem"
-# Small and quick to start: these share this machine with the brokers and the suite. slf4j-simple
+# Small and quick to start: these share this machine with the brokers and the suite, and a test's
+# application lives too short a time for C2's compilations to pay back (C1 only). slf4j-simple
 # prints times on its log lines, to set them beside the test's and the brokers'.
-JVM = ["-Xms128m", "-Xmx512m", "-XX:+UseSerialGC", "-Djava.awt.headless=true",
+JVM = ["-Xms128m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true",
        "-Dorg.slf4j.simpleLogger.showDateTime=true", "-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS"]
 
 
