@@ -35,6 +35,15 @@ KAFKA_CONNECTOR = Path(__file__).resolve().parents[2] / ".cache" / "spark-kafka"
 SPARK_NICE = -5
 
 
+def spark_priority() -> None:
+    """SPARK_NICE for this process, where the user may raise priority (a command's child that
+    starts Spark itself, such as ``kgate pipeline land``, runs it first)."""
+    try:
+        os.nice(SPARK_NICE)
+    except PermissionError:
+        pass
+
+
 @pytest.fixture(scope="session")
 def spark():
     try:

@@ -13,7 +13,7 @@ from kgate.pipeline.jobs.minute_counts import minute_counts
 from tests.support import records as R
 from tests.support.clients import ConfluentClient, create_topic
 
-from .conftest import QUICK_JVM, source_options
+from .conftest import QUICK_JVM, source_options, spark_priority
 from .spark_records import collect, run
 
 pytestmark = pytest.mark.xdist_group("spark-jobs")  # one of the two Spark groups (conftest.py)
@@ -23,12 +23,13 @@ MINUTE_MS = 60_000
 
 
 def kgate_cli(*args, timeout=240, python_code=None) -> subprocess.CompletedProcess:
-    """``kgate`` as a user runs it: no PYSPARK_* settings (the command picks its own Python for Spark)."""
+    """``kgate`` as a user runs it: no PYSPARK_* settings (the command picks its own Python for Spark);
+    at the Spark JVM's priority of the other tests (conftest.py: SPARK_NICE)."""
     command = [sys.executable, "-c", python_code, *args] if python_code else \
         [sys.executable, "-m", "kgate", *args]
     env = {key: value for key, value in os.environ.items() if not key.startswith("PYSPARK_")}
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=ROOT,
-                          env={**env, "SPARK_LOCAL_IP": "127.0.0.1"})
+                          env={**env, "SPARK_LOCAL_IP": "127.0.0.1"}, preexec_fn=spark_priority)
 
 
 def land_command(broker, topic, tmp_path, *extra):
