@@ -28,6 +28,10 @@ class MirrorMaker(JavaApplication):
                 "checkpoints.topic", "heartbeats.topic", "offset-syncs.topic", "offset.storage",
                 "status.storage", "config.storage")},
             "replication.factor": "1",
+            # Its plugins by their ServiceLoader manifests only (all of MM2's have them), not also by
+            # a reflective scan of every jar (the herder's worker takes it from the target's settings):
+            # those scans were 20-30 s of a start under the suite's load, and a copy test timed out.
+            "plugin.discovery": "service_load", f"{TARGET}.plugin.discovery": "service_load",
             **settings,
         }, jvm)
 
