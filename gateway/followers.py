@@ -20,6 +20,11 @@ at the owner a moment ago) asks too, rather than answering OFFSET_OUT_OF_RANGE f
 learned value that lags. Partitions no fetch asked for in ``IDLE_S`` leave the poll, which
 ends with its last partition, so idle partitions keep nothing busy.
 
+The standing poll is KgateReadEnd v1. An owner that serves only v0 (a broker not upgraded
+yet, in a rolling upgrade; its link says, gateway/peer_links.py) gets no standing poll: each
+fetch asks it (v0), and a fetch that waits for data asks it to answer once a high watermark
+moves (a long poll, :meth:`Followers.wait`), as zone reads did before v1.
+
 Views are opened on first use and the least recently used are closed past
 ``MAX_FOLLOWED`` (each holds its ledgers' file handles or indexes).
 """
@@ -33,6 +38,7 @@ from typing import Protocol
 
 from kgate.metadata.cluster import BrokerInfo, Topic, ledger_list_path
 from kgate.metadata.store import MetadataStore
+from kgate.protocol.api_versions import KGATE_READ_END
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.messages import KgateReadEndRequest
 from kgate.storage.followed_ledger import FollowedLedger
@@ -146,9 +152,26 @@ class Followers:
                 *(self._ask(node_id, asked) for node_id, asked in by_owner.items())), strict=True):
             errors.update(found)
             learned = [p for p in by_owner[node_id] if (p.topic, p.index) not in found]
-            if learned:
+            if learned and self._polls_served(node_id):
                 self._poll_for(node_id).add(learned, time.monotonic())
         return errors
+
+    async def wait(self, partitions: list[Partition], max_wait: float) -> None:
+        """For a fetch waiting for data: ask the owners that keep no standing poll here (they
+        serve only v0) to answer once one of these partitions' high watermarks moves, or after
+        ``max_wait`` seconds, and catch the views up (waking the fetch)."""
+        broker = self._broker
+        by_owner: dict[int, list[Partition]] = {}
+        for partition in partitions:
+            topic = broker.topics.get(partition.topic)
+            owner = broker.leader(topic, partition.index) if topic is not None else None
+            if owner is not None and owner.node_id != broker.node_id and not self._polls_served(owner.node_id):
+                by_owner.setdefault(owner.node_id, []).append(partition)
+        await asyncio.gather(*(self._ask(node_id, asked, max_wait) for node_id, asked in by_owner.items()))
+
+    def _polls_served(self, owner: int) -> bool:
+        """Whether ``owner`` serves the standing poll (KgateReadEnd v1)."""
+        return self._broker.peers.version(owner, KGATE_READ_END, 1) == 1
 
     def _poll_for(self, owner: int) -> "_OwnerPoll":
         poll = self._polls.get(owner)
@@ -156,10 +179,11 @@ class Followers:
             poll = self._polls[owner] = _OwnerPoll(self, owner)
         return poll
 
-    async def _ask(self, owner: int, partitions: list[Partition]) -> dict[tuple[str, int], ErrorCode]:
-        """Ask ``owner`` now for ``partitions``' high watermarks and catch their views up; the
-        errors of those not servable here."""
-        response = await self._request(owner, _request(partitions, 0.0, {}), 0, 0.0)
+    async def _ask(self, owner: int, partitions: list[Partition],
+                   max_wait: float = 0.0) -> dict[tuple[str, int], ErrorCode]:
+        """Ask ``owner`` for ``partitions``' high watermarks (now, or once one moves within
+        ``max_wait``) and catch their views up; the errors of those not servable here."""
+        response = await self._request(owner, _request(partitions, max_wait, {}), 0, max_wait)
         if response is None:
             return {(p.topic, p.index): ErrorCode.NOT_LEADER_FOR_PARTITION for p in partitions}
         return await self._learn(response, partitions, {}, True)
@@ -277,7 +301,7 @@ class _OwnerPoll:
         again when the held set changes."""
         epoch = 0  # 0: open (naming the partitions); else continue (naming none: the owner keeps them)
         try:
-            while self._drop_idle():
+            while self._drop_idle() and self._followers._polls_served(self.owner):
                 if self._reopen:
                     epoch, self._reopen = 0, False
                 held = list(self._held.values())

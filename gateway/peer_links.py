@@ -23,19 +23,33 @@ with an authorizer on, a peer then holds ClusterAction (a super user), which the
 requests need. Otherwise, and towards peers with no SASL_PLAINTEXT listener, links use
 PLAINTEXT. TLS links are not made.
 
+Right after it opens (and logs in), a link asks the peer for its ApiVersions and keeps each
+API's version range (:meth:`PeerLinks.version`), as Kafka's brokers do on their inter-broker
+connections (NodeApiVersions), so that senders use the highest version both brokers serve: in
+a rolling upgrade, a broker sends an older peer what it still serves. The link is handed to
+senders only once that answer came: a request sent meanwhile waits for the link to open like
+any other, and the requests waiting are written in the order they began to wait (they wait on
+one future, whose callbacks run in order, and write without pausing again), so a producer's
+order on the link is kept.
+
 Every byte sent and received is counted by zone pair (``kgate_interbroker_bytes``),
 so an operator sees what crossing zones costs; the serving side counts the same
 connection from its end (gateway/connection.py knows it by its client id).
 """
 import asyncio
+import importlib.metadata
 import itertools
 import logging
 import struct
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
+from kafka.protocol.metadata import ApiVersionsRequest
+
 from kgate.metadata.cluster import ClusterState
+from kgate.protocol.api_versions import INTERNAL
+from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.messages import RESPONSES
 
 from .config import Settings
@@ -50,6 +64,23 @@ CONNECT_TIMEOUT_S = 5.0
 PROBE_TIMEOUT_S = 1.0  # a probe waits this long for a link to open before calling the peer unreachable
 PROBE_RETRY_S = 1.0  # and tries an unreachable peer again no sooner than this
 MAX_RESPONSE_BYTES = 64 << 20
+# ApiVersions v3, which every kgate broker accepts (0 to 4), names this software to the peer.
+API_VERSIONS_VERSION = 3
+_VERSION = importlib.metadata.version("kgate-broker")
+# Brokers from before links asked for versions do not list kgate's own APIs in their
+# ApiVersions answer (they advertised them to no one); each serves version 0 of those.
+UNLISTED = {api_key: (0, 0) for api_key in INTERNAL}
+
+# A peer's version range per API key, from its ApiVersions answer.
+PeerVersions = Mapping[int, tuple[int, int]]
+
+
+def usable_version(versions: PeerVersions, api_key: int, highest_here: int) -> int | None:
+    """The highest version of ``api_key``, at most ``highest_here``, that a peer that answered
+    ``versions`` serves; None if there is none."""
+    low, high = versions.get(api_key) or UNLISTED.get(api_key) or (0, -1)
+    usable = min(high, highest_here)
+    return usable if usable >= low else None
 
 
 # count(direction, bytes): "out" sent, "in" received.
@@ -133,6 +164,19 @@ class PeerLinks:
         elif self._address(node_id)[0] == address:
             self._unreachable[node_id] = (address, time.monotonic())
 
+    async def opened(self, node_id: int) -> None:
+        """Once the link to broker ``node_id`` is open and knows the peer's versions; raises
+        PeerUnavailable if it cannot be opened. Returns at once (no pause) when it is open."""
+        await self._link(node_id).opened()
+
+    def version(self, node_id: int, api_key: int, highest_here: int) -> int | None:
+        """The version of ``api_key`` to send broker ``node_id`` (the highest both serve, at most
+        ``highest_here``); None while its link is not open or if the peer serves none of them."""
+        link = self._links.get(node_id)
+        if link is None or link.closed or link.versions is None:
+            return None
+        return usable_version(link.versions, api_key, highest_here)
+
     async def request(self, node_id: int, request, version: int, timeout: float):
         """Send ``request`` at ``version`` to broker ``node_id``; its decoded response.
 
@@ -205,10 +249,11 @@ class Link:
         self._writer: asyncio.StreamWriter | None = None
         self._connecting: asyncio.Future | None = None
         self._reader_task: asyncio.Task | None = None
+        self.versions: PeerVersions | None = None  # the peer's, once it answered ApiVersions
         self.closed = False
 
     async def opened(self) -> None:
-        """Once the link is open (and logged in); raises PeerUnavailable if it cannot be."""
+        """Once the link is open (logged in, the peer's versions known); raises PeerUnavailable if it cannot be."""
         await self._connected()
 
     async def _connected(self) -> asyncio.StreamWriter:
@@ -240,9 +285,25 @@ class Link:
                     log.warning("cannot log in to the broker at %s: %s", where, exc)
                 self._on_state(False)
                 raise PeerUnavailable(f"logging in to {where}: {exc!r}") from exc
-        self._writer = writer
         self._reader_task = asyncio.create_task(self._read(reader))
+        try:
+            self.versions = await asyncio.wait_for(self._ask_versions(writer), CONNECT_TIMEOUT_S)
+        except (TimeoutError, PeerUnavailable) as exc:
+            writer.close()
+            self.close()
+            self._on_state(False)
+            raise PeerUnavailable(f"asking {where} for its API versions: {exc!r}") from exc
+        self._writer = writer
         self._on_state(True)
+
+    async def _ask_versions(self, writer: asyncio.StreamWriter) -> PeerVersions:
+        """The peer's version range per API key (none listed if it refused to say: version 0 of kgate's own)."""
+        answer = await self._write(writer, ApiVersionsRequest(client_software_name="kgate-broker",
+                                                              client_software_version=_VERSION), API_VERSIONS_VERSION)
+        if answer.error_code != ErrorCode.NONE:
+            log.warning("the broker at %s:%d refused ApiVersions (error %d)", *self.address, answer.error_code)
+            return {}
+        return {key.api_key: (key.min_version, key.max_version) for key in answer.api_keys}
 
     async def send(self, request, version: int) -> asyncio.Future:
         if self.closed:

@@ -12,12 +12,15 @@ When to send: a produce adds its references when its turn comes; the outbox then
 only while the connection's next produce has its references staged and is waiting for
 that turn (it adds its own in the same pass of the event loop, or nearly); otherwise it
 sends at once, so no produce waits for one that is still staging or never comes. A lone
-produce goes as version 0, which every broker version serves.
+produce goes as version 0, which every broker version serves, and so does each produce to an
+owner that serves only version 0 (in a rolling upgrade; its link says, gateway/peer_links.py).
 """
 import asyncio
+import functools
 import logging
 from dataclasses import dataclass, field
 
+from kgate.protocol.api_versions import KGATE_PRODUCE_REFERENCE
 from kgate.protocol.messages import KgateProduceReferenceRequest
 
 from .peer_links import PeerLinks, PeerUnavailable
@@ -80,14 +83,20 @@ class ReferenceOutbox:
             asyncio.ensure_future(self._send(owner, produces))
 
     async def _send(self, owner: int, produces: list[Produce]) -> None:
-        request, version = _reference(self._principal, self._address, produces)
+        """Send ``produces`` to ``owner`` in their order: in one v1 request if the owner serves
+        v1, else each as its own v0 request (an owner not upgraded yet), written one after the other."""
+        unsent = produces
         try:
-            answer = await self._links.send(owner, request, version)
+            await self._links.opened(owner)  # its versions are known from here on
+            grouped = len(produces) > 1 and self._links.version(owner, KGATE_PRODUCE_REFERENCE, 1) == 1
+            for batch in [produces] if grouped else [[produce] for produce in produces]:
+                request, version = _reference(self._principal, self._address, batch)
+                answer = await self._links.send(owner, request, version)
+                answer.add_done_callback(functools.partial(_answered, produces=batch, version=version))
+                unsent = unsent[len(batch):]
         except PeerUnavailable as exc:
-            for produce in produces:
+            for produce in unsent:
                 produce.answer.set_exception(exc)
-            return
-        answer.add_done_callback(lambda done: _answered(done, produces, version))
 
 
 def _reference(principal: str | None, address: str, produces: list[Produce]) -> tuple[Q, int]:

@@ -100,7 +100,8 @@ FEATURES: dict[str, tuple[int, int, int]] = {
 FEATURES_EPOCH = 0
 
 # kgate's broker-to-broker APIs (zone-aware routing), keys in a private range above Kafka's:
-# decoded and served like the others but never advertised, so no client sees them.
+# decoded and served like the others, advertised to peer brokers only (their links send the
+# highest version both serve, gateway/peer_links.py), so no client sees them.
 KGATE_READ_END = 32000
 KGATE_PRODUCE_REFERENCE = 32001
 KGATE_FORWARD = 32002

@@ -156,7 +156,7 @@ class ReadShareGroupStateSummaryResponse(ApiMessage, load_json=schemas):  # type
 
 
 # kgate's own broker-to-broker APIs, in a private key range no Kafka API uses
-# (gateway/peer_links.py): never advertised by ApiVersions, accepted from any peer.
+# (gateway/peer_links.py): advertised by ApiVersions to peer brokers only, accepted from any peer.
 class KgateReadEndRequest(ApiMessage, load_json=schemas):  # type: ignore[call-arg]
     pass
 

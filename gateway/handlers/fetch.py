@@ -199,8 +199,7 @@ async def _read_until_ready(ctx: Context, request, targets: list[_Target]) -> tu
         elif not waits or total >= request.min_bytes or remaining <= 0 or _has_errors(responses):
             break
         else:
-            # Partitions read here for their owners move when their owners' standing polls say so.
-            await appended(ledgers, remaining)
+            await _wait_for_appends(broker, ledgers, targets, remaining)
         stages["wait"].observe(time.monotonic() - now)
     held.take(total)  # no await since the reservation was given back: the room is still there
     return responses, total, served
@@ -209,6 +208,19 @@ async def _read_until_ready(ctx: Context, request, targets: list[_Target]) -> tu
 def _read_here(targets: list[_Target]) -> list:
     """The ledgers of every partition read here (for its owner, a view of its ledgers)."""
     return [t.decision.partition.ledger for t in targets if isinstance(t.decision, Local | Followed)]
+
+
+async def _wait_for_appends(broker: BrokerView, ledgers: list, targets: list[_Target], remaining: float) -> None:
+    """Until a ledger read here confirms new entries or ``remaining`` seconds pass. Partitions
+    read here for their owners move when their owners' standing polls say so, or, for owners
+    that serve no standing poll, when a long poll asked for this fetch does."""
+    followed = [t.decision.partition for t in targets if isinstance(t.decision, Followed)]
+    poll = asyncio.ensure_future(broker.followers.wait(followed, remaining)) if followed else None
+    try:
+        await appended(ledgers, remaining)
+    finally:
+        if poll is not None and not poll.done():
+            poll.cancel()
 
 
 def _reads_committed(request, version: int) -> bool:

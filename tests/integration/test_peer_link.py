@@ -13,16 +13,20 @@ import pytest
 from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, AdminClient, NewTopic
 from confluent_kafka.admin import ResourcePatternType as Pattern
 from confluent_kafka.admin import ResourceType as Resource
+from kafka.protocol.api_key import ApiKey
+from kafka.protocol.metadata import ApiVersionsRequest
 
 from kgate.gateway.peer_links import Link
 from kgate.gateway.sasl.login import Login
 from kgate.gateway.zones import broker_client_id
+from kgate.protocol.api_versions import INTERNAL, KGATE_PRODUCE_REFERENCE, KGATE_READ_END
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.messages import KgateProduceReferenceRequest, KgateReadEndRequest
 from kgate.storage.stores.bucket_location import BucketLocation
 from kgate.storage.stores.object_client import ObjectClient
 from kgate.storage.stores.s3_store import S3LedgerStore
 from tests.support.clients import create_topic
+from tests.support.wire import Wire
 from tests.unit.record_batches import build_batch
 
 REF = KgateProduceReferenceRequest
@@ -92,6 +96,24 @@ async def test_a_produce_by_reference_is_answered_while_a_read_end_long_poll_wai
         assert (woken.error_code, woken.high_watermark) == (0, 2)
     finally:
         link.close()
+
+
+async def test_a_link_knows_the_peers_versions_of_kgates_own_apis_once_open_which_clients_are_not_told(broker):
+    """A link asks ApiVersions as it opens: a broker tells a peer (a broker's client id) its
+    internal APIs' ranges beside Kafka's, and a client only Kafka's."""
+    link = peer_link(broker.bootstrap)
+    try:
+        await asyncio.wait_for(link.opened(), WAIT)
+        assert link.versions is not None
+        assert {key: link.versions[key] for key in INTERNAL} == INTERNAL
+        assert (link.versions[KGATE_READ_END], link.versions[KGATE_PRODUCE_REFERENCE]) == ((0, 1), (0, 1))
+        assert link.versions[ApiKey.Fetch][1] >= 12
+    finally:
+        link.close()
+    with Wire(broker.bootstrap, client_id="a-client") as wire:
+        told = wire.call(ApiVersionsRequest(client_software_name="test", client_software_version="1"), 3)
+    assert {key.api_key for key in told.api_keys} & set(INTERNAL) == set()
+    assert ApiKey.Fetch in {key.api_key for key in told.api_keys}
 
 
 def standing(epoch: int, max_wait_ms: int, known: dict[int, int], topic: str = "standing"):

@@ -4,12 +4,15 @@ ledger directory, with real clients that say their zone (``client.rack``, and a
 its own zone, whichever broker owns the partition, and the metrics must show it.
 """
 import asyncio
+import contextlib
+import os
 import signal
 import subprocess
 import sys
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -76,24 +79,30 @@ def zoned_on_files(tmp_path, zookeeper):
         cluster.stop()
 
 
-@pytest.fixture(scope="module")
-def zoned_on_s3(tmp_path_factory, zookeeper, s3_engine):
-    """Three zones over a prefix of the session's S3 engine with the S3 WAL, shared by the
-    module's tests (each uses topics of its own and measures what it caused): no shared
-    filesystem, so zone reads and produces by reference go through WAL objects."""
+@contextlib.contextmanager
+def cluster_on_s3(base_dir: str, zookeeper, s3_engine) -> Iterator[KgateCluster]:
+    """A cluster (no broker started yet) over a prefix of the session's S3 engine with the S3 WAL:
+    no shared filesystem, so zone reads and produces by reference go through WAL objects."""
     from tests.conftest import S3_ACCESS_KEY, S3_BUCKET, S3_SECRET_KEY
 
     storage = f"s3://{S3_BUCKET}/{uuid.uuid4().hex}?endpoint={s3_engine.endpoint}&region=us-east-1"
-    cluster = KgateCluster(str(tmp_path_factory.mktemp("zoned-s3")), zookeeper.address,
-                           f"/kgate-{uuid.uuid4().hex[:8]}", storage=storage,
+    cluster = KgateCluster(base_dir, zookeeper.address, f"/kgate-{uuid.uuid4().hex[:8]}", storage=storage,
                            **{"kgate.s3.wal.commit.interval.ms": S3_COMMIT_INTERVAL_MS})
     try:
         with pytest.MonkeyPatch.context() as env:
             env.setenv("AWS_ACCESS_KEY_ID", S3_ACCESS_KEY)
             env.setenv("AWS_SECRET_ACCESS_KEY", S3_SECRET_KEY)
-            yield start_zones(cluster)
+            yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def zoned_on_s3(tmp_path_factory, zookeeper, s3_engine):
+    """Three zones on S3 (:func:`cluster_on_s3`), shared by the module's tests (each uses
+    topics of its own and measures what it caused)."""
+    with cluster_on_s3(str(tmp_path_factory.mktemp("zoned-s3")), zookeeper, s3_engine) as cluster:
+        yield start_zones(cluster)
 
 
 # The S3 WAL's commit interval in the S3 deployment (the broker's default is 100 ms).
@@ -825,3 +834,42 @@ def test_after_a_move_the_zone_broker_serves_the_new_owners_high_watermark(zoned
                      version="0") > asked_c
     finally:
         consumer.close()
+
+
+V0_PEER_BROKER = os.path.join(os.path.dirname(os.path.dirname(__file__)), "support", "v0_peer_broker.py")
+
+
+def test_in_a_rolling_upgrade_a_zone_broker_produces_and_reads_by_version_0_through_an_owner_not_upgraded(
+        tmp_path, zookeeper, s3_engine):
+    """On S3, broker 1 (zone b) serves only version 0 of KgateProduceReference and KgateReadEnd,
+    as a broker not upgraded yet (tests/support/v0_peer_broker.py: the real broker, its table of
+    internal versions narrowed). An idempotent producer and a consumer in zone a, knowing only
+    broker 0, write and read every partition, broker 1's too: every acknowledged record is read
+    once, in order, at its offset; no client byte crossed zones; broker 1 was sent references
+    and asked for its high watermarks, and never a version it does not serve."""
+    topic = "upgrading"
+    with cluster_on_s3(str(tmp_path), zookeeper, s3_engine) as cluster:
+        cluster.start_broker(0, **{"broker.rack": "a", "kgate.metrics.listener": "127.0.0.1:0"})
+        cluster.start_broker(1, wrapper=(sys.executable, V0_PEER_BROKER),
+                             **{"broker.rack": "b", "kgate.metrics.listener": "127.0.0.1:0"})
+        cluster.wait_live({0, 1})
+        owned_by(create(cluster, topic), 1, 1)
+        count = 3000
+        reader = ZoneReader("confluent", cluster.brokers[0].bootstrap, topic, "a", count, 150).start()
+        writer = AckedProducer("confluent", cluster.brokers[0].bootstrap, topic, count, per_second=1500,
+                               **{"client.id": "writer-a,kgate_az=a", "enable.idempotence": True,
+                                  "linger.ms": 5}).start()
+        writer.join(150)
+        assert not writer.failed, writer.failed[:3]
+        assert len(writer.acked) == count
+        reader.join()
+        assert not reader.failed, reader.failed[:3]
+        check_read_once_in_order(reader.got, writer.acked)
+        assert cross_zone_client_bytes(cluster) == 0
+        served = {(dict(labels)["api"], dict(labels)["version"]): n
+                  for (name, labels), n in scrape(cluster.brokers[1].metrics_url).items()
+                  if name == "kgate_requests_total"}
+        for api in (str(KGATE_PRODUCE_REFERENCE), str(KGATE_READ_END)):
+            assert served.get((api, "0"), 0) > 0 and (api, "1") not in served, served
+        with open(cluster.brokers[1].log_path) as log:
+            assert "unsupported request" not in log.read()

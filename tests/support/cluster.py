@@ -38,10 +38,12 @@ class KgateCluster:
         self.size = size
         self.brokers: dict[int, BrokerProcess] = {}
 
-    def start_broker(self, node_id: int, listeners: tuple[str, ...] = (), **settings) -> BrokerProcess:
+    def start_broker(self, node_id: int, listeners: tuple[str, ...] = (), wrapper: tuple[str, ...] = (),
+                     **settings) -> BrokerProcess:
+        """``wrapper``: the command the broker runs under (BrokerProcess)."""
         broker = BrokerProcess(os.path.join(self.base_dir, f"broker-{node_id}"), {
             **self.settings, "kgate.metadata": self.metadata, "kgate.storage": self.storage_at,
-            "broker.id": node_id, **settings}, listeners=listeners)
+            "broker.id": node_id, **settings}, listeners=listeners, wrapper=wrapper)
         self.brokers[node_id] = broker.start(timeout=60)
         return broker
 

@@ -1,6 +1,7 @@
 """protocol.connection.ServerConnection: frames in, requests or violations out, responses framed."""
 import asyncio
 import struct
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import given, settings
@@ -13,7 +14,7 @@ from kafka.protocol.producer import InitProducerIdRequest
 
 from kgate.gateway.handlers import Context
 from kgate.gateway.handlers.api_versions import api_versions
-from kgate.protocol.api_versions import SUPPORTED
+from kgate.protocol.api_versions import INTERNAL, SUPPORTED
 from kgate.protocol.connection import CLOSED, ProtocolViolation, RequestReceived, ServerConnection, Waiting
 from kgate.protocol.headers import RequestHeader
 from kgate.protocol.messages import REQUESTS
@@ -215,11 +216,22 @@ def test_api_versions_advertises_the_features_kgate_implements(version):
     Kafka's v3 answers (KIP-1022)."""
     request = ApiVersionsRequest(client_software_name="", client_software_version="")
     header = RequestHeader(ApiKey.ApiVersions, version, 1, "c")
-    response = asyncio.run(api_versions(Context(None, None, header), request))
+    client = SimpleNamespace(peer_broker=None)  # the connection as a client's, not a peer broker's
+    response = asyncio.run(api_versions(Context(None, client, header), request))  # type: ignore[arg-type]
     decoded = ApiVersionsResponse.decode(response.encode(version=version), version=version)
+    assert {key.api_key for key in decoded.api_keys} == set(SUPPORTED)
     assert {f.name: (f.min_version, f.max_version) for f in decoded.supported_features} == (
         {"group.version": (0, 1), "share.version": (0, 1), "streams.version": (0, 1), "transaction.version": (0, 0)}
         if version >= 4 else {})
     assert {f.name: f.max_version_level for f in decoded.finalized_features} == {
         "group.version": 1, "share.version": 1, "streams.version": 1}
     assert decoded.finalized_features_epoch >= 0  # a client ignores finalized features of epoch -1
+
+
+def test_api_versions_tells_a_peer_broker_kgates_own_apis_beside_kafkas():
+    """A peer's link sends each internal request at the highest version both brokers serve."""
+    request = ApiVersionsRequest(client_software_name="kgate-broker", client_software_version="0.1.0")
+    peer = SimpleNamespace(peer_broker=2, client_software=None)
+    header = RequestHeader(ApiKey.ApiVersions, 3, 1, "kgate-broker-2")
+    response = asyncio.run(api_versions(Context(None, peer, header), request))  # type: ignore[arg-type]
+    assert {key.api_key: (key.min_version, key.max_version) for key in response.api_keys} == {**SUPPORTED, **INTERNAL}

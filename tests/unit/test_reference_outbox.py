@@ -11,9 +11,19 @@ from kgate.protocol.messages import KgateProduceReferenceResponse as R
 
 
 class Links:
-    def __init__(self, failing: bool = False):
+    """Peers that serve KgateProduceReference up to version ``served``."""
+
+    def __init__(self, failing: bool = False, served: int = 1):
         self.sent: list[tuple[int, object, int, asyncio.Future]] = []
         self.failing = failing
+        self.served = served
+
+    async def opened(self, owner: int) -> None:
+        if self.failing:
+            raise PeerUnavailable("no link")
+
+    def version(self, owner: int, api_key: int, highest_here: int) -> int | None:
+        return min(self.served, highest_here)
 
     async def send(self, owner: int, request, version: int) -> asyncio.Future:
         if self.failing:
@@ -37,27 +47,47 @@ async def settle() -> None:
         await asyncio.sleep(0)
 
 
+async def follow_each_other(links: Links) -> tuple[Produce, Produce]:
+    """Two produces whose turns come one after the other, the second staged while the first adds."""
+    outbox = ReferenceOutbox(links, None, "127.0.0.1:1")  # type: ignore[arg-type]
+    first_turn, second_turn = asyncio.get_running_loop().create_future(), None
+    outbox.staged(first_turn)
+    outbox.turn_came(None, first_turn)
+    first = produce("t", 0)
+    outbox.add(1, first)
+    await settle()
+    assert links.sent == [], "sent while the next produce was about to add"
+    first_turn.set_result(None)
+    outbox.turn_came(first_turn, second_turn)
+    second = produce("t", 1)
+    outbox.add(1, second)
+    await settle()
+    return first, second
+
+
 def test_produces_that_follow_each_other_share_one_reference_and_each_gets_its_own_answer():
     async def run():
         links = Links()
-        outbox = ReferenceOutbox(links, None, "127.0.0.1:1")  # type: ignore[arg-type]
-        first_turn, second_turn = asyncio.get_running_loop().create_future(), None
-        outbox.staged(first_turn)  # the second produce is staged and waits for the first's turn
-        outbox.turn_came(None, first_turn)
-        first = produce("t", 0)
-        outbox.add(1, first)
-        await settle()
-        assert links.sent == [], "sent while the next produce was about to add"
-        first_turn.set_result(None)
-        outbox.turn_came(first_turn, second_turn)
-        second = produce("t", 1)
-        outbox.add(1, second)
-        await settle()
+        first, second = await follow_each_other(links)
         [(owner, request, version, reply)] = links.sent
         assert (owner, version) == (1, 1)
         assert [[p.index for t in q.topics for p in t.partitions] for q in request.produces] == [[0], [1]]
         reply.set_result(R(throttle_time_ms=0, produces=[R.ProduceAnswer(topics=answer(0)),
                                                          R.ProduceAnswer(topics=answer(1))]))
+        await settle()
+        assert [p.base_offset for t in first.answer.result().topics for p in t.partitions] == [0]
+        assert [p.base_offset for t in second.answer.result().topics for p in t.partitions] == [100]
+    asyncio.run(run())
+
+
+def test_to_an_owner_serving_only_version_0_produces_that_follow_each_other_go_one_v0_request_each_in_order():
+    async def run():
+        links = Links(served=0)
+        first, second = await follow_each_other(links)
+        assert [(owner, version, [(t.name, [p.index for p in t.partitions]) for t in request.topics])
+                for owner, request, version, _ in links.sent] == [(1, 0, [("t", [0])]), (1, 0, [("t", [1])])]
+        for (_, _, _, reply), index in zip(reversed(links.sent), (1, 0), strict=True):
+            reply.set_result(R(throttle_time_ms=0, topics=answer(index)))
         await settle()
         assert [p.base_offset for t in first.answer.result().topics for p in t.partitions] == [0]
         assert [p.base_offset for t in second.answer.result().topics for p in t.partitions] == [100]
