@@ -65,6 +65,11 @@ async def follow_each_other(links: Links) -> tuple[Produce, Produce]:
     return first, second
 
 
+def base_offsets(produce) -> list[int]:
+    """The base offsets of a produce's answer, partition by partition."""
+    return [p.base_offset for t in produce.answer.result().topics for p in t.partitions]
+
+
 def test_produces_that_follow_each_other_share_one_reference_and_each_gets_its_own_answer():
     async def run():
         links = Links()
@@ -75,8 +80,7 @@ def test_produces_that_follow_each_other_share_one_reference_and_each_gets_its_o
         reply.set_result(R(throttle_time_ms=0, produces=[R.ProduceAnswer(topics=answer(0)),
                                                          R.ProduceAnswer(topics=answer(1))]))
         await settle()
-        assert [p.base_offset for t in first.answer.result().topics for p in t.partitions] == [0]
-        assert [p.base_offset for t in second.answer.result().topics for p in t.partitions] == [100]
+        assert (base_offsets(first), base_offsets(second)) == ([0], [100])
     asyncio.run(run())
 
 
@@ -89,8 +93,7 @@ def test_to_an_owner_serving_only_version_0_produces_that_follow_each_other_go_o
         for (_, _, _, reply), index in zip(reversed(links.sent), (1, 0), strict=True):
             reply.set_result(R(throttle_time_ms=0, topics=answer(index)))
         await settle()
-        assert [p.base_offset for t in first.answer.result().topics for p in t.partitions] == [0]
-        assert [p.base_offset for t in second.answer.result().topics for p in t.partitions] == [100]
+        assert (base_offsets(first), base_offsets(second)) == ([0], [100])
     asyncio.run(run())
 
 
