@@ -30,6 +30,8 @@ class _Producer:
     last_timestamp: int = -1
     # The sequence to expect when every cached batch was given up (see ``forget_failed``).
     resume_at: int = 0
+    # Batches still to be refused as their given-up predecessor was (see ``check``).
+    behind_given_up: int = 0
 
     def forget_failed(self, log_end: int) -> None:
         """Drop the newest batches whose entries failed to become durable *and* that the
@@ -43,6 +45,7 @@ class _Producer:
         while (self.batches and _failed(self.batches[-1].durable)
                and self.batches[-1].base_offset >= log_end):
             self.resume_at = self.batches.pop().first_sequence
+            self.behind_given_up = MAX_CACHED_BATCHES - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +100,17 @@ class ProducerStateTable:
                 return cached
         expected = ((producer.batches[-1].last_sequence + 1) & 0x7FFFFFFF if producer.batches
                     else producer.resume_at)
+        if header.base_sequence != expected and producer.behind_given_up and not header.is_transactional:
+            # Sent behind a batch whose write failed and was given up (its client was answered
+            # KAFKA_STORAGE_ERROR and sends it again): refused alike, so the client sends them
+            # again in order. OUT_OF_ORDER_SEQUENCE_NUMBER would make librdkafka start a new epoch
+            # and send every record not yet acknowledged again, on every partition: a record stored
+            # but not answered elsewhere is then stored twice (gateway/refused_batches.py has the
+            # same case for batches refused before their check; Kafka takes a failed log offline).
+            producer.behind_given_up -= 1
+            raise SequenceError(ErrorCode.KAFKA_STORAGE_ERROR,
+                                f"producer {header.producer_id} sent sequence {header.base_sequence} behind "
+                                f"sequence {expected}, whose write failed", expected=expected)
         if header.base_sequence != expected:
             raise SequenceError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
                                 f"producer {header.producer_id} sent sequence {header.base_sequence}, "
@@ -109,6 +123,7 @@ class ProducerStateTable:
             producer = self._producers[header.producer_id] = _Producer(header.producer_epoch)
         producer.batches.append(CachedBatch(header.base_sequence, header.last_sequence, base_offset, durable))
         producer.last_timestamp = header.max_timestamp
+        producer.behind_given_up = 0
 
     def end_transaction(self, producer_id: int, epoch: int) -> None:
         """A transaction marker of ``epoch`` was written: batches of older epochs are fenced.
