@@ -135,19 +135,18 @@ class Followers:
         now = time.monotonic()
         for partition in partitions:
             key = (partition.topic, partition.index)
-            topic = broker.topics.get(partition.topic)
-            owner = broker.leader(topic, partition.index) if topic is not None else None
+            owner = self._owner(partition)
             for node_id, poll in self._polls.items():
-                if owner is None or node_id != owner.node_id:
+                if node_id != owner:
                     poll.forget(key)  # owned elsewhere now: what that poll learned no longer stands
-            if owner is None or owner.node_id == broker.node_id:
+            if owner is None or owner == broker.node_id:
                 errors[key] = ErrorCode.NOT_LEADER_FOR_PARTITION
                 continue
-            standing = self._polls.get(owner.node_id)
+            standing = self._polls.get(owner)
             if (standing is not None and standing.holds(partition, now) and offsets is not None
                     and offsets.get(key, -1) <= partition.ledger.high_watermark):
                 continue
-            by_owner.setdefault(owner.node_id, []).append(partition)
+            by_owner.setdefault(owner, []).append(partition)
         for node_id, found in zip(by_owner, await asyncio.gather(
                 *(self._ask(node_id, asked) for node_id, asked in by_owner.items())), strict=True):
             errors.update(found)
@@ -160,14 +159,18 @@ class Followers:
         """For a fetch waiting for data: ask the owners that keep no standing poll here (they
         serve only v0) to answer once one of these partitions' high watermarks moves, or after
         ``max_wait`` seconds, and catch the views up (waking the fetch)."""
-        broker = self._broker
         by_owner: dict[int, list[Partition]] = {}
         for partition in partitions:
-            topic = broker.topics.get(partition.topic)
-            owner = broker.leader(topic, partition.index) if topic is not None else None
-            if owner is not None and owner.node_id != broker.node_id and not self._polls_served(owner.node_id):
-                by_owner.setdefault(owner.node_id, []).append(partition)
+            owner = self._owner(partition)
+            if owner is not None and owner != self._broker.node_id and not self._polls_served(owner):
+                by_owner.setdefault(owner, []).append(partition)
         await asyncio.gather(*(self._ask(node_id, asked, max_wait) for node_id, asked in by_owner.items()))
+
+    def _owner(self, partition: Partition) -> int | None:
+        """The id of the broker the metadata names as ``partition``'s owner, None if none is live."""
+        topic = self._broker.topics.get(partition.topic)
+        owner = self._broker.leader(topic, partition.index) if topic is not None else None
+        return owner.node_id if owner is not None else None
 
     def _polls_served(self, owner: int) -> bool:
         """Whether ``owner`` serves the standing poll (KgateReadEnd v1)."""
@@ -287,6 +290,8 @@ class _OwnerPoll:
             self._changed.set_result(None)
 
     def forget(self, key: tuple[str, int]) -> None:
+        if key not in self._held and key not in self._known:
+            return  # nothing learned for it: the common case, asked for every partition of every fetch
         self._held.pop(key, None)
         self._used.pop(key, None)
         self._known.pop(key, None)

@@ -105,21 +105,19 @@ def _reference(principal: str | None, address: str, produces: list[Produce]) -> 
         (produce,) = produces
         return Q(produce_version=produce.version, principal=principal, client_address=address,
                  transactional_id=produce.transactional_id, timeout_ms=produce.timeout_ms,
-                 topics=[Q.ReferenceTopic(name=name, partitions=[Q.ReferenceTopic.ReferencePartition(
-                     index=index, staged=staged, size=size) for index, staged, size in parts])
-                     for name, parts in _by_topic(produce).items()]), 0
+                 topics=_topics(produce, Q.ReferenceTopic, Q.ReferenceTopic.ReferencePartition)), 0
     return Q(principal=principal, client_address=address, produces=[V1(
         produce_version=produce.version, transactional_id=produce.transactional_id, timeout_ms=produce.timeout_ms,
-        topics=[V1.ReferencedTopic(name=name, partitions=[V1.ReferencedTopic.ReferencedPartition(
-            index=index, staged=staged, size=size) for index, staged, size in parts])
-            for name, parts in _by_topic(produce).items()]) for produce in produces]), 1
+        topics=_topics(produce, V1.ReferencedTopic, V1.ReferencedTopic.ReferencedPartition))
+        for produce in produces]), 1
 
 
-def _by_topic(produce: Produce) -> dict[str, list[tuple[int, str, int]]]:
-    out: dict[str, list[tuple[int, str, int]]] = {}
+def _topics(produce: Produce, topic_class, partition_class) -> list:
+    """``produce``'s staged record sets by topic, in the classes of the request's version."""
+    by_topic: dict[str, list] = {}
     for name, index, staged, size in produce.staged:
-        out.setdefault(name, []).append((index, staged, size))
-    return out
+        by_topic.setdefault(name, []).append(partition_class(index=index, staged=staged, size=size))
+    return [topic_class(name=name, partitions=partitions) for name, partitions in by_topic.items()]
 
 
 def _answered(done: asyncio.Future, produces: list[Produce], version: int) -> None:
