@@ -69,16 +69,21 @@ class KgateCluster:
             return all(self.live_brokers(b.bootstrap) == expected for b in self.brokers.values() if b.alive())
         wait_for(agreed, timeout, f"every broker to list brokers {sorted(expected)}")
 
-    def leaders(self, topic: str) -> dict[int, int]:
+    def leaders(self, topic: str, bootstrap: str | None = None) -> dict[int, int]:
         """Partition -> leader id, as Metadata reports it; -1 for a partition without one."""
-        metadata = self.admin().list_topics(topic, timeout=10).topics[topic]
+        metadata = self.admin(bootstrap).list_topics(topic, timeout=10).topics[topic]
         return {p.id: p.leader if p.error is None else -1 for p in metadata.partitions.values()}
 
     def wait_leaders(self, topic: str, partitions: int, among: set[int], timeout: float = 60) -> dict[int, int]:
-        """Until every partition of ``topic`` has a leader from ``among`` that serves it."""
+        """Until every partition of ``topic`` has a leader from ``among``, and every broker of
+        ``among`` says so: a client may ask any of them (each learns a topic from the metadata
+        store on its own, as Kafka's brokers learn from the controller)."""
         def settled():
-            leaders = self.leaders(topic)
-            return leaders if len(leaders) == partitions and set(leaders.values()) <= among else None
+            answers = [self.leaders(topic, self.brokers[node_id].bootstrap) for node_id in sorted(among)
+                       if node_id in self.brokers and self.brokers[node_id].alive()]
+            leaders = answers[0] if answers else {}
+            agreed = all(answer == leaders for answer in answers)
+            return leaders if agreed and len(leaders) == partitions and set(leaders.values()) <= among else None
         return wait_for(settled, timeout, f"leaders of {topic} among {sorted(among)}", interval=0.25)
 
     def topic_bytes(self, topic: str) -> dict[int, float]:
