@@ -170,9 +170,12 @@ async def test_a_delay_holds_its_key_and_the_commit_but_not_other_keys(broker):
 
     others = {(0, o) for o in range(2, 21)} | {(1, o) for o in range(20)}
     held = []
+    before_retry = {}  # the last figures seen while offset 0 waited: what a failure says
 
     def progress() -> bool:
         positions = {key[1]: position for key, position, _high, _at in app.partition_figures()}
+        if len(times.get((0, 0), ())) == 1:
+            before_retry.update(positions=positions, missing=sorted(others - set(times)))
         if not held and len(times.get((0, 0), ())) == 1 and others <= set(times) and positions.get(1) == 20:
             held.append(positions.get(0))  # 1's commit is acknowledged, 0's retry not run: 0's must not have moved
         return len(times) == 41 and len(times[0, 0]) == 2 and positions.get(0) == 21
@@ -180,7 +183,8 @@ async def test_a_delay_holds_its_key_and_the_commit_but_not_other_keys(broker):
     await run_until(app, progress, timeout=45)
     first, second = times[0, 0]
     assert second - first >= delay_s, f"retried after {second - first:.3f} s of a {delay_s} s delay"
-    assert held, "partition 1's commit was not acknowledged while partition 0's offset 0 was delayed"
+    assert held, (f"partition 1's commit was not acknowledged while partition 0's offset 0 was delayed; "
+                  f"last seen before the retry: {before_retry}")
     assert held == [None], f"partition 0 committed {held} while its offset 0 was delayed"
     assert max(times[o][0] for o in others) < second, "other keys waited for the delayed record"
     assert times[0, 1][0] > second, "the next record of the delayed key ran before it"

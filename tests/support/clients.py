@@ -5,7 +5,6 @@ parametrized over clients instead of copied per client.
 """
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -13,12 +12,15 @@ from confluent_kafka import TIMESTAMP_NOT_AVAILABLE, Consumer, KafkaException, P
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from . import records as R
+from . import warm_start
 
 
 def kgate_users(data_dir, *args, check=True) -> subprocess.CompletedProcess:
     """``kgate users ...`` (the CLI that keeps SASL users in a data directory)."""
-    return subprocess.run([sys.executable, "-m", "kgate", "users", "--data-dir", data_dir, *args],
-                          capture_output=True, text=True, timeout=60, check=check)
+    done = warm_start.run(["users", "--data-dir", data_dir, *args], timeout=60)
+    if check:
+        done.check_returncode()
+    return done
 
 
 class UserDirectories:

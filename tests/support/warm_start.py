@@ -28,6 +28,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -164,6 +165,28 @@ def spawn(argv: list[str], cwd: str, stderr_fd: int) -> ForkedProcess:
             atexit.register(_interpreter.stop)
         interpreter = _interpreter
     return interpreter.spawn(argv, cwd, stderr_fd)
+
+
+def run(argv: list[str], timeout: float) -> subprocess.CompletedProcess:
+    """``python -m kgate *argv`` to its end, its output captured as text, as ``subprocess.run``
+    with ``capture_output``: forked when :func:`can_fork` (a ``kgate users`` exec'd spends a
+    second of CPU on imports the warm interpreter has made; the suite runs it fifty times)."""
+    if not can_fork(()):
+        return subprocess.run([sys.executable, "-m", "kgate", *argv], capture_output=True, text=True,
+                              timeout=timeout, cwd=ROOT, stdin=subprocess.DEVNULL)
+    with tempfile.TemporaryFile() as stderr:
+        process = spawn(argv, ROOT, stderr.fileno())
+        with process.stdout:
+            out = process.stdout.read()  # to its end: the child holds the pipe until it exits
+        try:
+            code = process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            raise
+        stderr.seek(0)
+        err = stderr.read()
+    return subprocess.CompletedProcess(["kgate", *argv], code, out.decode(), err.decode())
 
 
 # The warm interpreter's side.
