@@ -37,6 +37,10 @@ b or c owns (broker a owns none of them):
   object store's requests (PUT, GET, LIST) per GB produced, each GB also read once in
   every zone. It is a separate table: its figures are not ratios of two ways.
 
+``--read-end-interval-ms`` sets how often, at most, the zone brokers learn the owners' high
+watermarks (``kgate.zone.read.end.interval.ms``): the tail read's latency through the zone-a
+broker and the cross-zone bytes both depend on it.
+
 ``--storage s3`` runs the same on a SeaweedFS started here (the S3 WAL, 100 ms commit
 interval; zone reads and references go through WAL objects) instead of a shared ``file:``
 directory. ``--quick``: one run, 10,000 records, 3 s paced, a 5 s tail, 10 s of traffic.
@@ -67,6 +71,7 @@ from tests.support.seaweedfs import SeaweedFS
 from tests.support.zookeeper import ZooKeeperServer, free_ports
 
 ZONES = {0: "a", 1: "b", 2: "c"}
+READ_END_API, REFERENCE_API = "32000", "32001"  # KgateReadEnd, KgateProduceReference
 CLIENT_ZONE = "a"
 PARTITIONS = 6
 VALUE = 1024
@@ -201,10 +206,15 @@ def fetched_from(cluster: KgateCluster, topic: str) -> dict[int, float]:
             for node_id, broker in cluster.brokers.items()}
 
 
+def requests_of(samples, api: str) -> float:
+    """Requests of API key ``api`` a broker has answered, every version."""
+    return sum(sample for (name, labels), sample in samples.items()
+               if name == "kgate_requests_total" and dict(labels).get("api") == api)
+
+
 def references_taken(cluster: KgateCluster) -> float:
     """Produces by reference the owners have answered (KgateProduceReference, api key 32001)."""
-    return sum(value(scrape(broker.metrics_url), "kgate_requests_total", api="32001", version="0")
-               for broker in cluster.brokers.values())
+    return sum(requests_of(scrape(broker.metrics_url), REFERENCE_API) for broker in cluster.brokers.values())
 
 
 def check_path(way: str, zone_share: float, what: str) -> None:
@@ -305,9 +315,13 @@ def mixed_topic(cluster: KgateCluster) -> str:
 
 def meters(cluster: KgateCluster, topic: str) -> dict[str, float]:
     """The counters the traffic figures are differences of, all brokers together."""
-    out = {"payload": 0.0, "crossed": 0.0, "client_crossed": 0.0, **dict.fromkeys(OBJECT_REQUESTS, 0.0)}
+    out = {"payload": 0.0, "crossed": 0.0, "client_crossed": 0.0, "read_ends": 0.0, "references": 0.0,
+           **dict.fromkeys(OBJECT_REQUESTS, 0.0)}
     for node_id, broker in cluster.brokers.items():
         samples = scrape(broker.metrics_url)
+        # Each broker is a zone of its own here: every peer request crossed zones.
+        out["read_ends"] += requests_of(samples, READ_END_API)
+        out["references"] += requests_of(samples, REFERENCE_API)
         out["payload"] += value(samples, "kgate_topic_bytes_in_total", topic=topic)
         out["crossed"] += sum(value(samples, "kgate_interbroker_bytes_total", direction="sent",
                                     local_zone=ZONES[node_id], peer_zone=peer) for peer in ZONES.values()
@@ -349,6 +363,7 @@ def traffic(cluster: KgateCluster, rate: int, linger_ms: int, seconds: float) ->
     moved = {key: after[key] - before[key] for key in after}
     gb = moved["payload"] / 1e9
     return {"crossed_pct": 100 * moved["crossed"] / moved["payload"], "client_crossed": moved["client_crossed"],
+            "read_ends_per_s": moved["read_ends"] / seconds, "references_per_s": moved["references"] / seconds,
             **{f"{kind}_per_gb": moved[kind] / gb for kind in OBJECT_REQUESTS}}
 
 
@@ -375,6 +390,11 @@ def print_traffic(runs: list[dict[str, float]], args) -> None:
         cells = [statistics.median(r[f"{label}/{key}"] for r in runs)
                  for key in ("crossed_pct", "client_crossed", *(f"{k}_per_gb" for k in OBJECT_REQUESTS))]
         print(f"{label:<42}{cells[0]:>23.2f}%{cells[1]:>24.0f}" + "".join(f"{c:>24.0f}" for c in cells[2:]))
+    print("requests between brokers (all across zones) per second: KgateReadEnd answers, KgateProduceReference")
+    for label, _rate, _linger in TRAFFIC:
+        read_ends, references = (statistics.median(r[f"{label}/{key}"] for r in runs)
+                                 for key in ("read_ends_per_s", "references_per_s"))
+        print(f"{label:<42}{read_ends:>24.1f}{references:>24.1f}")
 
 
 def main() -> None:
@@ -389,6 +409,8 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds allowed per flat-out produce or read")
     parser.add_argument("--traffic-seconds", type=float, default=20.0, help="each cross-zone traffic setting's length")
     parser.add_argument("--storage", choices=("file", "s3"), default="file")
+    parser.add_argument("--read-end-interval-ms", type=int, default=0,
+                        help="the brokers' kgate.zone.read.end.interval.ms (0: their default)")
     parser.add_argument("--quick", action="store_true", help="one short run (see the module's doc)")
     args = parser.parse_args()
     if args.quick:
@@ -399,7 +421,8 @@ def main() -> None:
         cluster = KgateCluster(base, zookeeper.address, "/bench", storage=storage)
         try:
             for node_id, zone in ZONES.items():
-                cluster.start_broker(node_id, **{"broker.rack": zone, "kgate.metrics.listener": "127.0.0.1:0"})
+                cluster.start_broker(node_id, **{"broker.rack": zone, "kgate.metrics.listener": "127.0.0.1:0",
+                                                 "kgate.zone.read.end.interval.ms": args.read_end_interval_ms})
             cluster.wait_live(set(ZONES))
             for number in range(args.runs):
                 began = time.monotonic()

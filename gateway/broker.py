@@ -141,7 +141,7 @@ class Broker:
         self.ownership = Ownership(self)
         self.balancer = Balancer(self)
         self.peers: PeerLinks = PeerLinks(self)
-        self.followers = Followers(self)
+        self.followers = Followers(self, settings["kgate.zone.read.end.interval.ms"] / 1000)
         # How long a restarted broker waits for its previous session's registration to go.
         self.registration_wait: float = metadata.session_timeout + 2
         self._watched: set[str] = set()

@@ -112,6 +112,11 @@ BROKER_SETTINGS: dict[str, tuple[object, tuple]] = {
     # The S3 WAL's pace (storage/stores/wal_seam.py, ObjectCuts): objects at least a quarter of
     # this apart, so at most 4 PUTs per interval per broker whatever the partition count.
     "kgate.s3.wal.commit.interval.ms": (100, _POSITIVE),
+    # How often, at most, a broker serving another zone's partitions for its own zone's clients
+    # learns their owner's high watermarks (gateway/followers.py): 0, at each change (on object
+    # storage, each WAL commit of the owner); more trades those readers' latency for fewer bytes
+    # across zones.
+    "kgate.zone.read.end.interval.ms": (0, _NON_NEGATIVE),
     # Memory for ledger bytes read from or just written to objects (half for each).
     "kgate.s3.cache.bytes": (256 * 1024 * 1024, _POSITIVE),
     # How often the object store deletes WAL objects none of whose ledgers is live any more

@@ -20,6 +20,11 @@ at the owner a moment ago) asks too, rather than answering OFFSET_OUT_OF_RANGE f
 learned value that lags. Partitions no fetch asked for in ``IDLE_S`` leave the poll, which
 ends with its last partition, so idle partitions keep nothing busy.
 
+Each answer of the owner crosses zones. ``kgate.zone.read.end.interval.ms`` spaces the poll's
+turns: continued no sooner than that after its last request, the owner answers at most once
+per interval (on object storage it may otherwise answer for every WAL object it confirms, up
+to four per commit interval), and readers here learn of new records up to that much later.
+
 The standing poll is KgateReadEnd v1. An owner that serves only v0 (a broker not upgraded
 yet, in a rolling upgrade; its link says, gateway/peer_links.py) gets no standing poll: each
 fetch asks it (v0), and a fetch that waits for data asks it to answer once a high watermark
@@ -29,6 +34,7 @@ Views are opened on first use and the least recently used are closed past
 ``MAX_FOLLOWED`` (each holds its ledgers' file handles or indexes).
 """
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
@@ -79,8 +85,10 @@ class FollowingBroker(Protocol):
 
 
 class Followers:
-    def __init__(self, broker: FollowingBroker):
+    def __init__(self, broker: FollowingBroker, poll_interval: float = 0.0):
+        """``poll_interval``: the least time between two requests of a standing poll (seconds)."""
         self._broker = broker
+        self.poll_interval = poll_interval
         self._followed: OrderedDict[tuple[str, int], tuple[uuid.UUID, Partition]] = OrderedDict()
         self._opening: dict[tuple[str, int], asyncio.Future] = {}
         self._polls: dict[int, _OwnerPoll] = {}  # by owner
@@ -305,21 +313,25 @@ class _OwnerPoll:
         """Open the poll over the held partitions, continue it while the owner answers, open it
         again when the held set changes."""
         epoch = 0  # 0: open (naming the partitions); else continue (naming none: the owner keeps them)
+        sent_at = 0.0
         try:
             while self._drop_idle() and self._followers._polls_served(self.owner):
                 if self._reopen:
                     epoch, self._reopen = 0, False
+                if epoch:
+                    await self._spaced(sent_at)
+                if self._changed.done():  # the held set grew: open the poll again, naming it as it is now
+                    self._changed = asyncio.get_running_loop().create_future()
+                    epoch = 0
+                sent_at = time.monotonic()
                 held = list(self._held.values())
                 request = _request(held if epoch == 0 else [], POLL_WAIT_S, self._known)
                 request.poll_epoch = epoch
                 asking = asyncio.ensure_future(self._followers._request(self.owner, request, 1, POLL_WAIT_S))
                 changed = self._changed
                 await asyncio.wait((asking, changed), return_when=asyncio.FIRST_COMPLETED)
-                if changed.done():
-                    self._changed = asyncio.get_running_loop().create_future()
-                    if not asking.done():
-                        asking.cancel()
-                    epoch = 0
+                if changed.done():  # the held set grew while the owner held the poll: opened again above
+                    asking.cancel()
                     continue
                 response = asking.result()
                 if response is None:
@@ -334,6 +346,15 @@ class _OwnerPoll:
         finally:
             self.ended = True
             self._held.clear()
+
+    async def _spaced(self, sent_at: float) -> None:
+        """Continue the poll no sooner than the poll interval after the last request went out,
+        so the owner answers at most once per interval (each answer crosses zones); a change of
+        the held set goes at once."""
+        remaining = sent_at + self._followers.poll_interval - time.monotonic()
+        if remaining > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self._changed), remaining)
 
     def _drop_idle(self) -> bool:
         """Let go of the partitions no fetch asked for lately (the poll is opened again without

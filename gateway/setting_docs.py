@@ -44,6 +44,12 @@ SETTING_DOCS: dict[str, SettingDoc] = {
     "kgate.wal": _kgate("With `s3://` storage, where acknowledged entries are first made durable: `s3` (WAL "
                         "objects in the bucket, no local disk) or `file:DIR` (a local fsync'd log uploaded in "
                         "the background). Also `--wal`."),
+    "kgate.zone.read.end.interval.ms": _kgate("How often, at most, a broker serving partitions owned in another "
+                                              "zone to its own zone's consumers learns their owner's high "
+                                              "watermarks: 0 (the default) at each change, on object storage each "
+                                              "WAL commit of the owner. A longer interval sends fewer bytes across "
+                                              "zones (one answer of the owner per interval) and adds up to that "
+                                              "much to those consumers' end-to-end latency."),
     "kgate.s3.wal.commit.interval.ms": _kgate("The S3 WAL's pace: objects are cut at least a quarter of this apart "
                                               "(at most 4 PUTs per interval per broker, whatever the partition "
                                               "count); entries wait for a PUT still out unless it is out this long "
