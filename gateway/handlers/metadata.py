@@ -104,7 +104,12 @@ async def _describe(ctx: Context, name, by_id, auto_create, with_operations):
         try:
             topic = await broker.create_topic(name, broker.settings["num.partitions"], {})
         except TopicExists:
-            topic = broker.topics[name]
+            # Another broker made it a moment ago and this one has not learned it yet: Kafka's
+            # answer for a topic being created, which clients retry.
+            topic = broker.topics.get(name)
+            if topic is None:
+                return R.MetadataResponseTopic(error_code=ErrorCode.LEADER_NOT_AVAILABLE, name=name, partitions=[],
+                                               authorized_operations=operations)
     return R.MetadataResponseTopic(
         error_code=ErrorCode.NONE, name=topic.name, topic_id=topic.topic_id, is_internal=broker.is_internal(topic.name),
         partitions=[_partition(ctx, topic, index) for index in range(topic.partitions)],

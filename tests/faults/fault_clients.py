@@ -10,6 +10,7 @@ acknowledged value is either found or proven lost.
     python -m tests.faults.fault_clients run|drain BOOTSTRAP OUT_DIR [--seconds N] [--seed S]
 """
 import argparse
+import faulthandler
 import os
 import random
 import sys
@@ -87,6 +88,8 @@ def group_member(bootstrap: str, group: str, isolation: str, protocol: str) -> d
         config["group.protocol"] = "consumer"
     else:
         config["session.timeout.ms"] = 10_000
+    if os.environ.get("KGATE_FAULTS_CONSUMER_DEBUG"):  # librdkafka's debug contexts, when a run is diagnosed
+        config["debug"] = os.environ["KGATE_FAULTS_CONSUMER_DEBUG"]
     return config
 
 
@@ -267,6 +270,7 @@ def run(bootstrap: str, out_dir: str, seconds: float, seed: int) -> None:
         # hang the run: said here, its operation left without a completion, and the process
         # ends without waiting for librdkafka's threads.
         print(f"still blocked {WIND_DOWN_SECONDS} s after the end: {', '.join(blocked)}", flush=True)
+        faulthandler.dump_traceback(sys.stdout, all_threads=True)  # the call each one is in
         os._exit(BLOCKED)
     # Every call returned; the handles left (a transactional producer just fenced, its successor
     # still asking for a producer id) are not destroyed at interpreter exit, where two seed-12 runs

@@ -65,6 +65,30 @@ def create(cluster, name, partitions=TOPIC_PARTITIONS):
     return cluster.wait_leaders(name, partitions, set(cluster.brokers))
 
 
+def test_a_topic_every_broker_is_asked_to_auto_create_at_once_is_made_once_and_no_answer_fails(cluster):
+    """Metadata naming a new topic, with auto-creation, to every broker at once: one makes it,
+    and one whose own create finds it made before it has learned it from ZooKeeper answers
+    LEADER_NOT_AVAILABLE for it, as Kafka answers for a topic being created (clients retry),
+    rather than failing the request and closing the connection."""
+    names = [f"auto-{uuid.uuid4().hex[:8]}" for _ in range(20)]
+    wires = [Wire(broker.bootstrap) for broker in cluster.brokers.values()]
+    try:
+        asked = {}
+        for name in names:
+            request = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=name)],
+                                      allow_auto_topic_creation=True)
+            for wire in wires:
+                asked[name, wire] = request, wire.send(request, 9)
+        errors = {ErrorCode(wire.read(request, 9, correlation_id).topics[0].error_code)
+                  for (_, wire), (request, correlation_id) in asked.items()}
+    finally:
+        for wire in wires:
+            wire.close()
+    assert errors <= {ErrorCode.NONE, ErrorCode.LEADER_NOT_AVAILABLE}, errors
+    for name in names:
+        cluster.wait_leaders(name, 1, set(cluster.brokers))
+
+
 def test_every_broker_lists_every_broker_and_partitions_spread_evenly(cluster):
     leaders = create(cluster, "spread")
     for broker in cluster.brokers.values():
