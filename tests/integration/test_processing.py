@@ -155,7 +155,9 @@ async def test_a_delay_holds_its_key_and_the_commit_but_not_other_keys(broker):
     create_topic(broker.bootstrap, "events", 2)
     produce_keyed(broker.bootstrap, "events", 1, keys=1, partition=0)             # key-0 at offset 0: delayed
     produce_keyed(broker.bootstrap, "events", 20, keys=20, partition=0)           # key-0 again, then 19 other keys
-    produce_keyed(broker.bootstrap, "events", 20, keys=20, partition=1)
+    # Keys of their own: the processor orders a key across partitions, so a key-0 here would
+    # wait for the delayed one (a full run saw partition 1's offset 0 held so).
+    produce_keyed(broker.bootstrap, "events", 20, keys=20, partition=1, first_key=20)
     # Long enough for every other record and partition 1's commit on a loaded machine (4 s was
     # not, once; 8 s was not, once, with the machine's load ten times its cores).
     delay_s = 15.0

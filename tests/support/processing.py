@@ -21,16 +21,18 @@ def key_of(i: int, keys: int) -> bytes:
 
 
 def produce_keyed(bootstrap: str, topic: str, count: int, keys: int, value_size: int = 0,
-                  partition: int | None = None) -> None:
-    """Record ``i`` has key ``key-<i mod keys>`` (one partition per key, by the default
-    partitioner, unless ``partition``) and a value starting with ``i``, padded to ``value_size``."""
+                  partition: int | None = None, first_key: int = 0) -> None:
+    """Record ``i`` has key ``key-<first_key + i mod keys>`` (one partition per key, by the
+    default partitioner, unless ``partition``) and a value starting with ``i``, padded to
+    ``value_size``."""
     where = {} if partition is None else {"partition": partition}
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
     failures = []
     for i in range(count):
         while True:
             try:
-                producer.produce(topic, key=key_of(i, keys), value=(b"%d " % i).ljust(value_size, b"x"), **where,
+                producer.produce(topic, key=b"key-%d" % (first_key + i % keys),
+                                 value=(b"%d " % i).ljust(value_size, b"x"), **where,
                                  on_delivery=lambda err, _m: err and failures.append(err))
                 break
             except BufferError:
