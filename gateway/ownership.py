@@ -116,27 +116,6 @@ class Ownership:
     async def reconcile(self, topic: Topic, summary: bool = True) -> tuple[int, int]:
         """Gain the partitions of ``topic`` this broker should own and lose the others;
         how many were gained and lost, said in one line with ``summary``."""
-        to_gain, lost = await self._lose_others(topic)
-        gained = await self._gain_all(to_gain)
-        if summary:
-            self._summarise(topic.name, gained, lost)
-        return gained, lost
-
-    async def reconcile_all(self) -> None:
-        """Every topic reconciled, the partitions to gain opened together (``OPEN_CONCURRENCY``
-        at once across topics): when a broker of a cluster of many topics dies, its partitions,
-        spread over them, are served again after the slowest few openings, not after one
-        topic's openings after another's."""
-        to_gain, lost = [], 0
-        for topic in list(self.broker.cluster.topics.values()):
-            gaining, handed = await self._lose_others(topic)
-            to_gain += gaining
-            lost += handed
-        self._summarise("all topics", await self._gain_all(to_gain), lost)
-
-    async def _lose_others(self, topic: Topic) -> tuple[list[tuple[Topic, int]], int]:
-        """Lose the partitions of ``topic`` this broker holds and should not; the ones it should
-        gain, and how many were lost."""
         broker = self.broker
         lost = 0
         to_gain = []
@@ -149,29 +128,38 @@ class Ownership:
                     lost += 1
             held = key in broker.partitions or key in broker.offline
             if owner == broker.node_id and (not held or key in self._awaiting_tail) and self.safe:
-                to_gain.append((topic, index))
+                to_gain.append(index)
             elif owner != broker.node_id and held:
                 await self.lose(topic.name, index, seal=True)
                 lost += 1
-        return to_gain, lost
+        gained = await self._gain_all(topic, to_gain)
+        if summary:
+            self._summarise(topic.name, gained, lost)
+        return gained, lost
 
-    async def _gain_all(self, partitions: list[tuple[Topic, int]]) -> int:
+    async def _gain_all(self, topic: Topic, indexes: list[int]) -> int:
         """Gain each partition, ``OPEN_CONCURRENCY`` at once; how many were gained. Every
         attempt ends before this returns, so a failure (raised once all have ended, for the
         event manager to retry) leaves no opening running behind the next reconcile."""
         slots = asyncio.Semaphore(OPEN_CONCURRENCY)
 
-        async def gain(topic: Topic, index: int) -> bool:
+        async def gain(index: int) -> bool:
             async with slots:
                 return await self._gain(topic, index)
 
         gained = 0
-        for outcome in await asyncio.gather(*(gain(topic, index) for topic, index in partitions),
-                                            return_exceptions=True):
+        for outcome in await asyncio.gather(*(gain(index) for index in indexes), return_exceptions=True):
             if isinstance(outcome, BaseException):
                 raise outcome
             gained += outcome
         return gained
+
+    async def reconcile_all(self) -> None:
+        gained = lost = 0
+        for topic in list(self.broker.cluster.topics.values()):
+            took, handed = await self.reconcile(topic, summary=False)
+            gained, lost = gained + took, lost + handed
+        self._summarise("all topics", gained, lost)
 
     def _summarise(self, what: str, gained: int, lost: int) -> None:
         """One line per change of ownership, however many partitions it moved (each
