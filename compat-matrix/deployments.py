@@ -9,11 +9,9 @@ a different one from row to row, and find the others through Metadata.
 """
 import itertools
 import os
-import subprocess
-import sys
 
 import cells
-import clients
+from tests.support import warm_start
 from tests.support.broker_process import BrokerProcess
 from tests.support.cluster import KgateCluster
 
@@ -25,8 +23,8 @@ LISTENERS = ("SASL_PLAINTEXT",)
 
 
 def _add_user(*where: str) -> None:
-    subprocess.run([sys.executable, "-m", "kgate", "users", *where, "--create", "add", cells.USER,
-                    "--password", cells.PASSWORD], check=True, capture_output=True, cwd=clients.ROOT, timeout=60)
+    warm_start.run(["users", *where, "--create", "add", cells.USER, "--password", cells.PASSWORD], timeout=60,
+                   check=True)
 
 
 class SingleNode:

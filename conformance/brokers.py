@@ -4,11 +4,10 @@ Plain: a PLAINTEXT listener each. Secured: a SASL_PLAINTEXT listener too, the sa
 (and PLAIN) users on both, and each broker's ACL authorizer with ``admin`` a super user;
 secured scenarios speak to the SASL listeners.
 """
-import subprocess
-import sys
 from pathlib import Path
 
 from tests.support.broker_process import BrokerProcess
+from tests.support.clients import kgate_users
 
 from .kafka_broker import KafkaBroker
 
@@ -29,8 +28,7 @@ class Pair:
         kgate_dir = str(root / "kgate")
         if secured:
             for user, password in USERS.items():
-                subprocess.run([sys.executable, "-m", "kgate", "users", "--data-dir", kgate_dir, "--create", "add",
-                                user, "--password", password], check=True, capture_output=True, timeout=60)
+                kgate_users(kgate_dir, "--create", "add", user, "--password", password)
         authorizer = {"authorizer.class.name": "acl", "super.users": f"User:{SUPER_USER}"} if secured else {}
         self.kgate = BrokerProcess(kgate_dir, {**KGATE_SETTINGS, **authorizer, **dict(settings)},
                                    listeners=("SASL_PLAINTEXT",) if secured else ())

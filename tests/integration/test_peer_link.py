@@ -6,8 +6,6 @@ real broker process, and speaking kgate's internal requests on it.
 """
 import asyncio
 import os
-import subprocess
-import sys
 
 import pytest
 from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, AdminClient, NewTopic
@@ -25,7 +23,7 @@ from kgate.protocol.messages import KgateProduceReferenceRequest, KgateReadEndRe
 from kgate.storage.stores.bucket_location import BucketLocation
 from kgate.storage.stores.object_client import ObjectClient
 from kgate.storage.stores.s3_store import S3LedgerStore
-from tests.support.clients import create_topic
+from tests.support.clients import create_topic, kgate_users
 from tests.support.wire import Wire
 from tests.unit.record_batches import build_batch
 
@@ -151,9 +149,7 @@ async def test_a_standing_read_end_poll_continues_naming_no_partition_and_hears_
 
 def users(data_dir: str) -> None:
     for user, password in PASSWORDS.items():
-        subprocess.run([sys.executable, "-m", "kgate", "users", "--data-dir", data_dir, "--create", "add", user,
-                        "--password", password, "--mechanism", "SCRAM-SHA-512"],
-                       capture_output=True, text=True, timeout=60, check=True)
+        kgate_users(data_dir, "--create", "add", user, "--password", password, "--mechanism", "SCRAM-SHA-512")
 
 
 async def test_a_logged_in_link_renews_its_login_before_each_session_ends_and_keeps_working(broker_factory,

@@ -17,10 +17,7 @@ from . import warm_start
 
 def kgate_users(data_dir, *args, check=True) -> subprocess.CompletedProcess:
     """``kgate users ...`` (the CLI that keeps SASL users in a data directory)."""
-    done = warm_start.run(["users", "--data-dir", data_dir, *args], timeout=60)
-    if check:
-        done.check_returncode()
-    return done
+    return warm_start.run(["users", "--data-dir", data_dir, *args], timeout=60, check=check)
 
 
 class UserDirectories:

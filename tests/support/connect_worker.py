@@ -7,14 +7,16 @@ come from ``scripts/setup-ecosystem``.
 """
 import itertools
 import json
+import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
 from conformance.kafka_broker import free_port
+from tests.support.cluster import log_end
 from tests.support.java_application import INSTALL, JavaApplication
 from tests.support.member_process import wait_for
 
@@ -168,11 +170,6 @@ def append(path: Path, first: int, count: int) -> list[str]:
     return written
 
 
-# What a watermark query answers while a partition's leader moves (the broker's error, or librdkafka's own).
-_LEADER_MOVING = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError._TIMED_OUT,
-                  KafkaError._TRANSPORT, KafkaError._UNKNOWN_PARTITION}
-
-
 class TopicReader:
     """The values of a one-partition topic from its start, as a consumer at ``isolation`` sees them."""
 
@@ -192,20 +189,11 @@ class TopicReader:
     def to_end(self) -> list[str]:
         """Everything up to the log's end offset at the call (its last stable offset, when every
         transaction has ended)."""
-        end = wait_for(self._end, 60, f"{self.partition.topic}'s end offset")
+        # Asked again while the partition's leader moves (it did a moment ago in the failover tests).
+        end = log_end(self.consumer, self.partition, time.monotonic() + 60)
         wait_for(lambda: self.read() is not None and self.consumer.position([self.partition])[0].offset >= end,
                  60, f"{self.partition.topic} read to offset {end}", interval=0)
         return self.values
-
-    def _end(self) -> int | None:
-        """The end offset, or None while the partition's leader moves (it did a moment ago in the
-        failover tests: the reader's metadata may still name the old one, and asks again)."""
-        try:
-            return self.consumer.get_watermark_offsets(self.partition, timeout=10)[1]
-        except KafkaException as exc:
-            if exc.args[0].retriable() or exc.args[0].code() in _LEADER_MOVING:
-                return None
-            raise
 
     def close(self) -> None:
         self.consumer.close()

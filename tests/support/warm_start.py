@@ -167,26 +167,42 @@ def spawn(argv: list[str], cwd: str, stderr_fd: int) -> ForkedProcess:
     return interpreter.spawn(argv, cwd, stderr_fd)
 
 
-def run(argv: list[str], timeout: float) -> subprocess.CompletedProcess:
+def run(argv: list[str], timeout: float, check: bool = False) -> subprocess.CompletedProcess:
     """``python -m kgate *argv`` to its end, its output captured as text, as ``subprocess.run``
     with ``capture_output``: forked when :func:`can_fork` (a ``kgate users`` exec'd spends a
     second of CPU on imports the warm interpreter has made; the suite runs it fifty times)."""
     if not can_fork(()):
         return subprocess.run([sys.executable, "-m", "kgate", *argv], capture_output=True, text=True,
-                              timeout=timeout, cwd=ROOT, stdin=subprocess.DEVNULL)
+                              timeout=timeout, cwd=ROOT, stdin=subprocess.DEVNULL, check=check)
+    deadline = time.monotonic() + timeout
     with tempfile.TemporaryFile() as stderr:
         process = spawn(argv, ROOT, stderr.fileno())
-        with process.stdout:
-            out = process.stdout.read()  # to its end: the child holds the pipe until it exits
         try:
-            code = process.wait(timeout)
+            out = _read_to_end(process.stdout, deadline)
+            code = process.wait(max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
             raise
         stderr.seek(0)
-        err = stderr.read()
-    return subprocess.CompletedProcess(["kgate", *argv], code, out.decode(), err.decode())
+        done = subprocess.CompletedProcess(["kgate", *argv], code, out.decode(), stderr.read().decode())
+    if check:
+        done.check_returncode()
+    return done
+
+
+def _read_to_end(stream, deadline: float) -> bytes:
+    """All a child writes to ``stream`` until it closes it (it exits), or TimeoutExpired at ``deadline``."""
+    chunks = []
+    with stream, selectors.DefaultSelector() as selector:
+        selector.register(stream, selectors.EVENT_READ)
+        while True:
+            if not selector.select(max(0.0, deadline - time.monotonic())):
+                raise subprocess.TimeoutExpired("kgate", deadline)
+            chunk = os.read(stream.fileno(), _MESSAGE)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
 
 
 # The warm interpreter's side.
