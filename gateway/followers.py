@@ -318,7 +318,7 @@ class _OwnerPoll:
             while self._drop_idle() and self._followers._polls_served(self.owner):
                 if self._reopen:
                     epoch, self._reopen = 0, False
-                if epoch:
+                if epoch and self._followers.poll_interval:
                     await self._spaced(sent_at)
                 if self._changed.done():  # the held set grew: open the poll again, naming it as it is now
                     self._changed = asyncio.get_running_loop().create_future()
