@@ -255,16 +255,24 @@ class Broker:
             await self.ownership.reconcile_all()
 
     async def _topics_changed(self, _key) -> None:
-        """Topics created or deleted by any broker or by hand in the store."""
-        current = await self.cluster.read_topics()
-        for name, known in list(self.cluster.topics.items()):
-            found = current.get(name)
-            if found is None or found.topic_id != known.topic_id:
-                await self._topic_deleted(known)
+        """Topics created or deleted by any broker or by hand in the store.
+
+        The store is read under the topic lock: a topic this broker creates meanwhile (under
+        the lock too) is then either in the read or not yet known here. Read outside it, a
+        topic created between the read and the comparison looked deleted: it was dropped,
+        served again a moment later, and a consumer that had just joined for it read nothing.
+        """
         async with self._topic_lock:
+            current = await self.cluster.read_topics()
+            gone = [known for name, known in self.cluster.topics.items()
+                    if name not in current or current[name].topic_id != known.topic_id]
+            for known in gone:
+                await self._stop_serving(known)
             for name, topic in current.items():
                 if name not in self.cluster.topics:
                     await self._topic_added(topic)
+        for known in gone:
+            await self._forget(known)
 
     async def _topic_changed(self, name: str) -> None:
         """One topic's node changed: its partition count or configs (a deletion is TOPICS')."""
@@ -295,12 +303,20 @@ class Broker:
     async def _topic_deleted(self, topic: Topic) -> None:
         """Whatever path deleted it: stop serving it and forget it, here and in every group."""
         async with self._topic_lock:
-            known = self.cluster.topics.get(topic.name)
-            if known is not None and known.topic_id == topic.topic_id:
-                del self.cluster.topics[topic.name]
-            for index in range(topic.partitions):
-                await self.ownership.lose(topic.name, index, seal=False)
-        # Outside the topic lock: the offsets topic's own appends need no topic changes.
+            await self._stop_serving(topic)
+        await self._forget(topic)
+
+    async def _stop_serving(self, topic: Topic) -> None:
+        """A deleted topic's part under the topic lock."""
+        known = self.cluster.topics.get(topic.name)
+        if known is not None and known.topic_id == topic.topic_id:
+            del self.cluster.topics[topic.name]
+        for index in range(topic.partitions):
+            await self.ownership.lose(topic.name, index, seal=False)
+
+    async def _forget(self, topic: Topic) -> None:
+        """A deleted topic's part outside the topic lock: the offsets topic's own appends need
+        no topic changes."""
         await self.groups.forget_topic(topic.name)
         await self._sweep()
         log.info("topic %s deleted", topic.name)
@@ -315,10 +331,13 @@ class Broker:
                 await ManagedLedger.destroy(self.ledgers, MetadataChainRecord(self.metadata, path))
             await self.cluster.forget_topic_id(topic_id)
         if self.cluster.placements:
+            # Placed before the topics are read, as the orphans are listed: an override made
+            # for a topic created after the read is not taken for a deleted topic's.
+            placed = set(await placements.read(self.metadata))
             existing = await self.cluster.read_topics()
 
             def forget_deleted(overrides: placements.Overrides) -> None:
-                for name in [name for name in overrides if name not in existing]:
+                for name in [name for name in overrides if name in placed and name not in existing]:
                     del overrides[name]
             await placements.change(self.metadata, forget_deleted)
 

@@ -228,11 +228,18 @@ class ClusterState:
 
         What they name may be deleted from any broker at any time: ids are never
         reused, so nothing a live topic uses is touched.
+
+        Order matters: the ledger lists are listed *before* the topics are read. A topic's
+        ledger list is made by its owner after the topic's node, so every id listed belonged
+        to a topic made before the read began; if the read does not find it, it was deleted.
+        (The other way round, a topic made between the two reads, its first ledger already
+        listed, looked deleted, and what it had stored was destroyed.)
         """
+        listed = await self.store.children(LEDGER_LISTS)
         live = {topic.topic_id.hex for topic in (await self.read_topics()).values()}
         return {topic_id: [f"{LEDGER_LISTS}/{topic_id}/{p}"
                            for p in await self.store.children(f"{LEDGER_LISTS}/{topic_id}")]
-                for topic_id in await self.store.children(LEDGER_LISTS) if topic_id not in live}
+                for topic_id in listed if topic_id not in live}
 
     async def ledger_lists(self) -> list[bytes]:
         """Every managed ledger's chain record, deleted topics' included until they are swept."""

@@ -4,6 +4,7 @@ ledger directory, driven by real clients, with brokers killed, paused and added.
 import json
 import os
 import signal
+import threading
 import time
 import uuid
 
@@ -17,7 +18,7 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
-from kafka.protocol.admin import DescribeConfigsRequest, IncrementalAlterConfigsRequest
+from kafka.protocol.admin import CreateTopicsRequest, DescribeConfigsRequest, IncrementalAlterConfigsRequest
 from kafka.protocol.admin.acl import DescribeAclsRequest
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import FetchRequest, OffsetForLeaderEpochRequest
@@ -87,6 +88,52 @@ def test_a_topic_every_broker_is_asked_to_auto_create_at_once_is_made_once_and_n
     assert errors <= {ErrorCode.NONE, ErrorCode.LEADER_NOT_AVAILABLE}, errors
     for name in names:
         cluster.wait_leaders(name, 1, set(cluster.brokers))
+
+
+def test_a_topic_a_broker_has_answered_created_it_never_answers_unknown(cluster):
+    """Topics created one at a time through every broker at once, each creation a change every
+    broker reads from ZooKeeper while it creates its own: once a broker has answered CreateTopics
+    for a topic, its Metadata answers never call the topic unknown. (A broker that read the
+    store's topic list while it created a topic took the new topic for deleted: it stopped
+    serving it and forgot it, served it again a moment later, and a consumer that had just
+    joined for it read nothing.)"""
+    run = uuid.uuid4().hex[:6]
+    create_version, metadata_version = 5, 9
+    acknowledged = {node_id: [] for node_id in cluster.brokers}
+    unknown, creating = [], set(cluster.brokers)
+
+    def create_through(node_id):
+        topic = CreateTopicsRequest.CreatableTopic
+        with Wire(cluster.brokers[node_id].bootstrap) as wire:
+            for n in range(25):
+                name = f"made-{run}-{node_id}-{n}"
+                answer = wire.call(CreateTopicsRequest(version=create_version, timeout_ms=10_000, validate_only=False,
+                                                       topics=[topic(name=name, num_partitions=1, replication_factor=1,
+                                                                     assignments=[], configs=[])]), create_version)
+                if answer.topics[0].error_code != ErrorCode.NONE:
+                    return
+                acknowledged[node_id].append(name)
+        creating.discard(node_id)
+
+    def watch(node_id):
+        with Wire(cluster.brokers[node_id].bootstrap) as wire:
+            for _ in range(2_000):  # a bound: the creations end long before
+                if not creating:
+                    return
+                names = list(acknowledged[node_id])
+                answer = wire.call(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=name)
+                                                           for name in names],
+                                                   allow_auto_topic_creation=False), metadata_version)
+                unknown.extend(t.name for t in answer.topics if t.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+
+    threads = [threading.Thread(target=work, args=(node_id,)) for node_id in cluster.brokers
+               for work in (create_through, watch)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not creating, f"brokers {sorted(creating)} did not finish creating"
+    assert not unknown, f"answered unknown after the broker answered them created: {sorted(set(unknown))}"
 
 
 def test_every_broker_lists_every_broker_and_partitions_spread_evenly(cluster):
