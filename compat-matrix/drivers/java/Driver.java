@@ -50,7 +50,14 @@ public class Driver {
             }
         } catch (Exception e) {
             Throwable cause = e.getCause() != null ? e.getCause() : e;
-            System.err.println(cause.getClass().getSimpleName() + ": " + cause.getMessage());
+            // One line with where it was thrown: the matrix keeps a failure's last lines only.
+            StringBuilder where = new StringBuilder();
+            StackTraceElement[] frames = cause.getStackTrace();
+            for (int i = 0; i < Math.min(4, frames.length); i++) {
+                where.append(i == 0 ? " at " : " < ").append(frames[i].getClassName().replaceAll(".*\\.", ""))
+                        .append('.').append(frames[i].getMethodName()).append(':').append(frames[i].getLineNumber());
+            }
+            System.err.println(cause.getClass().getSimpleName() + ": " + cause.getMessage() + where);
             System.exit(1);
         }
         System.exit(0);
