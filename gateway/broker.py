@@ -275,15 +275,19 @@ class Broker:
             await self._forget(known)
 
     async def _topic_changed(self, name: str) -> None:
-        """One topic's node changed: its partition count or configs (a deletion is TOPICS')."""
-        node = await self.metadata.get(f"{TOPICS}/{name}")
-        known = self.cluster.topics.get(name)
-        if node is None or known is None:
-            return
-        topic = Topic.decode(name, node.data)
-        if topic.topic_id != known.topic_id:
-            return
+        """One topic's node changed: its partition count or configs (a deletion is TOPICS').
+
+        Read under the topic lock, as the topic list is: read before a change this broker
+        makes meanwhile, the node's older version would be applied after it (a topic just
+        grown described with its old partition count until the next event)."""
         async with self._topic_lock:
+            node = await self.metadata.get(f"{TOPICS}/{name}")
+            known = self.cluster.topics.get(name)
+            if node is None or known is None:
+                return
+            topic = Topic.decode(name, node.data)
+            if topic.topic_id != known.topic_id:
+                return
             self.cluster.topics[name] = topic
             self._apply_policies(topic)
             await self.ownership.reconcile(topic)

@@ -18,7 +18,12 @@ from confluent_kafka.admin import (
     ResourcePatternType,
     ResourceType,
 )
-from kafka.protocol.admin import CreateTopicsRequest, DescribeConfigsRequest, IncrementalAlterConfigsRequest
+from kafka.protocol.admin import (
+    CreatePartitionsRequest,
+    CreateTopicsRequest,
+    DescribeConfigsRequest,
+    IncrementalAlterConfigsRequest,
+)
 from kafka.protocol.admin.acl import DescribeAclsRequest
 from kafka.protocol.api_key import ApiKey
 from kafka.protocol.consumer import FetchRequest, OffsetForLeaderEpochRequest
@@ -90,50 +95,88 @@ def test_a_topic_every_broker_is_asked_to_auto_create_at_once_is_made_once_and_n
         cluster.wait_leaders(name, 1, set(cluster.brokers))
 
 
-def test_a_topic_a_broker_has_answered_created_it_never_answers_unknown(cluster):
-    """Topics created one at a time through every broker at once, each creation a change every
-    broker reads from ZooKeeper while it creates its own: once a broker has answered CreateTopics
-    for a topic, its Metadata answers never call the topic unknown. (A broker that read the
-    store's topic list while it created a topic took the new topic for deleted: it stopped
-    serving it and forgot it, served it again a moment later, and a consumer that had just
-    joined for it read nothing.)"""
-    run = uuid.uuid4().hex[:6]
-    create_version, metadata_version = 5, 9
+def _while_every_broker_changes(cluster, change, steps: int, watch) -> list:
+    """Through every broker at once, ``change(wire, step)`` for each step (a change every broker
+    reads from ZooKeeper while it makes its own), while ``watch(wire, acknowledged)`` asks the
+    same broker again and again about what it has acknowledged so far; what the watches found
+    wrong, with the step each was after."""
     acknowledged = {node_id: [] for node_id in cluster.brokers}
-    unknown, creating = [], set(cluster.brokers)
+    wrong, changing = [], set(cluster.brokers)
 
-    def create_through(node_id):
-        topic = CreateTopicsRequest.CreatableTopic
+    def change_through(node_id):
         with Wire(cluster.brokers[node_id].bootstrap) as wire:
-            for n in range(25):
-                name = f"made-{run}-{node_id}-{n}"
-                answer = wire.call(CreateTopicsRequest(version=create_version, timeout_ms=10_000, validate_only=False,
-                                                       topics=[topic(name=name, num_partitions=1, replication_factor=1,
-                                                                     assignments=[], configs=[])]), create_version)
-                if answer.topics[0].error_code != ErrorCode.NONE:
+            for step in range(steps):
+                if not change(wire, node_id, step):
                     return
-                acknowledged[node_id].append(name)
-        creating.discard(node_id)
+                acknowledged[node_id].append(step)
+        changing.discard(node_id)
 
-    def watch(node_id):
+    def watch_through(node_id):
         with Wire(cluster.brokers[node_id].bootstrap) as wire:
-            for _ in range(2_000):  # a bound: the creations end long before
-                if not creating:
+            for _ in range(2_000):  # a bound: the changes end long before
+                if not changing:
                     return
-                names = list(acknowledged[node_id])
-                answer = wire.call(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=name)
-                                                           for name in names],
-                                                   allow_auto_topic_creation=False), metadata_version)
-                unknown.extend(t.name for t in answer.topics if t.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                wrong.extend(watch(wire, node_id, list(acknowledged[node_id])))
 
     threads = [threading.Thread(target=work, args=(node_id,)) for node_id in cluster.brokers
-               for work in (create_through, watch)]
+               for work in (change_through, watch_through)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(timeout=120)
-    assert not creating, f"brokers {sorted(creating)} did not finish creating"
-    assert not unknown, f"answered unknown after the broker answered them created: {sorted(set(unknown))}"
+    assert not changing, f"brokers {sorted(changing)} did not finish their changes"
+    return wrong
+
+
+def _metadata(wire, names):
+    return wire.call(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=name) for name in names],
+                                     allow_auto_topic_creation=False), 9).topics
+
+
+def test_a_topic_a_broker_has_answered_created_it_never_answers_unknown(cluster):
+    """Topics created one at a time through every broker at once: once a broker has answered
+    CreateTopics for a topic, its Metadata answers never call the topic unknown. (A broker that
+    read the store's topic list while it created a topic took the new topic for deleted: it
+    stopped serving it and forgot it, served it again a moment later, and a consumer that had
+    just joined for it read nothing.)"""
+    run = uuid.uuid4().hex[:6]
+
+    def make(wire, node_id, step):
+        topic = CreateTopicsRequest.CreatableTopic
+        answer = wire.call(CreateTopicsRequest(version=5, timeout_ms=10_000, validate_only=False, topics=[
+            topic(name=f"made-{run}-{node_id}-{step}", num_partitions=1, replication_factor=1, assignments=[],
+                  configs=[])]), 5)
+        return answer.topics[0].error_code == ErrorCode.NONE
+
+    def unknown(wire, node_id, made):
+        return [t.name for t in _metadata(wire, [f"made-{run}-{node_id}-{step}" for step in made])
+                if t.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+
+    wrong = _while_every_broker_changes(cluster, make, 25, unknown)
+    assert not wrong, f"answered unknown after the broker answered them created: {sorted(set(wrong))}"
+
+
+def test_a_topic_a_broker_has_answered_grown_never_shows_fewer_partitions_there(cluster):
+    """A topic of each broker grown one partition at a time through that broker, all three at
+    once: once a broker has answered CreatePartitions, its Metadata never shows the topic with
+    fewer partitions. (A broker read a topic's node, on a change it was told of, outside its
+    topic lock: a version read before its own next change was applied after it.)"""
+    run = uuid.uuid4().hex[:6]
+    for node_id in cluster.brokers:
+        create(cluster, f"grown-{run}-{node_id}", 1)
+
+    def grow(wire, node_id, step):
+        request = CreatePartitionsRequest(topics=[CreatePartitionsRequest.CreatePartitionsTopic(
+            name=f"grown-{run}-{node_id}", count=step + 2, assignments=None)], timeout_ms=10_000, validate_only=False)
+        return wire.call(request, 3).results[0].error_code == ErrorCode.NONE
+
+    def fewer(wire, node_id, grown):
+        (topic,) = _metadata(wire, [f"grown-{run}-{node_id}"])
+        least = grown[-1] + 2 if grown else 1
+        return [(len(topic.partitions), least)] if len(topic.partitions) < least else []
+
+    wrong = _while_every_broker_changes(cluster, grow, 20, fewer)
+    assert not wrong, f"(partitions shown, partitions answered grown to): {sorted(set(wrong))}"
 
 
 def test_every_broker_lists_every_broker_and_partitions_spread_evenly(cluster):
