@@ -29,7 +29,7 @@ from kgate.metadata.cluster import (
 )
 from kgate.metadata.dynamic_configs import BROKER_KIND, GROUP_KIND, DynamicConfigStore
 from kgate.metadata.events import Event, EventManager
-from kgate.metadata.store import MetadataStore
+from kgate.metadata.store import MetadataStore, StoreUnavailable
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
 from kgate.storage import entry_formats
@@ -646,9 +646,15 @@ class Broker:
     # -- producer ids and retention ------------------------------------------------------
 
     async def next_producer_id(self) -> int:
+        """The next id of this broker's block, a new block from the metadata store when it is used
+        up. While the store cannot be reached: COORDINATOR_LOAD_IN_PROGRESS, Kafka's answer while
+        its broker has no block, which every client retries."""
         producer_id = next(self._producer_ids, None)
         if producer_id is None:
-            start = await self.cluster.allocate("producer-id", PRODUCER_ID_BLOCK)
+            try:
+                start = await self.cluster.allocate("producer-id", PRODUCER_ID_BLOCK)
+            except StoreUnavailable:
+                raise KafkaError(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS) from None
             self._producer_ids = iter(range(start, start + PRODUCER_ID_BLOCK))
             producer_id = next(self._producer_ids)
         return producer_id

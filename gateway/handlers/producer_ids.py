@@ -32,7 +32,10 @@ async def init_producer_id(ctx: Context, request):
     if ctx.version >= 3 and request.producer_id >= 0 and 0 <= request.producer_epoch < MAX_EPOCH - 1:
         return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.NONE,
                                       producer_id=request.producer_id, producer_epoch=request.producer_epoch + 1)
-    producer_id = await ctx.broker.next_producer_id()
+    try:
+        producer_id = await ctx.broker.next_producer_id()
+    except KafkaError as exc:
+        return InitProducerIdResponse(throttle_time_ms=0, error_code=exc.code, producer_id=-1, producer_epoch=-1)
     return InitProducerIdResponse(throttle_time_ms=0, error_code=ErrorCode.NONE,
                                   producer_id=producer_id, producer_epoch=0)
 

@@ -4,7 +4,7 @@ import select
 import threading
 
 import pytest
-from kafka.protocol.producer import ProduceRequest
+from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
 
 from kgate.protocol.error_codes import ErrorCode
 from tests.support.broker_process import BrokerProcess
@@ -88,6 +88,28 @@ def test_produces_fail_retriably_while_zookeeper_is_lost_and_resume_after(tmp_pa
             zookeeper.start().wait_serving()
             wait_for(lambda: produce_one(wire, "guarded") == ErrorCode.NONE, 60,
                      "produces to be acknowledged again")
+    finally:
+        broker.stop()
+
+
+def test_a_producer_id_asked_while_zookeeper_is_lost_is_refused_retriably_and_given_after(tmp_path, zookeeper):
+    """InitProducerId needs a block of ids from the metadata store (none taken yet here): while
+    ZooKeeper is gone the answer is COORDINATOR_LOAD_IN_PROGRESS, which clients retry, on a
+    connection that stays open (fault run seed 21: the broker failed the request and closed the
+    connection); once ZooKeeper is back, an id."""
+    zookeeper.start().wait_serving()
+    broker = cluster_broker(tmp_path, zookeeper, 0).start(timeout=60)
+    request = InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60_000, producer_id=-1,
+                                    producer_epoch=-1)
+    try:
+        with Wire(broker.bootstrap) as wire:
+            zookeeper.stop()
+            refused = wire.call(request, 4)
+            assert (refused.error_code, refused.producer_id) == (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, -1)
+            zookeeper.start().wait_serving()
+            wait_for(lambda: wire.call(request, 4).error_code == ErrorCode.NONE, 60,
+                     "a producer id once ZooKeeper is back")
+            assert wire.call(request, 4).producer_id >= 0
     finally:
         broker.stop()
 
