@@ -7,6 +7,7 @@ from kafka.protocol.metadata import MetadataResponse
 
 from kgate.metadata.acls import CLUSTER_NAME, Operation, ResourceType
 from kgate.metadata.cluster import TopicExists, invalid_topic_name
+from kgate.metadata.store import StoreUnavailable
 from kgate.protocol.error_codes import ErrorCode
 
 from ..partition_router import Client, Local, Refused, lead
@@ -103,9 +104,10 @@ async def _describe(ctx: Context, name, by_id, auto_create, with_operations):
                 name=name, partitions=[], authorized_operations=operations)
         try:
             topic = await broker.create_topic(name, broker.settings["num.partitions"], {})
-        except TopicExists:
-            # Another broker made it a moment ago and this one has not learned it yet: Kafka's
-            # answer for a topic being created, which clients retry.
+        except (TopicExists, StoreUnavailable):
+            # Another broker made it a moment ago and this one has not learned it yet, or the
+            # metadata store cannot be reached to make it: Kafka's answer for a topic being
+            # created, which clients retry.
             topic = broker.topics.get(name)
             if topic is None:
                 return R.MetadataResponseTopic(error_code=ErrorCode.LEADER_NOT_AVAILABLE, name=name, partitions=[],

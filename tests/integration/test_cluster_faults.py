@@ -4,6 +4,7 @@ import select
 import threading
 
 import pytest
+from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
 
 from kgate.protocol.error_codes import ErrorCode
@@ -92,24 +93,26 @@ def test_produces_fail_retriably_while_zookeeper_is_lost_and_resume_after(tmp_pa
         broker.stop()
 
 
-def test_a_producer_id_asked_while_zookeeper_is_lost_is_refused_retriably_and_given_after(tmp_path, zookeeper):
-    """InitProducerId needs a block of ids from the metadata store (none taken yet here): while
-    ZooKeeper is gone the answer is COORDINATOR_LOAD_IN_PROGRESS, which clients retry, on a
-    connection that stays open (fault run seed 21: the broker failed the request and closed the
-    connection); once ZooKeeper is back, an id."""
+def test_what_needs_zookeeper_while_it_is_lost_is_refused_retriably_and_given_after(tmp_path, zookeeper):
+    """A producer id (the broker has taken no block of ids yet) and a topic to create on first
+    use, asked while ZooKeeper is gone: COORDINATOR_LOAD_IN_PROGRESS and LEADER_NOT_AVAILABLE,
+    Kafka's answers, which clients retry, on a connection that stays open (fault run seed 21:
+    the broker failed the request and closed the connection); once ZooKeeper is back, both."""
     zookeeper.start().wait_serving()
     broker = cluster_broker(tmp_path, zookeeper, 0).start(timeout=60)
-    request = InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60_000, producer_id=-1,
-                                    producer_epoch=-1)
+    producer_id = InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60_000, producer_id=-1,
+                                        producer_epoch=-1)
+    auto_created = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="made-on-first-use")],
+                                   allow_auto_topic_creation=True)
+
+    def asked(wire):
+        return wire.call(producer_id, 4).error_code, wire.call(auto_created, 9).topics[0].error_code
     try:
         with Wire(broker.bootstrap) as wire:
             zookeeper.stop()
-            refused = wire.call(request, 4)
-            assert (refused.error_code, refused.producer_id) == (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, -1)
+            assert asked(wire) == (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.LEADER_NOT_AVAILABLE)
             zookeeper.start().wait_serving()
-            wait_for(lambda: wire.call(request, 4).error_code == ErrorCode.NONE, 60,
-                     "a producer id once ZooKeeper is back")
-            assert wire.call(request, 4).producer_id >= 0
+            wait_for(lambda: asked(wire) == (ErrorCode.NONE, ErrorCode.NONE), 60, "both once ZooKeeper is back")
     finally:
         broker.stop()
 
