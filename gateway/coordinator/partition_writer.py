@@ -11,6 +11,7 @@ from typing import Protocol
 
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
+from kgate.storage.ledger import LedgerFenced, StoreUnavailable
 
 from .. import keyed_log
 from ..keyed_log import NO_PRODUCER, Replayed
@@ -25,11 +26,13 @@ class PartitionWriter(Protocol):
         stopped being this broker's while it was read."""
 
     async def prepare_append(self, index: int) -> None:
-        """Await the partition's turn to append; NOT_COORDINATOR when it is not served here."""
+        """Await the partition's turn to append; NOT_COORDINATOR when it is not served here,
+        COORDINATOR_NOT_AVAILABLE when the store refuses."""
 
     def append(self, index: int, records: list[KeyedRecord],
                producer: tuple[int, int] = NO_PRODUCER) -> Awaitable[None]:
-        """Append after :meth:`prepare_append`, with no await between; await the result for durability."""
+        """Append after :meth:`prepare_append`, with no await between; await the result for
+        durability (COORDINATOR_NOT_AVAILABLE when the store refused the records)."""
 
     def leader_epoch(self, index: int) -> int:
         """The partition's epoch here: what a transaction's markers carry as the coordinator epoch."""
@@ -60,11 +63,11 @@ class LedgerPartitionWriter:
         return replayed if self.partitions.get((self.topic, index)) is partition else None
 
     async def prepare_append(self, index: int) -> None:
-        await self._partition(index).ledger.prepare_append()
+        await _refusal_answered(self._partition(index).ledger.prepare_append())
 
     def append(self, index: int, records: list[KeyedRecord],
                producer: tuple[int, int] = NO_PRODUCER) -> Awaitable[None]:
-        return keyed_log.durable(keyed_log.append(self._partition(index), records, producer))
+        return _refusal_answered(keyed_log.durable(keyed_log.append(self._partition(index), records, producer)))
 
     def leader_epoch(self, index: int) -> int:
         return self._partition(index).leader_epoch
@@ -77,3 +80,14 @@ class LedgerPartitionWriter:
 
     async def trim_before(self, index: int, offset: int) -> None:
         await self._partition(index).ledger.trim_before(offset)
+
+
+async def _refusal_answered(durable: Awaitable[None]) -> None:
+    """A store that refused the records (the ledger fenced by the partition's next owner, a full
+    disk, the object store out of reach) is COORDINATOR_NOT_AVAILABLE to whoever waits: a client
+    retries it and finds the coordinator again (fault run seed 21: a consumer's heartbeat,
+    whose group record met a ledger just released, failed its request and closed the connection)."""
+    try:
+        await durable
+    except (OSError, LedgerFenced, StoreUnavailable) as exc:
+        raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc)) from None

@@ -10,7 +10,6 @@ from kafka.protocol.consumer import OffsetCommitResponse, OffsetDeleteResponse, 
 from kgate.metadata.acls import Operation, ResourceType
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
-from kgate.storage.ledger import LedgerFenced, StoreUnavailable
 
 from ..groups.records import CommittedOffset, now_ms
 from . import Context, handles
@@ -82,15 +81,12 @@ def commits_to_store(ctx: Context, topics, error: ErrorCode, committed) -> tuple
 
 async def store_commits(accepted: dict, results: dict, store) -> None:
     """Await ``store()`` for the ``accepted`` offsets; if it fails, nothing is stored and they
-    answer why: COORDINATOR_NOT_AVAILABLE when the append failed (the ledger was fenced or
-    the disk refused), or the coordinator's own error."""
+    answer the coordinator's error (COORDINATOR_NOT_AVAILABLE when the store refused the append)."""
     if not accepted:
         return
     try:
         await store()
         return
-    except (OSError, LedgerFenced, StoreUnavailable):
-        code = ErrorCode.COORDINATOR_NOT_AVAILABLE
     except KafkaError as exc:
         code = exc.code
     for tp in accepted:

@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING
 from kgate.metadata.cluster import BrokerInfo
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
-from kgate.storage.ledger import LedgerFenced
 
 from ..coordinator import Clock, CoordinatorRuntime, PartitionWriter
 from ..coordinator.internal_topics import InternalTopics
@@ -125,7 +124,7 @@ class TransactionCoordinator:
         fresh = await self.next_producer_id() if txn is None or txn.epoch >= machine.MAX_EPOCH else -1
         step = machine.init_producer(txn, transactional_id, timeout_ms, self.max_timeout_ms, expected, fresh,
                                      self.runtime.clock.now_ms())
-        stored = await self._write(index, lambda shard, now: shard.store(step))
+        stored = await self.runtime.write(index, lambda shard, now: shard.store(step))
         assert stored is not None  # a step with no error stores
         return stored, step.retry_after
 
@@ -134,14 +133,14 @@ class TransactionCoordinator:
         index = self._check_owned(transactional_id)
         added = set(partitions)
         async with self._lock(transactional_id):
-            await self._write(index, lambda shard, now: shard.store(machine.add_partitions(
+            await self.runtime.write(index, lambda shard, now: shard.store(machine.add_partitions(
                 shard.transactions.get(transactional_id), producer_id, epoch, added, now)))
 
     async def end(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> None:
         """EndTxn: answered once the markers are written and the transaction is complete."""
         index = self._check_owned(transactional_id)
         async with self._lock(transactional_id):
-            stored = await self._write(index, lambda shard, now: shard.store(machine.end(
+            stored = await self.runtime.write(index, lambda shard, now: shard.store(machine.end(
                 shard.transactions.get(transactional_id), producer_id, epoch, commit, now)))
             if stored is not None:
                 await self._complete(index, transactional_id)
@@ -174,21 +173,13 @@ class TransactionCoordinator:
             lock = self._locks[transactional_id] = asyncio.Lock()
         return lock
 
-    async def _write(self, index: int, operation) -> TxnMetadata | None:
-        """Store what ``operation`` gives; a store that refuses the write is
-        COORDINATOR_NOT_AVAILABLE to the client, which retries (and finds the new owner)."""
-        try:
-            return await self.runtime.write(index, operation)
-        except (OSError, LedgerFenced) as exc:
-            raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"storing the transaction failed: {exc}") from None
-
     async def _complete(self, index: int, transactional_id: str) -> None:
         """Write the markers of a prepared transaction, then store it complete."""
         txn = self.runtime.shard(index).transactions[transactional_id]
         marker = Marker(txn.producer_id, txn.epoch, txn.state == TxnState.PREPARE_COMMIT,
                         self.writer.leader_epoch(index))
         await self.delivery.deliver(transactional_id, txn.partitions, marker, lambda: self.runtime.owns(index))
-        await self._write(index, lambda shard, now: shard.store(Step(store=machine.completed(txn, now))))
+        await self.runtime.write(index, lambda shard, now: shard.store(Step(store=machine.completed(txn, now))))
 
     async def check(self, index: int, now: int) -> None:
         """Abort every open transaction of partition ``index`` past its ``transaction.timeout.ms``
@@ -210,7 +201,7 @@ class TransactionCoordinator:
             fenced = machine.timed_out(current, now)
             if fenced is not None:
                 log.info("transaction %s timed out after %d ms: aborting", transactional_id, current.timeout_ms)
-                await self._write(index, lambda shard, now: shard.store(Step(store=fenced)))
+                await self.runtime.write(index, lambda shard, now: shard.store(Step(store=fenced)))
             elif current.state.preparing:
                 log.info("transaction %s was left in %s: writing its markers", transactional_id,
                          current.state.kafka_name)

@@ -65,8 +65,8 @@ class MemoryPartitionWriter:
         self._check(index)
         await asyncio.sleep(0)  # the ledger's turn is awaited: other tasks run meanwhile
         self._check(index)
-        if self.failure is not None:
-            raise self.failure
+        if self.failure is not None:  # a store that refuses, as the port answers it
+            raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(self.failure))
 
     def append(self, index: int, records: list[tuple[bytes, bytes | None]],
                producer: tuple[int, int] = NO_PRODUCER):
