@@ -2,6 +2,7 @@
 counterexample printed), and clean histories, including awkward legal ones, passing."""
 from tests.faults.checker import check
 from tests.faults.history import FAIL, INFO, OK, READ_COMMITTED, Operation, Poll, Send, read, write
+from tests.faults.run import Outcome
 
 T = "t/0"
 
@@ -145,3 +146,17 @@ def test_a_counterexample_shows_only_the_records_it_is_about():
     rendered = check([poll("c", 1, *reads)]).render()
     assert "duplicate: v3 stored at t/0@3, t/0@100" in rendered
     assert "poll t/0@3 v3  poll t/0@100 v3  (+99 more)" in rendered and "v50" not in rendered
+
+
+def test_a_request_a_broker_failed_inside_is_found_in_its_log(tmp_path):
+    (tmp_path / "broker-2").mkdir()
+    (tmp_path / "broker-2" / "broker.log").write_text(
+        'ts=T1 level=info logger=kgate.gateway.broker msg="live brokers: [1, 2, 3]"\n'
+        'ts=T2 level=error logger=kgate.gateway.connection msg="request api key 68 v1 failed; closing connection '
+        'from 10.77.0.9:52740" exc="Traceback (most recent call last):\\n  File \'x.py\', line 1, in f\\n'
+        'kgate.storage.ledger.LedgerFenced: ledger 8 was released"\n')
+    (tmp_path / "broker-3").mkdir()
+    (tmp_path / "broker-3" / "broker.log").write_text('ts=T3 level=warning logger=x msg="a warning, not a failure"\n')
+    assert Outcome(21, [], check([]), str(tmp_path)).request_failures == [
+        "broker-2: ts=T2 request api key 68 v1 failed; closing connection from 10.77.0.9:52740: "
+        "kgate.storage.ledger.LedgerFenced: ledger 8 was released"]

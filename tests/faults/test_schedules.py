@@ -99,6 +99,13 @@ def test_consumers_read_each_partition_in_order_without_gaps(outcome, request):
     assert not found, f"seed {outcome.seed}, faults {outcome.faults}:\n{outcome.report.render()}"
 
 
+def test_no_broker_fails_a_request_inside(outcome):
+    """Whatever the faults, a broker answers each request with Kafka's error or closes the
+    connection on purpose, never by a request failing inside it."""
+    outcome, _directory = outcome
+    assert not outcome.request_failures, "\n".join(outcome.request_failures[:5])
+
+
 @LIVENESS_OPEN
 def test_every_client_call_returns(outcome):
     outcome, directory = outcome
