@@ -10,6 +10,7 @@ from kafka.protocol.api_key import ApiKey
 
 from kgate.metadata.acls import CLUSTER_NAME, Operation, ResourceType
 from kgate.metadata.cluster import TopicExists, UnknownTopic, invalid_topic_name
+from kgate.metadata.store import StoreUnavailable
 from kgate.protocol.error_codes import ErrorCode
 
 from .. import topic_configs
@@ -19,6 +20,10 @@ from .broker_view import InternalTopic
 
 C = CreateTopicsResponse
 D = DeleteTopicsResponse
+# A creation or deletion the metadata store could not be asked to make, or whose answer was
+# lost with the connection: it may have been made. Kafka's answer when its controller does not
+# answer in time, which admin clients retry.
+UNREACHABLE = "the metadata store cannot be reached; the change may or may not have been made"
 
 
 @handles(ApiKey.CreateTopics)
@@ -74,6 +79,8 @@ async def _create(ctx: Context, creatable, validate_only):
             topic_id = (await broker.create_topic(name, partitions, configs)).topic_id
         except TopicExists:
             return failed(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        except StoreUnavailable:
+            return failed(ErrorCode.REQUEST_TIMED_OUT, UNREACHABLE)
     described = [C.CreatableTopicResult.CreatableTopicConfigs(
         name=key, value=configs.get(key, broker.topic_config_default(key)), read_only=False,
         config_source=ConfigSource.DYNAMIC_TOPIC_CONFIG if key in configs else ConfigSource.DEFAULT_CONFIG,
@@ -116,6 +123,9 @@ async def delete_topics(ctx: Context, request):
             error = ErrorCode.UNKNOWN_TOPIC_ID if name is None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             results.append(D.DeletableTopicResult(name=name, topic_id=topic_id, error_code=error,
                                                   error_message=f"no topic {name or topic_id}"))
+        except StoreUnavailable:
+            results.append(D.DeletableTopicResult(name=name, topic_id=topic_id, error_code=ErrorCode.REQUEST_TIMED_OUT,
+                                                  error_message=UNREACHABLE))
     return D(throttle_time_ms=0, responses=results)
 
 

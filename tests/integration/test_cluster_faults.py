@@ -4,6 +4,7 @@ import select
 import threading
 
 import pytest
+from kafka.protocol.admin import CreateTopicsRequest
 from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
 
@@ -94,25 +95,31 @@ def test_produces_fail_retriably_while_zookeeper_is_lost_and_resume_after(tmp_pa
 
 
 def test_what_needs_zookeeper_while_it_is_lost_is_refused_retriably_and_given_after(tmp_path, zookeeper):
-    """A producer id (the broker has taken no block of ids yet) and a topic to create on first
-    use, asked while ZooKeeper is gone: COORDINATOR_LOAD_IN_PROGRESS and LEADER_NOT_AVAILABLE,
-    Kafka's answers, which clients retry, on a connection that stays open (fault run seed 21:
-    the broker failed the request and closed the connection); once ZooKeeper is back, both."""
+    """A producer id (the broker has taken no block of ids yet), a topic to create on first use
+    and one to create by request, asked while ZooKeeper is gone: COORDINATOR_LOAD_IN_PROGRESS,
+    LEADER_NOT_AVAILABLE and REQUEST_TIMED_OUT, Kafka's answers, which clients retry, on a
+    connection that stays open (fault run seed 21: the broker failed the request and closed the
+    connection); once ZooKeeper is back, all three."""
     zookeeper.start().wait_serving()
     broker = cluster_broker(tmp_path, zookeeper, 0).start(timeout=60)
     producer_id = InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60_000, producer_id=-1,
                                         producer_epoch=-1)
     auto_created = MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="made-on-first-use")],
                                    allow_auto_topic_creation=True)
+    created = CreateTopicsRequest(timeout_ms=10_000, validate_only=False, topics=[CreateTopicsRequest.CreatableTopic(
+        name="made-by-request", num_partitions=1, replication_factor=1, assignments=[], configs=[])])
 
     def asked(wire):
-        return wire.call(producer_id, 4).error_code, wire.call(auto_created, 9).topics[0].error_code
+        return (wire.call(producer_id, 4).error_code, wire.call(auto_created, 9).topics[0].error_code,
+                wire.call(created, 5).topics[0].error_code)
     try:
         with Wire(broker.bootstrap) as wire:
             zookeeper.stop()
-            assert asked(wire) == (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.LEADER_NOT_AVAILABLE)
+            assert asked(wire) == (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.LEADER_NOT_AVAILABLE,
+                                   ErrorCode.REQUEST_TIMED_OUT)
             zookeeper.start().wait_serving()
-            wait_for(lambda: asked(wire) == (ErrorCode.NONE, ErrorCode.NONE), 60, "both once ZooKeeper is back")
+            wait_for(lambda: asked(wire)[:2] == (ErrorCode.NONE, ErrorCode.NONE), 60, "both once ZooKeeper is back")
+            assert asked(wire)[2] == ErrorCode.TOPIC_ALREADY_EXISTS  # made by the retry just before
     finally:
         broker.stop()
 
