@@ -67,7 +67,11 @@ class LedgerPartitionWriter:
 
     def append(self, index: int, records: list[KeyedRecord],
                producer: tuple[int, int] = NO_PRODUCER) -> Awaitable[None]:
-        return _refusal_answered(keyed_log.durable(keyed_log.append(self._partition(index), records, producer)))
+        try:
+            appended = keyed_log.append(self._partition(index), records, producer)
+        except REFUSALS as exc:  # at once: a ledger closed, a write the disk refused
+            raise _refused(exc) from None
+        return _refusal_answered(keyed_log.durable(appended))
 
     def leader_epoch(self, index: int) -> int:
         return self._partition(index).leader_epoch
@@ -82,12 +86,20 @@ class LedgerPartitionWriter:
         await self._partition(index).ledger.trim_before(offset)
 
 
+# What a ledger raises when it will not take or keep records: fenced by the partition's next
+# owner (or closed), a full disk, the object store out of reach.
+REFUSALS = (OSError, LedgerFenced, StoreUnavailable)
+
+
+def _refused(exc: Exception) -> KafkaError:
+    """A refusal as whoever waits hears it: COORDINATOR_NOT_AVAILABLE, which a client retries,
+    finding the coordinator again (fault run seed 21: a consumer's heartbeat, whose group record
+    met a ledger just released, failed its request and closed the connection)."""
+    return KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc))
+
+
 async def _refusal_answered(durable: Awaitable[None]) -> None:
-    """A store that refused the records (the ledger fenced by the partition's next owner, a full
-    disk, the object store out of reach) is COORDINATOR_NOT_AVAILABLE to whoever waits: a client
-    retries it and finds the coordinator again (fault run seed 21: a consumer's heartbeat,
-    whose group record met a ledger just released, failed its request and closed the connection)."""
     try:
         await durable
-    except (OSError, LedgerFenced, StoreUnavailable) as exc:
-        raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE, str(exc)) from None
+    except REFUSALS as exc:
+        raise _refused(exc) from None

@@ -39,3 +39,18 @@ async def test_an_append_to_a_ledger_its_next_owner_took_is_coordinator_not_avai
         await writer.append(0, [(b"group-a", b"generation 2")])
     assert refused.value.code == ErrorCode.COORDINATOR_NOT_AVAILABLE
     await metadata.close()
+
+
+async def test_an_append_to_a_closed_ledger_is_refused_at_once_as_coordinator_not_available(tmp_path):
+    """A ledger that refuses the append itself (closed; a full disk refuses the same way) rather
+    than its durability: the port's answer is the same, raised before anything is appended."""
+    metadata = EmbeddedMetadataStore(str(tmp_path / "metadata.sqlite"))
+    ledger = await opened(tmp_path, metadata)
+    writer = LedgerPartitionWriter(TOPIC, {(TOPIC, 0): Partition(TOPIC, 0, ledger)})
+    await writer.prepare_append(0)
+    await ledger.close()
+
+    with pytest.raises(KafkaError) as refused:
+        writer.append(0, [(b"group-a", b"generation 1")])
+    assert refused.value.code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    await metadata.close()
