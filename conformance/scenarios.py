@@ -657,6 +657,43 @@ def consumer_group_heartbeat(s: Session):
 
 
 @scenario("groups")
+def consumer_group_commit_epochs(s: Session):
+    """OffsetCommit at a member epoch the member has since left (Kafka 4.4, KIP-1251's assignment
+    epochs): accepted for a partition it was assigned at or before that epoch and still holds,
+    refused (STALE_MEMBER_EPOCH) for one it was assigned later; its current epoch commits both."""
+    first, second = topic(s, "cgc-first"), topic(s, "cgc-second")
+    group, member = s.name("commit-epochs"), "cgcmember000000000000"
+    await_coordinator(s, group)
+    M, CH = R[ApiKey.Metadata], R[ApiKey.ConsumerGroupHeartbeat]
+    asked = M(topics=[M.MetadataRequestTopic(name=n) for n in (first, second)], allow_auto_topic_creation=False)
+    ids = {t.name: t.topic_id for t in s.call("setup", asked, 12, record=False).topics}
+
+    def beat(epoch, subscribed=None, owned=()):
+        return s.call("setup", CH(group_id=group, member_id=member, member_epoch=epoch, rebalance_timeout_ms=30_000,
+                                  subscribed_topic_names=subscribed, server_assignor="uniform" if epoch == 0 else None,
+                                  topic_partitions=[CH.TopicPartitions(topic_id=ids[name], partitions=[0])
+                                                    for name in owned]), 0, record=False)
+    joined = beat(0, [first])
+    assert joined.error_code == 0, joined
+    beat(joined.member_epoch, owned=[first])
+    moved = beat(joined.member_epoch, [first, second], [first])
+
+    def both_assigned():
+        nonlocal moved
+        if moved.assignment is not None and len(moved.assignment.topic_partitions) == 2:
+            return True
+        moved = beat(moved.member_epoch, owned=[first])
+        return False
+    eventually(both_assigned, "the second topic's partition assigned")
+    beat(moved.member_epoch, owned=[first, second])
+    left = joined.member_epoch
+    commit(s, "at the epoch it left, a partition held since", group, first, 5, left, member)
+    commit(s, "at the epoch it left, a partition assigned after", group, second, 5, left, member)
+    commit(s, "at its epoch, both", group, second, 6, moved.member_epoch, member)
+    beat(-1)
+
+
+@scenario("groups")
 def group_configs(s: Session):
     """A group's own configs (KIP-848): checked, described, and honoured by the coordinator."""
     name, group, other = topic(s, "gcfg"), s.name("configured"), s.name("unconfigured")

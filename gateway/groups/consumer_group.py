@@ -67,6 +67,9 @@ class ConsumerMember:
     state: MemberState = MemberState.STABLE
     assigned: Partitions = field(default_factory=dict)
     pending_revocation: Partitions = field(default_factory=dict)
+    # The member epoch each partition it holds (assigned or pending revocation) was assigned at;
+    # one held with none recorded (converted from a classic group) was assigned at ``epoch``.
+    assignment_epochs: dict[tuple[uuid.UUID, int], int] = field(default_factory=dict)
     classic: ClassicMetadata | None = None  # set while the member speaks the classic protocol
     # Not stored: a classic member was told to rejoin and its deadline to do so runs.
     rejoin_due: bool = False
@@ -80,11 +83,33 @@ class ConsumerMember:
             classic_member_metadata=None if self.classic is None else self.classic.record())
 
     def assignment_record(self, group_id: str) -> tuple[bytes, bytes]:
-        value = records.ConsumerGroupCurrentMemberAssignmentValue
         return records.consumer_key("current", group_id, self.member_id), records.consumer_value(
             "current", member_epoch=self.epoch, previous_member_epoch=self.previous_epoch, state=int(self.state),
-            assigned_partitions=topic_partition_list(value.TopicPartitions, self.assigned),
-            partitions_pending_revocation=topic_partition_list(value.TopicPartitions, self.pending_revocation))
+            assigned_partitions=self._with_epochs(self.assigned),
+            partitions_pending_revocation=self._with_epochs(self.pending_revocation))
+
+    def _with_epochs(self, partitions: Partitions) -> list:
+        structs = topic_partition_list(records.ConsumerGroupCurrentMemberAssignmentValue.TopicPartitions, partitions)
+        for struct in structs:
+            struct.assignment_epochs = [self.assignment_epochs.get((struct.topic_id, p), self.epoch)
+                                        for p in struct.partitions]
+        return structs
+
+    def held_epochs(self) -> dict[tuple[uuid.UUID, int], int]:
+        """Each partition the member holds now, with the epoch it was assigned at."""
+        return {(topic_id, p): self.assignment_epochs.get((topic_id, p), self.epoch)
+                for held in (self.assigned, self.pending_revocation) for topic_id, parts in held.items()
+                for p in parts}
+
+    def stamp(self, before: dict[tuple[uuid.UUID, int], int]) -> None:
+        """After a step of the member's assignment (``before``: :meth:`held_epochs` before it):
+        what it held keeps its epoch, what it gained takes the member's epoch now, and what it
+        released is forgotten."""
+        self.assignment_epochs = {tp: before.get(tp, self.epoch) for tp in self.held_epochs()}
+
+    def assigned_since(self, topic_id: uuid.UUID, partition: int) -> int | None:
+        """The epoch the member was assigned the partition at, None when it does not hold it."""
+        return self.held_epochs().get((topic_id, partition))
 
     def load_metadata(self, value) -> None:
         self.instance_id, self.rack_id = value.instance_id, value.rack_id
@@ -109,6 +134,10 @@ class ConsumerMember:
         self.state = MemberState(value.state) if value.state in MemberState._value2member_map_ else MemberState.STABLE
         self.assigned = partitions_of(value.assigned_partitions)
         self.pending_revocation = partitions_of(value.partitions_pending_revocation)
+        self.assignment_epochs = {
+            (struct.topic_id, p): epoch
+            for struct in (*value.assigned_partitions, *value.partitions_pending_revocation)
+            for p, epoch in zip(struct.partitions, struct.assignment_epochs or ())}
 
 
 @dataclass(eq=False)

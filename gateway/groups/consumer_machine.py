@@ -47,6 +47,7 @@ from .assignors import ASSIGNORS
 from .consumer_group import ClassicMetadata, ConsumerGroup, ConsumerMember, MemberState, Partitions
 from .effects import ArmTimer, CancelTimer, Effect, Log, Step, StoreConsumer, Timer, TimerKey
 from .group import Group
+from .modern_group import TopicIdPartition
 from .modern_rules import bump_epoch, restate_client, take_over
 from .records import group_key
 from .subscription_regex import InvalidRegex, compile_regex
@@ -151,7 +152,7 @@ class ConsumerGroupMachine:
             consumer.members[member.member_id] = member
         else:
             # A member that rejoins has dropped its partitions: it starts again from epoch 0.
-            member.assigned, member.pending_revocation = {}, {}
+            member.assigned, member.pending_revocation, member.assignment_epochs = {}, {}, {}
             member.epoch, member.state = 0, MemberState.STABLE
         return consumer, member, True, False
 
@@ -161,7 +162,7 @@ class ConsumerGroupMachine:
         epoch -2: its subscription, target and partitions, with nothing recomputed."""
         member = dataclasses.replace(old, member_id=member_id, subscribed=list(old.subscribed), epoch=0,
                                      previous_epoch=0, state=MemberState.STABLE, assigned=_copy(old.assigned),
-                                     pending_revocation={})
+                                     pending_revocation={}, assignment_epochs=dict(old.assignment_epochs))
         take_over(consumer, old, member, member_timers(consumer.group_id, old.member_id), out)
         return member
 
@@ -285,6 +286,7 @@ class ConsumerGroupMachine:
     def _next(self, consumer: ConsumerGroup, member: ConsumerMember, epoch: int) -> None:
         target = consumer.target.get(member.member_id, {})
         held = consumer.owners()
+        before = member.held_epochs()
         keep: Partitions = {}
         revoke: Partitions = {}
         gain: Partitions = {}
@@ -302,12 +304,13 @@ class ConsumerGroupMachine:
         if revoke:
             member.state, member.assigned, member.pending_revocation = MemberState.UNREVOKED_PARTITIONS, keep, revoke
             _set_epoch(member, epoch)
-            return
-        for topic_id, parts in gain.items():
-            keep.setdefault(topic_id, set()).update(parts)
-        member.assigned, member.pending_revocation = keep, {}
-        member.state = MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE
-        _set_epoch(member, consumer.assignment_epoch)
+        else:
+            for topic_id, parts in gain.items():
+                keep.setdefault(topic_id, set()).update(parts)
+            member.assigned, member.pending_revocation = keep, {}
+            member.state = MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE
+            _set_epoch(member, consumer.assignment_epoch)
+        member.stamp(before)
 
     # -- leaving ----------------------------------------------------------------------------
 
@@ -366,17 +369,30 @@ class ConsumerGroupMachine:
     # -- offsets ------------------------------------------------------------------------------
 
     @staticmethod
-    def check_commit(consumer: ConsumerGroup, member_epoch: int, member_id: str) -> ErrorCode:
+    def check_commit(consumer: ConsumerGroup, member_epoch: int, member_id: str,
+                     partitions: Collection[TopicIdPartition] = ()) -> ErrorCode:
         """OffsetCommit against a consumer group: the member's current epoch, or a commit with
         no member to an empty group (what admin tools send). A classic member's generation is
-        its epoch, and a wrong one is ILLEGAL_GENERATION, as its protocol knows it."""
+        its epoch, and a wrong one is ILLEGAL_GENERATION, as its protocol knows it.
+
+        An older epoch commits ``partitions`` the member was assigned at or before that epoch
+        and still holds (Kafka 4.4, KIP-1251): a member that read a partition and commits it
+        just after its epoch moved on (a partition added, another one's member gone) is not
+        refused for a change that did not touch what it commits."""
         if member_epoch < 0 and not member_id and not consumer.members:
             return ErrorCode.NONE
         member = consumer.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        if member_epoch != member.epoch:
-            return ErrorCode.STALE_MEMBER_EPOCH if member.classic is None else ErrorCode.ILLEGAL_GENERATION
+        stale = ErrorCode.STALE_MEMBER_EPOCH if member.classic is None else ErrorCode.ILLEGAL_GENERATION
+        if member_epoch == member.epoch:
+            return ErrorCode.NONE
+        if member_epoch > member.epoch:
+            return stale
+        for topic_id, partition in partitions:
+            since = member.assigned_since(topic_id, partition)
+            if since is None or member_epoch < since:
+                return stale
         return ErrorCode.NONE
 
 

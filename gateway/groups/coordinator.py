@@ -7,7 +7,7 @@ runs the shard's rule there and answers when the runtime says the records are
 durable; a JoinGroup or SyncGroup that parks is answered when a later step releases it.
 """
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import TYPE_CHECKING
 
 from kgate.metadata.cluster import BrokerInfo
@@ -21,6 +21,7 @@ from .consumer_machine import Heartbeat, HeartbeatReply
 from .effects import JoinResult
 from .group import Group
 from .machine import JoinRequest
+from .modern_group import TopicIdPartition
 from .placement import partition_for
 from .records import CommittedOffset
 from .shard import GroupConfig, GroupShard, Settling, Topics
@@ -187,12 +188,13 @@ class GroupCoordinator:
         index = self.check_group_id(group_id, allow_empty=False)
         return await self._settle(index, lambda shard, now: shard.settle(shard.machine.leave(now, group_id, leaving)))
 
-    def check_commit(self, group_id: str, generation: int, member_id: str,
-                     group_instance_id: str | None) -> ErrorCode:
-        """Whether this member may commit for this generation (Kafka's checks, in Kafka's order)."""
+    def check_commit(self, group_id: str, generation: int, member_id: str, group_instance_id: str | None,
+                     partitions: Collection[TopicIdPartition] = ()) -> ErrorCode:
+        """Whether this member may commit ``partitions`` (topic id, index) for this generation
+        (Kafka's checks, in Kafka's order)."""
         index = self.check_group_id(group_id, allow_empty=True)
         settling, _ = self.runtime.run(index, lambda shard, now: shard.settle(shard.machine.check_commit(
-            now, group_id, generation, member_id, group_instance_id)))
+            now, group_id, generation, member_id, group_instance_id, partitions)))
         return settling.reply
 
     async def _settle(self, index: int, operation):

@@ -25,7 +25,7 @@ their JoinGroup, SyncGroup, Heartbeat and LeaveGroup go to the consumer-group ma
 given as ``consumers`` (``classic_members``); without one they are refused.
 """
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from kgate.protocol.error_codes import ErrorCode
@@ -50,6 +50,7 @@ from .effects import (
     Wait,
 )
 from .group import Group, GroupState, Member
+from .modern_group import TopicIdPartition
 from .streams_machine import StreamsGroupMachine
 
 
@@ -345,9 +346,10 @@ class GroupMachine:
 
     # -- OffsetCommit -----------------------------------------------------------------------------
 
-    def check_commit(self, now: int, group_id: str, generation: int, member_id: str,
-                     group_instance_id: str | None) -> Step[ErrorCode]:
-        """Whether this member may commit for this generation (Kafka's checks, in Kafka's order)."""
+    def check_commit(self, now: int, group_id: str, generation: int, member_id: str, group_instance_id: str | None,
+                     partitions: Collection[TopicIdPartition] = ()) -> Step[ErrorCode]:
+        """Whether this member may commit ``partitions`` (topic id, index) for this generation
+        (Kafka's checks, in Kafka's order)."""
         out: list[Effect] = []
         group = self.groups.get(group_id)
         if group is None:
@@ -356,7 +358,7 @@ class GroupMachine:
         if group.is_(GroupState.DEAD):
             return Step(ErrorCode.COORDINATOR_NOT_AVAILABLE, out)
         if group.consumer is not None:  # the generation field carries the member epoch
-            return Step(ConsumerGroupMachine.check_commit(group.consumer, generation, member_id), out)
+            return Step(ConsumerGroupMachine.check_commit(group.consumer, generation, member_id, partitions), out)
         if group.streams is not None:
             return Step(StreamsGroupMachine.check_commit(group.streams, generation, member_id), out)
         if group.is_fenced(member_id, group_instance_id):

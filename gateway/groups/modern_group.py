@@ -11,6 +11,7 @@ from typing import Any
 from . import records
 
 Partitions = dict[uuid.UUID, set[int]]
+TopicIdPartition = tuple[uuid.UUID, int]  # a partition by its topic's id, as assignments name it
 
 
 class ModernGroup:

@@ -11,6 +11,7 @@ from kgate.metadata.acls import Operation, ResourceType
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
 
+from ..groups.modern_group import TopicIdPartition
 from ..groups.records import CommittedOffset, now_ms
 from . import Context, handles
 
@@ -28,7 +29,8 @@ async def offset_commit(ctx: Context, request):
     try:
         ctx.require(Operation.READ, ResourceType.GROUP, request.group_id)
         error = coordinator.check_commit(request.group_id, generation, member_id,
-                                         request.group_instance_id if version >= 7 else None)
+                                         request.group_instance_id if version >= 7 else None,
+                                         committed_partitions(broker, request.topics))
     except KafkaError as exc:
         error = exc.code
     now = now_ms()
@@ -47,6 +49,13 @@ async def offset_commit(ctx: Context, request):
             OCPartition(partition_index=p.partition_index, error_code=results[(topic.name, p.partition_index)])
             for p in topic.partitions])
         for topic in request.topics])
+
+
+def committed_partitions(broker, topics) -> list[TopicIdPartition]:
+    """A commit's partitions of known topics, by topic id: what a consumer group member's
+    assignment names (an unknown topic's partitions are refused on their own)."""
+    return [(broker.topics[topic.name].topic_id, p.partition_index)
+            for topic in topics if topic.name in broker.topics for p in topic.partitions]
 
 
 def commits_to_store(ctx: Context, topics, error: ErrorCode, committed) -> tuple[dict, dict]:

@@ -26,7 +26,7 @@ from ..groups.records import CommittedOffset, now_ms
 from ..transactions.machine import TxnMetadata, TxnState
 from ..transactions.marker_delivery import Marker
 from . import Context, handles
-from .offsets import commits_to_store, store_commits
+from .offsets import commits_to_store, committed_partitions, store_commits
 
 # The first version of each request whose clients understand PRODUCER_FENCED (KIP-588).
 FENCED_SINCE = {ApiKey.InitProducerId: 4, ApiKey.AddPartitionsToTxn: 2, ApiKey.AddOffsetsToTxn: 2,
@@ -118,7 +118,8 @@ async def txn_offset_commit(ctx: Context, request):
         ctx.require(Operation.READ, ResourceType.GROUP, request.group_id)
         groups.check_group_id(request.group_id, allow_empty=False)
         # Kafka checks the member only when the producer names one (KIP-447's consumer group metadata).
-        error = (groups.check_commit(request.group_id, generation, member_id, request.group_instance_id)
+        error = (groups.check_commit(request.group_id, generation, member_id, request.group_instance_id,
+                                     committed_partitions(broker, request.topics))
                  if member_id or generation >= 0 else ErrorCode.NONE)
     except KafkaError as exc:
         error = exc.code

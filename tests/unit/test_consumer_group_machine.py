@@ -189,9 +189,34 @@ def test_commits_are_checked_against_member_epochs():
     driver.beat()
     check = driver.classic.check_commit
     assert check(0, "g", 1, "m1", None).reply == ErrorCode.NONE
-    assert check(0, "g", 0, "m1", None).reply == ErrorCode.STALE_MEMBER_EPOCH
+    assert check(0, "g", 0, "m1", None, [(T, 0)]).reply == ErrorCode.STALE_MEMBER_EPOCH
     assert check(0, "g", 1, "stranger", None).reply == ErrorCode.UNKNOWN_MEMBER_ID
     assert check(0, "g", -1, "", None).reply == ErrorCode.UNKNOWN_MEMBER_ID, "not while it has members"
+
+
+def test_an_older_epoch_commits_the_partitions_the_member_held_at_it():
+    """Kafka 4.4 (KIP-1251): a commit sent at an epoch the member has since left is checked
+    partition by partition against the epoch each was assigned at, so a member that read a
+    partition and commits it as its epoch moves on (another member left, it gained more) is
+    not refused; a partition it did not hold at that epoch is."""
+    driver = Driver()
+    driver.beat("a", 0)  # epoch 1: a holds 0-3
+    driver.beat("b", 0)  # epoch 2: a must give up 2 and 3
+    driver.beat("a", 1, {T: {0, 1, 2, 3}})
+    assert driver.beat("a", 1, {T: {0, 1}}).member_epoch == 2
+    driver.beat("b", 2, {})
+    check = driver.classic.check_commit
+    assert driver.group().members["a"].held_epochs() == {(T, 0): 1, (T, 1): 1}
+    assert check(0, "g", 1, "a", None, [(T, 0), (T, 1)]).reply == ErrorCode.NONE, "held since epoch 1"
+    assert check(0, "g", 1, "a", None, [(T, 0), (T, 2)]).reply == ErrorCode.STALE_MEMBER_EPOCH, "2 is b's now"
+    assert check(0, "g", 3, "a", None, [(T, 0)]).reply == ErrorCode.STALE_MEMBER_EPOCH, "an epoch not reached"
+    assert check(0, "g", 0, "a", None, [(T, 0)]).reply == ErrorCode.STALE_MEMBER_EPOCH, "before it held 0"
+    driver.beat("b", -1)  # b leaves: a gains 2 and 3 at the next epoch
+    a = driver.beat("a", 2, {T: {0, 1}})
+    assert (a.member_epoch, a.assignment) == (3, {T: {0, 1, 2, 3}})
+    assert check(0, "g", 2, "a", None, [(T, 0), (T, 1)]).reply == ErrorCode.NONE
+    assert check(0, "g", 2, "a", None, [(T, 2)]).reply == ErrorCode.STALE_MEMBER_EPOCH, "gained at epoch 3"
+    assert check(0, "g", 3, "a", None, [(T, 0), (T, 3)]).reply == ErrorCode.NONE
 
 
 def test_the_records_rebuild_the_group():
@@ -210,8 +235,9 @@ def test_the_records_rebuild_the_group():
     for member_id, member in group.members.items():
         again = replayed.members[member_id]
         assert (again.epoch, again.previous_epoch, again.state, again.assigned, again.pending_revocation,
-                again.subscribed) == (member.epoch, member.previous_epoch, member.state, member.assigned,
-                                      member.pending_revocation, member.subscribed)
+                again.subscribed, again.held_epochs()) == (member.epoch, member.previous_epoch, member.state,
+                                                           member.assigned, member.pending_revocation,
+                                                           member.subscribed, member.held_epochs())
     assert dict(group.snapshot()) == {k: v for k, v in latest.items() if v is not None}
 
 
