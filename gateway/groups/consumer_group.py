@@ -91,13 +91,16 @@ class ConsumerMember:
     def _with_epochs(self, partitions: Partitions) -> list:
         structs = topic_partition_list(records.ConsumerGroupCurrentMemberAssignmentValue.TopicPartitions, partitions)
         for struct in structs:
-            struct.assignment_epochs = [self.assignment_epochs.get((struct.topic_id, p), self.epoch)
-                                        for p in struct.partitions]
+            struct.assignment_epochs = [self._epoch_of(struct.topic_id, p) for p in struct.partitions]
         return structs
+
+    def _epoch_of(self, topic_id: uuid.UUID, partition: int) -> int:
+        """A held partition's assignment epoch (see ``assignment_epochs``)."""
+        return self.assignment_epochs.get((topic_id, partition), self.epoch)
 
     def held_epochs(self) -> dict[tuple[uuid.UUID, int], int]:
         """Each partition the member holds now, with the epoch it was assigned at."""
-        return {(topic_id, p): self.assignment_epochs.get((topic_id, p), self.epoch)
+        return {(topic_id, p): self._epoch_of(topic_id, p)
                 for held in (self.assigned, self.pending_revocation) for topic_id, parts in held.items()
                 for p in parts}
 
@@ -109,7 +112,8 @@ class ConsumerMember:
 
     def assigned_since(self, topic_id: uuid.UUID, partition: int) -> int | None:
         """The epoch the member was assigned the partition at, None when it does not hold it."""
-        return self.held_epochs().get((topic_id, partition))
+        held = partition in self.assigned.get(topic_id, ()) or partition in self.pending_revocation.get(topic_id, ())
+        return self._epoch_of(topic_id, partition) if held else None
 
     def load_metadata(self, value) -> None:
         self.instance_id, self.rack_id = value.instance_id, value.rack_id
