@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from confluent_kafka.admin import AdminClient
@@ -47,19 +48,25 @@ class Outcome:
         (its log's error): a bug whatever the client did next, though clients retry and the
         history may show nothing (seed 21: InitProducerId while the metadata store was out of
         reach, a consumer heartbeat whose record met a fenced ledger). The first line of each."""
-        failures = []
-        for log in sorted(glob.glob(os.path.join(self.directory, "broker-*", "broker.log"))):
-            with open(log, errors="replace") as lines:
-                failures += [f"{os.path.basename(os.path.dirname(log))}: {_request_failure(line)}" for line in lines
-                             if "failed; closing connection" in line]
-        return failures
+        return [f"{broker}: {_request_failure(line)}"
+                for broker, line in broker_log_lines(self.directory, lambda line: "failed; closing connection" in line)]
+
+
+def broker_log_lines(directory: str, wanted: Callable[[str], bool]) -> list[tuple[str, str]]:
+    """The ``wanted`` lines of every kgate broker's log in a run's directory, each with its
+    broker's directory name, broker by broker."""
+    found = []
+    for log in sorted(glob.glob(os.path.join(directory, "broker-*", "broker.log"))):
+        with open(log, errors="replace") as lines:
+            found += [(os.path.basename(os.path.dirname(log)), line.strip()) for line in lines if wanted(line)]
+    return found
 
 
 def _request_failure(line: str) -> str:
     """A broker log's line of a failed request, short: its time, what failed, and the exception."""
     time_, _, rest = line.partition(" ")
     what = rest.partition('msg="')[2].partition('"')[0]
-    exception = line.rstrip().rstrip('"').rsplit("\\n", 1)[-1]
+    exception = line.rstrip('"').rsplit("\\n", 1)[-1]
     return f"{time_} {what}: {exception}"
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from tests.faults.checker import PROTOCOL_ALLOWS
 from tests.faults.history import FAIL, OK, read
-from tests.faults.run import run
+from tests.faults.run import broker_log_lines, run
 
 # One worker runs the module, so each schedule's cluster runs once for the three tests that judge it.
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("faults")]
@@ -35,11 +35,8 @@ SCHEDULES = {
 def complaints(directory, limit: int = 40) -> str:
     """The brokers' warnings and errors, for the failure message: a run's directory does not
     outlive pytest's rotation of temporary directories, and they are where a diagnosis starts."""
-    lines = []
-    for log in sorted(directory.glob("broker-*/broker.log")):
-        lines += [f"{log.parent.name}: {line.strip()}" for line in open(log, errors="replace")
-                  if "level=warning" in line or "level=error" in line]
-    return "\n".join(lines[-limit:])
+    lines = broker_log_lines(str(directory), lambda line: "level=warning" in line or "level=error" in line)
+    return "\n".join(f"{broker}: {line}" for broker, line in lines[-limit:])
 
 
 # What consumers see of the log's order: consumers of both group protocols skipped acknowledged
