@@ -96,14 +96,20 @@ class Replicator:
         released = [i for i in self.copies if i not in wanted or self.copies[i].route != wanted[i]]
         if released:
             self.release(released)
-        self._waiting = {i: route for i, route in wanted.items() if i not in self.copies}
+        waiting = {i: route for i, route in wanted.items() if i not in self.copies}
+        for item in self._waiting.keys() - waiting.keys():
+            self.state.unclaim(item)  # claimed by an earlier try that could not start it
+        self._waiting = waiting
         self._take_waiting()
 
     def _take_waiting(self) -> None:
-        """Start the partitions not yet started; one whose start cannot be resolved yet
-        (its metadata has not reached this worker) is tried again on a later step."""
+        """Start the partitions not yet started. One still claimed by the worker it moved
+        from (storing its last position) or whose start cannot be resolved yet (its metadata
+        has not reached this worker) is tried again on a later step."""
         self._last_take = time.monotonic()
         for item, route in sorted(self._waiting.items()):
+            if not self.state.claim(item, self.worker_id):
+                continue
             try:
                 self._take(item, route)
                 del self._waiting[item]
@@ -126,7 +132,8 @@ class Replicator:
         log.info("copying %s from %s to %s", item_key(item), offset if offset >= 0 else "the start", route.target)
 
     def release(self, items: list[Item]) -> None:
-        """Stop copying ``items``: wait for what is in flight, store the positions, unassign."""
+        """Stop copying ``items``: wait for what is in flight, store the positions, unassign,
+        and only then hand the partitions over (drop their claims)."""
         for target in {self.copies[i].route.target for i in items}:
             self.producer(target).flush(RELEASE_FLUSH_TIMEOUT)
         self.store_positions([self.copies[i] for i in items])
@@ -136,6 +143,7 @@ class Replicator:
             consumer = self._consumers[copy.route.name]
             consumer.incremental_unassign([TopicPartition(item[1], item[2])])
             self.metrics.forget(*item)
+            self.state.unclaim(item)
             log.info("stopped copying %s at offset %d", item_key(item), copy.acked)
         for name in [n for n in self._consumers if not any(c.route.name == n for c in self.copies.values())]:
             self._consumers.pop(name).close()

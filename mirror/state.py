@@ -9,6 +9,7 @@ route added from any host reaches every worker through a watch, and a worker's d
     controller                        kazoo election (the lowest sequence node leads)
     assignment                        {"generation", "workers": {id: [[route, topic, partition], ...]}}
     positions/<route>/<topic>/<p>     {"offset": next source offset to copy, "target_offset": ...}
+    claims/<route>/<topic>/<p>        ephemeral: the worker copying the partition now
     status/<worker id>                ephemeral {"partitions": {"route/topic/p": {rate, lag, ...}}}
     audit/<route>/<topic>/<minute>    {"source": n} records copied, by record timestamp minute
                                       (minutes older than audit.retention.ms are pruned by the controller)
@@ -16,6 +17,9 @@ route added from any host reaches every worker through a watch, and a worker's d
 Positions are written only after the target acknowledged every record below them, so
 a worker that dies loses nothing: its successor starts from the stored position and at
 worst copies again what was acknowledged after the last store (at least once).
+A partition moved from a live worker is handed over through its claim: the new worker
+takes it only once the old one has stored its last position and dropped the claim (or
+lost its session), so it never starts from a position its predecessor was still moving.
 """
 import json
 import os
@@ -201,6 +205,29 @@ class MirrorState:
             for partition in self.children("positions", route, topic):
                 found[(route, topic, int(partition))] = self.read("positions", route, topic, partition)
         return found
+
+    def claim(self, item: Item, worker_id: str) -> bool:
+        """Claim ``item`` for this session; False while another session holds it."""
+        path = self.path("claims", *item)
+        try:
+            self.client.create(path, worker_id.encode(), ephemeral=True, makepath=True)
+            return True
+        except NodeExistsError:
+            try:
+                _, stat = self.client.get(path)
+            except NoNodeError:
+                return False  # dropped just now: the next try takes it
+            return stat.ephemeralOwner == self.client.client_id[0]
+
+    def unclaim(self, item: Item) -> None:
+        """Drop this session's claim of ``item``, after its position is stored."""
+        path = self.path("claims", *item)
+        try:
+            _, stat = self.client.get(path)
+            if stat.ephemeralOwner == self.client.client_id[0]:
+                self.client.delete(path, version=stat.version)
+        except NoNodeError:
+            pass
 
     def put_status(self, worker_id: str, status: dict) -> None:
         self.write(status, "status", worker_id, ephemeral=True)

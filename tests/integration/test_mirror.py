@@ -18,9 +18,13 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from bench.peer import TansuProcess
-from kgate.mirror.config import Cluster
+from kgate.mirror.config import Cluster, load
+from kgate.mirror.metrics import MirrorMetrics
 from kgate.mirror.mm2_formats import Checkpoint, Heartbeat, OffsetSync, offset_syncs_topic
 from kgate.mirror.offset_syncs import read_syncs
+from kgate.mirror.replicator import Replicator
+from kgate.mirror.routes import Route
+from kgate.mirror.state import MirrorState
 from kgate.mirror.translation import Sync
 from tests.support import records as R
 from tests.support.broker_process import BrokerProcess
@@ -264,6 +268,43 @@ def test_kill_9_of_a_worker_moves_its_partitions_and_loses_nothing(mirror, clust
     assert audited.returncode == 0, audited.stdout + audited.stderr
     rows = json.loads(audited.stdout)
     assert sum(r["missing"] for r in rows) == 0 and sum(r["target"] for r in rows) >= count
+
+
+def test_a_partition_moved_between_live_workers_resumes_where_the_first_stopped(mirror, clusters):
+    """The hand-over itself, step by step in this process: two replicators with sessions of
+    their own, the second given the partition while the first still copies it (no position
+    stored yet: the store interval is long). The second may start only from the first's last
+    position, stored as it lets go; starting earlier would copy records twice."""
+    topic, count = unique("handed"), 200
+    create_topic(clusters["dc1"], topic, 1)
+    create_topic(clusters["dc2"], f"dc1.{topic}", 1)
+    mirror.configure(**{"commit.interval.ms": 3_600_000})
+    config = load(mirror.path)
+    route = Route("dc1", "dc2", (topic,))
+    item = (route.name, topic, 0)
+    states = [MirrorState(config).connect(), MirrorState(config).connect()]
+    first, second = (Replicator(config, state, MirrorMetrics(), f"w{n}") for n, state in enumerate(states, 1))
+    try:
+        ConfluentClient.produce(clusters["dc1"], topic, count)
+
+        def stepped(replicator: Replicator, done) -> bool:
+            replicator.step()
+            return done()
+
+        first.set_work({route.name: route}, {item})
+        wait_for(lambda: stepped(first, lambda: first.copies[item].acked == count), 30, "the first to copy it all")
+        assert mirror.read("positions", route.name, topic, "0") is None
+        second.set_work({route.name: route}, {item})
+        second.step()
+        assert item not in second.copies, "taken while its first worker still held it"
+        first.set_work({route.name: route}, set())
+        wait_for(lambda: stepped(second, lambda: item in second.copies), 30, "the second to take the partition")
+        assert second.copies[item].acked == count
+        assert end_offsets(clusters["dc2"], f"dc1.{topic}", 1) == [count]
+    finally:
+        for replicator, state in zip((first, second), states):
+            replicator.close()
+            state.close()
 
 
 def audit_totals(mirror, route: str, since: str = SINCE_TEST_RECORDS) -> tuple[int, int, int]:
