@@ -117,6 +117,9 @@ BROKER_SETTINGS: dict[str, tuple[object, tuple]] = {
     # storage, each WAL commit of the owner); more trades those readers' latency for fewer bytes
     # across zones.
     "kgate.zone.read.end.interval.ms": (0, _NON_NEGATIVE),
+    # Links between brokers of different zones compressed, each direction one deflate stream
+    # (gateway/link_deflate.py): the small requests they carry repeat names, and cost a quarter.
+    "kgate.zone.link.deflate": (True, _ANY),
     # Memory for ledger bytes read from or just written to objects (half for each).
     "kgate.s3.cache.bytes": (256 * 1024 * 1024, _POSITIVE),
     # How often the object store deletes WAL objects none of whose ledgers is live any more

@@ -13,7 +13,9 @@ hold every produce by reference and every other poll behind the longest wait. On
 answered out of order was chosen over a link per purpose: no extra connections, and no
 class of request that can still be stuck behind another of its kind. Order where it
 matters is kept elsewhere: produces by reference take their append turn in the order
-they arrive (gateway/handlers/produce_reference.py). When too
+they arrive (gateway/handlers/produce_reference.py). A peer in another zone may ask for its
+link to be compressed (KgateLinkDeflate): from that answer on both ways are deflate streams
+(gateway/link_deflate.py). When too
 many requests or request bytes are in flight the connection stops reading until the
 writer catches up, and fetched bytes count against the broker's response budget until
 the socket has taken them (gateway/response_budget.py).
@@ -24,6 +26,7 @@ the protocol machine, which decodes nothing more until it knows it.
 import asyncio
 import logging
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol, cast
@@ -31,6 +34,7 @@ from typing import Protocol, cast
 from kafka.protocol.api_key import ApiKey
 
 from kgate.metadata.cluster import ClusterState
+from kgate.protocol.api_versions import KGATE_LINK_DEFLATE
 from kgate.protocol.connection import (
     AuthState,
     LocalProtocolError,
@@ -46,6 +50,7 @@ from .connection_limits import ConnectionLimits
 from .handlers import Context, dispatch
 from .handlers.broker_view import BrokerView
 from .handlers.sasl import authenticate
+from .link_deflate import DeflatingTransport, InflatingBuffer
 from .read_end_poll import StandingPoll
 from .reference_outbox import ReferenceOutbox
 from .refused_batches import RefusedBatches
@@ -171,6 +176,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._idle_timer: asyncio.TimerHandle | None = None
         self._last_activity = time.monotonic()
         self._address = "?"
+        self._inflating: InflatingBuffer | None = None  # a compressed link's reads (gateway/link_deflate.py)
 
     # -- asyncio.BufferedProtocol callbacks ----------------------------------------------
 
@@ -191,13 +197,23 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._schedule_idle_check()
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        """The protocol machine's buffer; ``sizehint`` is ignored: it knows where frames end."""
-        return self._protocol.get_buffer()
+        """The protocol machine's buffer; ``sizehint`` is ignored: it knows where frames end.
+        On a compressed link, the buffer the compressed bytes are inflated from."""
+        return self._protocol.get_buffer() if self._inflating is None else self._inflating.buffer
 
     def buffer_updated(self, nbytes: int) -> None:
         self._last_activity = time.monotonic()
-        self._protocol.buffer_updated(nbytes)
-        self._process()
+        if self._inflating is None:
+            self._protocol.buffer_updated(nbytes)
+            self._process()
+            return
+        try:
+            for piece in self._inflating.inflated(nbytes):
+                self._protocol.receive_data(piece)
+                self._process()
+        except zlib.error as exc:
+            log.warning("closing the link from %s: not a deflate stream: %s", self.info.peer, exc)
+            self._transport.close()
 
     def _process(self) -> None:
         metrics = self._broker.metrics
@@ -396,6 +412,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._send(frame)
                 if self.info.count_bytes is not None:
                     self.info.count_bytes("out", sum(map(len, frame)))
+                if header is not None and header.api_key == KGATE_LINK_DEFLATE and response.error_code == 0:
+                    self._deflate()
             if held:
                 # Fetched bytes count until the socket has taken them (the transport's
                 # buffer back under its low-water mark), not merely until written to it.
@@ -411,6 +429,22 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 return
             self._last_activity = time.monotonic()
             self.resume_if_under_limits()
+
+    def _deflate(self) -> None:
+        """From the KgateLinkDeflate answer just written on, both ways are compressed and the
+        compressed bytes are what is counted (gateway/link_deflate.py). The peer sends nothing
+        between its request and this answer: bytes that came meanwhile break the link."""
+        self._flush()
+        if self._protocol.buffered_bytes:
+            log.warning("closing the link from %s: it sent on before its KgateLinkDeflate was answered",
+                        self.info.peer)
+            self._transport.close()
+            return
+        count = self.info.count_bytes
+        assert count is not None  # a peer broker's link: identify set it
+        self.info.count_bytes = _counted_compressed
+        self._transport = cast(asyncio.Transport, DeflatingTransport(self._transport, count))
+        self._inflating = InflatingBuffer(count)
 
     # -- SASL ----------------------------------------------------------------------------
 
@@ -474,6 +508,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         while self._unordered:
             await asyncio.wait(set(self._unordered))
         await self._pending.join()
+
+
+def _counted_compressed(_direction: str, _size: int) -> None:
+    """A compressed link's frames: its bytes are counted as they cross the wire, compressed."""
 
 
 async def _after(turn: asyncio.Future, work):

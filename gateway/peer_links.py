@@ -34,7 +34,9 @@ order on the link is kept.
 
 Every byte sent and received is counted by zone pair (``kgate_interbroker_bytes``),
 so an operator sees what crossing zones costs; the serving side counts the same
-connection from its end (gateway/connection.py knows it by its client id).
+connection from its end (gateway/connection.py knows it by its client id). A link to a
+peer in another zone is compressed (``kgate.zone.link.deflate``, gateway/link_deflate.py),
+and what is counted then is what crosses the wire.
 """
 import asyncio
 import importlib.metadata
@@ -42,17 +44,19 @@ import itertools
 import logging
 import struct
 import time
+import zlib
 from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
 from kafka.protocol.metadata import ApiVersionsRequest
 
 from kgate.metadata.cluster import ClusterState
-from kgate.protocol.api_versions import INTERNAL
+from kgate.protocol.api_versions import INTERNAL, KGATE_LINK_DEFLATE
 from kgate.protocol.error_codes import ErrorCode
-from kgate.protocol.messages import RESPONSES
+from kgate.protocol.messages import RESPONSES, KgateLinkDeflateRequest
 
 from .config import Settings
+from .link_deflate import CODEC, Deflater, InflatingReader
 from .sasl.login import Login, LoginFailed
 from .zones import broker_client_id
 
@@ -69,7 +73,7 @@ API_VERSIONS_VERSION = 3
 _VERSION = importlib.metadata.version("kgate-broker")
 # Brokers from before links asked for versions do not list kgate's own APIs in their
 # ApiVersions answer (they advertised them to no one); each serves version 0 of those.
-UNLISTED = {api_key: (0, 0) for api_key in INTERNAL}
+UNLISTED = {api_key: (0, 0) for api_key in INTERNAL if api_key != KGATE_LINK_DEFLATE}
 
 # A peer's version range per API key, from its ApiVersions answer.
 PeerVersions = Mapping[int, tuple[int, int]]
@@ -130,6 +134,7 @@ class PeerLinks:
         self._login = Login(settings["kgate.inter.broker.sasl.mechanism"], username,
                             settings["kgate.inter.broker.sasl.password"]) if username else None
         self._unreachable: dict[int, tuple[tuple[str, int], float]] = {}  # node -> (its address, since when)
+        self._deflate_across_zones = settings["kgate.zone.link.deflate"]
 
     @property
     def any_unreachable(self) -> bool:
@@ -220,11 +225,11 @@ class PeerLinks:
             if link is not None:
                 link.close()
             broker = self._broker
-            zone = broker.zone
+            zone, peer_zone = broker.zone, broker.cluster.brokers[node_id].rack
             link = self._links[node_id] = Link(
-                address, broker_client_id(broker.node_id, zone),
-                broker.metrics.interbroker_counter(zone, broker.cluster.brokers[node_id].rack), login,
-                lambda up: self._mark(node_id, address, up))
+                address, broker_client_id(broker.node_id, zone), broker.metrics.interbroker_counter(zone, peer_zone),
+                login, lambda up: self._mark(node_id, address, up),
+                deflate=self._deflate_across_zones and zone is not None and peer_zone not in (None, zone))
         return link
 
     def close(self) -> None:
@@ -235,8 +240,10 @@ class PeerLinks:
 
 class Link:
     def __init__(self, address: tuple[str, int], client_id: str, count: ByteCounter, login: Login | None = None,
-                 on_state: Callable[[bool], None] = lambda up: None):
+                 on_state: Callable[[bool], None] = lambda up: None, deflate: bool = False):
         self.address = address
+        self._deflate = deflate  # ask the peer to compress the link (gateway/link_deflate.py)
+        self._deflater: Deflater | None = None  # once it does
         self._on_state = on_state  # on_state(True) once open, on_state(False) if it fails to open or breaks
         self._login = login  # proved before the first request, and again before each session the peer gives ends
         self._renew_at: float | None = None  # time.monotonic() when the login is renewed; None: never
@@ -288,11 +295,13 @@ class Link:
         self._reader_task = asyncio.create_task(self._read(reader))
         try:
             self.versions = await asyncio.wait_for(self._ask_versions(writer), CONNECT_TIMEOUT_S)
+            if self._deflate and usable_version(self.versions, KGATE_LINK_DEFLATE, 0) == 0:
+                await asyncio.wait_for(self._ask_deflate(writer), CONNECT_TIMEOUT_S)
         except (TimeoutError, PeerUnavailable) as exc:
             writer.close()
             self.close()
             self._on_state(False)
-            raise PeerUnavailable(f"asking {where} for its API versions: {exc!r}") from exc
+            raise PeerUnavailable(f"asking {where} for its API versions and compression: {exc!r}") from exc
         self._writer = writer
         self._on_state(True)
 
@@ -304,6 +313,15 @@ class Link:
             log.warning("the broker at %s:%d refused ApiVersions (error %d)", *self.address, answer.error_code)
             return {}
         return {key.api_key: (key.min_version, key.max_version) for key in answer.api_keys}
+
+    async def _ask_deflate(self, writer: asyncio.StreamWriter) -> None:
+        """Compress the link from the answer on, if the peer agrees (the reader switches at that answer)."""
+        answer = await self._write(writer, KgateLinkDeflateRequest(codec=CODEC), 0)
+        if answer.error_code == ErrorCode.NONE:
+            self._deflater = Deflater()
+        else:
+            log.warning("the broker at %s:%d refused to compress the link (error %d)", *self.address,
+                        answer.error_code)
 
     async def send(self, request, version: int) -> asyncio.Future:
         if self.closed:
@@ -341,6 +359,8 @@ class Link:
         request.with_header(correlation_id=correlation_id, client_id=None if self._named else self._client_id)
         self._named = True
         frame = request.encode(header=True, framed=True)
+        if self._deflater is not None:
+            frame = self._deflater.deflate((frame,))
         answer = asyncio.get_running_loop().create_future()
         self._waiting[correlation_id] = (answer, request.API_KEY, version)
         answer.add_done_callback(lambda _: self._waiting.pop(correlation_id, None))
@@ -350,23 +370,28 @@ class Link:
 
     async def _read(self, reader: asyncio.StreamReader) -> None:
         failure: BaseException = PeerUnavailable("link closed")
+        source: asyncio.StreamReader | InflatingReader = reader
         try:
             while True:
-                size = _SIZE.unpack(await reader.readexactly(_SIZE.size))[0]
+                size = _SIZE.unpack(await source.readexactly(_SIZE.size))[0]
                 if not 0 < size <= MAX_RESPONSE_BYTES:
                     raise PeerUnavailable(f"a response of {size} bytes")
-                payload = await reader.readexactly(size)
-                self._count("in", _SIZE.size + size)
+                payload = await source.readexactly(size)
+                if source is reader:
+                    self._count("in", _SIZE.size + size)  # compressed, the reader counts what arrives
                 correlation_id = _CORRELATION.unpack_from(payload)[0]
                 waiting = self._waiting.pop(correlation_id, None)
                 if waiting is None:
                     continue  # its asker gave up (a long poll cut short): the answer is not needed
                 answer, api_key, version = waiting
+                response = RESPONSES[api_key].decode(payload, version=version, header=True)
+                if api_key == KGATE_LINK_DEFLATE and response.error_code == ErrorCode.NONE:
+                    source = InflatingReader(reader, self._count)  # what follows this answer is compressed
                 if not answer.done():
-                    answer.set_result(RESPONSES[api_key].decode(payload, version=version, header=True))
+                    answer.set_result(response)
         except asyncio.CancelledError:
             raise
-        except (OSError, asyncio.IncompleteReadError, PeerUnavailable) as exc:
+        except (OSError, asyncio.IncompleteReadError, PeerUnavailable, zlib.error) as exc:
             failure = PeerUnavailable(f"link to {self.address[0]}:{self.address[1]} failed: {exc!r}")
             self._on_state(False)
         finally:

@@ -50,6 +50,10 @@ SETTING_DOCS: dict[str, SettingDoc] = {
                                               "WAL commit of the owner. A longer interval sends fewer bytes across "
                                               "zones (one answer of the owner per interval) and adds up to that "
                                               "much to those consumers' end-to-end latency."),
+    "kgate.zone.link.deflate": _kgate("Whether links between brokers of different zones are compressed: each "
+                                      "direction one deflate stream, which remembers the names earlier requests "
+                                      "carried, so the small requests of the zone path cost about a quarter of "
+                                      "their bytes. Both brokers must serve it; `false` sends them as they are."),
     "kgate.s3.wal.commit.interval.ms": _kgate("The S3 WAL's pace: objects are cut at least a quarter of this apart "
                                               "(at most 4 PUTs per interval per broker, whatever the partition "
                                               "count); entries wait for a PUT still out unless it is out this long "

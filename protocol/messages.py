@@ -173,6 +173,14 @@ class KgateProduceReferenceResponse(ApiMessage, load_json=schemas):  # type: ign
     pass
 
 
+class KgateLinkDeflateRequest(ApiMessage, load_json=schemas):  # type: ignore[call-arg]
+    pass
+
+
+class KgateLinkDeflateResponse(ApiMessage, load_json=schemas):  # type: ignore[call-arg]
+    pass
+
+
 class KgateForwardRequest(ApiMessage, load_json=schemas):  # type: ignore[call-arg]
     pass
 
@@ -202,7 +210,7 @@ _OWN = (ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, ConsumerG
         ReadShareGroupStateSummaryResponse, StreamsGroupHeartbeatRequest, StreamsGroupHeartbeatResponse,
         StreamsGroupDescribeRequest, StreamsGroupDescribeResponse, KgateReadEndRequest, KgateReadEndResponse,
         KgateProduceReferenceRequest, KgateProduceReferenceResponse, KgateForwardRequest, KgateForwardResponse,
-        KgateShareGoneRequest, KgateShareGoneResponse)
+        KgateShareGoneRequest, KgateShareGoneResponse, KgateLinkDeflateRequest, KgateLinkDeflateResponse)
 
 
 def _classes(suffix: str) -> dict:

@@ -87,6 +87,7 @@ from . import (  # noqa: E402,F401
     forward,
     groups,
     leader_epochs,
+    link_deflate,
     list_offsets,
     log_dirs,
     metadata,
