@@ -2,7 +2,7 @@
 
     .venv/bin/python -m bench.zones [--storage file|s3] [--quick] [--runs 3] [--records 40000]
                                     [--paced-mb-s 1] [--paced-seconds 5] [--tail-mb-s 4] [--tail-seconds 10]
-                                    [--traffic-seconds 20]
+                                    [--traffic-seconds 20] [--link-deflate true|false]
 
 Traffic between availability zones is billed per byte, so kgate lets a client in zone a
 write and read partitions owned in zones b and c through the zone-a broker (README,
@@ -411,6 +411,8 @@ def main() -> None:
     parser.add_argument("--storage", choices=("file", "s3"), default="file")
     parser.add_argument("--read-end-interval-ms", type=int, default=0,
                         help="the brokers' kgate.zone.read.end.interval.ms (0: their default)")
+    parser.add_argument("--link-deflate", choices=("true", "false"), default="true",
+                        help="the brokers' kgate.zone.link.deflate (compressed links across zones)")
     parser.add_argument("--quick", action="store_true", help="one short run (see the module's doc)")
     args = parser.parse_args()
     if args.quick:
@@ -422,7 +424,8 @@ def main() -> None:
         try:
             for node_id, zone in ZONES.items():
                 cluster.start_broker(node_id, **{"broker.rack": zone, "kgate.metrics.listener": "127.0.0.1:0",
-                                                 "kgate.zone.read.end.interval.ms": args.read_end_interval_ms})
+                                                 "kgate.zone.read.end.interval.ms": args.read_end_interval_ms,
+                                                 "kgate.zone.link.deflate": args.link_deflate})
             cluster.wait_live(set(ZONES))
             for number in range(args.runs):
                 began = time.monotonic()
@@ -437,7 +440,7 @@ def main() -> None:
             for broker in cluster.brokers.values():
                 broker.stop()
             zookeeper.stop()
-    print(f"storage: {args.storage}")
+    print(f"storage: {args.storage}; links across zones compressed: {args.link_deflate}")
     print(f"{args.records} x 1 KiB flat out, acks=all; paced produce at {args.paced_mb_s} MB/s, tail at "
           f"{args.tail_mb_s} MB/s; "
           f"medians of {args.runs} runs (min-max); proxied/direct: median of the run-by-run ratios")
