@@ -2,14 +2,13 @@
 and 3 kgate brokers on object storage, each in a network namespace of its own (network.py),
 plus a namespace for the clients. Stopped by PID; the namespaces go with the network.
 """
-import json
 import os
-import socket
 import subprocess
 import sys
 import time
 
 from tests.support.broker_process import BrokerProcess, terminate
+from tests.support.delay_proxy import tell_proxy
 from tests.support.seaweedfs import SeaweedFS
 from tests.support.zookeeper import Ensemble
 
@@ -106,11 +105,7 @@ class FaultCluster:
         wait_until(lambda: host.call(server.serving), timeout, f"ZooKeeper serving in {host.name}")
 
     def set_proxy(self, **settings: float) -> None:
-        with socket.socket(socket.AF_UNIX) as control:
-            control.settimeout(10)
-            control.connect(self.proxy_control)
-            control.sendall(json.dumps(settings).encode() + b"\n")
-            control.recv(16)
+        tell_proxy(self.proxy_control, **settings)
 
     def jump_clock(self, seconds: int) -> None:
         with open(self.clock_file, "w") as fh:

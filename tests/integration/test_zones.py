@@ -41,6 +41,7 @@ from tests.integration.test_peer_link import peer_link, reference
 from tests.support import records as R
 from tests.support.clients import ConfluentClient
 from tests.support.cluster import AckedProducer, KgateCluster, check_delivery, read_all
+from tests.support.delay_proxy import DelayProxy
 from tests.support.member_process import wait_for
 from tests.support.scrape import scrape, value
 from tests.support.transactions import read_to_end, transactional
@@ -80,12 +81,13 @@ def zoned_on_files(tmp_path, zookeeper):
 
 
 @contextlib.contextmanager
-def cluster_on_s3(base_dir: str, zookeeper, s3_engine) -> Iterator[KgateCluster]:
-    """A cluster (no broker started yet) over a prefix of the session's S3 engine with the S3 WAL:
-    no shared filesystem, so zone reads and produces by reference go through WAL objects."""
+def cluster_on_s3(base_dir: str, zookeeper, endpoint: str) -> Iterator[KgateCluster]:
+    """A cluster (no broker started yet) over a prefix of the session's S3 engine, at ``endpoint``,
+    with the S3 WAL: no shared filesystem, so zone reads and produces by reference go through WAL
+    objects."""
     from tests.conftest import S3_ACCESS_KEY, S3_BUCKET, S3_SECRET_KEY
 
-    storage = f"s3://{S3_BUCKET}/{uuid.uuid4().hex}?endpoint={s3_engine.endpoint}&region=us-east-1"
+    storage = f"s3://{S3_BUCKET}/{uuid.uuid4().hex}?endpoint={endpoint}&region=us-east-1"
     cluster = KgateCluster(base_dir, zookeeper.address, f"/kgate-{uuid.uuid4().hex[:8]}", storage=storage,
                            **{"kgate.s3.wal.commit.interval.ms": S3_COMMIT_INTERVAL_MS})
     try:
@@ -98,10 +100,18 @@ def cluster_on_s3(base_dir: str, zookeeper, s3_engine) -> Iterator[KgateCluster]
 
 
 @pytest.fixture(scope="module")
-def zoned_on_s3(tmp_path_factory, zookeeper, s3_engine):
-    """Three zones on S3 (:func:`cluster_on_s3`), shared by the module's tests (each uses
-    topics of its own and measures what it caused)."""
-    with cluster_on_s3(str(tmp_path_factory.mktemp("zoned-s3")), zookeeper, s3_engine) as cluster:
+def s3_proxy(tmp_path_factory, s3_engine):
+    """The session's S3 engine behind a proxy of the module's, which a test can slow down."""
+    proxy = DelayProxy(s3_engine.endpoint.removeprefix("http://"), str(tmp_path_factory.mktemp("s3-proxy"))).start()
+    yield proxy
+    proxy.stop()
+
+
+@pytest.fixture(scope="module")
+def zoned_on_s3(tmp_path_factory, zookeeper, s3_proxy):
+    """Three zones on S3 (:func:`cluster_on_s3`) through the module's proxy, shared by the
+    module's tests (each uses topics of its own and measures what it caused)."""
+    with cluster_on_s3(str(tmp_path_factory.mktemp("zoned-s3")), zookeeper, f"http://{s3_proxy.address}") as cluster:
         yield start_zones(cluster)
 
 
@@ -698,6 +708,43 @@ def test_on_object_storage_an_outage_under_a_zone_producer_loses_nothing_and_sto
 OUTAGE_SECONDS = 10
 
 
+def test_on_object_storage_a_slow_store_under_a_zone_producer_slows_acknowledgements_and_loses_nothing(
+        zoned_on_s3, s3_proxy):
+    """Object storage slow, not stopped: every piece of every object-store request and answer of
+    the brokers held back 200-400 ms (by the proxy they reach it through) while a zone-a
+    idempotent producer writes 900 records through the zone-a broker to partitions owned in
+    every zone. WAL objects, the owners' reads of staged sets and the zone brokers' reads take
+    a second or more each: acknowledgements go on coming all along (never STALL_SECONDS without
+    one); the producer sees retriable errors only, and every record is stored once, each
+    acknowledged one at its offset, with no client byte crossing zones."""
+    cluster = zoned_on_s3
+    topic = "zoned-slow"
+    create(cluster, topic)
+    crossed_before = cross_zone_client_bytes(cluster)
+    writer = AckedProducer("confluent", cluster.brokers[0].bootstrap, topic, 3000, per_second=300,
+                           **{"client.id": "writer-a,kgate_az=a", "enable.idempotence": True}).start()
+    wait_for(lambda: len(writer.acked) >= 300, 60, "acknowledgements before the store slows down")
+    s3_proxy.set(delay_ms=200, jitter_ms=200)
+    try:
+        goal = len(writer.acked) + 900
+        while len(writer.acked) < goal:
+            before = len(writer.acked)
+            wait_for(lambda before=before: len(writer.acked) > before, STALL_SECONDS,
+                     "acknowledgements while the store is slow")
+    finally:
+        s3_proxy.set(delay_ms=0, jitter_ms=0)
+    writer.join(150)
+    assert not writer.failed, writer.failed[:3]
+    assert len(writer.acked) == 3000
+    stored = read_all(cluster.bootstrap, topic, PARTITIONS)
+    check_delivery(stored, writer.acked)
+    assert len(stored) == 3000, "a record stored twice"
+    assert cross_zone_client_bytes(cluster) == crossed_before
+
+
+STALL_SECONDS = 30
+
+
 def restart(cluster: KgateCluster, node_id: int) -> None:
     """Start a killed broker again and wait until every broker lists all three, for the module's next test."""
     cluster.brokers[node_id].restart(timeout=60)
@@ -849,7 +896,7 @@ def test_in_a_rolling_upgrade_a_zone_broker_produces_and_reads_by_version_0_thro
     once, in order, at its offset; no client byte crossed zones; broker 1 was sent references
     and asked for its high watermarks, and never a version it does not serve."""
     topic = "upgrading"
-    with cluster_on_s3(str(tmp_path), zookeeper, s3_engine) as cluster:
+    with cluster_on_s3(str(tmp_path), zookeeper, s3_engine.endpoint) as cluster:
         cluster.start_broker(0, **{"broker.rack": "a", "kgate.metrics.listener": "127.0.0.1:0"})
         cluster.start_broker(1, wrapper=(sys.executable, V0_PEER_BROKER),
                              **{"broker.rack": "b", "kgate.metrics.listener": "127.0.0.1:0"})
