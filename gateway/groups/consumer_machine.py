@@ -47,7 +47,7 @@ from .assignors import ASSIGNORS
 from .consumer_group import ClassicMetadata, ConsumerGroup, ConsumerMember, MemberState, Partitions
 from .effects import ArmTimer, CancelTimer, Effect, Log, Step, StoreConsumer, Timer, TimerKey
 from .group import Group
-from .modern_group import TopicIdPartition
+from .modern_group import CommittedPartition
 from .modern_rules import bump_epoch, restate_client, take_over
 from .records import group_key
 from .subscription_regex import InvalidRegex, compile_regex
@@ -370,7 +370,7 @@ class ConsumerGroupMachine:
 
     @staticmethod
     def check_commit(consumer: ConsumerGroup, member_epoch: int, member_id: str,
-                     partitions: Collection[TopicIdPartition] = ()) -> ErrorCode:
+                     partitions: Collection[CommittedPartition] = ()) -> ErrorCode:
         """OffsetCommit against a consumer group: the member's current epoch, or a commit with
         no member to an empty group (what admin tools send). A classic member's generation is
         its epoch, and a wrong one is ILLEGAL_GENERATION, as its protocol knows it.
@@ -389,7 +389,7 @@ class ConsumerGroupMachine:
             return ErrorCode.NONE
         if member_epoch > member.epoch:
             return stale
-        for topic_id, partition in partitions:
+        for _topic, topic_id, partition in partitions:
             since = member.assigned_since(topic_id, partition)
             if since is None or member_epoch < since:
                 return stale

@@ -21,7 +21,7 @@ from .consumer_machine import Heartbeat, HeartbeatReply
 from .effects import JoinResult
 from .group import Group
 from .machine import JoinRequest
-from .modern_group import TopicIdPartition
+from .modern_group import CommittedPartition
 from .placement import partition_for
 from .records import CommittedOffset
 from .shard import GroupConfig, GroupShard, Settling, Topics
@@ -189,8 +189,8 @@ class GroupCoordinator:
         return await self._settle(index, lambda shard, now: shard.settle(shard.machine.leave(now, group_id, leaving)))
 
     def check_commit(self, group_id: str, generation: int, member_id: str, group_instance_id: str | None,
-                     partitions: Collection[TopicIdPartition] = ()) -> ErrorCode:
-        """Whether this member may commit ``partitions`` (topic id, index) for this generation
+                     partitions: Collection[CommittedPartition] = ()) -> ErrorCode:
+        """Whether this member may commit ``partitions`` (topic name, id, index) for this generation
         (Kafka's checks, in Kafka's order)."""
         index = self.check_group_id(group_id, allow_empty=True)
         settling, _ = self.runtime.run(index, lambda shard, now: shard.settle(shard.machine.check_commit(

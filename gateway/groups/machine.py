@@ -50,7 +50,7 @@ from .effects import (
     Wait,
 )
 from .group import Group, GroupState, Member
-from .modern_group import TopicIdPartition
+from .modern_group import CommittedPartition
 from .streams_machine import StreamsGroupMachine
 
 
@@ -347,8 +347,8 @@ class GroupMachine:
     # -- OffsetCommit -----------------------------------------------------------------------------
 
     def check_commit(self, now: int, group_id: str, generation: int, member_id: str, group_instance_id: str | None,
-                     partitions: Collection[TopicIdPartition] = ()) -> Step[ErrorCode]:
-        """Whether this member may commit ``partitions`` (topic id, index) for this generation
+                     partitions: Collection[CommittedPartition] = ()) -> Step[ErrorCode]:
+        """Whether this member may commit ``partitions`` (topic name, id, index) for this generation
         (Kafka's checks, in Kafka's order)."""
         out: list[Effect] = []
         group = self.groups.get(group_id)
@@ -360,7 +360,7 @@ class GroupMachine:
         if group.consumer is not None:  # the generation field carries the member epoch
             return Step(ConsumerGroupMachine.check_commit(group.consumer, generation, member_id, partitions), out)
         if group.streams is not None:
-            return Step(StreamsGroupMachine.check_commit(group.streams, generation, member_id), out)
+            return Step(StreamsGroupMachine.check_commit(group.streams, generation, member_id, partitions), out)
         if group.is_fenced(member_id, group_instance_id):
             return Step(ErrorCode.FENCED_INSTANCE_ID, out)
         if generation < 0 and group.is_(GroupState.EMPTY):

@@ -11,7 +11,9 @@ from typing import Any
 from . import records
 
 Partitions = dict[uuid.UUID, set[int]]
-TopicIdPartition = tuple[uuid.UUID, int]  # a partition by its topic's id, as assignments name it
+# A partition an offset commit names, as Kafka's commit validators take it: its topic's name
+# (a streams topology knows topics by name) and id (a consumer assignment, by id), and its index.
+CommittedPartition = tuple[str, uuid.UUID, int]
 
 
 class ModernGroup:

@@ -43,10 +43,15 @@ class Assignment:
         return any(mine.get(subtopology, set()) & parts
                    for mine, theirs in zip(self.kinds(), other.kinds()) for subtopology, parts in theirs.items())
 
-    def fields(self, cls, suffix: str = "") -> dict:
-        """The three lists as a record's or message's TaskIds ``cls`` (``suffix`` names the fields)."""
-        return {f"{kind}_tasks{suffix}": task_list(cls, tasks)
-                for kind, tasks in zip(("active", "standby", "warmup"), self.kinds())}
+    def fields(self, cls, suffix: str = "", epoch_of=None) -> dict:
+        """The three lists as a record's or message's TaskIds ``cls`` (``suffix`` names the fields);
+        with ``epoch_of(subtopology, partition)``, active tasks carry their assignment epochs."""
+        lists = {f"{kind}_tasks{suffix}": task_list(cls, tasks)
+                 for kind, tasks in zip(("active", "standby", "warmup"), self.kinds())}
+        if epoch_of is not None:
+            for struct in lists[f"active_tasks{suffix}"]:
+                struct.assignment_epochs = [epoch_of(struct.subtopology_id, p) for p in struct.partitions]
+        return lists
 
     @classmethod
     def of(cls, value, suffix: str = "") -> "Assignment":
@@ -70,6 +75,10 @@ class StreamsMember:
     state: MemberState = MemberState.STABLE
     assigned: Assignment = field(default_factory=Assignment)
     pending_revocation: Assignment = field(default_factory=Assignment)
+    # The member epoch each active task it holds (assigned or pending revocation) was assigned at
+    # (Kafka 4.4, KIP-1251: a commit at an older epoch may commit those tasks' partitions); one
+    # held with none recorded was assigned at ``epoch``.
+    assignment_epochs: dict[tuple[str, int], int] = field(default_factory=dict)
     # What the member last reported of its tasks' changelogs (KIP-1071's TaskOffsets and
     # TaskEndOffsets), every streams.task.offset.interval.ms; kept in memory only, as Kafka
     # keeps them, so a coordinator move leaves them empty until the next report.
@@ -90,8 +99,26 @@ class StreamsMember:
         value = records.StreamsGroupCurrentMemberAssignmentValue
         return records.family_key("streams", "current", group_id, self.member_id), records.family_value(
             "streams", "current", member_epoch=self.epoch, previous_member_epoch=self.previous_epoch,
-            state=int(self.state), **self.assigned.fields(value.TaskIds),
-            **self.pending_revocation.fields(value.TaskIds, "_pending_revocation"))
+            state=int(self.state), **self.assigned.fields(value.TaskIds, epoch_of=self._epoch_of),
+            **self.pending_revocation.fields(value.TaskIds, "_pending_revocation", self._epoch_of))
+
+    def _epoch_of(self, subtopology: str, partition: int) -> int:
+        return self.assignment_epochs.get((subtopology, partition), self.epoch)
+
+    def held_epochs(self) -> dict[tuple[str, int], int]:
+        """Each active task the member holds now, with the epoch it was assigned at."""
+        return {(subtopology, p): self._epoch_of(subtopology, p)
+                for held in (self.assigned.active, self.pending_revocation.active)
+                for subtopology, parts in held.items() for p in parts}
+
+    def stamp(self, before: dict[tuple[str, int], int]) -> None:
+        """After a step of the member's assignment (``before``: :meth:`held_epochs` before it):
+        the active tasks it kept keep their epochs, those it gained take its epoch now."""
+        self.assignment_epochs = {task: before.get(task, self.epoch) for task in self.held_epochs()}
+
+    def assigned_since(self, subtopology: str, partition: int) -> int | None:
+        """The epoch the member was assigned the active task at, None when it does not hold it."""
+        return self.held_epochs().get((subtopology, partition))
 
     def load_metadata(self, value) -> None:
         self.instance_id, self.rack_id = value.instance_id, value.rack_id
@@ -107,6 +134,10 @@ class StreamsMember:
         self.state = MemberState(value.state) if value.state in MemberState._value2member_map_ else MemberState.STABLE
         self.assigned = Assignment.of(value)
         self.pending_revocation = Assignment.of(value, "_pending_revocation")
+        self.assignment_epochs = {
+            (struct.subtopology_id, p): epoch
+            for struct in (*value.active_tasks, *value.active_tasks_pending_revocation)
+            for p, epoch in zip(struct.partitions, struct.assignment_epochs or ())}
 
 
 @dataclass(eq=False)

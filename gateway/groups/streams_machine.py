@@ -40,7 +40,7 @@ rebalance delay is not built either: tasks move at once.
 """
 import dataclasses
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 from kgate.protocol.error_codes import ErrorCode
@@ -48,6 +48,7 @@ from kgate.protocol.error_codes import ErrorCode
 from . import streams_assignor, streams_topology
 from .effects import ArmTimer, CancelTimer, Effect, Log, Step, StoreConsumer, Timer, TimerKey
 from .group import Group
+from .modern_group import CommittedPartition
 from .modern_rules import bump_epoch, restate_client, take_over
 from .records import group_key
 from .streams_assignor import MemberSpec
@@ -61,7 +62,7 @@ from .streams_group import (
     Tasks,
     copy_tasks,
 )
-from .streams_topology import SHUTDOWN_APPLICATION, STALE_TOPOLOGY, Topics
+from .streams_topology import SHUTDOWN_APPLICATION, STALE_TOPOLOGY, Topics, source_subtopologies
 
 LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2
@@ -162,7 +163,7 @@ class StreamsGroupMachine:
             member = streams.members[request.member_id] = StreamsMember(request.member_id)
         else:
             # A member that rejoins has dropped its tasks: it starts again from epoch 0.
-            member.assigned, member.pending_revocation = Assignment(), Assignment()
+            member.assigned, member.pending_revocation, member.assignment_epochs = Assignment(), Assignment(), {}
             member.epoch, member.state = 0, MemberState.STABLE
         return streams, member, False
 
@@ -185,7 +186,7 @@ class StreamsGroupMachine:
         epoch -2: its metadata, target and tasks, with nothing recomputed."""
         member = dataclasses.replace(old, member_id=member_id, epoch=0, previous_epoch=0, state=MemberState.STABLE,
                                      assigned=old.assigned.copy(), pending_revocation=Assignment(),
-                                     client_tags=dict(old.client_tags))
+                                     assignment_epochs=dict(old.assignment_epochs), client_tags=dict(old.client_tags))
         take_over(streams, old, member, member_timers(streams.group_id, old.member_id), out)
         return member
 
@@ -275,12 +276,14 @@ class StreamsGroupMachine:
         """Move the member towards its target: revoke first, then assign what others released."""
         before = (member.epoch, member.previous_epoch, member.state, member.assigned.copy(),
                   member.pending_revocation.copy())
+        epochs = member.held_epochs()
         if member.state is MemberState.UNREVOKED_TASKS:
             if owned is None or owned.overlaps(member.pending_revocation):
                 return  # still owns what it must give up
             self._next(streams, member)
         elif member.state is MemberState.UNRELEASED_TASKS or member.epoch != streams.assignment_epoch:
             self._next(streams, member)
+        member.stamp(epochs)
         after = (member.epoch, member.previous_epoch, member.state, member.assigned, member.pending_revocation)
         if after != before:
             stored.append(member.assignment_record(streams.group_id))
@@ -373,16 +376,29 @@ class StreamsGroupMachine:
                 for member_id in group.streams.members]
 
     @staticmethod
-    def check_commit(streams: StreamsGroup, member_epoch: int, member_id: str) -> ErrorCode:
+    def check_commit(streams: StreamsGroup, member_epoch: int, member_id: str,
+                     partitions: Collection[CommittedPartition] = ()) -> ErrorCode:
         """OffsetCommit (and TxnOffsetCommit) against a streams group: the member's current
-        epoch, or a commit with no member to an empty group (what admin tools send)."""
+        epoch, or a commit with no member to an empty group (what admin tools send).
+
+        An older epoch commits ``partitions`` whose active task (the subtopology reading the
+        topic, the partition) the member was assigned at or before that epoch and still holds
+        (Kafka 4.4, KIP-1251), as for a consumer group's partitions."""
         if member_epoch < 0 and not member_id and not streams.members:
             return ErrorCode.NONE
         member = streams.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        if member_epoch != member.epoch:
+        if member_epoch == member.epoch:
+            return ErrorCode.NONE
+        if member_epoch > member.epoch or streams.topology is None:
             return ErrorCode.STALE_MEMBER_EPOCH
+        reading = source_subtopologies(streams.topology)
+        for topic, _topic_id, partition in partitions:
+            subtopology = reading.get(topic)
+            since = None if subtopology is None else member.assigned_since(subtopology, partition)
+            if since is None or member_epoch < since:
+                return ErrorCode.STALE_MEMBER_EPOCH
         return ErrorCode.NONE
 
 

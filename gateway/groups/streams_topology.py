@@ -56,6 +56,13 @@ def sources(subtopology, topics: Topics, internal) -> list[str]:
     return names
 
 
+def source_subtopologies(topology) -> dict[str, str]:
+    """The subtopology reading each topic the topology names as a source (repartition topics
+    included), as Kafka's sourceTopicMap: a committed partition's task is that subtopology's."""
+    return {name: s.subtopology_id for s in topology.subtopologies
+            for name in (*s.source_topics, *(t.name for t in s.repartition_source_topics))}
+
+
 def configure(topology, topics: Topics, internal=lambda _name: False) -> Configured:
     counts = {name: count for name, (_, count) in topics.items()}
     subtopologies = list(topology.subtopologies)

@@ -11,7 +11,7 @@ from kgate.metadata.acls import Operation, ResourceType
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
 
-from ..groups.modern_group import TopicIdPartition
+from ..groups.modern_group import CommittedPartition
 from ..groups.records import CommittedOffset, now_ms
 from . import Context, handles
 
@@ -51,10 +51,10 @@ async def offset_commit(ctx: Context, request):
         for topic in request.topics])
 
 
-def committed_partitions(broker, topics) -> list[TopicIdPartition]:
-    """A commit's partitions of known topics, by topic id: what a consumer group member's
-    assignment names (an unknown topic's partitions are refused on their own)."""
-    return [(broker.topics[topic.name].topic_id, p.partition_index)
+def committed_partitions(broker, topics) -> list[CommittedPartition]:
+    """A commit's partitions of known topics, by topic name and id (an unknown topic's
+    partitions are refused on their own)."""
+    return [(topic.name, broker.topics[topic.name].topic_id, p.partition_index)
             for topic in topics if topic.name in broker.topics for p in topic.partitions]
 
 

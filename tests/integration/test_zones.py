@@ -681,10 +681,7 @@ def test_on_object_storage_an_outage_under_a_zone_producer_loses_nothing_and_sto
     only, and every record is stored once, each acknowledged one at its offset."""
     cluster = zoned_on_s3
     topic = "zoned-outage"
-    create(cluster, topic)
-    crossed_before = cross_zone_client_bytes(cluster)  # the module's brokers count from their start
-    writer = AckedProducer("confluent", cluster.brokers[0].bootstrap, topic, 3000, per_second=300,
-                           **{"client.id": "writer-a,kgate_az=a", "enable.idempotence": True}).start()
+    writer, crossed_before = start_zone_writer(cluster, topic)
     wait_for(lambda: len(writer.acked) >= 600, 60, "acknowledgements before the outage")
     seaweedfs.process.send_signal(signal.SIGSTOP)
     try:
@@ -696,16 +693,34 @@ def test_on_object_storage_an_outage_under_a_zone_producer_loses_nothing_and_sto
     finally:
         seaweedfs.process.send_signal(signal.SIGCONT)
     wait_for(lambda: len(writer.acked) > acked_during, 60, "acknowledgements after the outage")
-    writer.join(150)
-    assert not writer.failed, writer.failed[:3]
-    assert len(writer.acked) == 3000
-    stored = read_all(cluster.bootstrap, topic, PARTITIONS)
-    check_delivery(stored, writer.acked)
-    assert len(stored) == 3000, "a record stored twice"
-    assert cross_zone_client_bytes(cluster) == crossed_before
+    check_zone_writer(cluster, topic, writer, crossed_before)
 
 
 OUTAGE_SECONDS = 10
+ZONE_WRITES = 3000
+
+
+def start_zone_writer(cluster: KgateCluster, topic: str) -> tuple[AckedProducer, float]:
+    """A fresh topic owned in every zone, written by an idempotent producer of zone a that knows
+    only the zone-a broker (300 records a second); and the client bytes that crossed zones so far
+    (the module's brokers count from their start)."""
+    create(cluster, topic)
+    crossed_before = cross_zone_client_bytes(cluster)
+    writer = AckedProducer("confluent", cluster.brokers[0].bootstrap, topic, ZONE_WRITES, per_second=300,
+                           **{"client.id": "writer-a,kgate_az=a", "enable.idempotence": True}).start()
+    return writer, crossed_before
+
+
+def check_zone_writer(cluster: KgateCluster, topic: str, writer: AckedProducer, crossed_before: float) -> None:
+    """Its end: retriable errors only, every record acknowledged and stored once (each acknowledged
+    one at its offset), and no more client bytes across zones."""
+    writer.join(150)
+    assert not writer.failed, writer.failed[:3]
+    assert len(writer.acked) == ZONE_WRITES
+    stored = read_all(cluster.bootstrap, topic, PARTITIONS)
+    check_delivery(stored, writer.acked)
+    assert len(stored) == ZONE_WRITES, "a record stored twice"
+    assert cross_zone_client_bytes(cluster) == crossed_before
 
 
 def test_on_object_storage_a_slow_store_under_a_zone_producer_slows_acknowledgements_and_loses_nothing(
@@ -719,10 +734,7 @@ def test_on_object_storage_a_slow_store_under_a_zone_producer_slows_acknowledgem
     acknowledged one at its offset, with no client byte crossing zones."""
     cluster = zoned_on_s3
     topic = "zoned-slow"
-    create(cluster, topic)
-    crossed_before = cross_zone_client_bytes(cluster)
-    writer = AckedProducer("confluent", cluster.brokers[0].bootstrap, topic, 3000, per_second=300,
-                           **{"client.id": "writer-a,kgate_az=a", "enable.idempotence": True}).start()
+    writer, crossed_before = start_zone_writer(cluster, topic)
     wait_for(lambda: len(writer.acked) >= 300, 60, "acknowledgements before the store slows down")
     s3_proxy.set(delay_ms=200, jitter_ms=200)
     try:
@@ -733,13 +745,7 @@ def test_on_object_storage_a_slow_store_under_a_zone_producer_slows_acknowledgem
                      "acknowledgements while the store is slow")
     finally:
         s3_proxy.set(delay_ms=0, jitter_ms=0)
-    writer.join(150)
-    assert not writer.failed, writer.failed[:3]
-    assert len(writer.acked) == 3000
-    stored = read_all(cluster.bootstrap, topic, PARTITIONS)
-    check_delivery(stored, writer.acked)
-    assert len(stored) == 3000, "a record stored twice"
-    assert cross_zone_client_bytes(cluster) == crossed_before
+    check_zone_writer(cluster, topic, writer, crossed_before)
 
 
 STALL_SECONDS = 30

@@ -189,7 +189,7 @@ def test_commits_are_checked_against_member_epochs():
     driver.beat()
     check = driver.classic.check_commit
     assert check(0, "g", 1, "m1", None).reply == ErrorCode.NONE
-    assert check(0, "g", 0, "m1", None, [(T, 0)]).reply == ErrorCode.STALE_MEMBER_EPOCH
+    assert check(0, "g", 0, "m1", None, [("t", T, 0)]).reply == ErrorCode.STALE_MEMBER_EPOCH
     assert check(0, "g", 1, "stranger", None).reply == ErrorCode.UNKNOWN_MEMBER_ID
     assert check(0, "g", -1, "", None).reply == ErrorCode.UNKNOWN_MEMBER_ID, "not while it has members"
 
@@ -207,16 +207,16 @@ def test_an_older_epoch_commits_the_partitions_the_member_held_at_it():
     driver.beat("b", 2, {})
     check = driver.classic.check_commit
     assert driver.group().members["a"].held_epochs() == {(T, 0): 1, (T, 1): 1}
-    assert check(0, "g", 1, "a", None, [(T, 0), (T, 1)]).reply == ErrorCode.NONE, "held since epoch 1"
-    assert check(0, "g", 1, "a", None, [(T, 0), (T, 2)]).reply == ErrorCode.STALE_MEMBER_EPOCH, "2 is b's now"
-    assert check(0, "g", 3, "a", None, [(T, 0)]).reply == ErrorCode.STALE_MEMBER_EPOCH, "an epoch not reached"
-    assert check(0, "g", 0, "a", None, [(T, 0)]).reply == ErrorCode.STALE_MEMBER_EPOCH, "before it held 0"
+    assert check(0, "g", 1, "a", None, [("t", T, 0), ("t", T, 1)]).reply == ErrorCode.NONE, "held since epoch 1"
+    assert check(0, "g", 1, "a", None, [("t", T, 0), ("t", T, 2)]).reply == ErrorCode.STALE_MEMBER_EPOCH, "2 is b's now"
+    assert check(0, "g", 3, "a", None, [("t", T, 0)]).reply == ErrorCode.STALE_MEMBER_EPOCH, "an epoch not reached"
+    assert check(0, "g", 0, "a", None, [("t", T, 0)]).reply == ErrorCode.STALE_MEMBER_EPOCH, "before it held 0"
     driver.beat("b", -1)  # b leaves: a gains 2 and 3 at the next epoch
     a = driver.beat("a", 2, {T: {0, 1}})
     assert (a.member_epoch, a.assignment) == (3, {T: {0, 1, 2, 3}})
-    assert check(0, "g", 2, "a", None, [(T, 0), (T, 1)]).reply == ErrorCode.NONE
-    assert check(0, "g", 2, "a", None, [(T, 2)]).reply == ErrorCode.STALE_MEMBER_EPOCH, "gained at epoch 3"
-    assert check(0, "g", 3, "a", None, [(T, 0), (T, 3)]).reply == ErrorCode.NONE
+    assert check(0, "g", 2, "a", None, [("t", T, 0), ("t", T, 1)]).reply == ErrorCode.NONE
+    assert check(0, "g", 2, "a", None, [("t", T, 2)]).reply == ErrorCode.STALE_MEMBER_EPOCH, "gained at epoch 3"
+    assert check(0, "g", 3, "a", None, [("t", T, 0), ("t", T, 3)]).reply == ErrorCode.NONE
 
 
 def test_the_records_rebuild_the_group():

@@ -247,7 +247,7 @@ def test_classic_requests_to_a_consumer_group_are_checked_as_kafka_does():
     assert joined.error == ErrorCode.NONE and driver.group().members[required.member_id].classic is not None
     assert driver.group().epoch == 4, "a new classic member moves the group epoch"
     check = driver.classic.check_commit
-    unheld = [(T, 99)]  # at no epoch anyone's
+    unheld = [("t", T, 99)]  # at no epoch anyone's
     assert check(0, "g", 1, a, None, unheld).reply == ErrorCode.ILLEGAL_GENERATION, "a classic member's generation"
     assert check(0, "g", 2, a, None, unheld).reply == ErrorCode.NONE
     assert check(0, "g", 0, consumer_member, None, unheld).reply == ErrorCode.STALE_MEMBER_EPOCH

@@ -250,6 +250,36 @@ def test_an_older_topology_epoch_is_told_it_is_stale():
     assert STALE_TOPOLOGY in [code for code, _ in reply.status]
 
 
+def test_an_older_epoch_commits_the_partitions_of_the_active_tasks_the_member_held_at_it():
+    """Kafka 4.4 (KIP-1251) for streams groups: a commit at an epoch the member has since left
+    is checked partition by partition: the subtopology reading the topic gives the task, whose
+    assignment epoch must be at or before the commit's; a task the member does not hold, or a
+    topic no subtopology reads, is refused STALE_MEMBER_EPOCH."""
+    d = Driver()
+    d.beat("a")  # epoch 1: a is given every task
+    d.beat("b")  # epoch 2
+    a = d.beat("a", 1, owned=d.streams.members["a"].assigned.copy())
+    assert d.beat("a", 1, owned=Assignment(a.assignment.active)).member_epoch == 2
+    b = d.beat("b", 2, owned=Assignment())
+    member = d.streams.members["a"]
+    held = member.held_epochs()
+    assert set(held.values()) == {1}, "kept since epoch 1"
+    topic_of = {"0": "views", "1": "app-by-page-repartition"}
+
+    def check(epoch, *tasks):
+        partitions = [(topic_of[s], READY[topic_of[s]][0], p) for s, p in tasks]
+        return StreamsGroupMachine.check_commit(d.streams, epoch, "a", partitions)
+
+    kept, given = sorted(held)[0], next((s, p) for s, parts in b.assignment.active.items() for p in parts)
+    assert check(1, kept) == ErrorCode.NONE
+    assert check(2, kept, given) == ErrorCode.NONE, "the current epoch commits anything"
+    assert check(1, kept, given) == ErrorCode.STALE_MEMBER_EPOCH, "that task is b's"
+    assert check(0, kept) == ErrorCode.STALE_MEMBER_EPOCH, "before a held it"
+    assert check(3, kept) == ErrorCode.STALE_MEMBER_EPOCH, "an epoch not reached"
+    unread = [("elsewhere", uuid.uuid4(), kept[1])]
+    assert StreamsGroupMachine.check_commit(d.streams, 1, "a", unread) == ErrorCode.STALE_MEMBER_EPOCH
+
+
 def test_the_stored_records_rebuild_the_group():
     d = Driver(standby=1)
     d.beat("a", instance="i-1")
@@ -271,6 +301,7 @@ def test_the_stored_records_rebuild_the_group():
         copy = rebuilt.members[member_id]
         assert (copy.epoch, copy.previous_epoch, copy.state, copy.assigned, copy.pending_revocation) == (
             member.epoch, member.previous_epoch, member.state, member.assigned, member.pending_revocation)
+        assert copy.held_epochs() == member.held_epochs()
         assert (copy.instance_id, copy.process_id, copy.user_endpoint, copy.client_tags) == (
             member.instance_id, member.process_id, member.user_endpoint, member.client_tags)
 
