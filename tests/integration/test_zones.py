@@ -100,19 +100,22 @@ def cluster_on_s3(base_dir: str, zookeeper, endpoint: str) -> Iterator[KgateClus
 
 
 @pytest.fixture(scope="module")
-def s3_proxy(tmp_path_factory, s3_engine):
-    """The session's S3 engine behind a proxy of the module's, which a test can slow down."""
-    proxy = DelayProxy(s3_engine.endpoint.removeprefix("http://"), str(tmp_path_factory.mktemp("s3-proxy"))).start()
-    yield proxy
-    proxy.stop()
-
-
-@pytest.fixture(scope="module")
-def zoned_on_s3(tmp_path_factory, zookeeper, s3_proxy):
-    """Three zones on S3 (:func:`cluster_on_s3`) through the module's proxy, shared by the
-    module's tests (each uses topics of its own and measures what it caused)."""
-    with cluster_on_s3(str(tmp_path_factory.mktemp("zoned-s3")), zookeeper, f"http://{s3_proxy.address}") as cluster:
+def zoned_on_s3(tmp_path_factory, zookeeper, s3_engine):
+    """Three zones on S3 (:func:`cluster_on_s3`), shared by the module's tests (each uses
+    topics of its own and measures what it caused)."""
+    with cluster_on_s3(str(tmp_path_factory.mktemp("zoned-s3")), zookeeper, s3_engine.endpoint) as cluster:
         yield start_zones(cluster)
+
+
+@pytest.fixture
+def zoned_behind_a_proxy(tmp_path, zookeeper, s3_engine):
+    """Three zones on S3 reached through a proxy, which the test can slow down; (cluster, proxy)."""
+    proxy = DelayProxy(s3_engine.endpoint.removeprefix("http://"), str(tmp_path)).start()
+    try:
+        with cluster_on_s3(str(tmp_path), zookeeper, f"http://{proxy.address}") as cluster:
+            yield start_zones(cluster), proxy
+    finally:
+        proxy.stop()
 
 
 # The S3 WAL's commit interval in the S3 deployment (the broker's default is 100 ms).
@@ -724,7 +727,7 @@ def check_zone_writer(cluster: KgateCluster, topic: str, writer: AckedProducer, 
 
 
 def test_on_object_storage_a_slow_store_under_a_zone_producer_slows_acknowledgements_and_loses_nothing(
-        zoned_on_s3, s3_proxy):
+        zoned_behind_a_proxy):
     """Object storage slow, not stopped: every piece of every object-store request and answer of
     the brokers held back 200-400 ms (by the proxy they reach it through) while a zone-a
     idempotent producer writes 900 records through the zone-a broker to partitions owned in
@@ -732,7 +735,7 @@ def test_on_object_storage_a_slow_store_under_a_zone_producer_slows_acknowledgem
     a second or more each: acknowledgements go on coming all along (never STALL_SECONDS without
     one); the producer sees retriable errors only, and every record is stored once, each
     acknowledged one at its offset, with no client byte crossing zones."""
-    cluster = zoned_on_s3
+    cluster, s3_proxy = zoned_behind_a_proxy
     topic = "zoned-slow"
     writer, crossed_before = start_zone_writer(cluster, topic)
     wait_for(lambda: len(writer.acked) >= 300, 60, "acknowledgements before the store slows down")
