@@ -102,6 +102,10 @@ class ConnectWorker(JavaApplication):
             return status, text.decode(errors="replace")
 
 
+def _rebalance_expected(status: int, body) -> bool:
+    return status == 500 and isinstance(body, dict) and "a rebalance is expected" in str(body.get("message"))
+
+
 @dataclass
 class ConnectCluster:
     bootstrap: str
@@ -111,14 +115,17 @@ class ConnectCluster:
 
     def rest(self, method: str, path: str, body: dict | None = None, expect: int = 200,
              retry: tuple[int, ...] = (0, 409, 503)):
-        """A request to the first live worker, retried while the group rebalances (409) or a
-        request forwarded to the leader finds it not yet ready; fails on any other status."""
+        """A request to the first live worker, retried while the group rebalances (409), a
+        request forwarded to the leader finds it not yet ready, or the worker has read a config
+        change and not yet rebalanced for it (Connect answers that with a 500 of its own,
+        RebalanceNeededException); fails on any other status."""
         def answered():
             worker = next(w for w in self.workers if w.alive())
             status, body_out = worker.rest(method, path, body)
             if status == expect:
                 return (body_out,)
-            assert status in retry, f"{method} {path}: {status} {body_out}\n{self.errors()}"
+            assert status in retry or _rebalance_expected(status, body_out), \
+                f"{method} {path}: {status} {body_out}\n{self.errors()}"
             return None
         return wait_for(answered, 60, f"{method} {path} answered {expect}")[0]
 
