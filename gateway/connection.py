@@ -432,8 +432,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _deflate(self) -> None:
         """From the KgateLinkDeflate answer just written on, both ways are compressed and the
-        compressed bytes are what is counted (gateway/link_deflate.py). The peer sends nothing
-        between its request and this answer: bytes that came meanwhile break the link."""
+        compressed bytes are what is counted (gateway/link_deflate.py). The peer must send
+        nothing between its request and this answer: bytes still unread here could be of either
+        kind, so they break the link (a peer that broke the rule otherwise gets answers it
+        cannot read, and only its own link suffers)."""
         self._flush()
         if self._protocol.buffered_bytes:
             log.warning("closing the link from %s: it sent on before its KgateLinkDeflate was answered",

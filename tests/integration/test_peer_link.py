@@ -158,6 +158,29 @@ def test_only_a_peer_broker_may_compress_its_link_and_only_with_deflate(broker):
                              3).error_code == ErrorCode.NONE
 
 
+def test_a_compressed_link_whose_bytes_are_not_a_deflate_stream_is_closed_and_others_are_served(broker):
+    """Once its KgateLinkDeflate is answered, a peer sends bytes that do not inflate (a reserved
+    block type): the broker closes that link, and goes on answering other connections."""
+    with Wire(broker.bootstrap, client_id=broker_client_id(99, None)) as wire:
+        assert wire.call(KgateLinkDeflateRequest(codec="deflate"), 0).error_code == ErrorCode.NONE
+        wire.sock.sendall(b"\xff" * 64)
+        assert closed(wire.sock), "the link stays open"
+    with Wire(broker.bootstrap, client_id="a-client") as wire:
+        assert wire.call(ApiVersionsRequest(client_software_name="test", client_software_version="1"),
+                         3).error_code == ErrorCode.NONE
+    with open(broker.log_path) as log:
+        assert "not a deflate stream" in log.read()
+
+
+def closed(sock) -> bool:
+    """Whether the other end closed ``sock`` (an orderly close or a reset), waiting for it up to
+    the socket's timeout."""
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
 def standing(epoch: int, max_wait_ms: int, known: dict[int, int], topic: str = "standing"):
     """A KgateReadEnd v1: opening the poll over ``known`` (epoch 0), or continuing it."""
     return END(max_wait_ms=max_wait_ms, poll_epoch=epoch, topics=[END.ReadEndTopic(name=topic, partitions=[
