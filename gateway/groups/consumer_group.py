@@ -21,7 +21,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from . import records
-from .modern_group import ModernGroup, Partitions, partitions_of, topic_partition_list
+from .modern_group import AssignmentEpochs, ModernGroup, Partitions, partitions_of, topic_partition_list
 from .subscription_regex import compile_regex
 
 
@@ -52,7 +52,7 @@ class ClassicMetadata:
 
 
 @dataclass(eq=False)
-class ConsumerMember:
+class ConsumerMember(AssignmentEpochs):
     member_id: str
     client_id: str = ""
     client_host: str = ""
@@ -94,26 +94,8 @@ class ConsumerMember:
             struct.assignment_epochs = [self._epoch_of(struct.topic_id, p) for p in struct.partitions]
         return structs
 
-    def _epoch_of(self, topic_id: uuid.UUID, partition: int) -> int:
-        """A held partition's assignment epoch (see ``assignment_epochs``)."""
-        return self.assignment_epochs.get((topic_id, partition), self.epoch)
-
-    def held_epochs(self) -> dict[tuple[uuid.UUID, int], int]:
-        """Each partition the member holds now, with the epoch it was assigned at."""
-        return {(topic_id, p): self._epoch_of(topic_id, p)
-                for held in (self.assigned, self.pending_revocation) for topic_id, parts in held.items()
-                for p in parts}
-
-    def stamp(self, before: dict[tuple[uuid.UUID, int], int]) -> None:
-        """After a step of the member's assignment (``before``: :meth:`held_epochs` before it):
-        what it held keeps its epoch, what it gained takes the member's epoch now, and what it
-        released is forgotten."""
-        self.assignment_epochs = {tp: before.get(tp, self.epoch) for tp in self.held_epochs()}
-
-    def assigned_since(self, topic_id: uuid.UUID, partition: int) -> int | None:
-        """The epoch the member was assigned the partition at, None when it does not hold it."""
-        held = partition in self.assigned.get(topic_id, ()) or partition in self.pending_revocation.get(topic_id, ())
-        return self._epoch_of(topic_id, partition) if held else None
+    def _holding(self) -> tuple[Partitions, ...]:
+        return self.assigned, self.pending_revocation
 
     def load_metadata(self, value) -> None:
         self.instance_id, self.rack_id = value.instance_id, value.rack_id

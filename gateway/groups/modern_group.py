@@ -16,6 +16,39 @@ Partitions = dict[uuid.UUID, set[int]]
 CommittedPartition = tuple[str, uuid.UUID, int]
 
 
+class AssignmentEpochs:
+    """Mixed into a member dataclass with ``epoch`` and ``assignment_epochs``: the member epoch
+    each partition (a consumer's) or active task (a streams member's) it holds was assigned at,
+    by (topic id or subtopology, partition), as Kafka 4.4 keeps them for commits at an older
+    epoch (KIP-1251); one held with none recorded was assigned at ``epoch``. ``_holding()``
+    gives what it holds, assigned and pending revocation."""
+
+    epoch: int
+    assignment_epochs: dict[tuple[Any, int], int]
+
+    def _holding(self) -> tuple[dict[Any, set[int]], ...]:
+        raise NotImplementedError
+
+    def _epoch_of(self, owner, partition: int) -> int:
+        return self.assignment_epochs.get((owner, partition), self.epoch)
+
+    def held_epochs(self) -> dict[tuple[Any, int], int]:
+        """Each partition or task the member holds now, with the epoch it was assigned at."""
+        return {(owner, p): self._epoch_of(owner, p)
+                for held in self._holding() for owner, parts in held.items() for p in parts}
+
+    def stamp(self, before: dict[tuple[Any, int], int]) -> None:
+        """After a step of the member's assignment (``before``: :meth:`held_epochs` before it):
+        what it kept keeps its epoch, what it gained takes the member's epoch now, and what it
+        released is forgotten."""
+        self.assignment_epochs = {key: before.get(key, self.epoch) for key in self.held_epochs()}
+
+    def assigned_since(self, owner, partition: int) -> int | None:
+        """The epoch the member was assigned the partition or task at, None when it does not hold it."""
+        held = any(partition in parts.get(owner, ()) for parts in self._holding())
+        return self._epoch_of(owner, partition) if held else None
+
+
 class ModernGroup:
     """Mixed into a group dataclass with ``group_id``, ``epoch``, ``assignment_epoch``,
     ``members`` (each with ``metadata_record`` and ``assignment_record``) and ``target``."""

@@ -10,7 +10,7 @@ import enum
 from dataclasses import dataclass, field
 
 from . import records
-from .modern_group import ModernGroup
+from .modern_group import AssignmentEpochs, ModernGroup
 
 Tasks = dict[str, set[int]]  # subtopology id -> partitions
 TaskOffsets = dict[str, dict[int, int]]  # subtopology id -> partition -> changelog offset sum
@@ -59,7 +59,7 @@ class Assignment:
 
 
 @dataclass(eq=False)
-class StreamsMember:
+class StreamsMember(AssignmentEpochs):
     member_id: str
     client_id: str = ""
     client_host: str = ""
@@ -102,23 +102,8 @@ class StreamsMember:
             state=int(self.state), **self.assigned.fields(value.TaskIds, epoch_of=self._epoch_of),
             **self.pending_revocation.fields(value.TaskIds, "_pending_revocation", self._epoch_of))
 
-    def _epoch_of(self, subtopology: str, partition: int) -> int:
-        return self.assignment_epochs.get((subtopology, partition), self.epoch)
-
-    def held_epochs(self) -> dict[tuple[str, int], int]:
-        """Each active task the member holds now, with the epoch it was assigned at."""
-        return {(subtopology, p): self._epoch_of(subtopology, p)
-                for held in (self.assigned.active, self.pending_revocation.active)
-                for subtopology, parts in held.items() for p in parts}
-
-    def stamp(self, before: dict[tuple[str, int], int]) -> None:
-        """After a step of the member's assignment (``before``: :meth:`held_epochs` before it):
-        the active tasks it kept keep their epochs, those it gained take its epoch now."""
-        self.assignment_epochs = {task: before.get(task, self.epoch) for task in self.held_epochs()}
-
-    def assigned_since(self, subtopology: str, partition: int) -> int | None:
-        """The epoch the member was assigned the active task at, None when it does not hold it."""
-        return self.held_epochs().get((subtopology, partition))
+    def _holding(self) -> tuple[Tasks, ...]:
+        return self.assigned.active, self.pending_revocation.active  # only active tasks commit offsets
 
     def load_metadata(self, value) -> None:
         self.instance_id, self.rack_id = value.instance_id, value.rack_id
