@@ -32,7 +32,10 @@ def record(scenario: Scenario, bootstrap: str, token: str) -> list[dict]:
     try:
         scenario.run(session)
     except Exception as exc:  # noqa: BLE001 - the failure is the record
-        session.exchanges.append(Exchange("scenario stopped", -1, -1, {}, {"error": type(exc).__name__}))
+        # The message goes in the label, which reports show, so a stop says which wait ran out
+        # or which call failed; both brokers stopping alike still compare (type and message).
+        why = f"{type(exc).__name__}: {exc}".strip().rstrip(":")
+        session.exchanges.append(Exchange(f"scenario stopped ({why[:300]})", -1, -1, {}, {"error": type(exc).__name__}))
     finally:
         session.close()
     normalizer = Normalizer(session.token)
