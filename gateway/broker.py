@@ -47,6 +47,7 @@ from .config import SHARED_METADATA, Settings, is_compacted
 from .connection_limits import ConnectionLimits, parse_overrides
 from .coordinator import LedgerPartitionWriter, WallClock
 from .coordinator.internal_topics import INTERNAL_TOPIC_CONFIGS
+from .epoch_book import EpochBook
 from .fetch_sessions import FetchSessionCache
 from .followers import Followers
 from .group_configs import GroupConfigs
@@ -139,6 +140,7 @@ class Broker:
                                             self._settings_changed)
         self.events = EventManager(observe=self.metrics.metadata_event)
         self.ownership = Ownership(self)
+        self.epoch_book = EpochBook(metadata, self.node_id)
         self.balancer = Balancer(self)
         self.peers: PeerLinks = PeerLinks(self)
         self.followers = Followers(self, settings["kgate.zone.read.end.interval.ms"] / 1000)
@@ -169,7 +171,8 @@ class Broker:
                                (Event.PLACEMENTS, self._placements_changed),
                                (Event.SESSION, self.ownership.session_changed), (Event.ACLS, self.authorizer.reload),
                                (Event.BROKER_CONFIGS, self.broker_configs.reload),
-                               (Event.GROUP_CONFIGS, self.group_configs.reload)):
+                               (Event.GROUP_CONFIGS, self.group_configs.reload),
+                               (Event.SERVING, self.epoch_book.refresh)):
             events.on(event, handler)
         store.on_session(self._session_reported)
         await self.cluster.register(self.me(), self.registration_wait)
@@ -183,6 +186,7 @@ class Broker:
         store.watch(BROKERS, events.poster(Event.BROKERS), children=True)
         store.watch(TOPICS, events.poster(Event.TOPICS), children=True)
         store.watch(placements.PLACEMENTS, events.poster(Event.PLACEMENTS))
+        self.epoch_book.follow(self.cluster.brokers, events)
         for topic in self.cluster.topics.values():
             self._watch_topic(topic.name)
         await self.groups.start()
@@ -237,6 +241,7 @@ class Broker:
                       "nothing acknowledged is lost: their next owner's recovery seals their ledgers",
                       len(failed), ", ".join(failed[:5]) + (", ..." if len(failed) > 5 else ""))
         self.ledgers.close()
+        self.epoch_book.close()  # its node goes with the session
         await self.metadata.close()
 
     # -- following the cluster (metadata events) ---------------------------------------------
@@ -244,6 +249,7 @@ class Broker:
     async def _brokers_changed(self, _key) -> None:
         self.cluster.brokers = await self.cluster.read_brokers()
         log.info("live brokers: %s", sorted(self.cluster.brokers))
+        self.epoch_book.follow(self.cluster.brokers, self.events)
         async with self._topic_lock:
             await self.ownership.reconcile_all()
         await self._sweep()

@@ -28,6 +28,7 @@ from kgate.metadata.store import Session
 from kgate.storage.chain_record import ChainConflict
 from kgate.storage.ledger import CorruptLedger, LedgerFenced, TailUnreachable
 
+from .epoch_book import EpochBook
 from .groups import OFFSETS_TOPIC
 from .partition import Partition
 from .shares.coordinator import SHARE_STATE_TOPIC
@@ -79,6 +80,9 @@ class OwningBroker(Protocol):
 
     @property
     def share_leaders(self) -> ShareLeaders: ...
+
+    @property
+    def epoch_book(self) -> EpochBook: ...
 
     def me(self) -> BrokerInfo: ...
 
@@ -204,6 +208,7 @@ class Ownership:
             await broker.cluster.release(topic.name, index, broker.node_id)
             raise
         broker.partitions[(topic.name, index)] = partition
+        broker.epoch_book.opened(topic, index, partition.leader_epoch)
         if broker.offline.pop((topic.name, index), None) is not None:
             self._awaiting_tail.discard((topic.name, index))
             log.info("%s-%d: its ledger tail was uploaded; serving it", topic.name, index)
@@ -227,6 +232,7 @@ class Ownership:
         damaged = broker.damaged.pop((name, index), None)
         self._awaiting_tail.discard((name, index))
         broker.share_leaders.drop(name, index)
+        broker.epoch_book.closed(name, index)
         if partition is None:
             if damaged is not None:
                 damaged[0].ledger.abandon()  # opened only as far as its damage: nothing to seal

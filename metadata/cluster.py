@@ -5,7 +5,9 @@ Node layout (the same under ZooKeeper, below the chroot):
     /cluster/id                              the cluster id clients see
     /brokers/ids/<id>                        ephemeral: {"listeners": {protocol: "host:port"}, "rack": r}
     /topics/<name>                           {"id": uuid, "partitions": n, "configs": {...}}
-    /owners/<topic>/<partition>              ephemeral claim: {"broker": id, "epoch": e}
+    /owners/<topic>/<partition>              ephemeral claim: {"broker": id}
+    /serving/<id>                            ephemeral: the partitions the broker opened, with their
+                                             leader epochs (metadata.serving)
     /leader-epochs/<topic id>/<partition>    [[epoch, start offset], ...] (Kafka's leader epoch cache)
     /managed-ledgers/<topic id>/<partition>  the partition's ledger chain (storage.managed_ledger)
     /counters/ledger-id                      next ledger id

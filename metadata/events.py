@@ -22,6 +22,7 @@ class Event(enum.Enum):
     TOPICS = "topics_changed"  # a topic was created or deleted (by any path)
     TOPIC = "topic_changed"  # one topic's node changed (partitions added, configs)
     OWNERS = "owners_changed"  # a claim on one of a topic's partitions was taken or released
+    SERVING = "serving_changed"  # a broker opened or dropped partitions (metadata.serving; keyed by its id)
     PLACEMENTS = "placements_changed"  # a reassignment or the balancer placed partitions
     ACLS = "acls_changed"  # any broker or tool changed the access control lists
     BROKER_CONFIGS = "broker_configs_changed"  # any broker or tool changed dynamic broker configs

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ..authorizer import Authorizer
     from ..broker_configs import BrokerConfigs
     from ..config import Settings
+    from ..epoch_book import EpochBook
     from ..fetch_sessions import FetchSessionCache
     from ..followers import Followers
     from ..group_configs import GroupConfigs
@@ -75,6 +76,7 @@ class BrokerView(Protocol):
     fetch_sessions: "FetchSessionCache"
     followers: "Followers"
     peers: "PeerLinks"
+    epoch_book: "EpochBook"
     ledgers: LedgerStore
 
     @property

@@ -129,7 +129,10 @@ def _partition(ctx: Context, topic, index):
     if isinstance(decision, Local):
         node, epoch = ctx.broker.node_id, decision.partition.leader_epoch
     else:
-        node, epoch = decision.broker, -1  # another broker's epoch is not known here: clients do not compare
+        # As that broker published it (gateway/epoch_book.py): -1 from a zone's broker, which
+        # names itself for a partition owned elsewhere, and from an owner still opening it.
+        node = decision.broker
+        epoch = ctx.broker.epoch_book.epoch(node, topic.topic_id, index)
     return R.MetadataResponseTopic.MetadataResponsePartition(
         error_code=ErrorCode.NONE, partition_index=index, leader_id=node, leader_epoch=epoch,
         replica_nodes=[node], isr_nodes=[node], offline_replicas=[])

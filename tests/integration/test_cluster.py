@@ -196,8 +196,27 @@ def test_every_broker_lists_every_broker_and_partitions_spread_evenly(cluster):
     check_delivery(read_all(cluster.brokers[2].bootstrap, "spread", TOPIC_PARTITIONS), producer.acked)
 
 
+def named_epochs(cluster, topic: str, among: set[int]) -> dict[int, tuple[int, int]] | None:
+    """Partition -> (leader, leader epoch) once every broker of ``among`` names the same for
+    every partition, each led by one of them with a known epoch; None before."""
+    answers = []
+    for node_id in sorted(among):
+        with Wire(cluster.brokers[node_id].bootstrap) as wire:
+            [described] = wire.call(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=topic)],
+                                                    allow_auto_topic_creation=False), 9).topics
+        answers.append({p.partition_index: (p.leader_id, p.leader_epoch) for p in described.partitions})
+    named = answers[0]
+    agreed = all(answer == named for answer in answers) and len(named) == TOPIC_PARTITIONS
+    return named if agreed and all(leader in among and epoch >= 0 for leader, epoch in named.values()) else None
+
+
 def test_kill_9_of_an_owner_moves_its_partitions_and_loses_no_acknowledged_record(cluster):
+    """Every broker names each partition's leader epoch as Kafka's brokers do, not only its
+    owner (KIP-320: clients ignore an answer older than what they have heard, and a missing
+    epoch turns that off): the same before the kill, and a higher one for each partition that
+    moved, from both survivors."""
     leaders = create(cluster, "failover")
+    before = wait_for(lambda: named_epochs(cluster, "failover", {0, 1, 2}), 30, "every broker to name the epochs")
     victim = 1
     producers = [AckedProducer("confluent", cluster.bootstrap, "failover", 6000, per_second=600),
                  AckedProducer("kafka-python", cluster.bootstrap, "failover", 6000, first=6000, per_second=600)]
@@ -207,6 +226,10 @@ def test_kill_9_of_an_owner_moves_its_partitions_and_loses_no_acknowledged_recor
     cluster.brokers[victim].kill()
     moved = cluster.wait_leaders("failover", TOPIC_PARTITIONS, {0, 2}, timeout=SESSION_TIMEOUT_MS / 1000 + 30)
     assert all(moved[p] != victim for p in leaders)
+    after = wait_for(lambda: named_epochs(cluster, "failover", {0, 2}), 30, "the survivors to name the epochs")
+    for p, (leader, epoch) in after.items():
+        was_leader, was_epoch = before[p]
+        assert epoch > was_epoch if leader != was_leader else epoch == was_epoch, (p, before[p], after[p])
     for producer in producers:
         producer.join()
         assert not producer.failed, producer.failed[:3]

@@ -32,9 +32,17 @@ class Opening:
         self.go = asyncio.Event()
         self.share_leaders = self
         self.dropped: list[tuple[str, int]] = []  # share-partitions' live state let go with their partition
+        self.epoch_book = self
+        self.published: dict[tuple[str, int], int] = {}  # what other brokers are told this one serves
 
     def drop(self, name, index):
         self.dropped.append((name, index))
+
+    def opened(self, topic, index, epoch):
+        self.published[(topic.name, index)] = epoch
+
+    def closed(self, name, index):
+        self.published.pop((name, index), None)
 
     async def claim(self, topic, index, broker_id):
         return True
@@ -102,11 +110,12 @@ async def test_claims_count_as_lost_from_the_expiry_report_until_its_partitions_
     ownership = Ownership(broker)  # type: ignore[arg-type]
     await ownership.reconcile(Topic("t", uuid.uuid4(), 3), summary=False)
     assert not ownership.claims_lost and len(broker.partitions) == 3
+    assert broker.published == {("t", 0): 0, ("t", 1): 0, ("t", 2): 0}
     ownership.session_reported(Session.EXPIRED)
     ownership.session_reported(Session.CONNECTED)  # a new session, the expiry still unhandled
     assert ownership.claims_lost and len(broker.partitions) == 3
     await ownership.session_changed(Session.EXPIRED)
-    assert not ownership.claims_lost and broker.partitions == {}
+    assert not ownership.claims_lost and broker.partitions == {} and broker.published == {}
     assert sorted(broker.dropped) == [("t", 0), ("t", 1), ("t", 2)]
 
 
