@@ -43,6 +43,13 @@ CELLS = [
 ]
 
 EVERY_FORMAT = pytest.mark.parametrize("entry_format", entry_formats.names(), indirect=True)
+# The formats that rebuild records (pulsar, mixed_kafka) see a message set's magic, codecs,
+# headers and timestamps, not which library sent it: every cell runs on the default format,
+# and on the others one client per magic (0, 1, and 2 with headers) covers what they convert.
+PER_MAGIC = {"kafka-python-2.0.2-0.9", "kafka-python-2.0.2-0.10.0", "sarama-V2_1_0_0"}
+CELL_FORMATS = [pytest.param(entry_format, *cell, id=f"{cell[0].name}-{entry_format}")
+                for entry_format in entry_formats.names() for cell in CELLS
+                if entry_format == "kafka" or cell[0].name in PER_MAGIC]
 
 
 @pytest.fixture
@@ -50,8 +57,7 @@ def broker(broker_factory):
     return broker_factory(**{"group.initial.rebalance.delay.ms": 0})
 
 
-@EVERY_FORMAT
-@pytest.mark.parametrize("client, codecs, writes, has_groups", CELLS, ids=[cell[0].name for cell in CELLS])
+@pytest.mark.parametrize("entry_format, client, codecs, writes, has_groups", CELL_FORMATS, indirect=["entry_format"])
 def test_an_old_client_produces_reads_and_is_read_by_todays_clients(broker, client, codecs, writes, has_groups):
     with_headers, with_timestamps = writes
     for codec in codecs:
