@@ -12,7 +12,6 @@ import time
 from dataclasses import dataclass
 
 from kafka.protocol.api_key import ApiKey
-from kafka.protocol.producer import ProduceResponse
 
 from kgate.metadata.acls import Operation, ResourceType
 from kgate.metadata.cluster import BrokerInfo
@@ -20,6 +19,7 @@ from kgate.protocol import log_append_time, message_set, record_batch, record_co
 from kgate.protocol.conversion import magic_of
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
+from kgate.protocol.produce_answer import PartitionAnswer, ProduceAnswer, TopicAnswer
 from kgate.storage.entry_formats import EntryFormat, ProducedRecords
 from kgate.storage.ledger import LedgerFenced, StoreUnavailable
 from kgate.storage.store_capabilities import Staging
@@ -35,8 +35,6 @@ from .waiters import wait_woken, wake
 
 log = logging.getLogger(__name__)
 
-R = ProduceResponse
-_RecordError = R.TopicProduceResponse.PartitionProduceResponse.BatchIndexAndErrorMessage
 # Produce v7 is the first version whose clients may send zstd (KIP-110).
 MIN_VERSION_FOR_ZSTD = 7
 # Produce v3 is the first to carry magic-2 batches (KIP-98); v0-2 carry magic 0/1 sets.
@@ -482,18 +480,12 @@ def _validate_batch(view: memoryview, version: int) -> record_batch.BatchHeader:
     return header
 
 
-def _response(results) -> ProduceResponse:
-    by_topic: dict[str, list] = {}
+def _response(results) -> ProduceAnswer:
+    """Written by protocol.produce_answer, not kafka-python's classes: every produce pays for it."""
+    by_topic: dict[str, list[PartitionAnswer]] = {}
     for (topic, index), outcome in results.items():
         log_start = outcome.partition.ledger.log_start_offset if outcome.partition is not None else outcome.log_start
-        answer = R.TopicProduceResponse.PartitionProduceResponse(
-            index=index, error_code=outcome.error, base_offset=outcome.base_offset,
-            log_append_time_ms=outcome.log_append_time,
-            log_start_offset=log_start)
-        if outcome.record_errors:  # rare: set only then, as every produce answer pays for a field set
-            answer.error_message = outcome.message
-            answer.record_errors = [_RecordError(batch_index=i, batch_index_error_message=m)
-                                    for i, m in outcome.record_errors]
-        by_topic.setdefault(topic, []).append(answer)
-    return R(responses=[R.TopicProduceResponse(name=topic, partition_responses=parts)
-                        for topic, parts in by_topic.items()], throttle_time_ms=0)
+        by_topic.setdefault(topic, []).append(PartitionAnswer(
+            index, outcome.error, outcome.base_offset, outcome.log_append_time, log_start,
+            outcome.message if outcome.record_errors else None, outcome.record_errors))
+    return ProduceAnswer([TopicAnswer(topic, parts) for topic, parts in by_topic.items()])
