@@ -27,7 +27,6 @@ from .frames import FrameSplitter, FrameTooLarge, InvalidFrameSize, frame_prefix
 from .headers import MalformedHeader, RequestHeader, decode_request_header, encode_response_header, peek_header
 from .messages import REQUESTS, RESPONSES
 from .null_fields import null_field
-from .record_splice import encode_fetch_body
 
 
 class LocalProtocolError(Exception):
@@ -205,7 +204,8 @@ class ServerConnection:
             flexible_header = False
         else:
             flexible_header = RESPONSES[api_key].flexible_version_q(version)
-        body = encode_fetch_body(response, version) if api_key == ApiKey.Fetch else [response.encode(version=version)]
+        # Fetch's answer (protocol.fetch_answer) is buffers, its record bytes passed through uncopied.
+        body = response.encode(version) if api_key == ApiKey.Fetch else [response.encode(version=version)]
         response_header = encode_response_header(header.correlation_id, flexible_header)
         head = frame_prefix(len(response_header) + sum(map(len, body))) + response_header
         if len(body) == 1:

@@ -16,13 +16,12 @@ record errors and error message, 9 the compact (flexible) forms with tagged fiel
 import struct
 from collections.abc import Sequence
 
-_COUNT = struct.Struct(">i")
-_NAME_LENGTH = struct.Struct(">h")
-_THROTTLE = _COUNT
+from .answer_writer import AnswerWriter
+
+_I32 = struct.Struct(">i")
 # index, error code, base offset; then, from the versions that have them, log append time and
 # log start offset: (layout, how many of those five fields it holds)
 _PARTITION = {0: (struct.Struct(">ihq"), 3), 2: (struct.Struct(">ihqq"), 4), 5: (struct.Struct(">ihqqq"), 5)}
-_NO_TAGS = b"\x00"
 
 
 class PartitionAnswer:
@@ -57,50 +56,27 @@ class ProduceAnswer:
         self.throttle_time_ms = throttle_time_ms
 
     def encode(self, version: int) -> bytes:
-        flexible = version >= 9
+        writer = AnswerWriter(version >= 9)
+        out = writer.out
         partition, width = _PARTITION[5 if version >= 5 else 2 if version >= 2 else 0]
-        out = bytearray(_length(len(self.responses), flexible))
+        writer.length(len(self.responses))
         for topic in self.responses:
-            out += _string(topic.name, flexible)
-            out += _length(len(topic.partition_responses), flexible)
+            writer.string(topic.name)
+            writer.length(len(topic.partition_responses))
             for answer in topic.partition_responses:
                 fields = (answer.index, answer.error_code, answer.base_offset, answer.log_append_time_ms,
                           answer.log_start_offset)
                 out += partition.pack(*fields[:width])
                 if version >= 8:
-                    out += _length(len(answer.record_errors), flexible)
+                    writer.length(len(answer.record_errors))
                     for batch_index, message in answer.record_errors:
-                        out += _COUNT.pack(batch_index)
-                        out += _string(message, flexible)
-                        if flexible:
-                            out += _NO_TAGS
-                    out += _string(answer.error_message, flexible)
-                if flexible:
-                    out += _NO_TAGS
-            if flexible:
-                out += _NO_TAGS
+                        out += _I32.pack(batch_index)
+                        writer.string(message)
+                        writer.tags()
+                    writer.string(answer.error_message)
+                writer.tags()
+            writer.tags()
         if version >= 1:
-            out += _THROTTLE.pack(self.throttle_time_ms)
-        if flexible:
-            out += _NO_TAGS
+            out += _I32.pack(self.throttle_time_ms)
+        writer.tags()
         return bytes(out)
-
-
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def _length(count: int, flexible: bool) -> bytes:
-    return _uvarint(count + 1) if flexible else _COUNT.pack(count)
-
-
-def _string(value: str | None, flexible: bool) -> bytes:
-    if value is None:
-        return b"\x00" if flexible else b"\xff\xff"
-    encoded = value.encode()
-    return (_uvarint(len(encoded) + 1) if flexible else _NAME_LENGTH.pack(len(encoded))) + encoded

@@ -19,15 +19,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka.protocol.api_key import ApiKey
-from kafka.protocol.consumer import FetchResponse
 
 from kgate.metadata.acls import Operation, ResourceType
 from kgate.protocol import message_set
 from kgate.protocol.conversion import magic_of
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
+from kgate.protocol.fetch_answer import (
+    AbortedTransaction,
+    FetchAnswer,
+    PartitionFetchAnswer,
+    RecordChunks,
+    TopicFetchAnswer,
+)
 from kgate.protocol.inflate import DEFAULT_LIMIT
-from kgate.protocol.record_splice import RecordChunks
 from kgate.storage.entry_formats import EntryUnreadable, decode_entry
 from kgate.storage.ledger import CorruptLedger
 from kgate.storage.managed_ledger import DamagedEntry
@@ -42,8 +47,6 @@ from .waiters import appended
 
 log = logging.getLogger(__name__)
 
-R = FetchResponse
-PD = R.FetchableTopicResponse.PartitionData
 MIN_VERSION_FOR_ZSTD = 10
 MIN_VERSION_READING_ANY_MAGIC = 4
 
@@ -69,7 +72,7 @@ async def fetch(ctx: Context, request):
     uses_ids = ctx.version >= 13
     session, refused = _session(ctx, request, uses_ids)
     if refused is not None:
-        return R(throttle_time_ms=0, error_code=refused, session_id=INVALID_SESSION_ID, responses=[])
+        return FetchAnswer(refused, INVALID_SESSION_ID, [])
     if ctx.version >= 11 and request.rack_id:
         ctx.connection.said_zone(request.rack_id, broker.metrics)
     wanted = ((c, c) for c in session.partitions.values()) if session is not None else \
@@ -90,7 +93,7 @@ async def fetch(ctx: Context, request):
                 target.topic.topic, target.topic.topic_id, target.part.partition, target.part.fetch_offset,
                 target.part.partition_max_bytes, pd.high_watermark, pd.log_start_offset)
             for target, (_, pd) in zip(targets, responses, strict=True)})
-    return R(throttle_time_ms=0, error_code=ErrorCode.NONE, session_id=session_id, responses=_group(responses))
+    return FetchAnswer(ErrorCode.NONE, session_id, _group(responses))
 
 
 def _session(ctx: Context, request, uses_ids: bool):
@@ -299,9 +302,8 @@ def _redirected(part, decision: Redirect):
     assert partition is not None  # a fetch is redirected only from a partition served here
     ledger = partition.ledger
     hw = ledger.high_watermark
-    return PD(partition_index=part.partition, error_code=ErrorCode.NONE, high_watermark=hw,
-              last_stable_offset=partition.transactions.last_stable_offset(hw),
-              log_start_offset=ledger.log_start_offset, preferred_read_replica=decision.broker, records=b"")
+    return PartitionFetchAnswer(part.partition, ErrorCode.NONE, hw, partition.transactions.last_stable_offset(hw),
+                                ledger.log_start_offset, preferred_read_replica=decision.broker)
 
 
 async def _read_partition(broker: BrokerView, part, decision: Local | Followed, budget: _Budget, version: int,
@@ -340,10 +342,8 @@ async def _read_partition(broker: BrokerView, part, decision: Local | Followed, 
         records = RecordChunks(chunks)
         partition.bytes_out += len(records)
         budget.spend(partition.topic, len(records), sum(stored.header.record_count for stored in entries[:len(chunks)]))
-    return PD(partition_index=part.partition, error_code=error, high_watermark=hw, last_stable_offset=lso,
-              log_start_offset=start, preferred_read_replica=-1, records=records,
-              aborted_transactions=[PD.AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset)
-                                    for a in aborted] if aborted else None)
+    aborted_transactions = [AbortedTransaction(a.producer_id, a.first_offset) for a in aborted] if aborted else None
+    return PartitionFetchAnswer(part.partition, error, hw, lso, start, aborted_transactions, records=records)
 
 
 async def read_entries(broker: BrokerView, decision: Local | Followed, offset: int, max_bytes: int,
@@ -371,8 +371,7 @@ def _refused(index: int, error: ErrorCode, read_refused: bool = False):
     never null (librdkafka rejects a whole response holding a null record set). Aborted
     transactions are an empty list, but null where the read itself refused (an offset out
     of range), as Kafka's log read answers."""
-    return PD(partition_index=index, error_code=error, high_watermark=-1, last_stable_offset=-1,
-              log_start_offset=-1, records=b"", aborted_transactions=None if read_refused else [])
+    return PartitionFetchAnswer(index, error, -1, -1, -1, None if read_refused else [])
 
 
 def decode_entries(entries, version, inflate_limit: int = DEFAULT_LIMIT) -> tuple[list, ErrorCode]:
@@ -401,8 +400,7 @@ def _group(responses):
     last = None
     for topic_request, pd in responses:
         if (topic_request.topic, topic_request.topic_id) != last:
-            topics.append(R.FetchableTopicResponse(topic=topic_request.topic, topic_id=topic_request.topic_id,
-                                                   partitions=[]))
+            topics.append(TopicFetchAnswer(topic_request.topic, topic_request.topic_id, []))
             last = (topic_request.topic, topic_request.topic_id)
         topics[-1].partitions.append(pd)
     return topics
