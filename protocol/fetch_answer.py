@@ -20,6 +20,7 @@ fields (diverging epoch, current leader, snapshot id, node endpoints) kgate does
 import struct
 import uuid
 from collections.abc import Sequence
+from operator import attrgetter
 from typing import NamedTuple
 
 from .answer_writer import AnswerWriter
@@ -31,10 +32,12 @@ _I32 = struct.Struct(">i")
 _TOP = struct.Struct(">ihi")  # throttle time, error code, session id (v7+)
 _ABORTED = struct.Struct(">qq")
 _ZERO_UUID = bytes(16)
-# Per version range, how a partition's fixed fields are laid out before its aborted
-# transactions: index, error code, high watermark, then last stable offset (v4+) and log
-# start offset (v5+).
-_PARTITION = ((5, struct.Struct(">ihqqq"), 5), (4, struct.Struct(">ihqq"), 4), (0, struct.Struct(">ihq"), 3))
+# A partition's fixed fields before its aborted transactions, by the version that added the
+# last of them: index, error code, high watermark, last stable offset (v4), log start offset (v5).
+_FIXED = ((5, ">ihqqq", ("partition_index", "error_code", "high_watermark", "last_stable_offset",
+                         "log_start_offset")),
+          (4, ">ihqq", ("partition_index", "error_code", "high_watermark", "last_stable_offset")),
+          (0, ">ihq", ("partition_index", "error_code", "high_watermark")))
 
 
 class RecordChunks:
@@ -116,28 +119,33 @@ class FetchAnswer:
 
 
 class _Writer(AnswerWriter):
-    """An answer's buffers, partition by partition."""
+    """An answer's buffers, partition by partition. A partition without aborted transactions
+    (nearly every one) has its fixed fields and the null that stands for them packed at once."""
 
-    __slots__ = ("version", "_layout", "_width")
+    __slots__ = ("version", "_fixed", "_fixed_and_null", "_null", "_fields")
 
     def __init__(self, version: int):
         super().__init__(version >= 12)
         self.version = version
-        self._layout, self._width = next((layout, width) for first, layout, width in _PARTITION if version >= first)
+        layout, names = next((layout, names) for first, layout, names in _FIXED if version >= first)
+        self._fixed = struct.Struct(layout)
+        self._fixed_and_null = struct.Struct(layout + ("B" if self.flexible else "i"))
+        self._null = 0 if self.flexible else -1
+        self._fields = attrgetter(*names)
 
     def partition(self, p: PartitionFetchAnswer) -> None:
         out = self.out
-        fields = (p.partition_index, p.error_code, p.high_watermark, p.last_stable_offset, p.log_start_offset)
-        out += self._layout.pack(*fields[:self._width])
-        if self.version >= 4:
-            aborted = p.aborted_transactions
-            if aborted is None:
-                self.null()
-            else:
-                self.length(len(aborted))
-                for transaction in aborted:
-                    out += _ABORTED.pack(transaction.producer_id, transaction.first_offset)
-                    self.tags()
+        aborted = p.aborted_transactions
+        if self.version < 4:
+            out += self._fixed.pack(*self._fields(p))
+        elif aborted is None:
+            out += self._fixed_and_null.pack(*self._fields(p), self._null)
+        else:
+            out += self._fixed.pack(*self._fields(p))
+            self.length(len(aborted))
+            for transaction in aborted:
+                out += _ABORTED.pack(transaction.producer_id, transaction.first_offset)
+                self.tags()
         if self.version >= 11:
             out += _I32.pack(p.preferred_read_replica)
         self.records(p.records)
