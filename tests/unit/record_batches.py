@@ -5,6 +5,8 @@ from crc32c import crc32c
 from kafka import codec as codecs
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
+from kgate.protocol.answer_writer import uvarint
+
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 BASE_TIMESTAMP = 1_700_000_000_000
 
@@ -35,13 +37,7 @@ def read_batch(data: bytes) -> tuple[DefaultRecordBatch, list]:
 
 def zigzag(value: int) -> bytes:
     """A Kafka varint (zigzag, then 7 bits a byte), as records encode their fields."""
-    raw = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while raw >= 0x80:
-        out.append(raw & 0x7F | 0x80)
-        raw >>= 7
-    out.append(raw)
-    return bytes(out)
+    return uvarint((value << 1) ^ (value >> 63))
 
 
 def raw_record(offset_delta: int, value: bytes | None, key: bytes | None = None) -> bytes:
