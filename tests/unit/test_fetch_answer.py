@@ -55,10 +55,11 @@ def test_every_version_is_kafka_pythons_bytes(answer, version):
 @given(_answer, st.sampled_from(VERSIONS))
 def test_large_record_sets_are_passed_through_not_copied(answer, version):
     pieces = answer.encode(version)
+    # (Empty buffers are left out: CPython has one empty bytes object, so identity says nothing of them.)
     large = [buffer for topic in answer.responses for p in topic.partitions if p.records is not None
              and len(p.records) >= SPLICE_MIN_BYTES
-             for buffer in (p.records.buffers if isinstance(p.records, RecordChunks) else [p.records])]
-    assert [piece for piece in pieces if any(piece is buffer for buffer in large)] == large
+             for buffer in (p.records.buffers if isinstance(p.records, RecordChunks) else [p.records]) if buffer]
+    assert [piece for piece in pieces if piece and any(piece is buffer for buffer in large)] == large
 
 
 def test_a_topic_id_is_written_from_version_13_and_a_name_before():
