@@ -676,7 +676,8 @@ class ManagedLedger:
         """Stop serving without writing anything: the partition is another broker's now.
 
         Nothing is sealed or persisted, because the new owner's recovery fences the open
-        ledger and records where it ends; appends still waiting for durability fail.
+        ledger and records where it ends; appends still waiting for durability fail as
+        fenced (the store's ledger, released, confirms nothing more).
         """
         self._closed = True
         for segment in self._segments:

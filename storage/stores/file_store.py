@@ -71,6 +71,8 @@ class FileLedger(Ledger):
         self._lac = len(positions) - 1
         self._syncing: asyncio.Future | None = None
         self._sync_failure: OSError | None = None
+        self._in_threads = 0  # calls on the descriptor running in the executor
+        self._released = False
 
     @property
     def last_add_confirmed(self) -> int:
@@ -121,15 +123,18 @@ class FileLedger(Ledger):
     async def _sync_pushed(self) -> None:
         target = self.last_add_pushed
         try:
-            if self._fd < 0:
+            if self._released:
                 raise LedgerFenced(f"ledger {self.ledger_id} was released")
             if self._sync_failure is not None:
                 raise self._sync_failure
             try:
-                await asyncio.get_running_loop().run_in_executor(None, os.fdatasync, self._fd)
+                await self._in_thread(os.fdatasync)
             except OSError as exc:
                 self._unconfirmed_lost(exc)
                 raise
+            if self._released:
+                # Let go while the sync ran: too late to confirm anything for an owner it is not.
+                raise LedgerFenced(f"ledger {self.ledger_id} was released")
             if os.path.exists(self._fence):
                 self._writable = False
                 raise LedgerFenced(f"ledger {self.ledger_id} was fenced by another writer's recovery")
@@ -157,8 +162,7 @@ class FileLedger(Ledger):
         stop = self._positions[last + 1] if last + 1 < len(self._positions) else self._end
         if stop - start <= INLINE_READ_BYTES:
             return _read_entries(self._fd, self.ledger_id, first, last, start, stop)
-        return await asyncio.get_running_loop().run_in_executor(
-            None, _read_entries, self._fd, self.ledger_id, first, last, start, stop)
+        return await self._in_thread(_read_entries, self.ledger_id, first, last, start, stop)
 
     def last_within(self, first: int, max_bytes: int) -> int:
         """The last confirmed entry from ``first`` on whose frames fit in ``max_bytes`` (``first`` at least)."""
@@ -183,7 +187,7 @@ class FileLedger(Ledger):
         if stop - start <= INLINE_READ_BYTES:
             data = os.pread(self._fd, stop - start, start)
         else:
-            data = await asyncio.get_running_loop().run_in_executor(None, os.pread, self._fd, stop - start, start)
+            data = await self._in_thread(os.pread, stop - start, start)
         if len(data) < stop - start:
             raise CorruptLedger(f"ledger {self.ledger_id} ends at byte {start + len(data)}, before entry {last} does")
         return memoryview(data), lengths
@@ -193,7 +197,7 @@ class FileLedger(Ledger):
         if first > last:
             return []
         positions = self._positions[first:last + 1]
-        return await asyncio.get_running_loop().run_in_executor(None, _read_heads, self._fd, positions, size)
+        return await self._in_thread(_read_heads, positions, size)
 
     async def catch_up(self) -> int:
         """Index the whole, CRC-valid frames the writer has added since (a follower's view).
@@ -207,7 +211,7 @@ class FileLedger(Ledger):
         if size - self._end <= INLINE_READ_BYTES:
             found = _scan_from(self._fd, self._end, size)
         else:
-            found = await asyncio.get_running_loop().run_in_executor(None, _scan_from, self._fd, self._end, size)
+            found = await self._in_thread(_scan_from, self._end, size)
         for position in found[0]:
             self._positions.append(position)
         self._end = found[1]
@@ -220,9 +224,27 @@ class FileLedger(Ledger):
             self._writable = False
 
     def release(self) -> None:
+        """Close the file, or, while a call on it runs in a thread, once the last one returns:
+        closed under it, its descriptor's number could be another file's by then, and an
+        fdatasync would confirm entries by syncing that file."""
+        self._released = True
+        if self._in_threads == 0:
+            self._close()
+
+    def _close(self) -> None:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+
+    async def _in_thread(self, call, *args):
+        """``call(fd, *args)`` in the executor, the descriptor kept open until it returns."""
+        self._in_threads += 1
+        try:
+            return await asyncio.get_running_loop().run_in_executor(None, call, self._fd, *args)
+        finally:
+            self._in_threads -= 1
+            if self._released and self._in_threads == 0:
+                self._close()
 
 
 class FileLedgerStore(LedgerStore, Staging):

@@ -3,6 +3,7 @@ import asyncio
 import os
 import struct
 import tempfile
+import threading
 
 import pytest
 from crc32c import crc32c
@@ -214,3 +215,32 @@ async def test_a_recovery_open_fences_the_writer_it_supersedes(tmp_path):
     assert await _contents(await new_owner.open_ledger(3, recovered.last_add_confirmed)) == ENTRIES
     new_owner.delete_ledger(3)
     assert os.listdir(tmp_path) == []
+
+
+async def test_a_ledger_let_go_while_its_fsync_runs_confirms_nothing_and_closes_its_file_after(monkeypatch):
+    """A partition handed over while its fsync runs in a thread: the file stays open until the
+    sync returns (closed under it, its number could be another file's, whose sync would then
+    confirm these entries), and the entries waiting on it fail as fenced, never confirmed."""
+    started, go = threading.Event(), threading.Event()
+    fdatasync = os.fdatasync
+
+    def held(fd):
+        started.set()
+        assert go.wait(10)
+        fdatasync(fd)
+
+    monkeypatch.setattr(os, "fdatasync", held)
+    with tempfile.TemporaryDirectory() as directory:
+        ledger = FileLedgerStore(directory).create_ledger(1)
+        ledger.add_entry([b"x" * 100])
+        syncing = asyncio.ensure_future(ledger.sync(0))
+        await asyncio.get_running_loop().run_in_executor(None, started.wait, 10)
+        fd = ledger._fd
+        ledger.release()
+        os.fstat(fd)  # still open: the thread is using it
+        go.set()
+        with pytest.raises(LedgerFenced, match="released"):
+            await syncing
+        assert ledger.last_add_confirmed == -1
+        with pytest.raises(OSError):
+            os.fstat(fd)

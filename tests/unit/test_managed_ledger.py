@@ -8,7 +8,7 @@ from kgate.gateway.chain_records import MetadataChainRecord
 from kgate.metadata.cluster import ClusterState
 from kgate.metadata.stores.embedded import EmbeddedMetadataStore
 from kgate.storage.entry import EntryHeader
-from kgate.storage.ledger import ChecksumMismatch, StoreUnavailable, StrandedEntries
+from kgate.storage.ledger import ChecksumMismatch, LedgerFenced, StoreUnavailable, StrandedEntries
 from kgate.storage.managed_ledger import DamagedEntry, ManagedLedger, RetentionPolicy, RolloverPolicy
 from kgate.storage.stores.file_store import FileLedgerStore
 
@@ -385,3 +385,16 @@ async def test_a_read_stops_at_entries_the_ledger_did_not_give_and_never_steps_o
     monkeypatch.undo()
     assert offsets(await ledger.read(0, 1 << 20)) == contiguous(COUNTS)
     await partition.stop(clean=True)
+
+
+async def test_an_append_waiting_for_durability_when_the_partition_is_let_go_fails_as_fenced(partition):
+    """Abandoned (the partition is another broker's now) while its fsync is pending: the
+    append fails as fenced, which the produce path answers NOT_LEADER_OR_FOLLOWER as Kafka
+    answers requests pending when leadership moves, not as a failed write (KAFKA_STORAGE_ERROR)."""
+    ledger = await partition.open()
+    await ledger.prepare_append()
+    _base, durable = ledger.append(1, 1000, 2, 0, lambda base: [b"x" * PAYLOAD])
+    ledger.abandon()
+    with pytest.raises(LedgerFenced):
+        await durable
+    await partition.metadata.close()
