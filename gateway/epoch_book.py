@@ -43,6 +43,7 @@ class EpochBook:
         self._due: asyncio.TimerHandle | None = None
         self._writing: asyncio.Task | None = None
         self._failing = False
+        self._closed = False
 
     def epoch(self, broker_id: int, topic_id: uuid.UUID, index: int) -> int:
         """The epoch ``broker_id`` opened the partition at; -1 when it has published none."""
@@ -59,7 +60,7 @@ class EpochBook:
             self._changed()
 
     def _changed(self) -> None:
-        if self._due is None:
+        if self._due is None and not self._closed:
             self._due = asyncio.get_running_loop().call_later(PUBLISH_DELAY_SECONDS, self._publish)
 
     def _publish(self) -> None:
@@ -104,6 +105,7 @@ class EpochBook:
             self._others.pop(broker_id, None)
 
     def close(self) -> None:
+        self._closed = True  # a retry still timed does nothing
         if self._due is not None:
             self._due.cancel()
         if self._writing is not None:
