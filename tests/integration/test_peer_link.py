@@ -24,7 +24,7 @@ from kgate.storage.stores.bucket_location import BucketLocation
 from kgate.storage.stores.object_client import ObjectClient
 from kgate.storage.stores.s3_store import S3LedgerStore
 from tests.support.clients import create_topic, kgate_users
-from tests.support.wire import Wire
+from tests.support.wire import Wire, closed_by_broker
 from tests.unit.record_batches import build_batch
 
 REF = KgateProduceReferenceRequest
@@ -164,21 +164,12 @@ def test_a_compressed_link_whose_bytes_are_not_a_deflate_stream_is_closed_and_ot
     with Wire(broker.bootstrap, client_id=broker_client_id(99, None)) as wire:
         assert wire.call(KgateLinkDeflateRequest(codec="deflate"), 0).error_code == ErrorCode.NONE
         wire.sock.sendall(b"\xff" * 64)
-        assert closed(wire.sock), "the link stays open"
+        assert closed_by_broker(wire.sock), "the link stays open"
     with Wire(broker.bootstrap, client_id="a-client") as wire:
         assert wire.call(ApiVersionsRequest(client_software_name="test", client_software_version="1"),
                          3).error_code == ErrorCode.NONE
     with open(broker.log_path) as log:
         assert "not a deflate stream" in log.read()
-
-
-def closed(sock) -> bool:
-    """Whether the other end closed ``sock`` (an orderly close or a reset), waiting for it up to
-    the socket's timeout."""
-    try:
-        return sock.recv(1) == b""
-    except ConnectionResetError:
-        return True
 
 
 def standing(epoch: int, max_wait_ms: int, known: dict[int, int], topic: str = "standing"):

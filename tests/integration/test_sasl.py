@@ -21,7 +21,7 @@ from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.frames import frame_prefix
 from tests.support.clients import UserDirectories, kgate_users
 from tests.support.member_process import wait_for
-from tests.support.wire import TIMEOUT, encode_request, read_response, recv_exactly
+from tests.support.wire import TIMEOUT, closed_by_broker, encode_request, read_response, recv_exactly
 
 # One worker runs the module, so its module-scoped servers start once (scripts/test: --dist loadgroup).
 pytestmark = pytest.mark.xdist_group("sasl")
@@ -112,13 +112,6 @@ def connect(address, source: str | None = None) -> socket.socket:
 def call(sock, request, version, correlation_id=1):
     sock.sendall(encode_request(request, version, correlation_id))
     return read_response(sock, request.API_KEY, version, correlation_id)
-
-
-def closed_by_broker(sock) -> bool:
-    try:
-        return sock.recv(1) == b""
-    except ConnectionResetError:
-        return True
 
 
 def plain_login(address, password, version=1, user=USER, source=None) -> tuple[int, str | None, socket.socket]:

@@ -34,6 +34,15 @@ def read_response(sock: socket.socket, api_key: int, version: int, correlation_i
     return cls.decode(payload[header_size:], version=version)
 
 
+def closed_by_broker(sock: socket.socket) -> bool:
+    """Whether the broker closed ``sock`` (an orderly close or a reset), waiting for it up to
+    the socket's timeout."""
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
 def connect(bootstrap: str) -> socket.socket:
     host, port = bootstrap.rsplit(":", 1)
     return socket.create_connection((host, int(port)), timeout=TIMEOUT)
