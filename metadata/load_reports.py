@@ -9,7 +9,7 @@ whoever reads it.
 import json
 from dataclasses import dataclass, field
 
-from .store import MetadataStore, NodeExists, NoNode
+from .store import MetadataStore, put
 
 LOADS = "/loads"
 
@@ -41,15 +41,7 @@ class LoadReport:
 
 
 async def publish(store: MetadataStore, report: LoadReport) -> None:
-    path = f"{LOADS}/{report.broker}"
-    data = report.encode()
-    try:
-        await store.set(path, data, -1)
-    except NoNode:
-        try:
-            await store.create(path, data, ephemeral=True)
-        except NodeExists:
-            await store.set(path, data, -1)
+    await put(store, f"{LOADS}/{report.broker}", report.encode(), ephemeral=True)
 
 
 async def read_all(store: MetadataStore) -> dict[int, LoadReport]:

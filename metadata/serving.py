@@ -14,7 +14,7 @@ import json
 import uuid
 from collections.abc import Mapping
 
-from .store import MetadataStore, NodeExists, NoNode
+from .store import MetadataStore, put
 
 SERVING = "/serving"
 
@@ -41,14 +41,7 @@ def decode(data: bytes) -> dict[tuple[uuid.UUID, int], int]:
 async def publish(store: MetadataStore, broker_id: int, epochs: Epochs) -> None:
     """Write this broker's node, created in its current session when missing (it went with
     an expired one)."""
-    data = encode(epochs)
-    try:
-        await store.set(path(broker_id), data, -1)
-    except NoNode:
-        try:
-            await store.create(path(broker_id), data, ephemeral=True)
-        except NodeExists:
-            await store.set(path(broker_id), data, -1)
+    await put(store, path(broker_id), encode(epochs), ephemeral=True)
 
 
 async def read(store: MetadataStore, broker_id: int) -> dict[tuple[uuid.UUID, int], int]:

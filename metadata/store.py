@@ -108,12 +108,18 @@ async def update_node(store: MetadataStore, path: str, change: Callable[[bytes |
             continue
 
 
-async def touch(store: MetadataStore, path: str) -> None:
-    """Write the node (creating it if need be), so every watch on it fires: a change notice."""
+async def put(store: MetadataStore, path: str, data: bytes, ephemeral: bool = False) -> None:
+    """Write the node whatever its version, creating it if need be (``ephemeral``: in this
+    process's current session)."""
     try:
-        await store.set(path, b"", -1)
+        await store.set(path, data, -1)
     except NoNode:
         try:
-            await store.create(path, b"")
+            await store.create(path, data, ephemeral=ephemeral)
         except NodeExists:
-            await store.set(path, b"", -1)
+            await store.set(path, data, -1)
+
+
+async def touch(store: MetadataStore, path: str) -> None:
+    """Write the node (creating it if need be), so every watch on it fires: a change notice."""
+    await put(store, path, b"")

@@ -14,6 +14,8 @@ _NULL = {False: b"\xff\xff\xff\xff", True: b"\x00"}  # a null array or bytes: le
 
 
 def uvarint(value: int) -> bytes:
+    """An unsigned varint, 7 bits a byte: compact lengths here, and (zigzagged first) the
+    record format's fields (protocol.record_compaction)."""
     if value < 0x80:
         return bytes((value,))
     out = bytearray()

@@ -15,6 +15,7 @@ from typing import NamedTuple
 from crc32c import crc32c
 
 from . import message_set
+from .answer_writer import uvarint
 from .error_codes import ErrorCode
 from .inflate import inflate_all
 from .record_batch import CRC_START, HEADER, HEADER_SIZE, LOG_OVERHEAD, TIMESTAMP_TYPE_FLAG, BatchHeader, InvalidBatch
@@ -143,10 +144,4 @@ def _varint(data, pos: int) -> tuple[int, int]:
 
 
 def _zigzag(value: int) -> bytes:
-    raw = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while raw >= 0x80:
-        out.append((raw & 0x7F) | 0x80)
-        raw >>= 7
-    out.append(raw)
-    return bytes(out)
+    return uvarint((value << 1) ^ (value >> 63))
