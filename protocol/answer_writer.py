@@ -7,6 +7,7 @@ null) and a tagged-field count after every structure; kgate sends no tagged fiel
 the count is always 0.
 """
 import struct
+from operator import attrgetter
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -24,6 +25,21 @@ def uvarint(value: int) -> bytes:
         value >>= 7
     out.append(value)
     return bytes(out)
+
+
+class Fields:
+    """A run of fixed-size fields packed straight from an object's attributes, by ``layout``
+    (struct codes, big-endian) and the attributes' names, in order."""
+
+    __slots__ = ("_struct", "_get")
+
+    def __init__(self, layout: str, names: tuple[str, ...]):
+        self._struct = struct.Struct(">" + layout)
+        self._get = attrgetter(*names)  # two names at least: a tuple back
+
+    def pack(self, item, *more) -> bytes:
+        """The fields of ``item``, then ``more`` (for codes in ``layout`` past the names)."""
+        return self._struct.pack(*self._get(item), *more)
 
 
 class AnswerWriter:

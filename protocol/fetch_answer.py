@@ -20,10 +20,10 @@ fields (diverging epoch, current leader, snapshot id, node endpoints) kgate does
 import struct
 import uuid
 from collections.abc import Sequence
-from operator import attrgetter
+from functools import cache
 from typing import NamedTuple
 
-from .answer_writer import AnswerWriter
+from .answer_writer import AnswerWriter, Fields
 
 # Records smaller than this are cheaper to copy than to send as a buffer of their own.
 SPLICE_MIN_BYTES = 16 * 1024
@@ -32,12 +32,18 @@ _I32 = struct.Struct(">i")
 _TOP = struct.Struct(">ihi")  # throttle time, error code, session id (v7+)
 _ABORTED = struct.Struct(">qq")
 _ZERO_UUID = bytes(16)
-# A partition's fixed fields before its aborted transactions, by the version that added the
-# last of them: index, error code, high watermark, last stable offset (v4), log start offset (v5).
-_FIXED = ((5, ">ihqqq", ("partition_index", "error_code", "high_watermark", "last_stable_offset",
-                         "log_start_offset")),
-          (4, ">ihqq", ("partition_index", "error_code", "high_watermark", "last_stable_offset")),
-          (0, ">ihq", ("partition_index", "error_code", "high_watermark")))
+# A partition's fixed fields before its aborted transactions: index, error code, high
+# watermark, then last stable offset (v4+) and log start offset (v5+).
+_FIXED = ("partition_index", "error_code", "high_watermark", "last_stable_offset", "log_start_offset")
+
+
+@cache
+def _partition_fields(version: int) -> tuple[Fields, Fields]:
+    """The fixed fields alone, and followed by the null that stands for no aborted
+    transactions (nearly every partition: one pack call for both)."""
+    count = 5 if version >= 5 else 4 if version >= 4 else 3
+    layout = "ihqqq"[:count]
+    return Fields(layout, _FIXED[:count]), Fields(layout + ("B" if version >= 12 else "i"), _FIXED[:count])
 
 
 class RecordChunks:
@@ -119,29 +125,25 @@ class FetchAnswer:
 
 
 class _Writer(AnswerWriter):
-    """An answer's buffers, partition by partition. A partition without aborted transactions
-    (nearly every one) has its fixed fields and the null that stands for them packed at once."""
+    """An answer's buffers, partition by partition."""
 
-    __slots__ = ("version", "_fixed", "_fixed_and_null", "_null", "_fields")
+    __slots__ = ("version", "_fixed", "_fixed_and_null", "_null")
 
     def __init__(self, version: int):
         super().__init__(version >= 12)
         self.version = version
-        layout, names = next((layout, names) for first, layout, names in _FIXED if version >= first)
-        self._fixed = struct.Struct(layout)
-        self._fixed_and_null = struct.Struct(layout + ("B" if self.flexible else "i"))
+        self._fixed, self._fixed_and_null = _partition_fields(version)
         self._null = 0 if self.flexible else -1
-        self._fields = attrgetter(*names)
 
     def partition(self, p: PartitionFetchAnswer) -> None:
         out = self.out
         aborted = p.aborted_transactions
         if self.version < 4:
-            out += self._fixed.pack(*self._fields(p))
+            out += self._fixed.pack(p)
         elif aborted is None:
-            out += self._fixed_and_null.pack(*self._fields(p), self._null)
+            out += self._fixed_and_null.pack(p, self._null)
         else:
-            out += self._fixed.pack(*self._fields(p))
+            out += self._fixed.pack(p)
             self.length(len(aborted))
             for transaction in aborted:
                 out += _ABORTED.pack(transaction.producer_id, transaction.first_offset)

@@ -15,13 +15,19 @@ record errors and error message, 9 the compact (flexible) forms with tagged fiel
 """
 import struct
 from collections.abc import Sequence
+from functools import cache
 
-from .answer_writer import AnswerWriter
+from .answer_writer import AnswerWriter, Fields
 
 _I32 = struct.Struct(">i")
-# index, error code, base offset; then, from the versions that have them, log append time and
-# log start offset: (layout, how many of those five fields it holds)
-_PARTITION = {0: (struct.Struct(">ihq"), 3), 2: (struct.Struct(">ihqq"), 4), 5: (struct.Struct(">ihqqq"), 5)}
+# index, error code, base offset, then log append time (v2+) and log start offset (v5+)
+_FIXED = ("index", "error_code", "base_offset", "log_append_time_ms", "log_start_offset")
+
+
+@cache
+def _partition_fields(version: int) -> Fields:
+    count = 5 if version >= 5 else 4 if version >= 2 else 3
+    return Fields("ihqqq"[:count], _FIXED[:count])
 
 
 class PartitionAnswer:
@@ -58,15 +64,13 @@ class ProduceAnswer:
     def encode(self, version: int) -> bytes:
         writer = AnswerWriter(version >= 9)
         out = writer.out
-        partition, width = _PARTITION[5 if version >= 5 else 2 if version >= 2 else 0]
+        fixed = _partition_fields(version)
         writer.length(len(self.responses))
         for topic in self.responses:
             writer.string(topic.name)
             writer.length(len(topic.partition_responses))
             for answer in topic.partition_responses:
-                fields = (answer.index, answer.error_code, answer.base_offset, answer.log_append_time_ms,
-                          answer.log_start_offset)
-                out += partition.pack(*fields[:width])
+                out += fixed.pack(answer)
                 if version >= 8:
                     writer.length(len(answer.record_errors))
                     for batch_index, message in answer.record_errors:
