@@ -106,6 +106,6 @@ async def _produce(ctx: Context, request, produce, turn: Turn, topic_class, part
     for name, answer in answers:
         by_topic.setdefault(name, []).append(partition_class(
             index=answer.index, error_code=answer.error_code, base_offset=answer.base_offset,
-            log_start_offset=answer.log_start_offset, error_message=getattr(answer, "error_message", None),
+            log_start_offset=answer.log_start_offset, error_message=answer.error_message,
             log_append_time_ms=answer.log_append_time_ms))
     return [topic_class(name=name, partitions=partitions) for name, partitions in by_topic.items()]
