@@ -34,6 +34,7 @@ from conformance import scenarios as S  # noqa: E402
 from conformance.kafka_broker import KafkaBroker, tool_command  # noqa: E402
 from conformance.session import Session  # noqa: E402
 from conformance.share_member import ACCEPT, RELEASE, ShareMember  # noqa: E402
+from conformance.tool_host import HOSTED, ToolHost  # noqa: E402
 from tests.support.broker_process import BrokerProcess  # noqa: E402
 
 TIMEOUT = 120  # seconds one tool may run; a bound, not a speed expectation
@@ -305,21 +306,33 @@ def run_all(bootstrap: str, token: str, workdir: str, cases: list[Case]) -> list
         json.dump({"version": 1, "partitions": [{"topic": names["topic"], "partition": p, "replicas": [0]}
                                                 for p in range(2)]}, fh)
     outcomes = []
-    for case in cases:
-        if case.name in SETUP:
-            SETUP[case.name](bootstrap, token, names)
-        args = [arg.format(**names) for arg in case.args]
-        command = tool_command(case.tool, "--bootstrap-server", bootstrap, *args)
-        try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT, cwd=workdir)
-            returncode, output = done.returncode, done.stdout + done.stderr
-        except subprocess.TimeoutExpired:
-            returncode, output = -1, f"no exit within {TIMEOUT} s"
-        if case.summarize and returncode == 0:
-            output = case.summarize(output)
-        outcomes.append(Outcome(case.name, " ".join([case.tool, *args]).replace(token, "*"), returncode,
-                                normalize(output, bootstrap, token, case.clock_columns)))
+    with ToolHost(workdir, os.path.join(workdir, "tool-host.log")) as host:
+        for case in cases:
+            if case.name in SETUP:
+                SETUP[case.name](bootstrap, token, names)
+            args = [arg.format(**names) for arg in case.args]
+            returncode, output = _run_tool(host, workdir, case.tool, "--bootstrap-server", bootstrap, *args)
+            outcomes.append(_outcome(case, args, returncode, output, bootstrap, token))
     return outcomes
+
+
+def _run_tool(host: ToolHost, workdir: str, tool: str, *args: str) -> tuple[int, str]:
+    """In the host's JVM where the tool ends through Kafka's Exit, else in a JVM of its own."""
+    if tool in HOSTED:
+        returncode, output = host.run(tool, *args, timeout=TIMEOUT)
+        return returncode, output if returncode != -1 else f"no exit within {TIMEOUT} s"
+    try:
+        done = subprocess.run(tool_command(tool, *args), capture_output=True, text=True, timeout=TIMEOUT, cwd=workdir)
+        return done.returncode, done.stdout + done.stderr
+    except subprocess.TimeoutExpired:
+        return -1, f"no exit within {TIMEOUT} s"
+
+
+def _outcome(case: Case, args: list[str], returncode: int, output: str, bootstrap: str, token: str) -> Outcome:
+    if case.summarize and returncode == 0:
+        output = case.summarize(output)
+    return Outcome(case.name, " ".join([case.tool, *args]).replace(token, "*"), returncode,
+                   normalize(output, bootstrap, token, case.clock_columns))
 
 
 # -- what differs, and why ----------------------------------------------------------------------

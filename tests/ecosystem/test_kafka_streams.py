@@ -22,7 +22,6 @@ is told the brokers' task offset interval and acceptable recovery lag, and its r
 offsets are described alike (neither broker gives a warm-up task).
 """
 import re
-import subprocess
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -32,7 +31,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 from kafka.protocol.metadata import FindCoordinatorRequest
 
-from conformance.kafka_broker import tool_command
+from conformance.tool_host import ToolHost
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.messages import StreamsGroupDescribeRequest, StreamsGroupHeartbeatRequest
 from tests.support.clients import create_topic
@@ -88,6 +87,14 @@ def kgate(tmp_path_factory):
 @pytest.fixture(scope="module")
 def kafka(tmp_path_factory):
     yield from broker_under_test("kafka", tmp_path_factory, "streams", kafka_settings=STREAMS_GROUPS)
+
+
+@pytest.fixture(scope="module")
+def tools(tmp_path_factory):
+    """kafka-streams-groups, twenty times in one JVM (conformance/tool_host.py)."""
+    directory = tmp_path_factory.mktemp("streams-tools")
+    with ToolHost(directory, directory / "tool-host.log") as host:
+        yield host
 
 
 def produce_views(bootstrap: str, topic: str, first: int, count: int) -> None:
@@ -202,7 +209,8 @@ def run(request, tmp_path_factory):
         instances[1].stop()
         produce_views(broker.bootstrap, views, 600, 50)
         state.wait_counts(state.expected, "the counts from the restored state")
-        DESCRIBED[request.param] = described(broker.bootstrap, application, protocol == "streams")
+        DESCRIBED[request.param] = described(request.getfixturevalue("tools"), broker.bootstrap, application,
+                                             protocol == "streams")
         yield state
     finally:
         consumer.close()
@@ -210,32 +218,33 @@ def run(request, tmp_path_factory):
             instance.stop()
 
 
-def describe(bootstrap: str, application: str, view: str) -> tuple[int, list[str]]:
+def describe(tools: ToolHost, bootstrap: str, application: str, view: str) -> tuple[int, list[str]]:
     """One view of kafka-streams-groups --describe: its exit status and its lines, normalized:
     the application id, member and process ids and the coordinator's address named, columns
     single-spaced, rows sorted (the tool prints them in hash order); in the verbose views every
     number stands alone as N, since the epochs count each broker's own steps (Kafka's group
     reached epoch 3 where kgate's reached 2 in the same run)."""
-    done = subprocess.run(tool_command("kafka-streams-groups", "--bootstrap-server", bootstrap, "--describe",
-                                       "--group", application, *DESCRIBE_VIEWS[view]),
-                          capture_output=True, text=True, timeout=120)
-    text = re.sub(r"127\.0\.0\.1:\d+", "ADDRESS", (done.stdout + done.stderr).replace(application, "APP"))
+    returncode, output = tools.run("kafka-streams-groups", "--bootstrap-server", bootstrap, "--describe",
+                                   "--group", application, *DESCRIBE_VIEWS[view])
+    text = re.sub(r"127\.0\.0\.1:\d+", "ADDRESS", output.replace(application, "APP"))
     text = re.sub(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "PROCESS", text)
     text = re.sub(r"(?<!\S)[A-Za-z0-9_-]{22}(?!\S)", "MEMBER", text)
     if "verbose" in view:
         text = re.sub(r"(?<!\S)\d+(?!\S)", "N", text)
-    return done.returncode, sorted(" ".join(line.split()) for line in text.splitlines() if line.strip())
+    return returncode, sorted(" ".join(line.split()) for line in text.splitlines() if line.strip())
 
 
-def described(bootstrap: str, application: str, streams_group: bool) -> dict[str, tuple[int, list[str]]]:
+def described(tools: ToolHost, bootstrap: str, application: str,
+              streams_group: bool) -> dict[str, tuple[int, list[str]]]:
     """Every view; of a streams group, once its committed offsets have caught up (no lag left
     to differ by)."""
     def caught_up():
-        offsets = describe(bootstrap, application, "offsets")
+        offsets = describe(tools, bootstrap, application, "offsets")
         rows = [line for line in offsets[1] if line.startswith("APP ")]
         return offsets if rows and all(row.endswith(" 0") for row in rows) else None
     views = {"offsets": wait_for(caught_up, 60, "the group's lag to reach 0")} if streams_group else {}
-    return views | {view: describe(bootstrap, application, view) for view in DESCRIBE_VIEWS if view not in views}
+    return views | {view: describe(tools, bootstrap, application, view)
+                    for view in DESCRIBE_VIEWS if view not in views}
 
 
 def test_the_output_holds_exactly_the_expected_counts_each_rising_once_per_commit(run):

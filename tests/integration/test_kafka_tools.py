@@ -1,8 +1,13 @@
 """Kafka 4.4's command-line tools against kgate (compat-matrix/kafka_tools.py, its CI subset):
 each command's exit status and output must match Kafka's after normalization or be
 explained, and the verifiable producer and consumer must pass their delivery checks."""
+import re
+import subprocess
+
 import pytest
 
+from conformance.kafka_broker import tool_command
+from conformance.tool_host import ToolHost
 from tests.support.compat_matrix import MATRIX  # noqa: F401 - puts compat-matrix/ on the import path
 
 import kafka_tools  # noqa: E402  (isort: skip)
@@ -46,3 +51,24 @@ def test_kafka_share_groups_resets_and_deletes_a_share_groups_offsets_on_kgate(r
     assert results["share groups delete offsets"].kgate.output.splitlines()[-1].endswith("Successful")
     assert "has no offset information" in results["share groups describe after delete offsets"].kgate.output
     assert "The group is not empty." in results["share groups delete offsets, member active"].kgate.output
+
+
+# The host's own frames at the bottom of a stack trace a tool prints (below the tool's main), and
+# so the count of frames a "Caused by" shares with it: the one way a hosted tool's output differs.
+HOST_FRAMES = re.compile(r"(?m)^\tat (java\.base/jdk\.internal\.reflect\.|java\.base/java\.lang\.reflect\.Method"
+                         r"\.invoke|ToolHost\.|java\.base/java\.lang\.Thread\.run).*\n|(?<=\.\.\. )\d+(?= more)")
+
+
+@pytest.mark.parametrize("command", [("kafka-topics", "--version"), ("kafka-topics", "--bogus"),
+                                     ("kafka-configs", "--bootstrap-server", "127.0.0.1:1", "--describe",
+                                      "--entity-type", "topics", "--entity-name", "t", "--command-config",
+                                      "missing.properties")], ids=lambda command: " ".join(command[:2]))
+def test_a_tool_answers_in_the_tool_host_as_in_a_jvm_of_its_own(command, tmp_path):
+    """The host's answer (conformance/tool_host.py) is the tool's own: exit status, stdout then
+    stderr, but for the host's frames under a stack trace. A version printed (0), an unknown
+    option (1, usage and a stack trace on stderr), a file that is not there (1, Kafka's error)."""
+    with ToolHost(tmp_path, tmp_path / "tool-host.log") as host:
+        status, output = host.run(*command)
+    alone = subprocess.run(tool_command(*command), capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert status == alone.returncode
+    assert HOST_FRAMES.sub("", output) == HOST_FRAMES.sub("", alone.stdout + alone.stderr)
