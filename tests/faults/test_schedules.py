@@ -46,8 +46,9 @@ def complaints(directory, limit: int = 40) -> str:
 CONSUMER_ORDER = {"nonmonotonic-poll", "poll-skip"}
 # Whether every client call returns. Open, in the client: librdkafka's send_offsets_to_transaction
 # can wait past its timeout for good when the group coordinator is killed during the call
-# (librdkafka issues 5456 and 5511; docs/operating/fault-testing.md, "Open anomalies"). Not
-# strict: it depends on the timing of a kill (about one run in four).
+# (librdkafka issues 5456 and 5511; docs/operating/fault-testing.md, "Open anomalies"; against
+# Kafka 4.4 too, by tests/faults/coordinator_kill.py). Not strict: it depends on the timing of
+# a kill (about one run in four).
 LIVENESS_OPEN = pytest.mark.xfail(reason="librdkafka's send_offsets_to_transaction can block past its timeout when "
                                          "the group coordinator dies during the call (librdkafka issues 5456, 5511)",
                                   strict=False)
