@@ -13,6 +13,8 @@ producer, then described, listed and aborted) and share groups (a group that rea
 then listed, described, reset, its offsets deleted, and deleted). Each command's exit status and output, after
 normalization (addresses, ids, times, paths; stack frames), are compared; a difference is
 explained in ``KNOWN`` or fails. Writes ``results/kafka-tools.json`` and ``TOOLS.md``.
+Each side's commands run in one JVM (``conformance/tool_host.py``), but for the verifiable
+producer and consumer, which end through shutdown hooks and get a JVM each.
 """
 import argparse
 import json
