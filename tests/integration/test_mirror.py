@@ -353,6 +353,9 @@ def test_failover_of_a_group_and_back_skips_no_record(mirror, clusters):
     ConfluentClient.produce(clusters["dc1"], topic, count)
     mirror.worker("w1")
     wait_for(lambda: sum(end_offsets(clusters["dc2"], f"dc1.{topic}", 2)) == count, 30, "every record copied")
+    # A partition's offset sync is written once its copies are acknowledged, so after they show on dc2.
+    wait_for(lambda: {(topic, 0), (topic, 1)} <= read_syncs(Cluster("dc1", clusters["dc1"]), "dc2").keys(), 30,
+             "an offset sync of each partition")
     on_dc1 = consume_as_group(clusters["dc1"], topic, group, 150)
 
     dry = mirror.run("failover", "--group", group, "--from", "dc1", "--to", "dc2", "--output", "json")
