@@ -23,16 +23,17 @@ import threading
 import time
 
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from conformance import scenarios as S
 from conformance.session import Session
 
 from .cluster import wait_until
+from .fault_clients import create_topics
 from .network import Network
 from .run import TARGETS
 
 CALL_TIMEOUT = 10
+IN, OUT = "txn-in", "txn-out"  # the workload's topics (fault_clients.TOPICS), at each target's replication
 BLOCKED_AFTER = 60
 
 
@@ -48,12 +49,6 @@ def coordinator(bootstrap: str, key: str, key_type: int) -> int:
         session.close()
 
 
-def create_topics(bootstrap: str, replicas: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for created in admin.create_topics([NewTopic("in", 1, replicas), NewTopic("out", 3, replicas)]).values():
-        created.result()
-
-
 def one_round(cluster, n: int, down: float) -> dict:
     bootstrap, group = cluster.bootstrap, f"group-{n}"
     group_node = coordinator(bootstrap, group, 0)
@@ -65,18 +60,18 @@ def one_round(cluster, n: int, down: float) -> dict:
     meta = consumer.consumer_group_metadata()
     producer.init_transactions(60)
     producer.begin_transaction()
-    producer.produce("out", b"first")
-    producer.send_offsets_to_transaction([TopicPartition("in", 0, 1)], meta, 30)
+    producer.produce(OUT, b"first")
+    producer.send_offsets_to_transaction([TopicPartition(IN, 0, 1)], meta, 30)
     producer.commit_transaction(30)
     producer.begin_transaction()
-    producer.produce("out", b"second")
+    producer.produce(OUT, b"second")
     producer.flush(30)
     outcome: dict = {"round": n, "group_coordinator": group_node}
 
     def call() -> None:
         began = time.monotonic()
         try:
-            producer.send_offsets_to_transaction([TopicPartition("in", 0, 2)], meta, CALL_TIMEOUT)
+            producer.send_offsets_to_transaction([TopicPartition(IN, 0, 2)], meta, CALL_TIMEOUT)
             outcome["result"] = "ok"
         except Exception as exc:  # noqa: BLE001 - the outcome is what the probe reports
             outcome["result"] = str(exc)[:160]
@@ -107,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         cluster = TARGETS[args.target][0](directory, network)
         try:
             cluster.start()
-            cluster.client.call(lambda: create_topics(cluster.bootstrap, 3 if args.target == "kafka" else 1), 120)
+            cluster.client.call(lambda: create_topics(cluster.bootstrap), 120)
             for n in range(args.rounds):
                 outcome = cluster.client.call(
                     lambda n=n: one_round(cluster, n, args.down),
