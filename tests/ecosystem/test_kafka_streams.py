@@ -170,7 +170,7 @@ class Run:
 
 @pytest.fixture(scope="module", params=[("kgate", "classic"), ("kafka", "classic"), ("kgate", "streams"),
                                         ("kafka", "streams")], ids="-".join)
-def run(request, tmp_path_factory):
+def run(request, tmp_path_factory, tools):
     """The whole run on the broker under test (kgate, or Kafka 4.4 as the control) with one
     rebalance protocol, for the tests to look at afterwards."""
     if not CLASSES.is_dir():
@@ -209,8 +209,7 @@ def run(request, tmp_path_factory):
         instances[1].stop()
         produce_views(broker.bootstrap, views, 600, 50)
         state.wait_counts(state.expected, "the counts from the restored state")
-        DESCRIBED[request.param] = described(request.getfixturevalue("tools"), broker.bootstrap, application,
-                                             protocol == "streams")
+        DESCRIBED[request.param] = described(tools, broker.bootstrap, application, protocol == "streams")
         yield state
     finally:
         consumer.close()
