@@ -53,6 +53,14 @@ def test_kafka_share_groups_resets_and_deletes_a_share_groups_offsets_on_kgate(r
     assert "The group is not empty." in results["share groups delete offsets, member active"].kgate.output
 
 
+@pytest.fixture(scope="module")
+def host(tmp_path_factory):
+    """One tool host for the module's comparisons, as its callers keep one."""
+    directory = tmp_path_factory.mktemp("tool-host")
+    with ToolHost(directory, directory / "tool-host.log") as started:
+        yield started
+
+
 # The host's own frames at the bottom of a stack trace a tool prints (below the tool's main), and
 # so the count of frames a "Caused by" shares with it: the one way a hosted tool's output differs.
 HOST_FRAMES = re.compile(r"(?m)^\tat (java\.base/jdk\.internal\.reflect\.|java\.base/java\.lang\.reflect\.Method"
@@ -63,12 +71,11 @@ HOST_FRAMES = re.compile(r"(?m)^\tat (java\.base/jdk\.internal\.reflect\.|java\.
                                      ("kafka-configs", "--bootstrap-server", "127.0.0.1:1", "--describe",
                                       "--entity-type", "topics", "--entity-name", "t", "--command-config",
                                       "missing.properties")], ids=lambda command: " ".join(command[:2]))
-def test_a_tool_answers_in_the_tool_host_as_in_a_jvm_of_its_own(command, tmp_path):
+def test_a_tool_answers_in_the_tool_host_as_in_a_jvm_of_its_own(command, host):
     """The host's answer (conformance/tool_host.py) is the tool's own: exit status, stdout then
     stderr, but for the host's frames under a stack trace. A version printed (0), an unknown
     option (1, usage and a stack trace on stderr), a file that is not there (1, Kafka's error)."""
-    with ToolHost(tmp_path, tmp_path / "tool-host.log") as host:
-        status, output = host.run(*command)
-    alone = subprocess.run(tool_command(*command), capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    status, output = host.run(*command)
+    alone = subprocess.run(tool_command(*command), capture_output=True, text=True, timeout=120, cwd=host.cwd)
     assert status == alone.returncode
     assert HOST_FRAMES.sub("", output) == HOST_FRAMES.sub("", alone.stdout + alone.stderr)
