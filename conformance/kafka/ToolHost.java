@@ -75,11 +75,8 @@ public final class ToolHost {
                 Method main = Class.forName(mainClass).getMethod("main", String[].class);
                 main.invoke(null, (Object) args);
                 command.complete(0);
-            } catch (InvocationTargetException e) {
-                uncaught(e.getCause());
-                command.complete(1);
             } catch (ReflectiveOperationException e) {
-                uncaught(e);
+                uncaught(e instanceof InvocationTargetException thrown ? thrown.getCause() : e);
                 command.complete(1);
             }
         }, "main");
