@@ -5,7 +5,7 @@ import os
 import pytest
 
 from tests.support import warm_start
-from tests.support.broker_process import BrokerProcess
+from tests.support.broker_process import BrokerProcess, logs_written_since
 from tests.support.member_process import MemberProcess
 
 
@@ -67,6 +67,21 @@ def pytest_pyfunc_call(pyfuncitem):
         asyncio.run(pyfuncitem.obj(**args))
         return True
     return None
+
+
+TEST_STARTED = pytest.StashKey[float]()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed test's report carries the tail of each broker log written since its setup began."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.when == "setup":
+        item.stash[TEST_STARTED] = call.start
+    elif report.when == "call" and report.failed:
+        for path, tail in logs_written_since(item.stash.get(TEST_STARTED, call.start)).items():
+            report.sections.append((f"broker log {os.path.basename(os.path.dirname(path))} (last lines)", tail))
 
 
 S3_BUCKET = "kgate-tests"

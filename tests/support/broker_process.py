@@ -13,6 +13,26 @@ import time
 from . import warm_start
 
 READY_PREFIX = "kgate listening on "
+# Every log a broker of this test process has written to: a failing test's report shows the
+# tails of those written during it (tests/conftest.py), since a CI run keeps nothing but its output.
+LOG_PATHS: set[str] = set()
+LOG_LINES_REPORTED = 40
+
+
+def logs_written_since(start: float) -> dict[str, str]:
+    """The last lines of each broker log changed since ``start`` (a time.time()), by path."""
+    tails = {}
+    for path in sorted(LOG_PATHS):
+        try:
+            if os.path.getmtime(path) < start:
+                continue
+            with open(path, "rb") as log:
+                log.seek(max(0, os.path.getsize(path) - 64 * 1024))
+                lines = log.read().decode(errors="replace").splitlines()[-LOG_LINES_REPORTED:]
+        except OSError:
+            continue  # its directory went with its test
+        tails[path] = "\n".join(lines)
+    return tails
 
 
 def terminate(process: "subprocess.Popen | warm_start.ForkedProcess", timeout: float) -> None:
@@ -63,6 +83,7 @@ class BrokerProcess:
             arguments += ["--set", f"{key}={value}"]
         if self.workers > 1:
             arguments += ["--workers", str(self.workers)]
+        LOG_PATHS.add(self.log_path)
         with open(self.log_path, "ab") as log:
             if warm_start.can_fork(self.wrapper):
                 self.process = warm_start.spawn(arguments, warm_start.ROOT, log.fileno())
