@@ -97,8 +97,11 @@ class MarkerDelivery:
             await asyncio.wait((write, overrun), return_when=asyncio.FIRST_COMPLETED)
         finally:
             timer.cancel()
+            if not write.done():
+                # Overrun, or this delivery was cancelled (its coordinator partition handed over):
+                # its outcome is not needed, and not retrieving it would log an error when it fails.
+                write.add_done_callback(lambda ended: ended.cancelled() or ended.exception())
         if not write.done():
-            write.add_done_callback(lambda ended: ended.cancelled() or ended.exception())  # its outcome is not needed
             raise TimeoutError(f"no answer within {self.attempt_timeout_ms} ms")
         if write.cancelled():  # its partition closed under it (handed over): a failed attempt, not the delivery's end
             raise ConnectionError("the write was cancelled")

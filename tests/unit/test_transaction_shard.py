@@ -7,6 +7,7 @@ times with backoff on the clock; a transaction whose markers could not all be
 written stays prepared, and the periodic check (or the next owner) ends it.
 """
 import asyncio
+import gc
 import logging
 
 import pytest
@@ -265,3 +266,26 @@ async def test_a_marker_write_that_never_ends_counts_as_a_failed_attempt_and_is_
     assert markers.calls == 2 and markers.written == [("a", 0, marker)]
     never.cancel()  # the overrun write, left running by the delivery
     await settle()
+
+
+async def test_a_write_still_running_when_its_delivery_is_cancelled_may_fail_unwatched():
+    """A coordinator partition handed over cancels its deliveries; a marker write still running
+    then fails on its own, and nobody is left to hear it: not an error for the event loop to log."""
+    failing = asyncio.get_running_loop().create_future()
+
+    class WriteFailsLater(RecordingMarkers):
+        async def write(self, topic, index, marker):
+            await failing
+
+    reported = []
+    asyncio.get_running_loop().set_exception_handler(lambda loop, context: reported.append(context["message"]))
+    delivery = MarkerDelivery(WriteFailsLater(), FakeClock(), attempts=3, first_backoff_ms=50, attempt_timeout_ms=1000)
+    delivering = asyncio.ensure_future(delivery.deliver("tx", [("a", 0)], Marker(1, 0, True, 0), lambda: True))
+    await settle()
+    delivering.cancel()
+    await settle()
+    failing.set_exception(TimeoutError("the partition's owner did not answer"))
+    await settle()
+    del delivering
+    gc.collect()  # an unretrieved task exception is reported when the task is collected
+    assert reported == []
