@@ -83,16 +83,8 @@ def test_a_fault_schedule_loses_duplicates_and_reorders_no_acknowledged_write(ou
     assert transactions.count(OK) > 0 and transactions.count(FAIL) > 0, transactions
 
 
-# Seeds whose consumers are still seen reading a range twice now and then: seed 12, one run of
-# sixteen after anomalies 9-11 were fixed (docs/operating/fault-testing.md, "Open anomalies").
-ORDER_OPEN = {12: pytest.mark.xfail(reason="a consumer-protocol consumer read idem/3@704-707 twice without an "
-                                           "assignment change (seed 12, one run of sixteen)", strict=False)}
-
-
-def test_consumers_read_each_partition_in_order_without_gaps(outcome, request):
+def test_consumers_read_each_partition_in_order_without_gaps(outcome):
     outcome, _ = outcome
-    if outcome.seed in ORDER_OPEN:
-        request.applymarker(ORDER_OPEN[outcome.seed])
     found = {anomaly: n for anomaly, n in outcome.report.counts().items() if anomaly in CONSUMER_ORDER}
     assert not found, f"seed {outcome.seed}, faults {outcome.faults}:\n{outcome.report.render()}"
 
