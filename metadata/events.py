@@ -55,6 +55,11 @@ class EventManager:
         self._waiting.add((event, key))
         self._queue.put_nowait((event, key, time.monotonic()))
 
+    def waiting(self, event: Event, key: object = None) -> bool:
+        """Whether ``event`` about ``key`` is queued: the handler of an older change may leave
+        to it what it has not done yet, since it re-reads the store."""
+        return (event, key) in self._waiting
+
     def poster(self, event: Event, key: object = None) -> Callable[..., None]:
         """A watch callback that posts ``event`` about ``key`` (whatever it is called with)."""
         return lambda *_args: self.post(event, key)

@@ -10,6 +10,7 @@ import pytest
 
 from kgate.gateway.ownership import OPEN_CONCURRENCY, Ownership
 from kgate.metadata.cluster import Topic
+from kgate.metadata.events import Event, EventManager
 from kgate.metadata.store import Session
 
 
@@ -34,6 +35,7 @@ class Opening:
         self.dropped: list[tuple[str, int]] = []  # share-partitions' live state let go with their partition
         self.epoch_book = self
         self.published: dict[tuple[str, int], int] = {}  # what other brokers are told this one serves
+        self.events = EventManager()  # not started: what is posted stays queued
 
     def drop(self, name, index):
         self.dropped.append((name, index))
@@ -91,6 +93,33 @@ async def test_partitions_are_opened_side_by_side_within_the_bound():
     assert (gained, lost) == (3 * OPEN_CONCURRENCY, 0)
     assert broker.most_open == OPEN_CONCURRENCY
     assert len(broker.partitions) == 3 * OPEN_CONCURRENCY
+
+
+async def test_partitions_not_yet_opening_when_the_broker_list_changes_are_left_to_its_reconcile():
+    broker = Opening()
+    ownership = Ownership(broker)  # type: ignore[arg-type]
+    reconcile = asyncio.ensure_future(ownership.reconcile(Topic("t", uuid.uuid4(), 3 * OPEN_CONCURRENCY),
+                                                          summary=False))
+    while broker.open_now < OPEN_CONCURRENCY:
+        await asyncio.sleep(0)
+    broker.events.post(Event.BROKERS)
+    broker.go.set()
+    gained, lost = await asyncio.wait_for(reconcile, 5)
+    assert (gained, lost) == (OPEN_CONCURRENCY, 0) and len(broker.partitions) == OPEN_CONCURRENCY
+    assert broker.most_open == OPEN_CONCURRENCY
+
+
+async def test_a_reconcile_of_every_topic_leaves_the_rest_to_a_newer_broker_list():
+    broker = Opening()
+    broker.go.set()
+    broker.topics = {name: Topic(name, uuid.uuid4(), 2) for name in ("a", "b")}
+    ownership = Ownership(broker)  # type: ignore[arg-type]
+    broker.events.post(Event.BROKERS)
+    await ownership.reconcile_all()
+    assert broker.partitions == {}
+    broker.events = EventManager()
+    await ownership.reconcile_all()
+    assert sorted(broker.partitions) == [("a", 0), ("a", 1), ("b", 0), ("b", 1)]
 
 
 async def test_a_partition_that_fails_to_open_is_raised_after_the_others_are_served():
