@@ -183,7 +183,6 @@ class Broker:
         await self.authorizer.start(events.poster(Event.ACLS))
         await self.broker_configs.start(events.poster(Event.BROKER_CONFIGS))
         await self.group_configs.start(events.poster(Event.GROUP_CONFIGS))
-        store.watch(BROKERS, events.poster(Event.BROKERS), children=True)
         store.watch(TOPICS, events.poster(Event.TOPICS), children=True)
         store.watch(placements.PLACEMENTS, events.poster(Event.PLACEMENTS))
         self.epoch_book.follow(self.cluster.brokers, events)
@@ -193,6 +192,10 @@ class Broker:
         await self.transactions.start()
         async with self._topic_lock:
             await self.ownership.reconcile_all()
+        # Armed after the first reconcile: a watch fires once when armed, which would look like a
+        # newer broker list and leave that reconcile's openings to it (ownership._gain_all). A
+        # change since the list was loaded is read by the event that first firing posts.
+        store.watch(BROKERS, events.poster(Event.BROKERS), children=True)
         await self._sweep()
         events.start()
         self._retention_task = asyncio.create_task(self._retention_loop())
