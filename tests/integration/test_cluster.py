@@ -7,10 +7,9 @@ import signal
 import threading
 import time
 import uuid
-from functools import partial
 
 import pytest
-from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME, Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import (
     AclBinding,
     AclOperation,
@@ -34,7 +33,14 @@ from kazoo.client import KazooClient
 
 from kgate.protocol.error_codes import ErrorCode
 from tests.support import records as R
-from tests.support.cluster import SESSION_TIMEOUT_MS, AckedProducer, KgateCluster, check_delivery, read_all
+from tests.support.cluster import (
+    SESSION_TIMEOUT_MS,
+    AckedProducer,
+    KgateCluster,
+    check_delivery,
+    read_all,
+    watermarks,
+)
 from tests.support.member_process import wait_for
 from tests.support.transactions import read_to_end, transactional
 from tests.support.wire import Wire, connect, encode_request, read_response
@@ -363,16 +369,9 @@ def test_a_deleted_topic_leaves_no_trace_in_groups_or_storage(cluster, deleted_b
     # Created again, it starts empty.
     create(cluster, "doomed", 6)
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "probe"})
-
-    def watermarks(partition):
-        try:
-            return consumer.get_watermark_offsets(TopicPartition("doomed", partition), timeout=10)
-        except KafkaException:
-            # librdkafka gives up at once on a Metadata answer naming no leader for the partition,
-            # which a broker gives while the partition has no serving owner (clients retry): asked again.
-            return None
     try:
-        assert [wait_for(partial(watermarks, p), 30, f"doomed-{p}'s watermarks") for p in range(6)] == [(0, 0)] * 6
+        deadline = time.monotonic() + 30
+        assert [watermarks(consumer, TopicPartition("doomed", p), deadline) for p in range(6)] == [(0, 0)] * 6
     finally:
         consumer.close()
 

@@ -262,15 +262,20 @@ _MOVING = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
 
 
 def log_end(consumer: Consumer, partition: TopicPartition, deadline: float) -> int:
-    """The partition's log end offset, asked again while ownership moves (a retriable error,
-    such as NOT_LEADER_FOR_PARTITION from a broker that has just handed the partition on).
+    """The partition's log end offset (``watermarks``)."""
+    return watermarks(consumer, partition, deadline)[1]
+
+
+def watermarks(consumer: Consumer, partition: TopicPartition, deadline: float) -> tuple[int, int]:
+    """The partition's low and high watermarks, asked again while ownership moves (a retriable
+    error, such as NOT_LEADER_FOR_PARTITION from a broker that has just handed the partition on).
 
     Before asking again it refreshes the topic's metadata: librdkafka takes a cached partition
     without a leader (as answered, by kgate or Kafka, while a leader moves) for a lasting
     _UNKNOWN_PARTITION and does not ask the cluster again on its own."""
     while True:
         try:
-            return consumer.get_watermark_offsets(partition, timeout=10)[1]
+            return consumer.get_watermark_offsets(partition, timeout=10)
         except KafkaException as exc:
             leaders = _leaders(consumer, partition.topic)
             if exc.args[0].code() not in _MOVING or time.monotonic() > deadline:
