@@ -87,6 +87,10 @@ class MarkerDelivery:
         to end on its own, not cancelled (a durability future cancelled under the ledger's
         feet would break its append pipeline); writing the marker again is harmless."""
         write = asyncio.ensure_future(self.writer.write(topic, index, marker))
+        # Its outcome is read below, unless the attempt overruns or the delivery is cancelled (its
+        # coordinator partition handed over): marked retrieved, a failure nobody waits for is not
+        # logged as an error.
+        write.add_done_callback(lambda ended: ended.cancelled() or ended.exception())
         overrun: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
         def overran() -> None:
@@ -97,10 +101,6 @@ class MarkerDelivery:
             await asyncio.wait((write, overrun), return_when=asyncio.FIRST_COMPLETED)
         finally:
             timer.cancel()
-            if not write.done():
-                # Overrun, or this delivery was cancelled (its coordinator partition handed over):
-                # its outcome is not needed, and not retrieving it would log an error when it fails.
-                write.add_done_callback(lambda ended: ended.cancelled() or ended.exception())
         if not write.done():
             raise TimeoutError(f"no answer within {self.attempt_timeout_ms} ms")
         if write.cancelled():  # its partition closed under it (handed over): a failed attempt, not the delivery's end
