@@ -147,8 +147,14 @@ def test_consumers_that_stop_reading_do_not_starve_the_others(broker_factory):
     try:
         for sock in stalled:
             sock.sendall(b"".join(_fetch(i, "shared", 4 * MIB) for i in range(10)))
-        wait_for(lambda: value(scrape(broker.metrics_url), "kgate_fetch_budget_waits_total") >= 12, 60,
-                 "fetches of the stalled connections to find their shares full")
+        try:
+            wait_for(lambda: value(scrape(broker.metrics_url), "kgate_fetch_budget_waits_total") >= 12, 60,
+                     "fetches of the stalled connections to find their shares full")
+        except AssertionError as timed_out:
+            samples = scrape(broker.metrics_url)
+            raise AssertionError(f"{timed_out}: {value(samples, 'kgate_fetch_budget_waits_total')} waits, "
+                                 f"{value(samples, 'kgate_queued_response_bytes')} bytes held; the stalled "
+                                 f"connections' answers: {[_answers(sock, 10) for sock in stalled]}") from None
         assert value(scrape(broker.metrics_url), "kgate_queued_response_bytes") > 0
         read = ConfluentClient.consume(broker.bootstrap, "shared", 1, records, timeout=30)
         assert [m.offset for m in read] == list(range(records))
@@ -157,6 +163,19 @@ def test_consumers_that_stop_reading_do_not_starve_the_others(broker_factory):
             sock.close()
     wait_for(lambda: value(scrape(broker.metrics_url), "kgate_queued_response_bytes") == 0, 30,
              "the fetched-bytes budget to drain")
+
+
+def _answers(sock: socket.socket, count: int) -> list:
+    """(error, high watermark, record bytes) of the fetch answers ``sock`` can read within a second each."""
+    sock.settimeout(1)
+    answers = []
+    try:
+        for i in range(count):
+            (topic,) = read_response(sock, ApiKey.Fetch, 4, i).responses
+            answers += [(p.error_code, p.high_watermark, len(p.records or b"")) for p in topic.partitions]
+    except OSError as stopped:
+        answers.append(repr(stopped))
+    return answers
 
 
 def _trickle_large_prefixes(bootstrap: str, connections: int, payload: int) -> list[socket.socket]:
