@@ -7,6 +7,7 @@ import asyncio
 import logging
 import signal
 import ssl
+import sys
 
 from . import metrics_endpoint
 from .broker import open_broker
@@ -28,8 +29,17 @@ def _tls_context(settings) -> ssl.SSLContext:
     return context
 
 
-async def serve(settings, ready=print) -> None:
-    """Bind the listeners, join the cluster, then accept clients; ``ready`` hears each listener.
+def _announce(line: str) -> None:
+    """A line on stdout in one write: the workers of ``serve --workers`` share their supervisor's
+    stdout, and an unbuffered one (PYTHONUNBUFFERED, which test runners set) writes a print's
+    text and its newline apart, so two workers starting together gave a reader two lines run
+    into one and an empty line."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+async def serve(settings) -> None:
+    """Bind the listeners, join the cluster, then accept clients, announcing each listener on stdout.
 
     Listeners are bound first so the broker registers the ports it really has (port 0
     picks one), and accept only once the broker has claimed its partitions.
@@ -58,7 +68,7 @@ async def serve(settings, ready=print) -> None:
             await server.start_serving()
             host, port = server.sockets[0].getsockname()[:2]
             scheme = "" if listener.security_protocol == "PLAINTEXT" else f"{listener.security_protocol}://"
-            ready(f"kgate listening on {scheme}{host}:{port}", flush=True)
+            _announce(f"kgate listening on {scheme}{host}:{port}")
         metrics_at = broker.settings["kgate.metrics.listener"]
         if metrics_at:
             host, _, port = metrics_at.rpartition(":")
@@ -66,7 +76,7 @@ async def serve(settings, ready=print) -> None:
             metrics_server = await endpoint.start(host, int(port))
             servers.append(metrics_server)
             port = metrics_server.sockets[0].getsockname()[1]
-            ready(f"kgate metrics on http://{host}:{port}/metrics", flush=True)
+            _announce(f"kgate metrics on http://{host}:{port}/metrics")
         await stop.wait()
         log.info("shutting down")
     finally:

@@ -1,8 +1,13 @@
-"""What ``kgate serve --workers N`` gives each worker: its id, its ports, the supervisor's store."""
+"""What ``kgate serve --workers N`` gives each worker: its id, its ports, the supervisor's store,
+and the stdout it shares with the others."""
+import io
+import sys
+
 import pytest
 
 from kgate.broker_commands.supervisor import WorkerPlan, worker_count
 from kgate.gateway.config import Settings
+from kgate.gateway.server import _announce
 
 
 def plan(listen, *overrides, count=3):
@@ -47,3 +52,26 @@ def test_workers_need_the_embedded_store(capsys, tmp_path):
     assert main(["serve", "--workers", "2", "--data-dir", str(tmp_path),
                  "--metadata", "zookeeper://127.0.0.1:2181"]) == 2
     assert "--workers runs one cluster over the embedded metadata store" in capsys.readouterr().err
+
+
+class _Writes(io.RawIOBase):
+    """A raw stream that keeps each write apart, as the pipe a supervisor's workers share does."""
+
+    def __init__(self):
+        self.writes: list[bytes] = []
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        self.writes.append(bytes(data))
+        return len(data)
+
+
+def test_a_workers_ready_line_is_one_write_on_an_unbuffered_stdout(monkeypatch):
+    """Two workers' ready lines once reached the test reading them run into one, then an empty
+    line: with PYTHONUNBUFFERED a print writes its text and its newline apart."""
+    raw = _Writes()
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(raw, write_through=True))
+    _announce("kgate listening on 127.0.0.1:9092")
+    assert raw.writes == [b"kgate listening on 127.0.0.1:9092\n"]
