@@ -354,7 +354,8 @@ class _OwnerPoll:
         remaining = sent_at + self._followers.poll_interval - time.monotonic()
         if remaining > 0:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(self._changed), remaining)
+                async with asyncio.timeout(remaining):
+                    await asyncio.shield(self._changed)
 
     def _drop_idle(self) -> bool:
         """Let go of the partitions no fetch asked for lately (the poll is opened again without

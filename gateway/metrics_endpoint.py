@@ -61,11 +61,13 @@ class MetricsEndpoint:
             oldest.transport.abort()
         self._open[writer] = None
         try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), READ_TIMEOUT)
+            async with asyncio.timeout(READ_TIMEOUT):
+                head = await reader.readuntil(b"\r\n\r\n")
             status, body, content_type, headers = self.answer(head)
             writer.write(_response(status, body, content_type, headers))
             writer.close()  # once what is buffered is sent
-            await asyncio.wait_for(writer.wait_closed(), READ_TIMEOUT)
+            async with asyncio.timeout(READ_TIMEOUT):
+                await writer.wait_closed()
         except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError) as exc:
             log.debug("metrics endpoint: connection dropped: %r", exc)
         finally:

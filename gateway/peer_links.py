@@ -157,7 +157,8 @@ class PeerLinks:
             return
         try:
             link = self._link(node_id)
-            await asyncio.wait_for(asyncio.shield(link.opened()), PROBE_TIMEOUT_S)
+            async with asyncio.timeout(PROBE_TIMEOUT_S):
+                await asyncio.shield(link.opened())
         except TimeoutError:
             self._mark(node_id, link.address, False)  # still opening: unreachable until it opens
         except PeerUnavailable:
@@ -190,7 +191,8 @@ class PeerLinks:
         """
         answer = await self.send(node_id, request, version)
         try:
-            return await asyncio.wait_for(answer, timeout)
+            async with asyncio.timeout(timeout):
+                return await answer
         finally:
             answer.cancel()  # nothing once answered; otherwise the answer is dropped when it comes
 
@@ -275,15 +277,16 @@ class Link:
     async def _connect(self) -> None:
         where = f"{self.address[0]}:{self.address[1]}"
         try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(*self.address), CONNECT_TIMEOUT_S)
+            async with asyncio.timeout(CONNECT_TIMEOUT_S):
+                reader, writer = await asyncio.open_connection(*self.address)
         except (TimeoutError, OSError) as exc:
             self.close()
             self._on_state(False)
             raise PeerUnavailable(f"connecting to {where}: {exc!r}") from exc
         if self._login is not None:
             try:
-                lifetime = await asyncio.wait_for(self._login.on_stream(reader, writer, self._client_id),
-                                                  CONNECT_TIMEOUT_S)
+                async with asyncio.timeout(CONNECT_TIMEOUT_S):
+                    lifetime = await self._login.on_stream(reader, writer, self._client_id)
                 self._renew_at = _renewal_time(lifetime)
             except (TimeoutError, OSError, asyncio.IncompleteReadError) as exc:
                 writer.close()
@@ -294,9 +297,11 @@ class Link:
                 raise PeerUnavailable(f"logging in to {where}: {exc!r}") from exc
         self._reader_task = asyncio.create_task(self._read(reader))
         try:
-            self.versions = await asyncio.wait_for(self._ask_versions(writer), CONNECT_TIMEOUT_S)
+            async with asyncio.timeout(CONNECT_TIMEOUT_S):
+                self.versions = await self._ask_versions(writer)
             if self._deflate and usable_version(self.versions, KGATE_LINK_DEFLATE, 0) == 0:
-                await asyncio.wait_for(self._ask_deflate(writer), CONNECT_TIMEOUT_S)
+                async with asyncio.timeout(CONNECT_TIMEOUT_S):
+                    await self._ask_deflate(writer)
         except (TimeoutError, PeerUnavailable) as exc:
             writer.close()
             self.close()
@@ -344,7 +349,8 @@ class Link:
         async def call(request, version: int, _response_class):
             return await self._write(writer, request, version)
         try:
-            self._renew_at = _renewal_time(await asyncio.wait_for(self._login.over(call), CONNECT_TIMEOUT_S))
+            async with asyncio.timeout(CONNECT_TIMEOUT_S):
+                self._renew_at = _renewal_time(await self._login.over(call))
         except (TimeoutError, LoginFailed, PeerUnavailable) as exc:
             log.warning("cannot renew the login to the broker at %s:%d: %s", *self.address, exc)
             self.close(PeerUnavailable(f"renewing the login: {exc!r}"))

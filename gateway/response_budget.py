@@ -22,6 +22,7 @@ stayed. Many more stalled connections than that are bounded by ``max.connections
 and ``max.connections.per.ip``.
 """
 import asyncio
+import contextlib
 
 # A connection may hold at most 1/SHARE_OF_FREE of what the others leave free.
 SHARE_OF_FREE = 4
@@ -47,10 +48,9 @@ class ResponseBytesBudget:
 
     async def freed(self, timeout: float) -> None:
         """Return when any connection gives bytes back, or after ``timeout`` seconds."""
-        try:
-            await asyncio.wait_for(self._freed.wait(), timeout)
-        except TimeoutError:
-            pass
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                await self._freed.wait()
 
 
 class HeldResponses:

@@ -29,6 +29,7 @@ once nothing is left the record is released, comes back with a higher delivery c
 and its attempts start again from where the new holder takes it.
 """
 import asyncio
+import contextlib
 import logging
 import math
 from concurrent.futures import ThreadPoolExecutor
@@ -151,10 +152,9 @@ class ShareProcessor(Processor):
         """Wait for every record of ``batch`` to be settled; if the processor stops first, give
         the running ones ``revoke_timeout_s`` and release the rest."""
         while batch.pending and not self._stopping:
-            try:
-                await asyncio.wait_for(batch.done.wait(), POLL_S)
-            except TimeoutError:
-                pass
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(POLL_S):
+                    await batch.done.wait()
         if batch.pending:
             await self._wait_idle([batch])
             for work in list(batch.works):

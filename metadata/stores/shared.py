@@ -107,7 +107,8 @@ class SharedMetadataStore(MetadataStore):
         self._send(kind, ident, *fields)
         waiter = self._pending[ident] = asyncio.get_running_loop().create_future()
         try:
-            status, *values = await asyncio.wait_for(waiter, ANSWER_SECONDS)
+            async with asyncio.timeout(ANSWER_SECONDS):
+                status, *values = await waiter
         except TimeoutError:
             raise StoreUnavailable(f"the supervisor's metadata store did not answer within {ANSWER_SECONDS} s") \
                 from None

@@ -105,7 +105,8 @@ class StoreServer:
     async def _heard(self, session: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bytes:
         """The next bytes of a session, or none when it ended: closed, or silent past its timeout."""
         try:
-            return await asyncio.wait_for(reader.read(READ_BYTES), self.session_timeout)
+            async with asyncio.timeout(self.session_timeout):
+                return await reader.read(READ_BYTES)
         except TimeoutError:
             pid = peer_pid(writer)
             log.error("metadata session %d (pid %d) silent for %.1f s: ending it and its claims", session, pid,

@@ -162,7 +162,8 @@ class ZooKeeperMetadataStore(MetadataStore):
         try:
             # kazoo holds a request made while disconnected until it reconnects: bound the wait
             # so nothing (the event manager least of all) hangs on a ZooKeeper that is gone.
-            return await asyncio.wait_for(future, self.session_timeout)
+            async with asyncio.timeout(self.session_timeout):
+                return await future
         except _UNAVAILABLE as exc:
             raise StoreUnavailable(f"ZooKeeper at {self.address}: {type(exc).__name__}") from None
         except TimeoutError:

@@ -130,7 +130,8 @@ class LocalWalLedger(S3Ledger):
         self._writable = False
         self.wal.confirmed_locally(self)
         try:
-            await asyncio.wait_for(self._uploaded_through(local.last_add_confirmed), CLOSE_UPLOAD_SECONDS)
+            async with asyncio.timeout(CLOSE_UPLOAD_SECONDS):
+                await self._uploaded_through(local.last_add_confirmed)
         except TimeoutError:
             raise ObjectStoreUnavailable(f"ledger {self.ledger_id}: entries not uploaded within "
                                          f"{CLOSE_UPLOAD_SECONDS:.0f} s; drained later") from None

@@ -94,7 +94,8 @@ class ObjectCuts:
                 break
             self._wake.clear()
             try:
-                await asyncio.wait_for(self._wake.wait(), delay)  # filled, or a PUT returned
+                async with asyncio.timeout(delay):
+                    await self._wake.wait()  # filled, or a PUT returned
             except TimeoutError:
                 break
         await self._slots.acquire()

@@ -178,6 +178,21 @@ async def test_a_lost_connection_is_an_expired_session_and_later_calls_fail(tmp_
             await store.get("/anything")
 
 
+async def test_a_call_cancelled_as_its_answer_arrives_stays_cancelled(tmp_path):
+    """A broker's metadata event handler cancelled at shutdown used to take an answer that came in
+    the same moment and go on: Python 3.11's wait_for then returns the result and drops the
+    cancellation, so the event task waited for its next event instead of ending, and the stop hung."""
+    async with Served(tmp_path) as served:
+        store = await served.connect()
+        call = asyncio.create_task(store.get("/brokers"))
+        await asyncio.sleep(0)  # the request is sent; its answer needs the server's turn
+        (answer,) = store._pending.values()
+        answer.set_result((0, None))
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+
+
 async def test_a_malformed_frame_closes_only_its_own_connection(tmp_path):
     async with Served(tmp_path) as served:
         good = await served.connect()

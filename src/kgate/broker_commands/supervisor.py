@@ -16,6 +16,7 @@ every change for the next poll. Over the socket a dead worker's claims go at onc
 watches fire from the writes, as in ZooKeeper, for one small protocol.
 """
 import asyncio
+import contextlib
 import ctypes
 import logging
 import os
@@ -119,10 +120,9 @@ class Worker:
             delay = FIRST_RESTART_SECONDS if loop.time() - began > STEADY_SECONDS else delay
             log.error("worker %d (pid %d) exited with %d: starting it again in %.1f s",
                       self.index, self.process.pid, code, delay)
-            try:
-                await asyncio.wait_for(stop.wait(), delay)
-            except TimeoutError:
-                pass
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(delay):
+                    await stop.wait()
             delay = min(delay * 2, MAX_RESTART_SECONDS)
 
     def signal(self, sig: int) -> None:
