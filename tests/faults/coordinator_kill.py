@@ -2,14 +2,17 @@
 does the call return within its timeout? The same rounds against kgate's fault cluster and
 Apache Kafka 4.4's, so what differs is the broker's.
 
-    python -m tests.faults.coordinator_kill [--target kgate|kafka] [--rounds N] [--down S] [--dir DIR]
+    python -m tests.faults.coordinator_kill [--target kgate|kafka] [--rounds N] [--down S] [--stop kill|term]
+        [--dir DIR]
 
 Each round takes a fresh group and a transactional id whose coordinators are on different
 brokers, commits one transaction with offsets (so the producer knows the group coordinator),
 begins a second one, calls ``send_offsets_to_transaction`` with a 10 s timeout and, 0 to 7.5
 ms into the call (rounds cycle through the delays), kills the group coordinator's broker with
-kill -9, restarting it ``--down`` seconds later. A call still running 60 s after the restart
-is reported as blocked. The producers' librdkafka debug log (eos, broker, metadata) goes to
+kill -9, restarting it ``--down`` seconds later. With ``--stop term`` the broker is stopped cleanly
+(SIGTERM: its partitions handed over, then it leaves) and the call made 0 to 250 ms after
+the stop has ended, as a producer between two transactions meets it. A call still running
+60 s after the restart is reported as blocked. The producers' librdkafka debug log (eos, broker, metadata) goes to
 stderr, from librdkafka's own threads (a blocked producer is never polled again, so a Python
 logger would not get its last lines). The fault-testing guide's open anomalies say what the
 rounds found.
@@ -49,7 +52,7 @@ def coordinator(bootstrap: str, key: str, key_type: int) -> int:
         session.close()
 
 
-def one_round(cluster, n: int, down: float) -> dict:
+def one_round(cluster, n: int, down: float, stop: str) -> dict:
     bootstrap, group = cluster.bootstrap, f"group-{n}"
     group_node = coordinator(bootstrap, group, 0)
     transactional_id = next(t for t in (f"txn-{n}-{i}" for i in range(100))
@@ -77,11 +80,17 @@ def one_round(cluster, n: int, down: float) -> dict:
             outcome["result"] = str(exc)[:160]
         outcome["seconds"] = round(time.monotonic() - began, 1)
     caller = threading.Thread(target=call, daemon=True)
-    caller.start()
-    time.sleep(0.0015 * (n % 6))
-    cluster.brokers[group_node - 1].kill()
+    broker = cluster.brokers[group_node - 1]
+    if stop == "kill":
+        caller.start()
+        time.sleep(0.0015 * (n % 6))
+        broker.kill()
+    else:
+        broker.stop()
+        time.sleep(0.05 * (n % 6))
+        caller.start()
     time.sleep(down)
-    cluster.brokers[group_node - 1].restart(timeout=120)
+    broker.restart(timeout=120)
     caller.join(BLOCKED_AFTER)
     outcome["returned"] = not caller.is_alive()
     consumer.close()
@@ -93,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target", choices=sorted(TARGETS), default="kgate")
     parser.add_argument("--rounds", type=int, default=12)
     parser.add_argument("--down", type=float, default=10, help="seconds the killed broker stays down")
+    parser.add_argument("--stop", choices=("kill", "term"), default="kill",
+                        help="kill -9 the group coordinator during the call, or stop it cleanly before it")
     parser.add_argument("--dir", help="where the cluster's logs go (default: a new temporary directory)")
     args = parser.parse_args(argv)
     directory = args.dir or tempfile.mkdtemp(prefix="coordinator-kill-")
@@ -105,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
             cluster.client.call(lambda: create_topics(cluster.bootstrap), 120)
             for n in range(args.rounds):
                 outcome = cluster.client.call(
-                    lambda n=n: one_round(cluster, n, args.down),
+                    lambda n=n: one_round(cluster, n, args.down, args.stop),
                     args.down + BLOCKED_AFTER + 180)
                 blocked += not outcome["returned"]
                 print(json.dumps(outcome), flush=True)
