@@ -22,7 +22,8 @@ stayed. Many more stalled connections than that are bounded by ``max.connections
 and ``max.connections.per.ip``.
 """
 import asyncio
-import contextlib
+
+from .handlers.waiters import wait_woken, wake
 
 # A connection may hold at most 1/SHARE_OF_FREE of what the others leave free.
 SHARE_OF_FREE = 4
@@ -35,7 +36,7 @@ class ResponseBytesBudget:
         self.limit = limit
         self.per_connection = per_connection
         self.total = 0
-        self._freed = asyncio.Event()
+        self._waiting: set[asyncio.Future] = set()  # fetches waiting for room, woken by any give-back
 
     def connection(self) -> "HeldResponses":
         return HeldResponses(self)
@@ -43,14 +44,17 @@ class ResponseBytesBudget:
     def release(self, size: int) -> None:
         self.total -= size
         if size:
-            self._freed.set()
-            self._freed = asyncio.Event()
+            for waiter in self._waiting:
+                wake(waiter)
 
     async def freed(self, timeout: float) -> None:
         """Return when any connection gives bytes back, or after ``timeout`` seconds."""
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(timeout):
-                await self._freed.wait()
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiting.add(waiter)
+        try:
+            await wait_woken(waiter, timeout)
+        finally:
+            self._waiting.discard(waiter)
 
 
 class HeldResponses:
