@@ -9,13 +9,13 @@ Each round takes a fresh group and a transactional id whose coordinators are on 
 brokers, commits one transaction with offsets (so the producer knows the group coordinator),
 begins a second one, calls ``send_offsets_to_transaction`` with a 10 s timeout and, 0 to 7.5
 ms into the call (rounds cycle through the delays), kills the group coordinator's broker with
-kill -9, restarting it ``--down`` seconds later. With ``--stop term`` the broker is stopped cleanly
-(SIGTERM: its partitions handed over, then it leaves) and the call made 0 to 250 ms after
-the stop has ended, as a producer between two transactions meets it. A call still running
-60 s after the restart is reported as blocked. The producers' librdkafka debug log (eos, broker, metadata) goes to
-stderr, from librdkafka's own threads (a blocked producer is never polled again, so a Python
-logger would not get its last lines). The fault-testing guide's open anomalies say what the
-rounds found.
+kill -9, restarting it ``--down`` seconds later. With ``--stop term`` the broker is stopped
+cleanly instead (SIGTERM: its partitions handed over, then it leaves) and the call made 0 to
+250 ms after the stop has ended, as a producer between two transactions meets it. A call
+still running 60 s after the restart is reported as blocked. The producers' librdkafka debug
+log (eos, broker, metadata) goes to stderr, from librdkafka's own threads (a blocked producer
+is never polled again, so a Python logger would not get its last lines). The fault-testing
+guide's open anomalies say what the rounds found.
 """
 import argparse
 import json
@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--target", choices=sorted(TARGETS), default="kgate")
     parser.add_argument("--rounds", type=int, default=12)
-    parser.add_argument("--down", type=float, default=10, help="seconds the killed broker stays down")
+    parser.add_argument("--down", type=float, default=10, help="seconds the broker stays down")
     parser.add_argument("--stop", choices=("kill", "term"), default="kill",
                         help="kill -9 the group coordinator during the call, or stop it cleanly before it")
     parser.add_argument("--dir", help="where the cluster's logs go (default: a new temporary directory)")

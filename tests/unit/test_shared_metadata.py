@@ -187,7 +187,7 @@ async def test_a_call_cancelled_as_its_answer_arrives_stays_cancelled(tmp_path):
         call = asyncio.create_task(store.get("/brokers"))
         await asyncio.sleep(0)  # the request is sent; its answer needs the server's turn
         (answer,) = store._pending.values()
-        answer.set_result((0, None))
+        answer.set_result((Status.OK, None))
         call.cancel()
         with pytest.raises(asyncio.CancelledError):
             await call
