@@ -9,10 +9,9 @@ import pytest
 
 from tests.faults.checker import PROTOCOL_ALLOWS
 from tests.faults.history import FAIL, OK, read
-from tests.faults.run import TARGETS, broker_log_lines, run
+from tests.faults.run import broker_log_lines, run
 
-# One worker runs the module, so each run's cluster runs once for the tests that judge it, and the
-# runs one after another (two clusters of six servers at once would starve each other's timeouts).
+# One worker runs the module, so each schedule's cluster runs once for the three tests that judge it.
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("faults")]
 
 SCHEDULES = {
@@ -57,38 +56,26 @@ LIVENESS_OPEN = pytest.mark.xfail(reason="librdkafka's send_offsets_to_transacti
                                   strict=False)
 
 
-# Each run: its cluster and seed. Apache Kafka 4.4 meets seed 21's schedule as the control,
-# those of its faults Kafka has a counterpart of (kill -9, SIGSTOP, SIGTERM, partitions added):
-# a checker that flags Kafka is wrong, or Kafka is.
-RUNS = {"12": ("kgate", 12), "21": ("kgate", 21), "kafka-21": ("kafka", 21)}
-EVERY_RUN = pytest.mark.parametrize("outcome", sorted(RUNS), indirect=True)
-KGATE_RUNS = pytest.mark.parametrize("outcome", sorted(name for name, (target, _) in RUNS.items() if target == "kgate"),
-                                     indirect=True)
-
-
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", params=sorted(SCHEDULES))
 def outcome(request, tmp_path_factory):
-    """One run per entry of RUNS, judged by the tests below."""
-    target, seed = RUNS[request.param]
-    kinds = tuple(kind for kind in SCHEDULES[seed] if kind in TARGETS[target][1])
+    """One run per schedule, judged by the tests below."""
     directory = tmp_path_factory.mktemp(f"faults-{request.param}")
-    return run(60, seed, str(directory), kinds, log=lambda line: None, target=target), directory
+    return run(60, request.param, str(directory), SCHEDULES[request.param], log=lambda line: None), directory
 
 
-# Write anomalies seen and not yet fixed, by run: only these are an expected failure, and only
+# Write anomalies seen and not yet fixed, by seed: only these are an expected failure, and only
 # when nothing else is found (docs/operating/fault-testing.md, "Open anomalies").
-WRITES_OPEN = {"21": ({"duplicate"}, "an idempotent producer's record stored twice, the first copy read by "
-                                     "consumers before the retry was appended (seed 21, one run of four)")}
+WRITES_OPEN = {21: ({"duplicate"}, "an idempotent producer's record stored twice, the first copy read by "
+                                   "consumers before the retry was appended (seed 21, one run of four)")}
 
 
-@EVERY_RUN
-def test_a_fault_schedule_loses_duplicates_and_reorders_no_acknowledged_write(outcome, request):
+def test_a_fault_schedule_loses_duplicates_and_reorders_no_acknowledged_write(outcome):
     outcome, directory = outcome
     report = outcome.report
     assert outcome.faults, "no fault was injected"
     writes = {anomaly: n for anomaly, n in report.counts().items() if anomaly not in CONSUMER_ORDER}
     found = f"seed {outcome.seed}, faults {outcome.faults}:\n{report.render()}\n{complaints(directory)}"
-    known, reason = WRITES_OPEN.get(request.node.callspec.params["outcome"], (set(), ""))
+    known, reason = WRITES_OPEN.get(outcome.seed, (set(), ""))
     if set(writes) - PROTOCOL_ALLOWS and set(writes) <= PROTOCOL_ALLOWS | known:
         pytest.xfail(f"{reason}\n{found}")
     assert set(writes) <= PROTOCOL_ALLOWS, found
@@ -98,23 +85,20 @@ def test_a_fault_schedule_loses_duplicates_and_reorders_no_acknowledged_write(ou
     assert transactions.count(OK) > 0 and transactions.count(FAIL) > 0, transactions
 
 
-@EVERY_RUN
 def test_consumers_read_each_partition_in_order_without_gaps(outcome):
     outcome, _ = outcome
     found = {anomaly: n for anomaly, n in outcome.report.counts().items() if anomaly in CONSUMER_ORDER}
     assert not found, f"seed {outcome.seed}, faults {outcome.faults}:\n{outcome.report.render()}"
 
 
-@KGATE_RUNS
 def test_no_broker_fails_a_request_inside(outcome):
-    """Whatever the faults, a kgate broker answers each request with Kafka's error or closes the
+    """Whatever the faults, a broker answers each request with Kafka's error or closes the
     connection on purpose, never by a request failing inside it."""
     outcome, _directory = outcome
     assert not outcome.request_failures, "\n".join(outcome.request_failures[:5])
 
 
 @LIVENESS_OPEN
-@EVERY_RUN
 def test_every_client_call_returns(outcome):
     outcome, directory = outcome
     assert not outcome.blocked, f"seed {outcome.seed}: clients {outcome.blocked}\n{complaints(directory)}"
