@@ -125,6 +125,11 @@ class FaultCluster:
                       self.wal_disk, self.wal_dir, "sh", "-c", command]
         return subprocess.run(inside, check=True, capture_output=True, text=True).stdout.strip()
 
+    @staticmethod
+    def elect_preferred(admin, partition) -> None:
+        """After a reassignment: nothing to elect, the first broker of the list owns the partition
+        once the reassignment is written (one replica, in shared storage: nothing is copied)."""
+
     def stop(self) -> None:
         for broker in self.brokers:
             if broker.process is not None:

@@ -16,7 +16,7 @@ from conformance.kafka_broker import KafkaBroker, Quorum, cluster_id
 from .network import Host, Network
 
 KINDS = ("kill-broker", "pause-broker", "restart-broker", "isolate-broker", "majority-minority", "bridge",
-         "grow-partitions")
+         "grow-partitions", "move-partition")
 SETTINGS = {
     "default.replication.factor": 3, "min.insync.replicas": 2,
     "offsets.topic.replication.factor": 3, "offsets.topic.num.partitions": 6,
@@ -84,6 +84,12 @@ class KafkaFaultCluster:
         for node in self.brokers:
             node.broker.wait_ready(180)
         return self
+
+    @staticmethod
+    def elect_preferred(admin, partition) -> None:
+        """After a reassignment that put another broker first: Kafka moves leadership to it only
+        by an election (kafka-leader-election.sh); the reordering itself copies nothing."""
+        admin.elect_leaders(0, {partition.topic: [partition.partition]})
 
     def stop(self) -> None:
         for node in self.brokers:

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewPartitions
+from kafka import KafkaAdminClient, TopicPartition
+from kafka.errors import KafkaError
 
 from .cluster import FaultCluster
 from .kafka_cluster import KafkaFaultCluster
@@ -29,7 +31,7 @@ class Nemesis:
     KINDS = ("kill-broker", "pause-broker", "restart-broker", "kill-zookeeper", "pause-zookeeper", "isolate-broker",
              "isolate-zookeeper", "broker-from-zookeeper", "broker-from-storage", "majority-minority", "bridge",
              "pause-storage", "storage-delay", "storage-loss", "clock-jump",
-             "wal-disk-full", "grow-partitions")
+             "wal-disk-full", "grow-partitions", "move-partition")
 
     def __init__(self, cluster: FaultCluster | KafkaFaultCluster, seed: int, kinds: tuple[str, ...] = KINDS, log=print):
         self.cluster = cluster
@@ -172,3 +174,35 @@ class Nemesis:
             return Fault(f"{topic} grown to {self.cluster.client.call(grow, timeout=90)} partitions", lambda: None)
         except KafkaException as exc:
             return Fault(f"{topic} not grown: {exc}", lambda: None)
+
+    def _move_partition(self) -> Fault:
+        """AlterPartitionReassignments through the admin API, as kafka-reassign-partitions.sh
+        sends it: a partition clients are writing and reading gets another leader, its replica
+        list reordered with the drawn broker first (kgate's owner is the first; Kafka elects it).
+        The move stays, as an operator's would."""
+        topic = self.rng.choice(["idem", "txn-in", "txn-out"])
+        which, where = self.rng.random(), self.rng.random()
+        bootstrap = self.cluster.bootstrap
+
+        def move() -> str:
+            metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
+            partitions = metadata.topics[topic].partitions
+            index = int(which * len(partitions))
+            leader, replicas = partitions[index].leader, partitions[index].replicas
+            others = sorted(broker for broker in metadata.brokers if broker != leader)
+            target = others[int(where * len(others))]
+            admin = KafkaAdminClient(bootstrap_servers=bootstrap.split(","), request_timeout_ms=30_000)
+            partition = TopicPartition(topic, index)
+            try:
+                refused = admin.alter_partition_reassignments(
+                    {partition: [target, *(replica for replica in replicas if replica != target)]}).get(partition)
+                if refused is not None:
+                    raise refused(f"reassignment of {topic}-{index} to broker {target}")
+                self.cluster.elect_preferred(admin, partition)
+            finally:
+                admin.close()
+            return f"{topic}-{index} moved from broker {leader} to broker {target}"
+        try:
+            return Fault(self.cluster.client.call(move, timeout=90), lambda: None)
+        except (KafkaException, KafkaError) as exc:
+            return Fault(f"{topic} not moved: {exc!r}", lambda: None)
