@@ -2,8 +2,9 @@
 
 ``run``: idempotent producers (acks=all) to ``idem``; transactional consume-transform-produce
 workers that read ``txn-in``, write what they read to ``txn-out`` and fresh values to
-``txn-in`` and commit their offsets in the transaction (a tenth aborted on purpose, the second among them); and
-consumers in groups, read_committed and read_uncommitted, classic and consumer protocols.
+``txn-in`` and commit their offsets in the transaction (a tenth aborted on purpose, the second
+among them); and consumers in groups, read_committed and read_uncommitted, classic and consumer
+protocols.
 ``drain``: after the faults are healed, reads every partition from 0 to its end, so every
 acknowledged value is either found or proven lost.
 
