@@ -305,6 +305,7 @@ def _drain_topic(consumer: Consumer, topic: str, record: Recorder, deadline: flo
     partitions = len(consumer.list_topics(topic, timeout=30).topics[topic].partitions)  # the nemesis adds some
     ends = {p: log_end(consumer, TopicPartition(topic, p), deadline) for p in range(partitions)}
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    behind = [TopicPartition(topic, p) for p in range(partitions)]  # until a position says otherwise
     quiet_since = time.monotonic()
     while time.monotonic() < deadline:
         invoked = time.monotonic()
@@ -321,9 +322,14 @@ def _drain_topic(consumer: Consumer, topic: str, record: Recorder, deadline: flo
         # the end at a transaction left open. One not read at all may be its owner still opening it
         # (a seed-12 run: 22 partitions reopened after a late session expiry, 30 s), so it is waited for.
         if time.monotonic() - quiet_since >= 15 and all(tp.offset > 0 for tp in behind):
-            print(f"drain of {topic}: nothing more read for 15 s; short of the end: "
-                  f"{', '.join(f'{tp.partition}@{tp.offset}/{ends[tp.partition]}' for tp in behind)}", flush=True)
+            print(f"drain of {topic}: nothing more read for 15 s; short of the end: {_short(behind, ends)}", flush=True)
             return
+    print(f"drain of {topic}: out of time; short of the end: {_short(behind, ends)}", flush=True)
+
+
+def _short(behind: list[TopicPartition], ends: dict[int, int]) -> str:
+    """Each partition a drain left short of its end, as partition@position/end."""
+    return ", ".join(f"{tp.partition}@{tp.offset}/{ends[tp.partition]}" for tp in behind)
 
 
 def main() -> None:
