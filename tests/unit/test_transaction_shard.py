@@ -14,7 +14,7 @@ import pytest
 
 from kgate.gateway.config import Settings
 from kgate.gateway.coordinator import CoordinatorRuntime
-from kgate.gateway.transactions import TRANSACTION_STATE_TOPIC, TransactionCoordinator
+from kgate.gateway.transactions import TRANSACTION_STATE_TOPIC, TransactionCoordinator, marker_delivery
 from kgate.gateway.transactions.machine import TxnState
 from kgate.gateway.transactions.marker_delivery import Marker, MarkerDelivery
 from kgate.protocol.error_codes import ErrorCode
@@ -238,6 +238,22 @@ async def test_delivery_writes_partitions_in_order_and_gives_up_after_its_attemp
     with pytest.raises(KafkaError) as refused:
         await delivering
     assert refused.value.code == ErrorCode.COORDINATOR_NOT_AVAILABLE and markers.written == [("a", 1, marker)]
+
+
+async def test_a_marker_written_after_refusals_says_so_after_their_warnings(caplog):
+    """A fault run's drain waited on a partition whose markers had been refused and were not seen
+    written: a marker that needed retries says when it is written."""
+    clock, markers = FakeClock(), RecordingMarkers()
+    delivery = MarkerDelivery(markers, clock, attempts=3, first_backoff_ms=50)
+    markers.refusals[("b", 0)] = 1
+    delivering = asyncio.ensure_future(delivery.deliver("tx", [("b", 0), ("a", 1)], Marker(1, 0, False, 0),
+                                                        lambda: True))
+    with caplog.at_level(logging.INFO, logger=marker_delivery.log.name):
+        await clock.advance(50)
+        await delivering
+    said = [record.getMessage() for record in caplog.records if record.name == marker_delivery.log.name]
+    assert said == ["marker for tx to b-0 failed (attempt 1 of 3): b-0 unreachable",
+                    "marker for tx to b-0 written at attempt 2"], said
 
 
 async def test_a_marker_write_that_never_ends_counts_as_a_failed_attempt_and_is_tried_again():
