@@ -69,12 +69,13 @@ class MarkerDelivery:
         for attempt in range(1, self.attempts + 1):
             try:
                 await self._attempt(topic, index, marker)
-                if attempt > 1:  # the end of the warnings above: the transaction's outcome is written there
-                    log.info("marker for %s to %s-%d written at attempt %d", transactional_id, topic, index, attempt)
-                return
             except Exception as exc:
                 log.warning("marker for %s to %s-%d failed (attempt %d of %d): %s", transactional_id, topic, index,
                             attempt, self.attempts, exc)
+            else:
+                if attempt > 1:  # closes the warnings above: the marker reached the partition after all
+                    log.info("marker for %s to %s-%d written at attempt %d", transactional_id, topic, index, attempt)
+                return
             if attempt == self.attempts:
                 break
             await self.clock.sleep(backoff)
