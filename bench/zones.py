@@ -66,9 +66,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from bench.mirror import cpu_seconds
 from bench.produce_consume import MB, finish_child, percentiles_ms, start_child
 from tests.support.cluster import KgateCluster
+from tests.support.ports import free_ports
 from tests.support.scrape import scrape, value
 from tests.support.seaweedfs import SeaweedFS
-from tests.support.zookeeper import ZooKeeperServer, free_ports
+from tests.support.zookeeper import ZooKeeperServer
 
 ZONES = {0: "a", 1: "b", 2: "c"}
 READ_END_API, REFERENCE_API = "32000", "32001"  # KgateReadEnd, KgateProduceReference

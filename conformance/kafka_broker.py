@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from conformance import class_archives
+from tests.support.ports import free_ports
 
 ROOT = Path(__file__).resolve().parent.parent
 LIB = ROOT / ".cache" / "kafka" / "lib"
@@ -99,12 +100,6 @@ def tool_command(name: str, *args: str) -> list[str]:
         raise ValueError(f"unknown Kafka tool {name!r}; known: {', '.join(sorted(TOOLS))}")
     jvm = PERF_TOOL_JVM if name.endswith("-perf-test") else [*TOOL_JVM, *class_archives.options("tools")]
     return ["java", *jvm, "-cp", classpath(), TOOLS[name], *args]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def cluster_id() -> str:
@@ -239,8 +234,8 @@ class KafkaBroker:
         """The JVM started (its storage formatted first if new), not yet waited for."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         if not self.port:
-            self.port, self.controller_port = free_port(), free_port()
-            self.sasl_port = free_port() if self.sasl else 0
+            self.port, self.controller_port, sasl_port = free_ports(3)
+            self.sasl_port = sasl_port if self.sasl else 0
         config = self._write_config()
         self._format(config)
         log = open(self.log_path, "ab")

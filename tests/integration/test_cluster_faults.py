@@ -13,8 +13,9 @@ from tests.support.broker_process import BrokerProcess
 from tests.support.clients import create_topic
 from tests.support.cluster import SESSION_TIMEOUT_MS
 from tests.support.member_process import wait_for
+from tests.support.ports import free_ports
 from tests.support.wire import Wire
-from tests.support.zookeeper import ZooKeeperServer, free_ports
+from tests.support.zookeeper import ZooKeeperServer
 from tests.unit.record_batches import build_batch
 
 pytestmark = pytest.mark.slow

@@ -18,9 +18,10 @@ from kgate.protocol.record import Record
 from tests.support.clients import create_topic
 from tests.support.cluster import SESSION_TIMEOUT_MS, KgateCluster
 from tests.support.member_process import wait_for
+from tests.support.ports import free_ports
 from tests.support.scrape import scrape, value
 from tests.support.wire import Wire
-from tests.support.zookeeper import ZooKeeperServer, free_ports
+from tests.support.zookeeper import ZooKeeperServer
 
 COMPACT = {"cleanup.policy": "compact"}
 

@@ -16,7 +16,8 @@ from kgate.metadata.cluster import BROKERS, BrokerInfo, ClusterState, DuplicateB
 from kgate.metadata.store import BadVersion, Node, NodeExists, NoNode, Session, StoreUnavailable
 from kgate.metadata.stores.embedded import EmbeddedMetadataStore
 from kgate.metadata.stores.zookeeper import ZooKeeperMetadataStore
-from tests.support.zookeeper import ZooKeeperServer, free_ports
+from tests.support.ports import free_ports
+from tests.support.zookeeper import ZooKeeperServer
 
 # One worker runs the module, so its module-scoped servers start once (scripts/test: --dist loadgroup).
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("metadata_stores")]

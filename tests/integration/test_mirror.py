@@ -31,7 +31,8 @@ from tests.support.broker_process import BrokerProcess
 from tests.support.clients import ConfluentClient, create_topic, end_offsets
 from tests.support.member_process import wait_for
 from tests.support.mirror import MirrorWorker, mirror_command, write_config
-from tests.support.zookeeper import ZooKeeperServer, free_ports
+from tests.support.ports import free_ports
+from tests.support.zookeeper import ZooKeeperServer
 
 # One worker runs the module, so its module-scoped servers start once (scripts/test: --dist loadgroup).
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("mirror")]

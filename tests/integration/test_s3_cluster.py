@@ -12,9 +12,10 @@ from tests.support import records as R
 from tests.support.clients import ConfluentClient, create_topic
 from tests.support.cluster import SESSION_TIMEOUT_MS, AckedProducer, KgateCluster, check_delivery, read_all
 from tests.support.member_process import wait_for
+from tests.support.ports import free_ports
 from tests.support.scrape import scrape, value
 from tests.support.wire import Wire, encode_request, read_response
-from tests.support.zookeeper import ZooKeeperServer, free_ports
+from tests.support.zookeeper import ZooKeeperServer
 
 # One worker runs the module, so its module-scoped servers start once (scripts/test: --dist loadgroup).
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("s3_cluster")]

@@ -5,7 +5,6 @@ import glob
 import os
 import re
 import signal
-import socket
 import time
 
 import pytest
@@ -16,6 +15,7 @@ from tests.support import records as R
 from tests.support.broker_process import BrokerProcess
 from tests.support.cluster import AckedProducer, check_delivery, read_all
 from tests.support.member_process import wait_for
+from tests.support.ports import free_ports
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("workers")]
 PARTITIONS = 8
@@ -86,16 +86,7 @@ def create(supervisor: BrokerProcess, topic: str) -> dict[int, int]:
 def free_port_pair() -> int:
     """A port P with P and P+1 free now: a restarted worker comes back on its own port, so the
     bootstrap list stays good (with port 0 it would come back on another free port)."""
-    for _ in range(100):
-        with socket.socket() as first, socket.socket() as second:
-            first.bind(("127.0.0.1", 0))
-            port = first.getsockname()[1]
-            try:
-                second.bind(("127.0.0.1", port + 1))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no two consecutive free ports")
+    return free_ports(1, twin=1)[0]
 
 
 def start(tmp_path_factory, name: str) -> BrokerProcess:

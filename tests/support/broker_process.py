@@ -19,6 +19,13 @@ LOG_PATHS: set[str] = set()
 LOG_LINES_REPORTED = 40
 
 
+def last_lines(path: str, count: int = LOG_LINES_REPORTED) -> str:
+    """The last ``count`` lines of the log at ``path`` (read from its last 64 KiB)."""
+    with open(path, "rb") as log:
+        log.seek(max(0, os.path.getsize(path) - 64 * 1024))
+        return "\n".join(log.read().decode(errors="replace").splitlines()[-count:])
+
+
 def logs_written_since(start: float) -> dict[str, str]:
     """The last lines of each broker log changed since ``start`` (a time.time()), by path."""
     tails = {}
@@ -26,13 +33,20 @@ def logs_written_since(start: float) -> dict[str, str]:
         try:
             if os.path.getmtime(path) < start:
                 continue
-            with open(path, "rb") as log:
-                log.seek(max(0, os.path.getsize(path) - 64 * 1024))
-                lines = log.read().decode(errors="replace").splitlines()[-LOG_LINES_REPORTED:]
+            tails[path] = last_lines(path)
         except OSError:
             continue  # its directory went with its test
-        tails[path] = "\n".join(lines)
     return tails
+
+
+def exited_error(name: str, log_path: str) -> RuntimeError:
+    """The error for a server that exited before serving, with its log's last lines: a CI run
+    keeps nothing but its output."""
+    try:
+        tail = last_lines(log_path, 15)
+    except OSError as exc:
+        tail = f"(its log is unreadable: {exc})"
+    return RuntimeError(f"{name} exited; the last lines of {log_path}:\n{tail}")
 
 
 def terminate(process: "subprocess.Popen | warm_start.ForkedProcess", timeout: float) -> None:

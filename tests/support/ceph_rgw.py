@@ -21,8 +21,8 @@ import os
 import signal
 import subprocess
 
+from .ports import free_ports
 from .s3_server import SCRIPTS, S3Server
-from .zookeeper import free_ports
 
 SCRIPT = os.path.join(SCRIPTS, "ceph-rgw")
 REGION = "us-east-1"

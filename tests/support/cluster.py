@@ -19,8 +19,9 @@ from confluent_kafka.admin import AdminClient
 from . import records as R
 from .broker_process import BrokerProcess
 from .member_process import wait_for
+from .ports import free_ports
 from .scrape import scrape, value
-from .zookeeper import ZooKeeperServer, free_ports
+from .zookeeper import ZooKeeperServer
 
 SESSION_TIMEOUT_MS = 4000
 

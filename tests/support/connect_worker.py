@@ -15,10 +15,10 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
 
-from conformance.kafka_broker import free_port
 from tests.support.cluster import log_end
 from tests.support.java_application import INSTALL, JavaApplication
 from tests.support.member_process import wait_for
+from tests.support.ports import free_ports
 
 LIB, CLASSES = INSTALL / "connect" / "lib", INSTALL / "connect" / "classes"
 STRING_CONVERTER = "org.apache.kafka.connect.storage.StringConverter"
@@ -48,7 +48,7 @@ class ConnectWorker(JavaApplication):
     """One worker of the Connect group ``group``; ``settings`` add to or override its defaults."""
 
     def __init__(self, directory: Path, bootstrap: str, group: str, settings: dict | None = None):
-        self.port = free_port()
+        self.port = free_ports(1)[0]
         super().__init__(directory, "worker", f"{CLASSES}:{LIB / '*'}",
                          "org.apache.kafka.connect.cli.ConnectDistributed", {
             "bootstrap.servers": bootstrap,

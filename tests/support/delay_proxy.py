@@ -8,7 +8,7 @@ import sys
 
 from .broker_process import terminate
 from .member_process import wait_for
-from .zookeeper import free_ports
+from .ports import free_ports
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -14,6 +14,8 @@ import urllib.request
 from collections.abc import Iterator
 from typing import Self
 
+from .broker_process import exited_error
+
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPTS = os.path.join(_ROOT, "scripts")
 
@@ -59,7 +61,7 @@ class S3Server:
         status = None
         while True:
             if not self.alive():
-                raise RuntimeError(f"{self.name} exited; see {self.data_dir}/server.log")
+                raise exited_error(self.name, os.path.join(self.data_dir, "server.log"))
             try:
                 status = self._request("PUT", f"/{bucket}")
                 if status in (200, 409):

@@ -1,44 +1,19 @@
 """A real SeaweedFS S3 engine for tests and benchmarks, run by scripts/seaweedfs.
 
 Every port it binds (S3, master, volume, filer, and each one's gRPC port at +10000) is
-free and below 55535; its data lives in a directory the caller owns; it is stopped by
-PID, SIGTERM then SIGKILL (SIGTERM alone can hang). Ready means the S3 gateway answers
+free and below the ephemeral range (``ports``); its data lives in a directory the caller
+owns; it is stopped by PID, SIGTERM then SIGKILL (SIGTERM alone can hang). Ready means the S3 gateway answers
 and the process is still ours (a leftover server on the port could answer otherwise).
 """
 import os
-import socket
 import subprocess
 
 from .broker_process import terminate
+from .ports import free_ports
 from .s3_server import SCRIPTS, S3Server
 
 SCRIPT = os.path.join(SCRIPTS, "seaweedfs")
 GRPC_OFFSET = 10000
-PORT_CEILING = 65535 - GRPC_OFFSET
-
-
-def _bindable(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def free_port_pairs(count: int) -> list[int]:
-    """``count`` ports below 55535 that are free together with their gRPC twins (port + 10000)."""
-    ports: list[int] = []
-    while len(ports) < count:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port >= PORT_CEILING:
-            # The kernel's ephemeral range is mostly above the ceiling: draw from below it instead.
-            port = 20000 + int.from_bytes(os.urandom(2), "big") % (PORT_CEILING - 20000)
-        if port not in ports and _bindable(port) and _bindable(port + GRPC_OFFSET):
-            ports.append(port)
-    return ports
 
 
 class SeaweedFS(S3Server):
@@ -46,7 +21,7 @@ class SeaweedFS(S3Server):
 
     def __init__(self, data_dir: str, wrapper: tuple[str, ...] = ()):
         """``wrapper``: a command it runs under that execs it (``ip netns exec NS``)."""
-        s3_port, self.master_port, self.volume_port, self.filer_port = free_port_pairs(4)
+        s3_port, self.master_port, self.volume_port, self.filer_port = free_ports(4, twin=GRPC_OFFSET)
         super().__init__(data_dir, s3_port)
         self.wrapper = wrapper
 

@@ -12,23 +12,11 @@ import time
 
 import pytest
 
-from .broker_process import terminate
+from .broker_process import exited_error, terminate
+from .ports import free_ports
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(_ROOT, "scripts", "zookeeper")
-
-
-def free_ports(count: int) -> list[int]:
-    sockets = []
-    try:
-        for _ in range(count):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            sockets.append(s)
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
 
 
 def four_letter(port: int, command: str, timeout: float = 1.0) -> str:
@@ -70,7 +58,7 @@ class ZooKeeperServer:
         deadline = time.monotonic() + timeout
         while not self.serving():
             if not self.alive():
-                raise RuntimeError(f"ZooKeeper exited; see {self.data_dir}/server.log")
+                raise exited_error("ZooKeeper", os.path.join(self.data_dir, "server.log"))
             if time.monotonic() > deadline:
                 raise RuntimeError(f"ZooKeeper not serving within {timeout} s; see {self.data_dir}/server.log")
             time.sleep(0.1)
