@@ -74,7 +74,7 @@ class Partition:
                                                       header.base_offset)
                 return
             if batch.producer_id >= 0 and batch.base_sequence >= 0:
-                self.producers.record(batch, header.base_offset, None)
+                self.producers.read_back(batch, header.base_offset)
             if batch.is_transactional:
                 self.transactions.batch_appended(batch.producer_id, header.base_offset)
 

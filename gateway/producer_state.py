@@ -30,8 +30,10 @@ class _Producer:
     last_timestamp: int = -1
     # The sequence to expect when every cached batch was given up (see ``forget_failed``).
     resume_at: int = 0
-    # Batches still to be refused as their given-up predecessor was (see ``check``).
-    behind_given_up: int = 0
+    # Batches still to be refused retriably when they skip ahead of the expected sequence, and
+    # why that sequence is missing here (see ``check``).
+    gaps_to_refuse: int = 0
+    gap_cause: str = ""
 
     def forget_failed(self, log_end: int) -> None:
         """Drop the newest batches whose entries failed to become durable *and* that the
@@ -45,7 +47,10 @@ class _Producer:
         while (self.batches and _failed(self.batches[-1].durable)
                and self.batches[-1].base_offset >= log_end):
             self.resume_at = self.batches.pop().first_sequence
-            self.behind_given_up = MAX_CACHED_BATCHES - 1
+            self.refuse_gaps("whose write failed")
+
+    def refuse_gaps(self, cause: str) -> None:
+        self.gaps_to_refuse, self.gap_cause = MAX_CACHED_BATCHES - 1, cause
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,17 +105,21 @@ class ProducerStateTable:
                 return cached
         expected = ((producer.batches[-1].last_sequence + 1) & 0x7FFFFFFF if producer.batches
                     else producer.resume_at)
-        if header.base_sequence != expected and producer.behind_given_up and not header.is_transactional:
-            # Sent behind a batch whose write failed and was given up (its client was answered
-            # KAFKA_STORAGE_ERROR and sends it again): refused alike, so the client sends them
-            # again in order. OUT_OF_ORDER_SEQUENCE_NUMBER would make librdkafka start a new epoch
-            # and send every record not yet acknowledged again, on every partition: a record stored
-            # but not answered elsewhere is then stored twice (gateway/refused_batches.py has the
-            # same case for batches refused before their check; Kafka takes a failed log offline).
-            producer.behind_given_up -= 1
+        if producer.gaps_to_refuse and _ahead(header.base_sequence, expected) and not header.is_transactional:
+            # Sent behind a batch this partition has not got: one whose write failed and was given
+            # up (its client was answered KAFKA_STORAGE_ERROR), or one sent to it before the log it
+            # opened was read back, lost with the partition's last opening here (its client was
+            # answered when its write was given up). Either is sent again, so the batches behind it
+            # are refused retriably, and the client sends them again in order.
+            # OUT_OF_ORDER_SEQUENCE_NUMBER would make librdkafka start a new epoch and send every
+            # record not yet acknowledged again, on every partition: a record stored but not
+            # answered elsewhere is then stored twice (gateway/refused_batches.py has the same case
+            # for batches refused before their check). Transactional producers do skip sequences
+            # (after records failed with an aborted transaction), and hear the check's answer.
+            producer.gaps_to_refuse -= 1
             raise SequenceError(ErrorCode.KAFKA_STORAGE_ERROR,
                                 f"producer {header.producer_id} sent sequence {header.base_sequence} behind "
-                                f"sequence {expected}, whose write failed", expected=expected)
+                                f"sequence {expected}, {producer.gap_cause}", expected=expected)
         if header.base_sequence != expected:
             raise SequenceError(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
                                 f"producer {header.producer_id} sent sequence {header.base_sequence}, "
@@ -123,7 +132,15 @@ class ProducerStateTable:
             producer = self._producers[header.producer_id] = _Producer(header.producer_epoch)
         producer.batches.append(CachedBatch(header.base_sequence, header.last_sequence, base_offset, durable))
         producer.last_timestamp = header.max_timestamp
-        producer.behind_given_up = 0
+        producer.gaps_to_refuse = 0
+
+    def read_back(self, header: BatchHeader, base_offset: int) -> None:
+        """A batch found in the log as the partition opened. Batches a client sent before the
+        opening and that did not reach the log (a partition dropped here and opened again, its
+        unconfirmed writes given up with it) are sent again; the ones pipelined behind them may
+        arrive first, and skip ahead of what the log holds: see ``check``."""
+        self.record(header, base_offset, None)
+        self._producers[header.producer_id].refuse_gaps("which the log opened here does not hold")
 
     def end_transaction(self, producer_id: int, epoch: int) -> None:
         """A transaction marker of ``epoch`` was written: batches of older epochs are fenced.
@@ -148,6 +165,11 @@ class ProducerStateTable:
 
     def __len__(self) -> int:
         return len(self._producers)
+
+
+def _ahead(sequence: int, expected: int) -> bool:
+    """Whether ``sequence`` lies past ``expected`` (sequences wrap at 2**31)."""
+    return 0 < (sequence - expected) & 0x7FFFFFFF < 1 << 30
 
 
 def _failed(durable: asyncio.Future | None) -> bool:

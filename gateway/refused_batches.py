@@ -17,7 +17,10 @@ while they change hands, and clients keep pipelining into that moment.
 
 So a batch whose sequence check finds missing exactly the first sequence of a batch this
 connection refused (same producer and epoch) gets that refusal's error instead: the client
-then sends them all again, in order. At most ``MAX_CACHED_BATCHES - 1`` batches per refusal
+then sends them all again, in order. (A partition opened since the refusal refuses such a
+batch by its producer state alone, which it read back from the log: ``ProducerStateTable.
+read_back``. This memory is for the partition that stayed open, its session suspended or its
+store out of reach for a moment.) At most ``MAX_CACHED_BATCHES - 1`` batches per refusal
 are answered so, the most a producer can have behind it, so a client that really skipped
 sequences still hears Kafka's answer.
 

@@ -1,12 +1,14 @@
 """Cluster mode against a ZooKeeper that is down, lost, or shared by a broker with the same id."""
 import os
 import select
+import signal
 import threading
 
 import pytest
 from kafka.protocol.admin import CreateTopicsRequest
 from kafka.protocol.metadata import MetadataRequest
 from kafka.protocol.producer import InitProducerIdRequest, ProduceRequest
+from kazoo.client import KazooClient
 
 from kgate.protocol.error_codes import ErrorCode
 from tests.support.broker_process import BrokerProcess
@@ -161,6 +163,51 @@ def test_batches_pipelined_behind_one_refused_before_the_partition_was_served_ar
             skipping = idempotent_batch("pipelined", 9)
             assert answer(producer, skipping, producer.send(skipping, 7))[0] == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
     finally:
+        broker.stop()
+
+
+def test_batches_skipping_ahead_of_a_partition_opened_again_here_are_refused_retriably(tmp_path, zookeeper):
+    """A broker paused past its metadata session drops its partitions when it resumes and opens
+    them again, reading their producers back from the log; clients' connections stay open. A
+    batch whose write was given up with the dropped partition is not in that log, and the batch
+    its client had pipelined behind it may come first: it gets KAFKA_STORAGE_ERROR, so the client
+    sends both again in order, not OUT_OF_ORDER_SEQUENCE_NUMBER, which makes librdkafka start a
+    new epoch and send every record not yet acknowledged again (stored twice where one was stored
+    but not answered)."""
+    zookeeper.start().wait_serving()
+    broker = cluster_broker(tmp_path, zookeeper, 0).start(timeout=60)
+    claim = "/faults/owners/reopened/0"
+    watcher = KazooClient(hosts=zookeeper.address)
+    watcher.start(timeout=30)
+
+    def claimed_by():
+        """The metadata session holding the partition's claim (None: no claim)."""
+        stat = watcher.exists(claim)
+        return None if stat is None else stat.ephemeralOwner
+    try:
+        create_topic(broker.bootstrap, "reopened", 1)
+        with Wire(broker.bootstrap) as producer, Wire(broker.bootstrap) as probe:
+            wait_for(lambda: produce_one(probe, "reopened") == ErrorCode.NONE, 30, "the partition to be served")
+            first = idempotent_batch("reopened", 0)
+            assert answer(producer, first, producer.send(first, 7))[0] == ErrorCode.NONE
+            session = claimed_by()
+            broker.process.send_signal(signal.SIGSTOP)
+            try:
+                wait_for(lambda: claimed_by() is None, 60, "the paused broker's session to expire")
+            finally:
+                broker.process.send_signal(signal.SIGCONT)
+            wait_for(lambda: claimed_by() not in (None, session) and produce_one(probe, "reopened") == ErrorCode.NONE,
+                     60, "the partition to be served again")
+            assert "dropping every partition" in open(broker.log_path).read()
+            behind = idempotent_batch("reopened", 4)
+            assert answer(producer, behind, producer.send(behind, 7))[0] == ErrorCode.KAFKA_STORAGE_ERROR
+            missing = idempotent_batch("reopened", 2)
+            stored, base = answer(producer, missing, producer.send(missing, 7))
+            assert stored == ErrorCode.NONE
+            assert answer(producer, behind, producer.send(behind, 7)) == (ErrorCode.NONE, base + 2)
+    finally:
+        watcher.stop()
+        watcher.close()
         broker.stop()
 
 

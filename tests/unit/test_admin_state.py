@@ -140,6 +140,45 @@ async def test_a_transactional_batch_behind_a_given_up_one_gets_the_checks_answe
     assert refused.value.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
 
 
+def test_batches_skipping_ahead_of_a_log_just_read_back_are_refused_retriably_until_one_is_stored():
+    """A partition dropped here and opened again (its metadata session expired, its ledger fenced)
+    reads its producers back from the log, which lacks the batches whose writes were given up
+    with it; their clients send them again, but the batches pipelined behind them on the same
+    connection may come first. They get KAFKA_STORAGE_ERROR, as behind a given-up write, not
+    OUT_OF_ORDER_SEQUENCE_NUMBER (which makes librdkafka start a new epoch). At most four; a
+    sequence behind the log's, and once a batch is stored, a gap, get the check's own answer."""
+    table = ProducerStateTable()
+    table.read_back(batch(7, 0, 0, 3), 0)
+    for behind in range(4):
+        with pytest.raises(SequenceError) as refused:
+            table.check(batch(7, 0, 6 + behind, 1), 3)
+        assert (refused.value.code, refused.value.expected) == (ErrorCode.KAFKA_STORAGE_ERROR, 3)
+        assert "which the log opened here does not hold" in refused.value.message
+    with pytest.raises(SequenceError) as refused:
+        table.check(batch(7, 0, 10, 1), 3)
+    assert refused.value.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+    table.read_back(batch(8, 0, 0, 3), 3)
+    with pytest.raises(SequenceError) as rewound:
+        table.check(batch(8, 0, 1, 1), 6)  # not behind a missing batch: a retry the cache no longer has
+    assert rewound.value.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    assert table.check(batch(8, 0, 3, 2), 6) is None  # the batch it missed, sent again
+    table.record(batch(8, 0, 3, 2), 6, None)
+    with pytest.raises(SequenceError) as skipped:
+        table.check(batch(8, 0, 9, 1), 8)
+    assert skipped.value.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+def test_a_transactional_batch_skipping_ahead_of_a_log_just_read_back_gets_the_checks_answer():
+    table = ProducerStateTable()
+    table.read_back(batch(7, 0, 0, 3), 0)
+    transactional = read_header(build_batch([b"v"], producer_id=7, producer_epoch=0, base_sequence=5,
+                                            transactional=True))
+    with pytest.raises(SequenceError) as refused:
+        table.check(transactional, 3)
+    assert refused.value.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
 async def test_a_producer_whose_every_cached_batch_was_given_up_resumes_at_the_first():
     lost = asyncio.get_running_loop().create_future()
     lost.set_exception(OSError(28, "No space left on device"))
