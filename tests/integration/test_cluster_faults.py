@@ -1,4 +1,5 @@
 """Cluster mode against a ZooKeeper that is down, lost, or shared by a broker with the same id."""
+import contextlib
 import os
 import select
 import signal
@@ -56,6 +57,18 @@ def idempotent_batch(topic, sequence, count=2):
 def answer(wire, request, correlation_id):
     part = wire.read(request, 7, correlation_id).responses[0].partition_responses[0]
     return ErrorCode(part.error_code), part.base_offset
+
+
+@contextlib.contextmanager
+def stored_first_batch(broker, topic):
+    """Connections of an idempotent producer and a probe to a new one-partition ``topic``, once
+    the producer's first batch (sequences 0-1) is stored."""
+    create_topic(broker.bootstrap, topic, 1)
+    with Wire(broker.bootstrap) as producer, Wire(broker.bootstrap) as probe:
+        wait_for(lambda: produce_one(probe, topic) == ErrorCode.NONE, 30, "the partition to be served")
+        first = idempotent_batch(topic, 0)
+        assert answer(producer, first, producer.send(first, 7))[0] == ErrorCode.NONE
+        yield producer, probe
 
 
 def test_a_broker_started_before_zookeeper_says_so_and_waits_for_it(tmp_path, zookeeper):
@@ -138,11 +151,7 @@ def test_batches_pipelined_behind_one_refused_before_the_partition_was_served_ar
     zookeeper.start().wait_serving()
     broker = cluster_broker(tmp_path, zookeeper, 0).start(timeout=60)
     try:
-        create_topic(broker.bootstrap, "pipelined", 1)
-        with Wire(broker.bootstrap) as producer, Wire(broker.bootstrap) as probe:
-            wait_for(lambda: produce_one(probe, "pipelined") == ErrorCode.NONE, 30, "the partition to be served")
-            first = idempotent_batch("pipelined", 0)
-            assert answer(producer, first, producer.send(first, 7))[0] == ErrorCode.NONE
+        with stored_first_batch(broker, "pipelined") as (producer, probe):
             zookeeper.stop()
             wait_for(lambda: produce_one(probe, "pipelined") == ErrorCode.NOT_LEADER_FOR_PARTITION, 30,
                      "produces to be refused once ZooKeeper is gone")
@@ -185,11 +194,7 @@ def test_batches_skipping_ahead_of_a_partition_opened_again_here_are_refused_ret
         stat = watcher.exists(claim)
         return None if stat is None else stat.ephemeralOwner
     try:
-        create_topic(broker.bootstrap, "reopened", 1)
-        with Wire(broker.bootstrap) as producer, Wire(broker.bootstrap) as probe:
-            wait_for(lambda: produce_one(probe, "reopened") == ErrorCode.NONE, 30, "the partition to be served")
-            first = idempotent_batch("reopened", 0)
-            assert answer(producer, first, producer.send(first, 7))[0] == ErrorCode.NONE
+        with stored_first_batch(broker, "reopened") as (producer, probe):
             session = claimed_by()
             broker.process.send_signal(signal.SIGSTOP)
             try:
