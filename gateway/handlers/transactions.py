@@ -19,7 +19,7 @@ from kafka.protocol.producer import (
 from kgate.metadata.acls import CLUSTER_NAME, Operation, ResourceType
 from kgate.protocol.error_codes import ErrorCode
 from kgate.protocol.errors import KafkaError
-from kgate.storage.ledger import LedgerFenced
+from kgate.storage.ledger import LedgerFenced, StoreUnavailable
 
 from ..groups import OFFSETS_TOPIC
 from ..groups.records import CommittedOffset, now_ms
@@ -205,7 +205,8 @@ async def write_txn_markers(ctx: Context, request):
                     error = ErrorCode.NONE
                 except KafkaError as exc:
                     error = exc.code
-                except (OSError, LedgerFenced):
+                except (OSError, LedgerFenced, StoreUnavailable):
+                    # Kafka's answer for a partition it cannot write; the coordinator sends it again.
                     error = ErrorCode.KAFKA_STORAGE_ERROR
                 partitions.append(R.WritableTxnMarkerResult.WritableTxnMarkerTopicResult.WritableTxnMarkerPartitionResult(
                     partition_index=index, error_code=error))

@@ -12,7 +12,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka.protocol.consumer import OffsetCommitRequest
 from kafka.protocol.metadata import MetadataRequest
-from kafka.protocol.producer import ProduceRequest
+from kafka.protocol.producer import ProduceRequest, WriteTxnMarkersRequest
 
 from kgate.protocol.error_codes import ErrorCode
 from tests.support.broker_process import BrokerProcess
@@ -79,6 +79,15 @@ def _commit(wire: Wire, group: str, topic: str) -> int:
     return response.topics[0].partitions[0].error_code
 
 
+def _marker(wire: Wire, topic: str) -> int:
+    """An ABORT marker for producer 4242 in ``topic``-0, as a coordinator sends it: its error code."""
+    marker = WriteTxnMarkersRequest.WritableTxnMarker
+    response = wire.call(WriteTxnMarkersRequest(markers=[marker(
+        producer_id=4242, producer_epoch=0, transaction_result=False, coordinator_epoch=0,
+        topics=[marker.WritableTxnMarkerTopic(name=topic, partition_indexes=[0])])]), 1)
+    return response.markers[0].topics[0].partitions[0].error_code
+
+
 def test_disk_full_answers_storage_error_and_recovers_when_space_returns(tmp_path, small_disk):
     broker = BrokerProcess(small_disk, {"kgate.metrics.listener": "127.0.0.1:0"},
                            log_path=str(tmp_path / "broker.log")).start()
@@ -117,6 +126,9 @@ def test_disk_full_answers_storage_error_and_recovers_when_space_returns(tmp_pat
             assert answer.error_code == ErrorCode.KAFKA_STORAGE_ERROR
             # An offset commit is answered with a retriable error too (it used to be a traceback).
             assert _commit(wire, "full-disk-group", "full") == ErrorCode.COORDINATOR_NOT_AVAILABLE
+            # So is a transaction marker another broker's coordinator sends (a fault run: the
+            # request failed inside the broker and closed the coordinator's connection).
+            assert _marker(wire, "probe") == ErrorCode.KAFKA_STORAGE_ERROR
             assert wire.call(MetadataRequest(topics=None), 1).brokers
         assert broker.alive()
 
