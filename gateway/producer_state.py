@@ -126,21 +126,21 @@ class ProducerStateTable:
                                 f"expected {expected}", expected=expected)
         return None
 
-    def record(self, header: BatchHeader, base_offset: int, durable: asyncio.Future | None) -> None:
+    def record(self, header: BatchHeader, base_offset: int, durable: asyncio.Future | None) -> _Producer:
         producer = self._producers.get(header.producer_id)
         if producer is None or header.producer_epoch > producer.epoch:
             producer = self._producers[header.producer_id] = _Producer(header.producer_epoch)
         producer.batches.append(CachedBatch(header.base_sequence, header.last_sequence, base_offset, durable))
         producer.last_timestamp = header.max_timestamp
         producer.gaps_to_refuse = 0
+        return producer
 
     def read_back(self, header: BatchHeader, base_offset: int) -> None:
         """A batch found in the log as the partition opened. Batches a client sent before the
         opening and that did not reach the log (a partition dropped here and opened again, its
         unconfirmed writes given up with it) are sent again; the ones pipelined behind them may
         arrive first, and skip ahead of what the log holds: see ``check``."""
-        self.record(header, base_offset, None)
-        self._producers[header.producer_id].refuse_gaps("which the log opened here does not hold")
+        self.record(header, base_offset, None).refuse_gaps("which the log opened here does not hold")
 
     def end_transaction(self, producer_id: int, epoch: int) -> None:
         """A transaction marker of ``epoch`` was written: batches of older epochs are fenced.

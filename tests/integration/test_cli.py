@@ -5,7 +5,6 @@ what the broker holds afterwards (through kafka-python, not through the CLI).
 import datetime
 import json
 import os
-import socket
 import subprocess
 import sys
 
@@ -20,6 +19,7 @@ from conformance.session import Session
 from conformance.share_member import ACCEPT, RELEASE, ShareMember
 from kgate.protocol.messages import ConsumerGroupHeartbeatRequest, StreamsGroupHeartbeatRequest
 from tests.support.member_process import wait_for
+from tests.support.ports import free_ports
 from tests.support.scrape import scrape
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -89,12 +89,6 @@ def produce(broker, topic, count, partition=None, timestamp_ms=None) -> None:
             future.get(timeout=10)
     finally:
         producer.close()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def test_topics_create_list_describe_alter_and_delete(broker, admin):
@@ -393,7 +387,7 @@ def test_bad_input_exits_with_one_line_and_the_documented_code(broker):
         assert "Traceback" not in result.stderr and result.stderr.strip()
 
     # Nothing listens there: exit 3 at once, not after the (here ten-minute) connect timeout.
-    unreachable = kgate("brokers", "list", "--bootstrap-server", f"127.0.0.1:{free_port()}",
+    unreachable = kgate("brokers", "list", "--bootstrap-server", f"127.0.0.1:{free_ports(1)[0]}",
                         "--connect-timeout-ms", "600000", timeout=60)
     assert_fails(unreachable, 3, "cannot connect", "connection refused")
 

@@ -2,7 +2,6 @@
 show the cluster's actual topics, groups and lag; a reset of offsets round-trips to the
 cluster; writes need --allow-writes and a token from the console's own page; a cluster
 that cannot be reached, or refuses the credentials, gets a page saying so."""
-import socket
 import time
 import urllib.error
 import urllib.parse
@@ -19,6 +18,7 @@ from tests.support.browser import headless_chromium, wait_for
 from tests.support.clients import create_topic, kgate_users
 from tests.support.console_process import ConsoleProcess
 from tests.support.member_process import wait_for as wait_until
+from tests.support.ports import free_ports
 
 ORDERS, EVENTS, GROUP = "console-orders", "console-events", "console-billing"
 USER, PASSWORD = "alice", "alice-secret"
@@ -162,14 +162,8 @@ def test_writes_need_allow_writes_and_a_token_from_the_consoles_own_page(broker,
     assert _committed(broker.bootstrap) == {0: 4, 1: 7, 2: 10}
 
 
-def _closed_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def test_an_unreachable_cluster_and_refused_credentials_get_a_page_saying_so(broker):
-    unreachable = ConsoleProcess(f"127.0.0.1:{_closed_port()}", "--connect-timeout-ms", "3000").start()
+    unreachable = ConsoleProcess(f"127.0.0.1:{free_ports(1)[0]}", "--connect-timeout-ms", "3000").start()
     refused = ConsoleProcess(broker.address("SASL_PLAINTEXT"), "--security-protocol", "SASL_PLAINTEXT",
                              "--sasl-mechanism", "SCRAM-SHA-256", "--sasl-username", "nobody",
                              "--sasl-password", "wrong", "--connect-timeout-ms", "5000").start()

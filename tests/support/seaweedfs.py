@@ -2,8 +2,9 @@
 
 Every port it binds (S3, master, volume, filer, and each one's gRPC port at +10000) is
 free and below the ephemeral range (``ports``); its data lives in a directory the caller
-owns; it is stopped by PID, SIGTERM then SIGKILL (SIGTERM alone can hang). Ready means the S3 gateway answers
-and the process is still ours (a leftover server on the port could answer otherwise).
+owns; it is stopped by PID, SIGTERM then SIGKILL (SIGTERM alone can hang). Ready means the
+S3 gateway answers and the process is still ours (a leftover server on the port could answer
+otherwise).
 """
 import os
 import subprocess
